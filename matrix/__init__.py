@@ -1,0 +1,1 @@
+"""Matrix: datasets, runner, result store, response parsers, checker, metrics, reports, CLI."""

@@ -1,0 +1,1 @@
+"""promptgrid.matrix.datasets"""

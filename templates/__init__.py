@@ -1,0 +1,1 @@
+"""Prompt templates: one Jinja environment, style catalogs, function-doc renderers."""

@@ -1,0 +1,12 @@
+"""Shared test set-up: no network, no keys, litellm offline."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOG", "ERROR")
+# Tests never reach a real provider: any key a test needs is a fake it plants itself.
+for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "MISTRAL_API_KEY", "GEMINI_API_KEY"):
+    os.environ.pop(_key, None)

@@ -1,0 +1,4 @@
+"""Translation of instructions and function descriptions (backends, store, checks).
+
+Not implemented yet: see the translation issue. Nothing here translates.
+"""

@@ -1,0 +1,389 @@
+"""Grid YAML: schema, validation and expansion into variants.
+
+A grid file::
+
+    name: my_grid                  # optional; defaults to the file name
+    description: what it measures  # optional
+    extends: bfcl_v4               # optional: a built-in name or a path, relative to this file
+    template_dir: ./my_templates   # optional: user .j2 templates and styles/*.yaml catalogs
+    base:                          # default value of every dimension (others: DIMENSIONS defaults)
+      template: bfcl_v4
+    include:                       # blocks, expanded in order
+      - product:                   # cross product, first key outermost
+          return_format: [python, json]
+          tool_call_tag: [true, false]
+      - vary:                      # one dimension at a time away from base
+          prompt_format: [markdown]
+      - variants:                  # explicit points (each a partial mapping over base)
+          - {prompt_style: experimental}
+        with: {doc_format: xml}    # optional on any block: applied to every point of it
+    exclude:                       # drop every variant matching all keys of one entry
+      - {return_format: json, doc_format: python}
+      - {return_format: [verbose_xml, concise_xml], tool_call_tag: true}   # a list = any of
+
+With ``extends``, the parent's base is the starting point (this file's base
+overrides it key by key), and the parent's include and exclude blocks come
+before this file's. A grid with no include block is the single base variant.
+Expansion is deterministic; duplicates collapse onto their first occurrence.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS
+from ._errors import GridError, closest
+from ._variant import Variant
+
+__all__ = ["Grid", "builtin_grids", "load_grid"]
+
+_TOP_KEYS = ("name", "description", "extends", "template_dir", "base", "include", "exclude")
+_BLOCK_KEYS = ("product", "vary", "variants", "with")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An expanded grid: its variants in order, and where it came from."""
+
+    name: str
+    description: str
+    variants: tuple[Variant, ...]
+    source: str
+    base: Variant = field(default_factory=Variant)
+    template_dir: Path | None = None
+
+    def variant(self, variant_id: str) -> Variant:
+        for v in self.variants:
+            if v.id == variant_id:
+                return v
+        raise GridError(
+            f"grid {self.name!r} has no variant {variant_id!r}."
+            f"{closest(variant_id, (v.id for v in self.variants))}"
+            " List its variants with: promptgrid grid show " + self.name
+        )
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+@dataclass
+class _Node:
+    """A YAML value with the line it started on (1-based)."""
+
+    value: Any
+    line: int
+    key_line: int = 0  # for mapping values: the line of their key
+
+
+def _compose(text: str, where: str) -> _Node | None:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise GridError(f"{where}{line}: invalid YAML: {problem}.") from None
+    return None if node is None else _wrap(node, where)
+
+
+def _wrap(node: yaml.Node, where: str) -> _Node:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Node] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in out:
+                raise GridError(f"{where}:{key_node.start_mark.line + 1}: key {key!r} appears twice.")
+            out[key] = _wrap(value_node, where)
+            out[key].key_line = key_node.start_mark.line + 1
+        return _Node(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Node([_wrap(n, where) for n in node.value], line)
+    return _Node(_scalar(node), line)
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _plain(node: _Node) -> Any:
+    if isinstance(node.value, dict):
+        return {k: _plain(v) for k, v in node.value.items()}
+    if isinstance(node.value, list):
+        return [_plain(v) for v in node.value]
+    return node.value
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass
+class _Spec:
+    """A grid file after validation, before expansion."""
+
+    name: str
+    description: str
+    where: str
+    base: dict[str, Any]
+    blocks: list[tuple[str, Any, dict[str, Any], int]]  # (kind, payload, with, line)
+    excludes: list[dict[str, tuple[Any, ...]]]
+    template_dir: Path | None
+    styles: frozenset[str]
+    templates: frozenset[str]
+
+
+def _fail(where: str, line: int, key: str, message: str) -> GridError:
+    return GridError(f"{where}:{line}: {key}: {message}")
+
+
+def _expect(node: _Node, kind: type, where: str, key: str, what: str) -> Any:
+    if not isinstance(node.value, kind):
+        got = type(node.value).__name__ if node.value is not None else "nothing"
+        raise _fail(where, node.line, key, f"expected {what}, got {got}.")
+    return node.value
+
+
+def _user_names(template_dir: Path | None) -> tuple[frozenset[str], frozenset[str]]:
+    if template_dir is None:
+        return frozenset(), frozenset()
+    templates = frozenset(p.stem for p in template_dir.glob("*.j2"))
+    styles = frozenset(p.stem for p in (template_dir / "styles").glob("*.yaml"))
+    return styles, templates
+
+
+def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
+    if dim not in DIMENSIONS:
+        raise _fail(spec.where, line, key, f"unknown dimension {dim!r}.{closest(dim, DIMENSIONS)} "
+                    f"Dimensions: {', '.join(DIMENSIONS)}.")
+    d = DIMENSIONS[dim]
+    if d.kind is bool and not isinstance(value, bool):
+        hint = ""
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            hint = f" Write {value.lower() in ('true', 'yes')} without quotes."
+        raise _fail(spec.where, line, key, f"{dim} must be true or false, got {value!r}.{hint}")
+    if d.kind is str and not isinstance(value, str):
+        raise _fail(spec.where, line, key, f"{dim} must be a string, got {type(value).__name__} {value!r}.")
+    known: tuple[str, ...] | None = None
+    if dim == "prompt_style":
+        known = tuple(BUILTIN_STYLES) + tuple(sorted(spec.styles))
+    elif dim == "template":
+        known = tuple(BUILTIN_TEMPLATES) + tuple(sorted(spec.templates))
+    elif d.values is not None:
+        known = tuple(str(v) for v in d.values)
+    if known is not None and value not in known and not (d.kind is bool):
+        extra = ""
+        if dim in ("prompt_style", "template"):
+            extra = " (user ones go in template_dir: <name>.j2, styles/<name>.yaml)"
+        raise _fail(spec.where, line, key, f"unknown {dim} {value!r}.{closest(value, known)} "
+                    f"Valid: {', '.join(known)}{extra}.")
+    if not d.accepts(value) and d.kind is not bool:
+        raise _fail(spec.where, line, key, f"{value!r} is not a valid {dim} (a language code such as "
+                    "'de' or 'pt-BR', or 'query').")
+    return value
+
+
+def _point(spec: _Spec, node: _Node, key: str) -> dict[str, Any]:
+    mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: value")
+    return {
+        dim: _check_value(spec, dim, v.value, (v.key_line or v.line), f"{key}.{dim}")
+        for dim, v in mapping.items()
+    }
+
+
+def _axes(spec: _Spec, node: _Node, key: str) -> dict[str, tuple[Any, ...]]:
+    mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: [values]")
+    if not mapping:
+        raise _fail(spec.where, node.line, key, "is empty: an empty product has no variants.")
+    axes: dict[str, tuple[Any, ...]] = {}
+    for dim, v in mapping.items():
+        values = v.value if isinstance(v.value, list) else [v]
+        if not values:
+            raise _fail(spec.where, v.line, f"{key}.{dim}", "empty list: an empty product has no variants.")
+        axes[dim] = tuple(
+            _check_value(spec, dim, item.value, item.line, f"{key}.{dim}") for item in values
+        )
+    return axes
+
+
+def _read_spec(source: str | Path, seen: tuple[str, ...] = ()) -> _Spec:
+    path, text, where = _locate(source, seen[-1] if seen else None)
+    key = str(path.resolve()) if path else where
+    if key in seen:
+        chain = " -> ".join([*seen, key])
+        raise GridError(f"{where}: extends: cycle in grid extends: {chain}.")
+    root = _compose(text, where)
+    if root is None:
+        raise GridError(f"{where}:1: the grid file is empty. See the schema in the README (Grid YAML).")
+    top = _expect(root, dict, where, "(top level)", "a mapping")
+    for k, v in top.items():
+        if k not in _TOP_KEYS:
+            raise _fail(where, (v.key_line or v.line), k,
+                        f"unknown key.{closest(k, _TOP_KEYS)} Valid keys: {', '.join(_TOP_KEYS)}.")
+
+    parent: _Spec | None = None
+    if "extends" in top:
+        ext = _expect(top["extends"], str, where, "extends", "a grid name or path")
+        parent = _read_spec(_relative(ext, path), (*seen, key))
+
+    template_dir = parent.template_dir if parent else None
+    if "template_dir" in top:
+        raw = _expect(top["template_dir"], str, where, "template_dir", "a directory path")
+        template_dir = (path.parent / raw if path else Path(raw)).resolve()
+        if not template_dir.is_dir():
+            raise _fail(where, top["template_dir"].line, "template_dir", f"{template_dir} is not a directory.")
+    styles, templates = _user_names(template_dir)
+    if parent:
+        styles, templates = styles | parent.styles, templates | parent.templates
+
+    default_name = path.stem if path else where
+    name = _expect(top["name"], str, where, "name", "a string") if "name" in top else default_name
+    description = (
+        _expect(top["description"], str, where, "description", "a string")
+        if "description" in top else (parent.description if parent else "")
+    )
+    spec = _Spec(name, description, where, dict(parent.base) if parent else {},
+                 list(parent.blocks) if parent else [], list(parent.excludes) if parent else [],
+                 template_dir, styles, templates)
+    if "base" in top:
+        spec.base.update(_point(spec, top["base"], "base"))
+
+    if "include" in top:
+        blocks = _expect(top["include"], list, where, "include", "a list of blocks")
+        for i, block_node in enumerate(blocks):
+            bkey = f"include[{i}]"
+            block = _expect(block_node, dict, where, bkey, "a block with product, vary or variants")
+            kinds = [k for k in block if k in ("product", "vary", "variants")]
+            for k, v in block.items():
+                if k not in _BLOCK_KEYS:
+                    raise _fail(where, (v.key_line or v.line), f"{bkey}.{k}",
+                                f"unknown block key.{closest(k, _BLOCK_KEYS)} "
+                                f"A block has one of product, vary, variants (and optionally with).")
+            if len(kinds) != 1:
+                raise _fail(where, block_node.line, bkey,
+                            "a block needs exactly one of product, vary or variants.")
+            kind = kinds[0]
+            with_ = _point(spec, block["with"], f"{bkey}.with") if "with" in block else {}
+            if kind == "variants":
+                points = _expect(block[kind], list, where, f"{bkey}.variants", "a list of mappings")
+                if not points:
+                    raise _fail(where, block[kind].line, f"{bkey}.variants", "empty list: no variants.")
+                payload: Any = [_point(spec, p, f"{bkey}.variants[{j}]") for j, p in enumerate(points)]
+            else:
+                payload = _axes(spec, block[kind], f"{bkey}.{kind}")
+            spec.blocks.append((kind, payload, with_, block_node.line))
+
+    if "exclude" in top:
+        items = _expect(top["exclude"], list, where, "exclude", "a list of mappings")
+        for i, item in enumerate(items):
+            axes = _axes(spec, item, f"exclude[{i}]")
+            spec.excludes.append(axes)
+    return spec
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+def _expand(spec: _Spec) -> tuple[Variant, list[Variant]]:
+    base = Variant(**spec.base)
+    points: list[Variant] = []
+
+    def emit(overlay: dict[str, Any], with_: dict[str, Any]) -> None:
+        points.append(replace(base, **{**overlay, **with_}))
+
+    if not spec.blocks:
+        points.append(base)
+    for kind, payload, with_, _line in spec.blocks:
+        if kind == "product":
+            keys = list(payload)
+            for combo in itertools.product(*(payload[k] for k in keys)):
+                emit(dict(zip(keys, combo)), with_)
+        elif kind == "vary":
+            for dim, values in payload.items():
+                for value in values:
+                    emit({dim: value}, with_)
+        else:
+            for overlay in payload:
+                emit(overlay, with_)
+
+    def excluded(v: Variant) -> bool:
+        return any(all(getattr(v, d) in vals for d, vals in rule.items()) for rule in spec.excludes)
+
+    seen: set[Variant] = set()
+    out: list[Variant] = []
+    for v in points:
+        if v not in seen and not excluded(v):
+            seen.add(v)
+            out.append(v)
+    if not out:
+        line = spec.blocks[0][3] if spec.blocks else 1
+        raise GridError(f"{spec.where}:{line}: include: the grid expands to no variants "
+                        "(every point is excluded). Loosen the exclude rules.")
+    return base, out
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+def _grid_dir() -> Any:
+    return resources.files("promptgrid.variants").joinpath("grids")
+
+
+def builtin_grids() -> dict[str, str]:
+    """Built-in grid names mapped to their descriptions, in name order."""
+    out: dict[str, str] = {}
+    for entry in sorted(_grid_dir().iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            data = yaml.safe_load(entry.read_text(encoding="utf-8")) or {}
+            out[entry.name[: -len(".yaml")]] = str(data.get("description", "")).strip()
+    return out
+
+
+def _relative(ref: str, path: Path | None) -> str | Path:
+    if ref.endswith((".yaml", ".yml")) and path is not None:
+        return path.parent / ref
+    return ref
+
+
+def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, str]:
+    """Return (path or None for built-ins, text, display name)."""
+    ref = str(source)
+    if isinstance(source, Path) or ref.endswith((".yaml", ".yml")) or "/" in ref:
+        path = Path(ref)
+        if not path.is_file():
+            raise GridError(f"grid file {ref} not found.{closest(Path(ref).stem, builtin_grids())}"
+                            " Built-in grids: promptgrid grids")
+        return path, path.read_text(encoding="utf-8"), str(path)
+    entry = _grid_dir().joinpath(f"{ref}.yaml")
+    if not entry.is_file():
+        names = builtin_grids()
+        raise GridError(f"no built-in grid named {ref!r}.{closest(ref, names)} "
+                        f"Built-in grids: {', '.join(names)}; or give a path to a .yaml file.")
+    return None, entry.read_text(encoding="utf-8"), f"<builtin>/{ref}.yaml"
+
+
+def load_grid(source: str | Path) -> Grid:
+    """Load, validate and expand a grid: a built-in name or a path to a YAML file.
+
+    Raises ``GridError`` (exit code 2) naming file, line and key on any problem.
+    """
+    spec = _read_spec(source)
+    base, variants = _expand(spec)
+    return Grid(spec.name, spec.description, tuple(variants), spec.where, base, spec.template_dir)
+
+
+def iter_dimension_values(grid: Grid) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Each dimension and the distinct values it takes in the grid, in first-seen order."""
+    for dim in DIMENSIONS:
+        values = tuple(dict.fromkeys(getattr(v, dim) for v in grid.variants))
+        yield dim, values

@@ -1,0 +1,74 @@
+"""The Variant record: one point of a grid."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ._dimensions import DIMENSIONS
+
+__all__ = ["Variant"]
+
+# Id tokens use BFCL's own spelling so result files join with bfcl-eval's
+# ``format_sensitivity_N:CONFIG:ENTRY`` ids. In bfcl-eval, ``style=experimental``
+# means bfcl-eval's wording, which promptgrid calls ``experimental_bfcl``; the
+# blog's wording (promptgrid's ``experimental``) therefore gets its own token.
+_STYLE_ID = {"experimental_bfcl": "experimental", "experimental": "experimental_blog"}
+_STYLE_LABEL = {"experimental_bfcl": " exp", "experimental": " exp-blog"}
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    """A prompt variant: one value for every dimension.
+
+    Identity is the typed values; ``id`` and ``label`` are derived from them
+    and never parsed back.
+    """
+
+    return_format: str = "python"
+    doc_format: str = "json"
+    tool_call_tag: bool = False
+    prompt_format: str = "plaintext"
+    prompt_style: str = "classic"
+    template: str = "bfcl_v4"
+    instruction_language: str = "en"
+    description_language: str = "en"
+
+    @property
+    def id(self) -> str:
+        """Canonical id: BFCL's query string, then each non-default extra dimension."""
+        style = _STYLE_ID.get(self.prompt_style, self.prompt_style)
+        parts = [
+            f"ret_fmt={self.return_format}",
+            f"tool_call_tag={self.tool_call_tag}",
+            f"func_doc_fmt={self.doc_format}",
+            f"prompt_fmt={self.prompt_format}",
+            f"style={style}",
+        ]
+        if self.template != DIMENSIONS["template"].default:
+            parts.append(f"template={self.template}")
+        if self.instruction_language != "en":
+            parts.append(f"instr_lang={self.instruction_language}")
+        if self.description_language != "en":
+            parts.append(f"desc_lang={self.description_language}")
+        return "&".join(parts)
+
+    @property
+    def label(self) -> str:
+        """Short label in the BFCL V4 figure notation, e.g. ``json->python,False md``."""
+        label = f"{self.doc_format}->{self.return_format},{self.tool_call_tag}"
+        if self.prompt_format == "markdown":
+            label += " md"
+        if self.prompt_style != "classic":
+            label += _STYLE_LABEL.get(self.prompt_style, f" {self.prompt_style}")
+        if self.template != DIMENSIONS["template"].default:
+            label += f" [{self.template}]"
+        if self.instruction_language != "en" or self.description_language != "en":
+            label += f" instr={self.instruction_language} desc={self.description_language}"
+        return label
+
+    def dimensions(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "dimensions": self.dimensions()}
