@@ -1,1 +1,124 @@
-"""promptgrid.matrix.datasets"""
+"""Datasets: the cases a run sends to a model.
+
+``load_dataset(spec)`` understands these specs::
+
+    mini                     built-in multilingual set, all 9 languages
+    mini:de,ja               the same, only these languages
+    bfcl:<category>          one of bfcl-eval's categories (read from an installed bfcl-eval,
+                             a wheel, a folder or a gorilla checkout: bfcl_data / $PROMPTGRID_BFCL_DATA)
+    bfcl:format_sensitivity  the 200 entries of BFCL V4's format-sensitivity study
+    jsonl:PATH               your own cases, one JSON object per line (docs/datasets.md)
+
+Every loader returns ``Case`` records (promptgrid.variants) inside a
+``Dataset``; bfcl-eval is imported lazily, only for ``bfcl:`` specs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from promptgrid.variants import DatasetError, PromptgridError, closest
+
+from ._jsonl import MAX_PROBLEMS, case_to_record, load_jsonl, write_jsonl
+from ._mini import MINI_LANGUAGES, mini_functions
+from ._mini import describe_mini as _describe_mini
+from ._mini import load_mini as _load_mini
+from ._mini import parse_languages as _parse_languages
+from ._model import Dataset
+
+__all__ = [
+    "MAX_PROBLEMS",
+    "MINI_LANGUAGES",
+    "SPEC_FORMS",
+    "Dataset",
+    "case_to_record",
+    "list_datasets",
+    "load_dataset",
+    "load_jsonl",
+    "mini_functions",
+    "write_jsonl",
+]
+
+# The forms a dataset spec can take, for error messages and `promptgrid datasets`.
+SPEC_FORMS = ("mini", "mini:LANG[,LANG...]", "bfcl:<category>", "bfcl:format_sensitivity", "jsonl:PATH")
+_KINDS = ("mini", "bfcl", "jsonl")
+
+def _bfcl_module() -> ModuleType:
+    """The BFCL loader, imported only when a bfcl: spec is used."""
+    try:
+        return importlib.import_module(f"{__name__}._bfcl")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}._bfcl":
+            raise
+        raise DatasetError("bfcl: datasets are not available in this build of promptgrid "
+                           "(matrix/datasets/_bfcl.py is missing).") from None
+
+
+def _unknown_spec(spec: str) -> DatasetError:
+    if spec.endswith(".jsonl"):
+        hint = f" Did you mean 'jsonl:{spec}'?"
+    else:
+        hint = closest(spec.split(":", 1)[0], _KINDS)
+    return DatasetError(f"unknown dataset {spec!r}.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")
+
+
+def load_dataset(spec: str, *, bfcl_data: str | os.PathLike[str] | None = None) -> Dataset:
+    """Load the dataset a spec names (see the module docstring for the forms)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise DatasetError(f"no dataset given. Valid forms: {', '.join(SPEC_FORMS)}.")
+    spec = spec.strip()
+    kind, sep, arg = spec.partition(":")
+    if kind == "mini":
+        if not sep:
+            return Dataset(name="mini", cases=_load_mini(), description=_describe_mini())
+        languages = _parse_languages(arg)
+        return Dataset(name=f"mini:{','.join(languages)}", cases=_load_mini(languages),
+                       description=_describe_mini() + f" (here: {', '.join(languages)})")
+    if kind == "bfcl":
+        category = arg.strip()
+        if not category:
+            raise DatasetError("bfcl: needs a category, e.g. bfcl:simple_python or bfcl:format_sensitivity. "
+                               "List them with: promptgrid datasets.")
+        cases = _bfcl_module().load_bfcl(category, bfcl_data=None if bfcl_data is None else str(bfcl_data))
+        return Dataset(name=f"bfcl:{category}", cases=tuple(cases),
+                       description=f"BFCL category {category} (read from bfcl-eval's data files)")
+    if kind == "jsonl":
+        if not arg.strip():
+            raise DatasetError("jsonl: needs a path, e.g. jsonl:my_cases.jsonl (schema in docs/datasets.md).")
+        return Dataset(name=spec, cases=load_jsonl(arg.strip()), description=f"cases from {arg.strip()}")
+    raise _unknown_spec(spec)
+
+
+def list_datasets(bfcl_data: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Dataset spec -> one-line description, for ``promptgrid datasets``.
+
+    The BFCL categories are listed when bfcl-eval's data can be found; otherwise
+    one ``bfcl:<category>`` line says how to make it available.
+    """
+    out: dict[str, str] = {
+        "mini": _describe_mini(),
+        "mini:LANG[,LANG...]": "mini restricted to some languages, e.g. mini:de,ja (" + ", ".join(MINI_LANGUAGES) + ")",
+    }
+    try:
+        module = _bfcl_module()
+        categories = list(module.bfcl_categories(None if bfcl_data is None else str(bfcl_data)))
+    except PromptgridError as exc:
+        categories, reason = [], str(exc)
+    else:
+        reason = "no categories found in bfcl-eval's data"
+    if categories:
+        fs = getattr(module, "FORMAT_SENSITIVITY", "format_sensitivity")
+        kinds = getattr(module, "BFCL_CATEGORIES", {})
+        for category in categories:
+            if category == fs:
+                out[f"bfcl:{category}"] = "BFCL V4 format sensitivity: the 200 entries of the study"
+            else:
+                rule = kinds.get(category)
+                scored = f", scored as {rule}" if rule and rule != category else ""
+                out[f"bfcl:{category}"] = f"BFCL category {category}{scored} (read from bfcl-eval's data files)"
+    else:
+        out["bfcl:<category>"] = f"BFCL categories: not available here. {reason}"
+    out["jsonl:PATH"] = "your own cases, one JSON object per line (BFCL entry + ground_truth; docs/datasets.md)"
+    return out

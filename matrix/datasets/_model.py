@@ -1,0 +1,131 @@
+"""The ``Dataset`` record: a named, ordered tuple of cases and the helpers to pick from it.
+
+A dataset is plain data. Loaders (``_mini``, ``_jsonl``, ``_bfcl``) build the
+cases; ``Dataset`` only indexes them, so selecting, filtering and looking a
+case up behave the same whichever loader made them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from promptgrid.variants import Case, DatasetError, closest
+
+__all__ = ["Dataset"]
+
+# How many unknown names an error lists before it says "and N more".
+_MAX_LISTED = 10
+
+
+def _unknown(kind: str, wanted: list[str], known: Iterable[str], dataset: str) -> None:
+    """Raise one DatasetError naming every value of ``wanted`` not in ``known``."""
+    known_list = list(dict.fromkeys(known))
+    known_set = set(known_list)
+    missing = [w for w in dict.fromkeys(wanted) if w not in known_set]
+    if not missing:
+        return
+    shown = []
+    for m in missing[:_MAX_LISTED]:
+        near = difflib.get_close_matches(m, known_list, n=1, cutoff=0.5)  # same rule as closest()
+        shown.append(f"{m!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    more = f" and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else ""
+    listing = f" It has: {', '.join(known_list)}." if len(known_list) <= 20 else ""
+    raise DatasetError(f"dataset {dataset!r} has no {kind} " + ", ".join(shown) + more + "." + listing)
+
+
+def _as_list(values: Iterable[str] | str) -> list[str]:
+    return [values] if isinstance(values, str) else list(values)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A named, ordered collection of cases (ids unique).
+
+    ``name`` is the spec it was loaded from (``mini:de,ja``, ``jsonl:cases.jsonl``);
+    ``description`` is a one-line summary for listings and reports.
+    """
+
+    name: str
+    cases: tuple[Case, ...]
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for case in self.cases:
+            if case.id in seen:
+                raise DatasetError(f"dataset {self.name!r} has two cases with id {case.id!r}; case ids must be unique.")
+            seen.add(case.id)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def __iter__(self) -> Iterator[Case]:
+        return iter(self.cases)
+
+    @cached_property
+    def _by_id(self) -> dict[str, Case]:
+        return {case.id: case for case in self.cases}
+
+    def case(self, case_id: str) -> Case:
+        """The case with this id; a DatasetError with the closest id otherwise."""
+        try:
+            return self._by_id[case_id]
+        except KeyError:
+            raise DatasetError(
+                f"dataset {self.name!r} has no case {case_id!r}.{closest(case_id, self._by_id)}"
+            ) from None
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Languages of the queries, in order of first appearance."""
+        return tuple(dict.fromkeys(case.language for case in self.cases))
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """Categories present, in order of first appearance."""
+        return tuple(dict.fromkeys(case.category for case in self.cases))
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Groups (a case and its translations share one), in order of first appearance."""
+        return tuple(dict.fromkeys(case.group or case.id for case in self.cases))
+
+    def select(
+        self,
+        case_ids: Iterable[str] | None = None,
+        *,
+        groups: Iterable[str] | None = None,
+        languages: Iterable[str] | None = None,
+        categories: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> Dataset:
+        """A sub-dataset, in this dataset's order.
+
+        Every filter given must match (``case_ids`` and ``groups`` are lists of
+        accepted values). Unknown ids, groups, languages or categories raise a
+        DatasetError listing all of them, so a typo never silently selects
+        nothing. ``limit`` keeps the first N cases after filtering. The name
+        stays the spec it was loaded from, so it can be loaded again.
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise DatasetError(f"limit must be a whole number >= 0, got {limit!r}.")
+        filters: list[tuple[str, Iterable[str] | None, tuple[str, ...], Callable[[Case], str]]] = [
+            ("case", case_ids, tuple(self._by_id), lambda c: c.id),
+            ("group", groups, self.groups, lambda c: c.group or c.id),
+            ("language", languages, self.languages, lambda c: c.language),
+            ("category", categories, self.categories, lambda c: c.category),
+        ]
+        cases = self.cases
+        for kind, given, known, key in filters:
+            if given is None:
+                continue
+            values = _as_list(given)
+            _unknown(kind, values, known, self.name)
+            wanted = set(values)
+            cases = tuple(c for c in cases if key(c) in wanted)
+        if limit is not None:
+            cases = cases[:limit]
+        return Dataset(name=self.name, cases=cases, description=self.description)
