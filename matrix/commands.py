@@ -90,6 +90,7 @@ def _prompts(args: argparse.Namespace) -> Iterator[tuple[Variant, object, object
     renderer = Renderer(
         template_dir=grid.template_dir,
         localization=_localization(args.store) if needs_translation else None,
+        bfcl_data=args.bfcl_data,
     )
     # Case-major order: a case's function docs are rendered once per doc format
     # and reused by all of its variants.

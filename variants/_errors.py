@@ -9,9 +9,16 @@ it without a traceback and exit non-zero::
     +-- DatasetError                a dataset cannot be found or a record is malformed
     +-- MissingTranslationError     a variant needs translations that are not available
     +-- MissingDependencyError      an optional package is needed for this feature
-    +-- ParseError                  (matrix) model output could not be parsed; data, not a crash
-    +-- RunError                    (matrix) a run directory or run config is unusable
+    +-- RunError                    (matrix.runconfig) a run directory or run config is unusable
+    +-- LocalModelError             (matrix.clients) the local model cannot be loaded
+    +-- UnknownReturnFormatError    (matrix.parse) a parser was asked for a format that does not exist
+    +-- ReportError                 (matrix.report) rows or a run directory cannot make a report
     +-- TranslationError            (translate) a backend failed or a translation is unusable
+        +-- CatalogError            a catalog file is malformed
+
+A response that cannot be parsed is not an error: it is data (a ParseResult
+with a failure kind), scored as incorrect. A model call that fails is data too
+(a stored error), never an exception out of the runner.
 
 Messages say what was wrong and how to fix it. They are complete sentences and
 name the file, line and key when the error comes from a file.

@@ -1,1 +1,60 @@
-"""promptgrid.matrix.report"""
+"""Sensitivity reports: statistics, tables, figures and one self-contained HTML page.
+
+``build_report(rows, out_dir, baseline=..., formats=...)`` works from job rows
+(docs/CONTRACTS.md), so it runs on a finished run, an exported JSONL file or
+synthetic rows alike. ``compare_runs`` pairs two runs of the same grid.
+matplotlib is imported only when figures are drawn.
+"""
+
+from ._build import FORMATS, ReportResult, build_report, expand_formats
+from ._compare import CompareResult, VariantDiff, compare_runs
+from ._compute import aggregate
+from ._errors import ReportError
+from ._model import (
+    Cell,
+    CostSummary,
+    DimensionEffect,
+    FailureCount,
+    FailureExample,
+    LanguageCell,
+    LanguageSummary,
+    PairedTest,
+    PassK,
+    ReportData,
+    Sensitivity,
+    Settings,
+    SpeedPoint,
+    TranslationDelta,
+    VariantInfo,
+)
+from ._rows import load_jsonl
+from ._synthetic import synthetic_rows
+
+__all__ = [
+    "FORMATS",
+    "Cell",
+    "CompareResult",
+    "CostSummary",
+    "DimensionEffect",
+    "FailureCount",
+    "FailureExample",
+    "LanguageCell",
+    "LanguageSummary",
+    "PairedTest",
+    "PassK",
+    "ReportData",
+    "ReportError",
+    "ReportResult",
+    "Sensitivity",
+    "Settings",
+    "SpeedPoint",
+    "TranslationDelta",
+    "VariantDiff",
+    "VariantInfo",
+    "aggregate",
+    "build_report",
+    "compare_runs",
+    "expand_formats",
+    "load_jsonl",
+    "synthetic_rows",
+]

@@ -1,0 +1,109 @@
+"""``build_report``: rows in, report files out (the entry point of ``promptgrid report``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import stats
+from ._compute import aggregate
+from ._csv import csv_files
+from ._errors import ReportError
+from ._latex import latex_tables
+from ._markdown import console_table, markdown_report
+from ._model import FigureRef, ReportData
+
+__all__ = ["FORMATS", "ReportResult", "build_report", "expand_formats"]
+
+# md: report.md (+ figures/); csv: results.csv and the other tables; latex: tables.tex;
+# html: report.html (figures embedded); json: report.json; figures: figures/*.png and *.svg.
+FORMATS = ("md", "csv", "latex", "html", "json", "figures")
+
+
+def expand_formats(formats: Iterable[str]) -> set[str]:
+    """Validate format names; ``all`` means every format."""
+    out: set[str] = set()
+    for f in formats:
+        if f == "all":
+            out |= set(FORMATS)
+        elif f in FORMATS:
+            out.add(f)
+        else:
+            raise ReportError(f"unknown report format {f!r}; choose from {', '.join(FORMATS)} or all.")
+    return out
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What was computed and which files were written (empty when no out_dir was given)."""
+
+    data: ReportData
+    files: tuple[Path, ...]
+    console: str
+
+
+def build_report(
+    rows: Iterable[Mapping[str, Any]],
+    out_dir: Path | None,
+    *,
+    baseline: str | None,
+    formats: set[str],
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_SEED,
+    confidence: float = stats.DEFAULT_CONFIDENCE,
+    mid_p: bool = False,
+) -> ReportResult:
+    """Aggregate ``rows`` and write the requested formats into ``out_dir``.
+
+    Output is deterministic: the same rows and options give byte-identical
+    files (seeded bootstrap, fixed figure metadata, no timestamps).
+    """
+    wanted = expand_formats(formats)
+    data = aggregate(rows, baseline=baseline, n_resamples=n_resamples, seed=seed, confidence=confidence, mid_p=mid_p)
+    console = console_table(data)
+    if out_dir is None or not wanted:
+        return ReportResult(data, (), console)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create the report directory {out}: {exc.strerror or exc}.") from None
+    written: list[Path] = []
+
+    def write(name: str, content: str | bytes) -> None:
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        written.append(path)
+
+    figures: list[Any] = []
+    if wanted & {"md", "html", "figures"}:
+        from ._figures import render_figures  # matplotlib only when a figure is drawn
+
+        figures = render_figures(data)
+    refs: list[FigureRef] = []
+    if wanted & {"md", "figures"}:
+        for f in figures:
+            write(f"figures/{f.name}.png", f.png)
+            write(f"figures/{f.name}.svg", f.svg)
+            refs.append(FigureRef(f.name, f.title, f.caption, f"figures/{f.name}.png"))
+    if "md" in wanted:
+        write("report.md", markdown_report(data, refs))
+    if "csv" in wanted:
+        for name, text in csv_files(data).items():
+            write(name, text)
+    if "latex" in wanted:
+        write("tables.tex", latex_tables(data))
+    if "json" in wanted:
+        write("report.json", json.dumps(data.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    if "html" in wanted:
+        from ._html import html_report
+
+        write("report.html", html_report(data, figures))
+    return ReportResult(data, tuple(written), console)

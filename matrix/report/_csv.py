@@ -1,0 +1,349 @@
+"""CSV files: raw numbers (fractions 0..1, full precision), one file per table.
+
+``results.csv`` is the main file (one row per model x variant); the others
+hold the sensitivity, effects, paired tests, language, pass^k, failure and
+cost tables. Differences are fractions too (x100 for percentage points).
+Empty cells mean "not computable".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from promptgrid.variants import DIMENSIONS
+
+from ._model import ReportData
+
+__all__ = ["RESULTS_COLUMNS", "csv_files"]
+
+RESULTS_COLUMNS = (
+    "model",
+    "variant_id",
+    "label",
+    "n",
+    "correct",
+    "accuracy",
+    "ci_low",
+    "ci_high",
+    "ci_method",
+    "errors",
+    "unscored",
+    "n_cases",
+    "repeats",
+    "fsa",
+    "fsa_ci_low",
+    "fsa_ci_high",
+    "format_match",
+    "format_match_ci_low",
+    "format_match_ci_high",
+    "format_agnostic_accuracy",
+    "format_agnostic_ci_low",
+    "format_agnostic_ci_high",
+    "tool_f1",
+    "arg_f1",
+    "is_baseline",
+)
+
+
+def _v(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return ""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return x
+
+
+def _write(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(headers)
+    for r in rows:
+        w.writerow([_v(x) for x in r])
+    return buf.getvalue()
+
+
+def csv_files(data: ReportData) -> dict[str, str]:
+    """File name -> CSV text."""
+    dims = list(DIMENSIONS) + sorted({k for v in data.variants for k in v.dimensions} - set(DIMENSIONS))
+    dims_of = {v.id: v.dimensions for v in data.variants}
+    out = {
+        "results.csv": _write(
+            list(RESULTS_COLUMNS) + dims,
+            (
+                [
+                    c.model,
+                    c.variant_id,
+                    c.label,
+                    c.n,
+                    c.correct,
+                    c.accuracy,
+                    c.ci[0],
+                    c.ci[1],
+                    c.ci_method,
+                    c.errors,
+                    c.unscored,
+                    c.n_cases,
+                    c.repeats,
+                    c.fsa,
+                    c.fsa_ci[0],
+                    c.fsa_ci[1],
+                    c.format_match,
+                    c.format_match_ci[0],
+                    c.format_match_ci[1],
+                    c.format_agnostic_accuracy,
+                    c.format_agnostic_ci[0],
+                    c.format_agnostic_ci[1],
+                    c.tool_f1,
+                    c.arg_f1,
+                    c.variant_id == data.baseline,
+                ]
+                + [dims_of[c.variant_id].get(d, "") for d in dims]
+                for c in data.cells
+            ),
+        ),
+        "sensitivity.csv": _write(
+            [
+                "model",
+                "n_variants",
+                "n_cases",
+                "mean_accuracy",
+                "mean_ci_low",
+                "mean_ci_high",
+                "best_variant",
+                "best_label",
+                "best_accuracy",
+                "worst_variant",
+                "worst_label",
+                "worst_accuracy",
+                "spread",
+                "spread_ci_low",
+                "spread_ci_high",
+                "spread_bias",
+                "std",
+                "std_ci_low",
+                "std_ci_high",
+                "instance_sensitivity",
+                "instance_ci_low",
+                "instance_ci_high",
+            ],
+            (
+                [
+                    s.model,
+                    s.n_variants,
+                    s.n_cases,
+                    s.mean_accuracy,
+                    *s.mean_ci,
+                    s.best_variant,
+                    s.best_label,
+                    s.best_accuracy,
+                    s.worst_variant,
+                    s.worst_label,
+                    s.worst_accuracy,
+                    s.spread,
+                    *s.spread_ci,
+                    s.spread_bias,
+                    s.std,
+                    *s.std_ci,
+                    s.instance_sensitivity,
+                    *s.instance_ci,
+                ]
+                for s in data.sensitivity
+            ),
+        ),
+        "dimension_effects.csv": _write(
+            [
+                "model",
+                "dimension",
+                "value",
+                "reference",
+                "n_variants",
+                "marginal",
+                "marginal_ci_low",
+                "marginal_ci_high",
+                "n_pairs",
+                "diff",
+                "diff_ci_low",
+                "diff_ci_high",
+            ],
+            (
+                [
+                    e.model,
+                    e.dimension,
+                    e.value,
+                    e.reference,
+                    e.n_variants,
+                    e.marginal,
+                    *e.marginal_ci,
+                    e.n_pairs,
+                    e.diff,
+                    *e.diff_ci,
+                ]
+                for e in data.effects
+            ),
+        ),
+        "baseline_tests.csv": _write(
+            [
+                "model",
+                "variant_id",
+                "label",
+                "baseline_id",
+                "n_cases",
+                "accuracy",
+                "baseline_accuracy",
+                "diff",
+                "diff_ci_low",
+                "diff_ci_high",
+                "better",
+                "worse",
+                "p_value",
+                "p_holm",
+                "significant",
+            ],
+            (
+                [
+                    t.model,
+                    t.variant_id,
+                    t.label,
+                    t.baseline_id,
+                    t.n_cases,
+                    t.accuracy,
+                    t.baseline_accuracy,
+                    t.diff,
+                    *t.diff_ci,
+                    t.better,
+                    t.worse,
+                    t.p_value,
+                    t.p_holm,
+                    t.significant,
+                ]
+                for t in data.baseline_tests
+            ),
+        ),
+        "cost.csv": _write(
+            [
+                "model",
+                "calls",
+                "errors",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+                "latency_p50",
+                "latency_p95",
+                "output_tokens_per_s",
+            ],
+            (
+                [
+                    c.model,
+                    c.calls,
+                    c.errors,
+                    c.input_tokens,
+                    c.output_tokens,
+                    "" if c.cost_usd is None else c.cost_usd,
+                    c.latency_p50,
+                    c.latency_p95,
+                    c.output_tokens_per_s,
+                ]
+                for c in data.costs
+            ),
+        ),
+        "failure_modes.csv": _write(
+            ["model", "variant_id", "label", "mode", "count", "share"],
+            ([f.model, f.variant_id, f.label, f.mode, f.count, f.share] for f in data.failure_counts),
+        ),
+    }
+    if data.language_cells:
+        out["languages.csv"] = _write(
+            ["model", "variant_id", "label", "language", "n", "correct", "accuracy", "ci_low", "ci_high"],
+            (
+                [c.model, c.variant_id, c.label, c.language, c.n, c.correct, c.accuracy, *c.ci]
+                for c in data.language_cells
+            ),
+        )
+    if data.language_summaries:
+        out["language_summary.csv"] = _write(
+            [
+                "model",
+                "variant_id",
+                "label",
+                "n_languages",
+                "macro",
+                "macro_ci_low",
+                "macro_ci_high",
+                "best_language",
+                "best_accuracy",
+                "worst_language",
+                "worst_accuracy",
+                "gap",
+                "gap_ci_low",
+                "gap_ci_high",
+                "std",
+                "std_ci_low",
+                "std_ci_high",
+            ],
+            (
+                [
+                    s.model,
+                    s.variant_id,
+                    s.label,
+                    s.n_languages,
+                    s.macro,
+                    *s.macro_ci,
+                    s.best_language,
+                    s.best_accuracy,
+                    s.worst_language,
+                    s.worst_accuracy,
+                    s.gap,
+                    *s.gap_ci,
+                    s.std,
+                    *s.std_ci,
+                ]
+                for s in data.language_summaries
+            ),
+        )
+    if data.translation:
+        out["translation.csv"] = _write(
+            [
+                "model",
+                "variant_id",
+                "label",
+                "english_variant_id",
+                "translation",
+                "prompt_language",
+                "test_language",
+                "n_cases",
+                "accuracy",
+                "english_accuracy",
+                "delta",
+                "delta_ci_low",
+                "delta_ci_high",
+                "relative",
+            ],
+            (
+                [
+                    d.model,
+                    d.variant_id,
+                    d.label,
+                    d.english_variant_id,
+                    d.translation,
+                    d.prompt_language,
+                    d.test_language,
+                    d.n_cases,
+                    d.accuracy,
+                    d.english_accuracy,
+                    d.delta,
+                    *d.delta_ci,
+                    d.relative,
+                ]
+                for d in data.translation
+            ),
+        )
+    if data.pass_k:
+        out["pass_k.csv"] = _write(
+            ["model", "variant_id", "label", "language", "k", "value", "ci_low", "ci_high", "n_cases"],
+            ([p.model, p.variant_id, p.label, p.language, p.k, p.value, *p.ci, p.n_cases] for p in data.pass_k),
+        )
+    return out

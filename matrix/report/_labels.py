@@ -1,0 +1,93 @@
+"""How variants and dimensions are named in tables and figures.
+
+``display_labels`` shortens variant labels to the dimensions that vary in a
+report (BFCL's own labels for a BFCL grid); ``shared_dimensions`` names what
+the shortened labels leave out.
+"""
+
+from __future__ import annotations
+
+from promptgrid.variants import DIMENSIONS
+
+from ._model import ReportData
+
+__all__ = ["DIMENSION_TITLES", "display_labels", "shared_dimensions", "short_label"]
+
+DIMENSION_TITLES = {
+    "return_format": "Return format",
+    "doc_format": "Function-doc format",
+    "tool_call_tag": "Tool-call tag",
+    "prompt_format": "Prompt format",
+    "prompt_style": "Prompt style",
+    "template": "Template",
+    "instruction_language": "Instruction language",
+    "description_language": "Description language",
+}
+
+_STYLE_SHORT = {"experimental_bfcl": "exp", "experimental": "exp-blog"}
+_CORE = ("doc_format", "return_format", "tool_call_tag")
+
+
+def _varying(data: ReportData) -> set[str] | None:
+    if len(data.variants) < 2 or not all(v.dimensions for v in data.variants):
+        return None
+    return {d for d in DIMENSIONS if len({str(v.dimensions.get(d, DIMENSIONS[d].default)) for v in data.variants}) > 1}
+
+
+_LABEL_CACHE: dict[int, tuple[ReportData, dict[str, str]]] = {}
+
+
+def display_labels(data: ReportData) -> dict[str, str]:
+    cached = _LABEL_CACHE.get(id(data))
+    if cached is not None and cached[0] is data:
+        return cached[1]
+    labels = _display_labels(data)
+    _LABEL_CACHE.clear()  # one report at a time; keeps the cache from growing
+    _LABEL_CACHE[id(data)] = (data, labels)
+    return labels
+
+
+def short_label(data: ReportData, variant_id: str) -> str:
+    """The display label of a variant (see ``display_labels``)."""
+    return display_labels(data).get(variant_id) or data.variant(variant_id).label
+
+
+def _display_labels(data: ReportData) -> dict[str, str]:
+    """Variant labels that show only the dimensions that vary in this report.
+
+    For a BFCL grid these are exactly BFCL's labels (``json->python,False md``);
+    for a translation grid, where the formats are fixed, ``instr=en desc=query``
+    instead of a long label repeated on every row. Falls back to the rows'
+    labels when variants carry no dimensions or the short labels collide.
+    """
+    full = {v.id: v.label for v in data.variants}
+    varying = _varying(data)
+    if not varying:
+        return full
+    out = {}
+    for v in data.variants:
+        d = {k: v.dimensions.get(k, DIMENSIONS[k].default) for k in DIMENSIONS}
+        parts = []
+        if varying & set(_CORE):
+            parts.append(f"{d['doc_format']}->{d['return_format']},{d['tool_call_tag']}")
+        if "prompt_format" in varying and d["prompt_format"] == "markdown":
+            parts.append("md")
+        if "prompt_style" in varying and d["prompt_style"] != "classic":
+            parts.append(_STYLE_SHORT.get(str(d["prompt_style"]), str(d["prompt_style"])))
+        if "template" in varying:
+            parts.append(f"[{d['template']}]")
+        if varying & {"instruction_language", "description_language"}:
+            parts.append(f"instr={d['instruction_language']} desc={d['description_language']}")
+        out[v.id] = " ".join(parts) or v.label
+    if len(set(out.values())) != len(out):
+        return full
+    return out
+
+
+def shared_dimensions(data: ReportData) -> str:
+    """The dimension values every variant shares, when short labels leave them out ('' otherwise)."""
+    varying = _varying(data)
+    if not varying or display_labels(data) == {v.id: v.label for v in data.variants}:
+        return ""
+    first = data.variants[0].dimensions
+    return ", ".join(f"{k}={first.get(k, DIMENSIONS[k].default)}" for k in DIMENSIONS if k not in varying)

@@ -1,0 +1,186 @@
+"""Language statistics: per-language accuracy, MASSIVE-Agents Table 2 and Fig. 4, Ticket-Bench pass^k.
+
+Language statistics resample cases within each language (stratified
+bootstrap): the languages are fixed by the design, not sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import metrics, stats
+from ._matrix import ModelData, Resampler, boundary_interval, ci_of, paired, quiet_nan
+from ._model import LanguageCell, LanguageSummary, PassK, Settings, TranslationDelta, VariantInfo
+from ._order import value_str
+
+__all__ = ["LANG_DIMS", "language_stats", "pass_k_stats", "translation_kind"]
+
+LANG_DIMS = ("instruction_language", "description_language")
+
+
+def translation_kind(dims: Mapping[str, Any]) -> tuple[str, str] | None:
+    instr = str(dims.get("instruction_language", "en"))
+    desc = str(dims.get("description_language", "en"))
+    if instr == "en" and desc == "en":
+        return None
+    if instr == "en":
+        return "partial", desc
+    if desc == "en":
+        return "instructions", instr
+    return "full", instr if instr == desc else f"{instr}+{desc}"
+
+
+def language_stats(
+    md: ModelData, infos: Mapping[str, VariantInfo], languages: Sequence[str], settings: Settings, seed: int
+) -> tuple[list[LanguageCell], list[LanguageSummary], list[TranslationDelta], dict[str, tuple[Resampler, np.ndarray]]]:
+    conf = settings.confidence
+    case_lang = np.array(md.case_language)
+    num, den = md.num["accuracy"], md.den["accuracy"]
+    # One resampler per language over that language's cases (stratified bootstrap).
+    per_lang: dict[str, tuple[Resampler, np.ndarray]] = {}
+    for lang in languages:
+        idx = np.flatnonzero(case_lang == lang)
+        if idx.size:
+            per_lang[lang] = (
+                Resampler(idx.size, settings.n_resamples, stats.seed_for(md.model, lang, base=seed)),
+                idx,
+            )
+    cells: list[LanguageCell] = []
+    acc_l: dict[str, np.ndarray] = {}
+    boot_l: dict[str, np.ndarray] = {}
+    for lang, (rs, idx) in per_lang.items():
+        n_l, d_l = num[idx], den[idx]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc_l[lang] = np.where(d_l.sum(0) > 0, n_l.sum(0) / np.where(d_l.sum(0) > 0, d_l.sum(0), 1), np.nan)
+        boot_l[lang] = rs.ratio(n_l, d_l)
+        for col, vid in enumerate(md.vids):
+            n, k = int(d_l[:, col].sum()), int(n_l[:, col].sum())
+            if n == 0:
+                continue
+            repeats = int(d_l[:, col].max())
+            if repeats <= 1:
+                ci = stats.wilson_interval(k, n, conf)
+            elif k in (0, n):
+                ci = boundary_interval(k == n, d_l[:, col], conf)
+            else:
+                ci = ci_of(boot_l[lang][:, col], conf)
+            cells.append(LanguageCell(md.model, vid, infos[vid].label, lang, n, k, k / n, ci))
+
+    summaries: list[LanguageSummary] = []
+    langs = list(per_lang)
+    for col, vid in enumerate(md.vids):
+        have = [lang for lang in langs if not math.isnan(acc_l[lang][col])]
+        if len(have) < 2:
+            continue
+        accs = np.array([acc_l[lang][col] for lang in have])
+        boots = np.stack([boot_l[lang][:, col] for lang in have], axis=1)
+        bi, wi = int(np.argmax(accs)), len(accs) - 1 - int(np.argmin(accs[::-1]))
+        with quiet_nan():
+            macro_b = np.nanmean(boots, axis=1)
+            gap_b = np.nanmax(boots, axis=1) - np.nanmin(boots, axis=1)
+            std_b = np.nanstd(boots, axis=1, ddof=1)
+        summaries.append(
+            LanguageSummary(
+                model=md.model,
+                variant_id=vid,
+                label=infos[vid].label,
+                n_languages=len(have),
+                macro=float(accs.mean()),
+                macro_ci=ci_of(macro_b, conf),
+                best_language=have[bi],
+                best_accuracy=float(accs[bi]),
+                worst_language=have[wi],
+                worst_accuracy=float(accs[wi]),
+                gap=float(accs[bi] - accs[wi]),
+                gap_ci=ci_of(gap_b, conf),
+                std=float(stats.sample_std(accs)),
+                std_ci=ci_of(std_b, conf),
+            )
+        )
+
+    deltas: list[TranslationDelta] = []
+    english: dict[tuple[tuple[str, str], ...], str] = {}
+    for vid in md.vids:
+        dims = infos[vid].dimensions
+        if translation_kind(dims) is None:
+            english[tuple(sorted((k, value_str(v)) for k, v in dims.items() if k not in LANG_DIMS))] = vid
+    for col, vid in enumerate(md.vids):
+        dims = infos[vid].dimensions
+        kind = translation_kind(dims)
+        if kind is None:
+            continue
+        key = tuple(sorted((k, value_str(v)) for k, v in dims.items() if k not in LANG_DIMS))
+        en_vid = english.get(key)
+        if en_vid is None:
+            continue
+        en_col = md.col(en_vid)
+        for lang, (rs, idx) in per_lang.items():
+            n, acc_v, acc_e, diff_boot, _, _ = paired(rs, num[idx], den[idx], col, en_col)
+            if n == 0:
+                continue
+            deltas.append(
+                TranslationDelta(
+                    model=md.model,
+                    variant_id=vid,
+                    label=infos[vid].label,
+                    english_variant_id=en_vid,
+                    translation=kind[0],
+                    prompt_language=kind[1],
+                    test_language=lang,
+                    n_cases=n,
+                    accuracy=acc_v,
+                    english_accuracy=acc_e,
+                    delta=acc_v - acc_e,
+                    delta_ci=ci_of(diff_boot, conf),
+                    relative=(acc_v - acc_e) / acc_e if acc_e > 0 else math.nan,
+                )
+            )
+    return cells, summaries, deltas, per_lang
+
+
+def pass_k_stats(
+    md: ModelData,
+    infos: Mapping[str, VariantInfo],
+    per_lang: Mapping[str, tuple[Resampler, np.ndarray]],
+    settings: Settings,
+) -> list[PassK]:
+    num, den = md.num["accuracy"], md.den["accuracy"]
+    out: list[PassK] = []
+    groups: list[tuple[str, Resampler, np.ndarray]] = [("overall", md.resampler, np.arange(len(md.cases)))]
+    if len(per_lang) > 1:
+        groups += [(lang, rs, idx) for lang, (rs, idx) in per_lang.items()]
+    for col, vid in enumerate(md.vids):
+        have = den[:, col] > 0
+        if not have.any() or den[have, col].max() < 2:
+            continue
+        k_max = int(den[have, col].min())
+        for lang, rs, idx in groups:
+            sub_have = have[idx]
+            if not sub_have.any():
+                continue
+            c = num[idx, col][sub_have].astype(int)
+            m = den[idx, col][sub_have].astype(int)
+            outcomes = [[True] * int(ci) + [False] * int(mi - ci) for ci, mi in zip(c, m)]
+            for k in range(1, k_max + 1):
+                # Point estimate from matrix.metrics (the project's one pass^k); per-case values
+                # from stats for the bootstrap, which needs them case by case.
+                per_case = np.zeros(idx.size)
+                per_case[sub_have] = stats.pass_hat_k_per_case(c, m, k)
+                boot = rs.ratio(per_case, sub_have.astype(float))
+                out.append(
+                    PassK(
+                        md.model,
+                        vid,
+                        infos[vid].label,
+                        lang,
+                        k,
+                        float(metrics.pass_hat_k(outcomes, k)),
+                        ci_of(boot, settings.confidence),
+                        int(sub_have.sum()),
+                    )
+                )
+    return out

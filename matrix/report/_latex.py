@@ -1,0 +1,96 @@
+"""``tables.tex``: the report's tables as booktabs LaTeX, ready to ``\\input``.
+
+Every cell is escaped (``& % $ # _ { } ~ ^ \\``); BFCL's ``->`` becomes an
+arrow and the few non-ASCII symbols the tables use become LaTeX commands, so
+the file compiles with pdflatex. Needs ``booktabs`` and ``graphicx`` (wide
+tables are scaled to the line width).
+"""
+
+from __future__ import annotations
+
+from ._model import ReportData
+from ._tables import (
+    Table,
+    accuracy_table,
+    baseline_tables,
+    cost_table,
+    effects_tables,
+    failure_tables,
+    language_summary_table,
+    pass_k_table,
+    results_table,
+    sensitivity_table,
+    translation_tables,
+)
+
+__all__ = ["latex_escape", "latex_tables"]
+
+_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "–": "--",
+    "α": r"$\alpha$",
+    "·": r"$\cdot$",
+    "±": r"$\pm$",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape text for LaTeX (``->`` becomes a right arrow)."""
+    parts = text.split("->")
+    return r"$\rightarrow$".join("".join(_SPECIAL.get(ch, ch) for ch in part) for part in parts)
+
+
+def _tabular(t: Table) -> str:
+    spec = "".join("r" if n else "l" for n in t.numeric)
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\small",
+        rf"\caption{{{latex_escape(t.title)}}}",
+        rf"\label{{tab:promptgrid-{t.key}}}",
+    ]
+    wide = len(t.headers) > 6
+    if wide:
+        lines.append(r"\resizebox{\linewidth}{!}{%")
+    lines += [
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in t.headers) + r" \\",
+        r"\midrule",
+    ]
+    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in t.rows]
+    lines += [r"\bottomrule", r"\end{tabular}" + ("}" if wide else "")]
+    if t.note:
+        lines += [r"\par\smallskip", rf"{{\footnotesize {latex_escape(t.note)}\par}}"]
+    lines.append(r"\end{table}")
+    return "\n".join(lines)
+
+
+def latex_tables(data: ReportData) -> str:
+    tables = [accuracy_table(data), sensitivity_table(data)]
+    tables += effects_tables(data)
+    tables += baseline_tables(data)
+    if data.language_summaries:
+        tables.append(language_summary_table(data))
+    tables += translation_tables(data)
+    if data.pass_k:
+        tables.append(pass_k_table(data))
+    tables += failure_tables(data)
+    tables += [cost_table(data), results_table(data)]
+    head = [
+        "% promptgrid format-sensitivity tables (generated; do not edit).",
+        "% Requires \\usepackage{booktabs} and \\usepackage{graphicx}.",
+        "",
+    ]
+    return "\n".join(head) + "\n\n".join(_tabular(t) for t in tables) + "\n"

@@ -1,0 +1,143 @@
+"""``report.md`` and the table ``promptgrid report`` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from ._format import pct, with_ci
+from ._labels import shared_dimensions, short_label
+from ._model import FigureRef, ReportData
+from ._summary import methods_points, summary_points
+from ._tables import (
+    Table,
+    accuracy_table,
+    baseline_tables,
+    cost_table,
+    effects_tables,
+    failure_tables,
+    language_accuracy_table,
+    language_summary_table,
+    markdown_table,
+    pass_k_table,
+    results_table,
+    sensitivity_table,
+    translation_tables,
+)
+
+__all__ = ["console_table", "markdown_report", "overview"]
+
+
+def overview(data: ReportData) -> str:
+    base = short_label(data, data.baseline) if data.baseline else "none"
+    reps = f", up to {data.max_repeats} repeats per case" if data.max_repeats > 1 else ""
+    langs = f", {len(data.languages)} languages ({', '.join(data.languages)})" if len(data.languages) > 1 else ""
+    shared = shared_dimensions(data)
+    shared = f" Shared by every variant: {shared}." if shared else ""
+    return (
+        f"{len(data.models)} model(s) x {len(data.variants)} variant(s) x {data.n_cases} case(s){reps}{langs}; "
+        f"{data.n_rows:,} jobs. Baseline variant: {base}.{shared}"
+    )
+
+
+def _escape_md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _section(t: Table, level: str = "###") -> list[str]:
+    out = [f"{level} {t.title}", "", markdown_table(t), ""]
+    if t.note:
+        out += [f"_{t.note}_", ""]
+    return out
+
+
+def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
+    """The whole report as GitHub-flavoured Markdown (figures linked, not embedded)."""
+    fig = {f.name: f for f in figures}
+
+    def image(name: str) -> list[str]:
+        f = fig.get(name)
+        return [f"![{f.title}]({f.path})", "", f"_{f.caption}_", ""] if f else []
+
+    lines = ["# promptgrid format-sensitivity report", "", overview(data), ""]
+    lines += ["## Summary", ""]
+    for headline, points in summary_points(data):
+        name, _, rest = headline.partition(": ")
+        lines.append(f"- **{name}**: {rest}")
+        lines += [f"  - {p}" for p in points]
+    lines.append("")
+    if data.notes:
+        lines += ["Notes:", ""] + [f"- {n}" for n in data.notes] + [""]
+
+    lines += ["## Accuracy", ""] + image("heatmap")
+    lines += _section(accuracy_table(data))
+    lines += ["## Sensitivity", ""] + image("sensitivity")
+    lines += _section(sensitivity_table(data))
+    if data.effects:
+        lines += ["## Dimension effects", ""] + image("dimension_effects")
+        for t in effects_tables(data):
+            lines += _section(t)
+    if data.baseline_tests:
+        lines += ["## Paired comparison with the baseline", ""]
+        for t in baseline_tables(data):
+            lines += _section(t)
+    if data.language_cells:
+        lines += ["## Languages", ""] + image("languages") + _section(language_accuracy_table(data))
+        if data.language_summaries:
+            lines += _section(language_summary_table(data))
+        if data.translation:
+            lines += image("translation")
+            for t in translation_tables(data):
+                lines += _section(t)
+    if data.pass_k:
+        lines += ["## Consistency over repeats (pass^k)", ""] + _section(pass_k_table(data))
+    lines += ["## Failure modes", ""]
+    for t in failure_tables(data):
+        lines += _section(t)
+    if data.failure_examples:
+        lines += ["### Examples", ""]
+        mode = None
+        for ex in data.failure_examples:
+            if ex.mode != mode:
+                mode = ex.mode
+                lines += [f"**{mode}**", ""]
+            fence = "~~~~" if "```" in ex.text else "```"
+            lines += (
+                [
+                    f"- {ex.model}, {_escape_md(short_label(data, ex.variant_id))}, "
+                    f"case {ex.case_id} (repeat {ex.repeat}):",
+                    "",
+                    f"  {fence}text",
+                ]
+                + [f"  {line}" for line in ex.text.splitlines() or [""]]
+                + [f"  {fence}", ""]
+            )
+    lines += ["## Cost and latency", ""] + image("speed") + _section(cost_table(data))
+    lines += ["## Detailed results", ""] + _section(results_table(data))
+    lines += ["## Methods", ""] + [f"- {p}" for p in methods_points(data)] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def console_table(data: ReportData) -> str:
+    """The accuracy table plus one sensitivity line per model, for the terminal."""
+    t = accuracy_table(data)
+    align = ["right" if n else "left" for n in t.numeric]
+    out = [
+        overview(data),
+        "",
+        tabulate(list(t.rows), headers=list(t.headers), tablefmt="simple", colalign=align, disable_numparse=True),
+        "",
+        t.note,
+        "",
+    ]
+    for s in data.sensitivity:
+        out.append(
+            f"{s.model}: mean {with_ci(s.mean_accuracy, s.mean_ci)}; spread {pct(s.spread)} pp "
+            f"[{pct(s.spread_ci[0])}, {pct(s.spread_ci[1])}] (worst {short_label(data, s.worst_variant)}, "
+            f"best {short_label(data, s.best_variant)}); "
+            f"std {pct(s.std)} pp"
+        )
+    for n in data.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out).rstrip() + "\n"

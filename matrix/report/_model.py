@@ -1,0 +1,373 @@
+"""The aggregated report: frozen records that every output format renders.
+
+Aggregation (``_compute``) turns job rows into one ``ReportData``; Markdown,
+CSV, LaTeX, HTML and the figures only format it, so every number is computed
+once and every file agrees. Accuracies are fractions (0..1); differences
+between accuracies are fractions too, rendered as percentage points.
+``Interval`` is ``(low, high)`` of a 95 % interval unless ``Settings`` says
+otherwise; NaN where it cannot be computed (e.g. no data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = [
+    "Cell",
+    "CostSummary",
+    "DimensionEffect",
+    "FailureCount",
+    "FailureExample",
+    "FigureRef",
+    "Interval",
+    "LanguageCell",
+    "LanguageSummary",
+    "PairedTest",
+    "PassK",
+    "ReportData",
+    "Sensitivity",
+    "Settings",
+    "SpeedPoint",
+    "TranslationDelta",
+    "VariantInfo",
+]
+
+Interval = tuple[float, float]
+NAN_INTERVAL: Interval = (math.nan, math.nan)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How intervals and tests were computed (printed in every report's methods section)."""
+
+    n_resamples: int
+    seed: int
+    confidence: float
+    alpha: float
+    mid_p: bool = False
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    """A variant as the rows describe it (id, BFCL-notation label, dimension values)."""
+
+    id: str
+    label: str
+    dimensions: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model x variant: AST accuracy and the secondary rates, each with an interval.
+
+    ``n`` counts scored jobs (failed calls included, as incorrect); ``unscored``
+    jobs (no verdict, no error) are left out of every rate. ``ci_method`` is
+    ``wilson`` when every case was asked once, else ``bootstrap`` (over cases).
+    Secondary rates are NaN when no job carries the field.
+    """
+
+    model: str
+    variant_id: str
+    label: str
+    n: int
+    correct: int
+    accuracy: float
+    ci: Interval
+    ci_method: str
+    errors: int
+    unscored: int
+    n_cases: int
+    repeats: int
+    fsa: float
+    fsa_ci: Interval
+    format_match: float
+    format_match_ci: Interval
+    format_agnostic_accuracy: float
+    format_agnostic_ci: Interval
+    tool_f1: float
+    arg_f1: float
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How much one model's accuracy moves across variants.
+
+    ``spread`` = best - worst variant accuracy; its bootstrap replicates
+    re-pick best and worst in each resample. The plug-in max - min is biased
+    upwards (noise alone spreads variants apart); ``spread_bias`` is the
+    bootstrap estimate of that bias (mean of replicates - estimate).
+    ``std`` is the sample std across variants (bfcl-eval's accuracy_std).
+    ``instance_sensitivity`` is ProSA's: per case, the mean |difference| of its
+    correctness between pairs of variants, averaged over cases.
+    """
+
+    model: str
+    n_variants: int
+    n_cases: int
+    mean_accuracy: float
+    mean_ci: Interval
+    best_variant: str
+    best_label: str
+    best_accuracy: float
+    best_ci: Interval
+    worst_variant: str
+    worst_label: str
+    worst_accuracy: float
+    worst_ci: Interval
+    spread: float
+    spread_ci: Interval
+    spread_bias: float
+    std: float
+    std_ci: Interval
+    instance_sensitivity: float
+    instance_ci: Interval
+
+
+@dataclass(frozen=True)
+class DimensionEffect:
+    """Marginal accuracy of one value of one dimension, for one model.
+
+    ``marginal``: mean accuracy over the variants taking this value among the
+    variants where the dimension varies (those with a partner differing only
+    in this dimension). ``diff``: mean over matched pairs (same other
+    dimensions) of accuracy(value) - accuracy(reference); 0 for the reference.
+    """
+
+    model: str
+    dimension: str
+    value: str
+    reference: str
+    n_variants: int
+    marginal: float
+    marginal_ci: Interval
+    n_pairs: int
+    diff: float
+    diff_ci: Interval
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """A variant against the baseline variant on the cases both were run on.
+
+    ``better`` / ``worse``: cases where the variant's correctness is higher /
+    lower than the baseline's (the discordant pairs of McNemar's test; with
+    repeats, per-case mean correctness is compared: a sign test).
+    """
+
+    model: str
+    variant_id: str
+    label: str
+    baseline_id: str
+    n_cases: int
+    accuracy: float
+    baseline_accuracy: float
+    diff: float
+    diff_ci: Interval
+    better: int
+    worse: int
+    p_value: float
+    p_holm: float
+    significant: bool
+
+
+@dataclass(frozen=True)
+class LanguageCell:
+    """Accuracy of one model x variant on the cases of one language."""
+
+    model: str
+    variant_id: str
+    label: str
+    language: str
+    n: int
+    correct: int
+    accuracy: float
+    ci: Interval
+
+
+@dataclass(frozen=True)
+class LanguageSummary:
+    """MASSIVE-Agents Table 2 (macro average, best, worst) and Ticket-Bench gap and std."""
+
+    model: str
+    variant_id: str
+    label: str
+    n_languages: int
+    macro: float
+    macro_ci: Interval
+    best_language: str
+    best_accuracy: float
+    worst_language: str
+    worst_accuracy: float
+    gap: float
+    gap_ci: Interval
+    std: float
+    std_ci: Interval
+
+
+@dataclass(frozen=True)
+class TranslationDelta:
+    """MASSIVE-Agents Fig. 4: a translated prompt against the English-only prompt.
+
+    ``translation``: ``partial`` (descriptions translated), ``full``
+    (instructions and descriptions) or ``instructions`` (instructions only).
+    ``prompt_language``: the language the prompt was translated into
+    (``query`` = the test case's own language). ``delta`` = accuracy -
+    english_accuracy on the same cases (a fraction; x100 for percentage
+    points); ``relative`` = delta / english_accuracy (NaN when that is 0).
+    """
+
+    model: str
+    variant_id: str
+    label: str
+    english_variant_id: str
+    translation: str
+    prompt_language: str
+    test_language: str
+    n_cases: int
+    accuracy: float
+    english_accuracy: float
+    delta: float
+    delta_ci: Interval
+    relative: float
+
+
+@dataclass(frozen=True)
+class PassK:
+    """Ticket-Bench pass^k of one model x variant on one language (or ``overall``)."""
+
+    model: str
+    variant_id: str
+    label: str
+    language: str
+    k: int
+    value: float
+    ci: Interval
+    n_cases: int
+
+
+@dataclass(frozen=True)
+class FailureCount:
+    model: str
+    variant_id: str
+    label: str
+    mode: str
+    count: int
+    share: float  # of the cell's scored jobs
+
+
+@dataclass(frozen=True)
+class FailureExample:
+    """One response of a failure mode, truncated; raw text (escape it when rendering)."""
+
+    mode: str
+    model: str
+    variant_id: str
+    label: str
+    case_id: str
+    repeat: int
+    text: str
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """Tokens, money and time of one model; None where the rows carry no value.
+
+    Counted per model *call*: rows that share a call (identical prompts under
+    several variants, same ``key``) count once, as the store bills them.
+    """
+
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    latency_p50: float
+    latency_p95: float
+    output_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class SpeedPoint:
+    """MASSIVE-Agents Fig. 2: mean accuracy over variants against output speed."""
+
+    model: str
+    template: str
+    accuracy: float
+    ci: Interval
+    output_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class FigureRef:
+    """A figure written next to a report: file path relative to the report, title and caption."""
+
+    name: str
+    title: str
+    caption: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows, computed once."""
+
+    settings: Settings
+    models: tuple[str, ...]
+    variants: tuple[VariantInfo, ...]
+    baseline: str | None
+    cells: tuple[Cell, ...]
+    sensitivity: tuple[Sensitivity, ...]
+    effects: tuple[DimensionEffect, ...]
+    baseline_tests: tuple[PairedTest, ...]
+    languages: tuple[str, ...]
+    language_cells: tuple[LanguageCell, ...]
+    language_summaries: tuple[LanguageSummary, ...]
+    translation: tuple[TranslationDelta, ...]
+    pass_k: tuple[PassK, ...]
+    failure_counts: tuple[FailureCount, ...]
+    failure_examples: tuple[FailureExample, ...]
+    costs: tuple[CostSummary, ...]
+    speed: tuple[SpeedPoint, ...]
+    n_rows: int
+    n_cases: int
+    max_repeats: int
+    notes: tuple[str, ...] = ()
+
+    def cell(self, model: str, variant_id: str) -> Cell | None:
+        for c in self.cells:
+            if c.model == model and c.variant_id == variant_id:
+                return c
+        return None
+
+    def variant(self, variant_id: str) -> VariantInfo:
+        for v in self.variants:
+            if v.id == variant_id:
+                return v
+        raise KeyError(variant_id)
+
+    @property
+    def has_languages(self) -> bool:
+        return bool(self.language_cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN becomes None)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _jsonable(v) for k, v in asdict(value).items()}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

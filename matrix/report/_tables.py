@@ -1,0 +1,457 @@
+"""The report's tables, built once as plain strings and rendered by each format.
+
+A ``Table`` holds already formatted cells (percentages, intervals, p-values)
+and which columns are numeric (right-aligned everywhere). Markdown, the
+console, LaTeX and HTML only escape and lay out; none of them recomputes a
+number. The findings in words are in ``_summary``, variant labels in ``_labels``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from ._format import DASH, ci_pct, fmt_num, pct, pval, with_ci
+from ._labels import DIMENSION_TITLES, short_label
+from ._model import ReportData
+
+__all__ = [
+    "Table",
+    "accuracy_table",
+    "baseline_tables",
+    "cost_table",
+    "effects_tables",
+    "failure_tables",
+    "language_accuracy_table",
+    "language_summary_table",
+    "markdown_table",
+    "pass_k_table",
+    "results_table",
+    "sensitivity_table",
+    "translation_tables",
+]
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...]
+    note: str = ""
+
+
+def _table(
+    key: str, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool], note: str = ""
+) -> Table:
+    return Table(key, title, tuple(headers), tuple(tuple(r) for r in rows), tuple(numeric), note)
+
+
+def markdown_table(t: Table, tablefmt: str = "github") -> str:
+    align = ["right" if n else "left" for n in t.numeric]
+    text = tabulate(list(t.rows), headers=list(t.headers), tablefmt=tablefmt, colalign=align, disable_numparse=True)
+    return str(text)
+
+
+def _label(data: ReportData, variant_id: str) -> str:
+    label = short_label(data, variant_id)
+    return f"{label} (baseline)" if variant_id == data.baseline else label
+
+
+def _ci_note(data: ReportData) -> str:
+    conf = round(100 * data.settings.confidence)
+    how = "cluster bootstrap over cases (percentile)" if data.max_repeats > 1 else "Wilson score interval"
+    return (
+        f"{conf}% intervals in brackets: {how}; {data.settings.n_resamples:,} bootstrap resamples where bootstrapped."
+    )
+
+
+def accuracy_table(data: ReportData) -> Table:
+    rows = []
+    for v in data.variants:
+        row = [_label(data, v.id)]
+        for m in data.models:
+            c = data.cell(m, v.id)
+            row.append(with_ci(c.accuracy, c.ci) if c else DASH)
+        rows.append(row)
+    return _table(
+        "accuracy",
+        "AST accuracy (%) per variant and model",
+        ["Variant"] + list(data.models),
+        rows,
+        [False] + [True] * len(data.models),
+        _ci_note(data) + " Failed calls count as incorrect.",
+    )
+
+
+def results_table(data: ReportData) -> Table:
+    rows = []
+    for c in data.cells:
+        rows.append(
+            [
+                c.model,
+                _label(data, c.variant_id),
+                fmt_num(c.n),
+                fmt_num(c.correct),
+                pct(c.accuracy),
+                f"{pct(c.ci[0])}–{pct(c.ci[1])}",
+                fmt_num(c.errors),
+                pct(c.fsa),
+                pct(c.format_match),
+                pct(c.format_agnostic_accuracy),
+                fmt_num(c.tool_f1),
+                fmt_num(c.arg_f1),
+            ]
+        )
+    return _table(
+        "results",
+        "All metrics per model and variant",
+        [
+            "Model",
+            "Variant",
+            "n",
+            "Correct",
+            "AST %",
+            "95% CI",
+            "Errors",
+            "FSA %",
+            "Format match %",
+            "Format-agnostic %",
+            "Tool F1",
+            "Arg F1",
+        ],
+        rows,
+        [False, False] + [True] * 10,
+        "n: scored jobs (cases x repeats). FSA: function selection accuracy (MASSIVE-Agents). Format match: answer "
+        "in the requested format (ITC). Format-agnostic: valid when parsed in whatever format the model used. "
+        "F1: micro over calls.",
+    )
+
+
+def sensitivity_table(data: ReportData) -> Table:
+    rows = []
+    for s in data.sensitivity:
+        rows.append(
+            [
+                s.model,
+                fmt_num(s.n_variants),
+                with_ci(s.mean_accuracy, s.mean_ci),
+                f"{short_label(data, s.best_variant)}: {pct(s.best_accuracy)}",
+                f"{short_label(data, s.worst_variant)}: {pct(s.worst_accuracy)}",
+                f"{pct(s.spread)} {ci_pct(s.spread_ci)}",
+                pct(s.spread_bias),
+                f"{pct(s.std)} {ci_pct(s.std_ci)}",
+                f"{pct(s.instance_sensitivity)} {ci_pct(s.instance_ci)}",
+            ]
+        )
+    return _table(
+        "sensitivity",
+        "Format sensitivity per model",
+        [
+            "Model",
+            "Variants",
+            "Mean AST % [CI]",
+            "Best variant",
+            "Worst variant",
+            "Spread pp [CI]",
+            "Spread bias pp",
+            "Std pp [CI]",
+            "Instance sensitivity pp [CI]",
+        ],
+        rows,
+        [False, True, True, False, False, True, True, True, True],
+        "Spread = best - worst variant (BFCL's max delta); its interval re-picks best and worst in each bootstrap "
+        "resample. Max - min is biased upwards by noise: 'spread bias' is the bootstrap estimate of that bias. "
+        "Std: sample std across variants (n - 1, as bfcl-eval's accuracy_std). Instance sensitivity (ProSA): per case, "
+        "mean |difference| of correctness between pairs of variants, averaged over cases.",
+    )
+
+
+def effects_tables(data: ReportData) -> list[Table]:
+    """One table per model: marginal accuracy per dimension value and the matched-pair difference."""
+    out: list[Table] = []
+    for m in data.models:
+        rows = []
+        for e in (x for x in data.effects if x.model == m):
+            rows.append(
+                [
+                    DIMENSION_TITLES.get(e.dimension, e.dimension),
+                    e.value + (" (ref)" if e.value == e.reference else ""),
+                    fmt_num(e.n_variants),
+                    with_ci(e.marginal, e.marginal_ci),
+                    DASH if e.value == e.reference else with_ci(e.diff, e.diff_ci, signed=True),
+                    fmt_num(e.n_pairs),
+                ]
+            )
+        if not rows:
+            continue
+        out.append(
+            _table(
+                f"effects-{len(out)}",
+                f"{m}: dimension effects",
+                ["Dimension", "Value", "Variants", "Marginal AST % [CI]", "vs ref, pp [CI]", "Matched pairs"],
+                rows,
+                [False, False, True, True, True, True],
+                "Marginal: mean accuracy over the variants with this value, among the variants where the dimension "
+                "varies (those with a partner differing only in this dimension). 'vs ref': mean over matched pairs "
+                "(all other dimensions equal) of accuracy(value) - accuracy(reference). Bootstrap intervals over "
+                "cases.",
+            )
+        )
+    return out
+
+
+def baseline_tables(data: ReportData) -> list[Table]:
+    """One table per model: each variant against the baseline on the same cases."""
+    base = short_label(data, data.baseline) if data.baseline else DASH
+    test = "mid-p McNemar" if data.settings.mid_p else "exact McNemar"
+    out: list[Table] = []
+    for m in data.models:
+        rows = []
+        for t in (x for x in data.baseline_tests if x.model == m):
+            rows.append(
+                [
+                    _label(data, t.variant_id),
+                    fmt_num(t.n_cases),
+                    pct(t.accuracy),
+                    pct(t.baseline_accuracy),
+                    with_ci(t.diff, t.diff_ci, signed=True),
+                    f"{t.better}/{t.worse}",
+                    pval(t.p_value),
+                    pval(t.p_holm),
+                    "yes" if t.significant else "",
+                ]
+            )
+        if not rows:
+            continue
+        out.append(
+            _table(
+                f"baseline-{len(out)}",
+                f"{m}: each variant against the baseline ({base})",
+                [
+                    "Variant",
+                    "Cases",
+                    "AST %",
+                    "Baseline %",
+                    "Diff pp [CI]",
+                    "Better/worse",
+                    "p",
+                    "p (Holm)",
+                    f"Significant (α={data.settings.alpha:g})",
+                ],
+                rows,
+                [False, True, True, True, True, True, True, True, False],
+                f"Paired on the same cases. p: {test} test on the discordant cases (better/worse; with repeats, "
+                "per-case mean correctness is compared, a sign test). Holm-adjusted over the variants of each model. "
+                "CI: paired bootstrap over cases.",
+            )
+        )
+    return out
+
+
+def language_accuracy_table(data: ReportData) -> Table:
+    by = {(c.model, c.variant_id, c.language): c for c in data.language_cells}
+    rows = []
+    for m in data.models:
+        for v in data.variants:
+            if not any((m, v.id, lang) in by for lang in data.languages):
+                continue
+            row = [m, _label(data, v.id)]
+            for lang in data.languages:
+                c = by.get((m, v.id, lang))
+                row.append(with_ci(c.accuracy, c.ci) if c else DASH)
+            rows.append(row)
+    return _table(
+        "languages",
+        "AST accuracy (%) per test language",
+        ["Model", "Variant"] + list(data.languages),
+        rows,
+        [False, False] + [True] * len(data.languages),
+        _ci_note(data),
+    )
+
+
+def language_summary_table(data: ReportData) -> Table:
+    rows = []
+    for s in data.language_summaries:
+        rows.append(
+            [
+                s.model,
+                _label(data, s.variant_id),
+                fmt_num(s.n_languages),
+                with_ci(s.macro, s.macro_ci),
+                s.best_language,
+                pct(s.best_accuracy),
+                s.worst_language,
+                pct(s.worst_accuracy),
+                f"{pct(s.gap)} {ci_pct(s.gap_ci)}",
+                f"{pct(s.std)} {ci_pct(s.std_ci)}",
+            ]
+        )
+    return _table(
+        "language-summary",
+        "Across languages (MASSIVE-Agents Table 2; Ticket-Bench gap and std)",
+        [
+            "Model",
+            "Variant",
+            "Languages",
+            "Macro avg % [CI]",
+            "Best lang",
+            "Best %",
+            "Worst lang",
+            "Worst %",
+            "Gap pp [CI]",
+            "Std pp [CI]",
+        ],
+        rows,
+        [False, False, True, True, False, True, False, True, True, True],
+        "Macro average: accuracy per language, then the mean over languages. Gap: best - worst language (like the "
+        "spread, biased upwards by noise). Std: sample "
+        "std across languages. Intervals: bootstrap over cases within each language (stratified).",
+    )
+
+
+def _prompt_lang(lang: str) -> str:
+    return "test language" if lang == "query" else lang
+
+
+def translation_tables(data: ReportData) -> list[Table]:
+    out: list[Table] = []
+    for m in data.models:
+        ds = [d for d in data.translation if d.model == m]
+        if not ds:
+            continue
+        several = len({d.english_variant_id for d in ds}) > 1
+        rows_by: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        order: list[tuple[str, str]] = []
+        for d in ds:
+            name = f"{_prompt_lang(d.prompt_language)} {d.translation}"
+            if several:
+                name += f" vs {short_label(data, d.english_variant_id)}"
+            key = (name, d.variant_id)
+            if key not in rows_by:
+                order.append(key)
+            rows_by[key][d.test_language] = with_ci(d.delta, d.delta_ci, signed=True)
+        langs = [lang for lang in data.languages if any(d.test_language == lang for d in ds)]
+        rows = [[name] + [rows_by[(name, vid)].get(lang, DASH) for lang in langs] for name, vid in order]
+        out.append(
+            _table(
+                f"translation-{len(out)}",
+                f"{m}: change vs the English-only prompt (pp), per test language",
+                ["Prompt translation"] + langs,
+                rows,
+                [False] + [True] * len(langs),
+                "MASSIVE-Agents Fig. 4 layout: partial = function descriptions translated, full = instructions and "
+                "descriptions. Difference in percentage points on the same cases, paired bootstrap CI. The relative "
+                "change (%) is in translation.csv.",
+            )
+        )
+    return out
+
+
+def pass_k_table(data: ReportData) -> Table:
+    langs = [lang for lang in list(data.languages) + ["overall"] if any(p.language == lang for p in data.pass_k)]
+    by = {(p.model, p.variant_id, p.k, p.language): p for p in data.pass_k}
+    keys = sorted(
+        {(p.model, p.variant_id, p.k) for p in data.pass_k},
+        key=lambda x: (x[0], [v.id for v in data.variants].index(x[1]), x[2]),
+    )
+    rows = []
+    for m, vid, k in keys:
+        row = [m, _label(data, vid), str(k)]
+        for lang in langs:
+            p = by.get((m, vid, k, lang))
+            row.append(f"{p.value:.2f} [{p.ci[0]:.2f}, {p.ci[1]:.2f}]" if p and not math.isnan(p.value) else DASH)
+        rows.append(row)
+    return _table(
+        "pass-k",
+        "pass^k per language (Ticket-Bench Table 3)",
+        ["Model", "Variant", "k"] + langs,
+        rows,
+        [False, False, True] + [True] * len(langs),
+        "pass^k = mean over cases of (c/M)^k, c correct out of M repeats (Ticket-Bench, section 3.5); k = 1 is the "
+        "accuracy. Bootstrap CI over cases.",
+    )
+
+
+def failure_tables(data: ReportData) -> list[Table]:
+    out: list[Table] = []
+    for m in data.models:
+        fc = [f for f in data.failure_counts if f.model == m]
+        if not fc:
+            continue
+        totals: dict[str, int] = defaultdict(int)
+        for f in fc:
+            totals[f.mode] += f.count
+        modes = sorted(totals, key=lambda k: (-totals[k], k))
+        by = {(f.variant_id, f.mode): f.count for f in fc}
+        rows = []
+        for v in data.variants:
+            c = data.cell(m, v.id)
+            if c is None:
+                continue
+            counts = [by.get((v.id, mode), 0) for mode in modes]
+            rows.append(
+                [_label(data, v.id), fmt_num(c.n), fmt_num(sum(counts))] + [fmt_num(n) if n else "" for n in counts]
+            )
+        rows.append(
+            ["all variants", fmt_num(sum(c.n for c in data.cells if c.model == m)), fmt_num(sum(totals.values()))]
+            + [fmt_num(totals[mode]) for mode in modes]
+        )
+        out.append(
+            _table(
+                f"failures-{len(out)}",
+                f"{m}: failure modes per variant (counts)",
+                ["Variant", "Jobs", "Failed"] + modes,
+                rows,
+                [False] + [True] * (2 + len(modes)),
+                "call_error: the call itself failed (counted as incorrect).",
+            )
+        )
+    return out
+
+
+def cost_table(data: ReportData) -> Table:
+    sens = {s.model: s for s in data.sensitivity}
+    rows = []
+    for c in data.costs:
+        s = sens.get(c.model)
+        rows.append(
+            [
+                c.model,
+                fmt_num(c.calls),
+                fmt_num(c.errors),
+                fmt_num(c.input_tokens),
+                fmt_num(c.output_tokens),
+                DASH if c.cost_usd is None else f"{c.cost_usd:,.4f}",
+                fmt_num(c.latency_p50),
+                fmt_num(c.latency_p95),
+                fmt_num(c.output_tokens_per_s, 1),
+                with_ci(s.mean_accuracy, s.mean_ci) if s else DASH,
+            ]
+        )
+    return _table(
+        "cost",
+        "Cost and latency per model",
+        [
+            "Model",
+            "Calls",
+            "Errors",
+            "Input tokens",
+            "Output tokens",
+            "Cost (USD)",
+            "Latency p50 (s)",
+            "Latency p95 (s)",
+            "Output tokens/s",
+            "Mean AST % [CI]",
+        ],
+        rows,
+        [False] + [True] * 9,
+        "Output tokens/s: output tokens / latency over successful calls (includes time to first token). "
+        "Percentiles: linear interpolation.",
+    )

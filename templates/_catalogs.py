@@ -1,0 +1,159 @@
+"""Prose catalogs: flat YAML mappings of key -> English string.
+
+Built-in catalogs live in ``templates/catalogs/`` (package data): the style
+catalogs ``classic`` and ``experimental`` (the BFCL V4 blog's wordings), the
+template catalogs ``bfcl_v1_zero_shot`` and ``massive_one_shot`` (MASSIVE-Agents
+Figs. 5-6) and ``formats`` (output-format examples; never translated). A user
+template directory adds style catalogs as ``<dir>/styles/<name>.yaml``.
+
+The style ``experimental_bfcl`` is bfcl-eval's own experimental wording. It is
+not stored here: it is read at run time from an installed bfcl-eval (or
+``--bfcl-data`` / ``PROMPTGRID_BFCL_DATA``) by parsing
+``bfcl_eval/constants/default_prompts.py`` with ``ast``.
+
+A style catalog must define :data:`STYLE_REQUIRED`; keys of
+:data:`STYLE_OPTIONAL` it leaves out are taken from classic (and keep
+classic's localization key).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from promptgrid.variants import TemplateError, closest
+
+from ._bfcl_source import BFCL_INSTALL_HINT, find_bfcl, read_bfcl_assignments
+
+__all__ = [
+    "BFCL_STYLE",
+    "STYLE_OPTIONAL",
+    "STYLE_REQUIRED",
+    "Catalog",
+    "builtin_catalog_names",
+    "load_bfcl_style",
+    "load_catalog_file",
+]
+
+BFCL_STYLE = "experimental_bfcl"
+STYLE_REQUIRED = (
+    "persona",
+    "task",
+    "tool_call_no_tag",
+    "tool_call_with_tag",
+    "multiturn_behavior",
+    "available_tools",
+)
+STYLE_OPTIONAL = (
+    "param_types",
+    "heading_task",
+    "heading_tool_call_format",
+    "heading_multiturn_behavior",
+    "heading_available_tools",
+)
+# Taken from bfcl-eval's default_prompts.py: its experimental wording and its
+# XML parameter-type sentence (the same sentence as classic's, read rather than assumed).
+_BFCL_PROMPTS = "constants/default_prompts.py"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A catalog's strings and, per key, the localization key of its source (``<catalog>.<key>``)."""
+
+    name: str
+    where: str
+    strings: Mapping[str, str]
+    keys: Mapping[str, str]
+
+
+def _catalog_dir() -> Any:
+    return resources.files("promptgrid.templates").joinpath("catalogs")
+
+
+def builtin_catalog_names() -> list[str]:
+    return sorted(e.name[:-5] for e in _catalog_dir().iterdir() if e.name.endswith(".yaml"))
+
+
+def _parse(text: str, where: str) -> dict[str, str]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise TemplateError(f"{where}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}.") from None
+    if root is None:
+        raise TemplateError(f"{where}:1: the catalog is empty; it must map keys to strings.")
+    if not isinstance(root, yaml.MappingNode):
+        raise TemplateError(f"{where}:{root.start_mark.line + 1}: a catalog is a flat mapping of key: string.")
+    out: dict[str, str] = {}
+    for key_node, value_node in root.value:
+        line = key_node.start_mark.line + 1
+        key = key_node.value
+        if not isinstance(value_node, yaml.ScalarNode) or value_node.tag != "tag:yaml.org,2002:str":
+            raise TemplateError(f"{where}:{line}: {key}: the value must be a string (quote it).")
+        if key in out:
+            raise TemplateError(f"{where}:{line}: {key}: key appears twice.")
+        out[key] = value_node.value
+    return out
+
+
+def load_catalog_file(name: str, path: Path | None = None) -> Catalog:
+    """A built-in catalog by name, or the YAML file at ``path`` (named ``name``)."""
+    if path is None:
+        entry = _catalog_dir().joinpath(f"{name}.yaml")
+        if not entry.is_file():
+            raise TemplateError(f"no built-in catalog {name!r}.{closest(name, builtin_catalog_names())}")
+        where, text = f"<builtin>/catalogs/{name}.yaml", entry.read_text(encoding="utf-8")
+    else:
+        where, text = str(path), path.read_text(encoding="utf-8")
+    strings = _parse(text, where)
+    return Catalog(name, where, strings, {k: f"{name}.{k}" for k in strings})
+
+
+def complete_style(catalog: Catalog, classic: Catalog) -> Catalog:
+    """Check a style catalog's required keys; fill optional ones from classic."""
+    missing = [k for k in STYLE_REQUIRED if k not in catalog.strings]
+    if missing:
+        raise TemplateError(
+            f"{catalog.where}: style {catalog.name!r} lacks key(s) {', '.join(missing)}. A style catalog "
+            f"needs the keys of classic: {', '.join(STYLE_REQUIRED)} (optional: {', '.join(STYLE_OPTIONAL)}, "
+            "available_tools_with_tag)."
+        )
+    strings, keys = dict(catalog.strings), dict(catalog.keys)
+    for k in STYLE_OPTIONAL:
+        if k not in strings and k in classic.strings:
+            strings[k], keys[k] = classic.strings[k], classic.keys[k]
+    return Catalog(catalog.name, catalog.where, strings, keys)
+
+
+def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> Catalog:
+    """bfcl-eval's experimental wording, read (never imported) from its default_prompts.py."""
+    source = find_bfcl(bfcl_data, error=TemplateError)
+    if source is None:
+        raise TemplateError(
+            f"prompt style {BFCL_STYLE!r} is bfcl-eval's own experimental wording, read from an installed "
+            f"bfcl-eval, and none was found. {BFCL_INSTALL_HINT}. (The style 'experimental' is the BFCL V4 "
+            "blog's wording and needs no bfcl-eval.)"
+        )
+    where = f"{source.describe()}/{_BFCL_PROMPTS}"
+    try:
+        values = read_bfcl_assignments(source, _BFCL_PROMPTS, ("PROMPT_STYLE_TEMPLATES", "PARAM_TYPE_MAPPING"))
+    except (FileNotFoundError, SyntaxError) as exc:
+        raise TemplateError(f"{where}: cannot read bfcl-eval's prompt styles ({exc}). {BFCL_INSTALL_HINT}.") from None
+    styles = values.get("PROMPT_STYLE_TEMPLATES")
+    style = styles.get("experimental") if isinstance(styles, dict) else None
+    if not isinstance(style, dict) or not all(isinstance(v, str) for v in style.values()):
+        raise TemplateError(
+            f"{where}: no PROMPT_STYLE_TEMPLATES['experimental'] mapping of strings; this bfcl-eval version "
+            "is not supported (promptgrid follows bfcl-eval 2026.3.23)."
+        )
+    strings: dict[str, str] = dict(style)
+    param_types = values.get("PARAM_TYPE_MAPPING")
+    if isinstance(param_types, dict) and isinstance(param_types.get("verbose_xml"), str):
+        strings["param_types"] = param_types["verbose_xml"]
+    return Catalog(BFCL_STYLE, where, strings, {k: f"{BFCL_STYLE}.{k}" for k in strings})

@@ -1,0 +1,159 @@
+"""Translation checks: small hand-made fixtures here; the large corpus in test_corpus.py."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptgrid.translate import CheckCode, back_translation_similarity, check_translation, detect_language
+
+TOOL_CALL = ("You should only return the function calls in the <TOOLCALL> section. If you decide to invoke any "
+             "of the function(s), you MUST put it in the format of <TOOLCALL>{output_format}</TOOLCALL>. "
+             "{param_types} You SHOULD NOT include any other text in the response.")
+TOOL_CALL_DE = ("Sie sollten die Funktionsaufrufe nur im Abschnitt <TOOLCALL> zurückgeben. Wenn Sie sich "
+                "entscheiden, eine der Funktionen aufzurufen, MÜSSEN Sie folgendes Format verwenden: "
+                "<TOOLCALL>{output_format}</TOOLCALL>. {param_types} Sie SOLLTEN KEINEN weiteren Text in die "
+                "Antwort aufnehmen.")
+TOOL_CALL_JA = ("関数呼び出しは <TOOLCALL> セクションでのみ返してください。いずれかの関数を呼び出す場合は、"
+                "必ず次の形式にしなければなりません：<TOOLCALL>{output_format}</TOOLCALL>。{param_types} "
+                "応答に他のテキストを含めるべきではありません。")
+TOOL_CALL_ZH = ("你只应在 <TOOLCALL> 部分返回函数调用。如果你决定调用任何函数，必须使用以下格式："
+                "<TOOLCALL>{output_format}</TOOLCALL>。{param_types} 回复中不应包含任何其他文本。")
+TOOL_CALL_HI = ("आपको केवल <TOOLCALL> अनुभाग में फ़ंक्शन कॉल लौटाने चाहिए। यदि आप किसी भी फ़ंक्शन को कॉल करने का "
+                "निर्णय लेते हैं, तो आपको उसे अनिवार्य रूप से इस प्रारूप में रखना होगा: "
+                "<TOOLCALL>{output_format}</TOOLCALL>। {param_types} आपको उत्तर में कोई अन्य टेक्स्ट शामिल नहीं "
+                "करना चाहिए।")
+TOOL_CALL_ES = ("Solo debes devolver las llamadas a funciones en la sección <TOOLCALL>. Si decides invocar "
+                "alguna de las funciones, DEBES ponerla en el formato <TOOLCALL>{output_format}</TOOLCALL>. "
+                "{param_types} NO DEBERÍAS incluir ningún otro texto en la respuesta.")
+TYPES = ("The type fields of the parameters in your function calls must be one of: string, integer, float, "
+         "boolean, array, dict, or tuple.")
+LIST = "- Select the most suitable action from the given list.\n- Do not ask any clarifying questions."
+DATE = "Departure date in the format YYYY-MM-DD, e.g. '2024-05-01'. Use `city_name` for the city."
+
+GOOD = [
+    (TOOL_CALL, TOOL_CALL_DE, "de", ()),
+    (TOOL_CALL, TOOL_CALL_JA, "ja", ()),
+    (TOOL_CALL, TOOL_CALL_ZH, "zh", ()),
+    (TOOL_CALL, TOOL_CALL_HI, "hi", ()),
+    (TOOL_CALL, TOOL_CALL_ES, "es", ()),
+    (TYPES, "関数呼び出しのパラメータの type フィールドは、string、integer、float、boolean、array、dict、tuple "
+            "のいずれかでなければなりません。", "ja", ()),
+    (TYPES, "Die type-Felder der Parameter in Ihren Funktionsaufrufen müssen einen der folgenden Werte haben: "
+            "string, integer, float, boolean, array, dict oder tuple.", "de", ()),
+    (LIST, "- Selecciona la acción más adecuada de la lista dada.\n- No hagas preguntas aclaratorias.", "es", ()),
+    (DATE, "Abfahrtsdatum im Format YYYY-MM-DD, z. B. '2024-05-01'. Verwenden Sie `city_name` für die Stadt.",
+     "de", ()),
+    ("Bot", "Bot", "de", ()),
+    ("User", "ユーザー", "ja", ()),
+    ("Name of the city, e.g. 'Berlin'.", "都市名。例：'Berlin'。", "ja", ()),
+    ("Name of the city, e.g. 'Berlin'.", "城市名称，例如 'Berlin'。", "zh", ()),
+    ("Get the weather with get_weather.", "Obtiene el tiempo con get_weather.", "es", ("get_weather",)),
+    ("```{format}\n{functions}\n```", "```{format}\n{functions}\n```", "fr", ()),
+    ("Here is a list of functions in {format} format that you can invoke.\n{functions}\n",
+     "Ecco un elenco di funzioni in formato {format} che puoi invocare.\n{functions}\n", "it", ()),
+]
+
+
+@pytest.mark.parametrize(("source", "translation", "lang", "protected"), GOOD)
+def test_good_translations_raise_nothing(source: str, translation: str, lang: str,
+                                         protected: tuple[str, ...]) -> None:
+    result = check_translation(source, translation, "en", lang, protected)
+    assert result.problems == [], result.details
+    assert result.ok
+
+
+BROKEN = [
+    (TOOL_CALL, TOOL_CALL_DE.replace("{output_format}", "{ausgabeformat}"), "de", (), {"placeholder_missing"}),
+    (TOOL_CALL, TOOL_CALL_DE.replace("{param_types} ", ""), "de", (), {"placeholder_missing"}),
+    (TOOL_CALL, TOOL_CALL_JA.replace("<TOOLCALL>", "＜TOOLCALL＞", 1), "ja", (), {"tag_missing"}),
+    (TOOL_CALL, TOOL_CALL_DE.replace("</TOOLCALL>", "</toolcall>"), "de", (), {"tag_missing"}),
+    (DATE, "Abfahrtsdatum im Format JJJJ-MM-TT, z. B. '2024-05-01'. Verwenden Sie `city_name` für die Stadt.",
+     "de", (), {"protected_changed"}),
+    (DATE, "Abfahrtsdatum im Format YYYY-MM-DD, z. B. '2024-05-01'. Verwenden Sie `stadt_name` für die Stadt.",
+     "de", (), {"protected_changed"}),
+    ("Call get_weather first.", "Rufen Sie zuerst hole_wetter auf.", "de", ("get_weather",), {"protected_changed"}),
+    (TOOL_CALL, TOOL_CALL, "de", (), {"untranslated"}),
+    (TOOL_CALL, TOOL_CALL_DE.split(". Wenn")[0] + ". If you decide to invoke any of the function(s), you MUST put "
+     "it in the format of <TOOLCALL>{output_format}</TOOLCALL>. {param_types} You SHOULD NOT include any other "
+     "text in the response.", "de", (), {"untranslated"}),
+    (TOOL_CALL, TOOL_CALL_ZH, "ja", (), {"wrong_language"}),
+    (TOOL_CALL, TOOL_CALL_ES, "it", (), {"wrong_language"}),
+    (TOOL_CALL, TOOL_CALL_HI, "de", (), {"wrong_language"}),
+    (TOOL_CALL, TOOL_CALL_DE.split(" Wenn")[0] + " <TOOLCALL>{output_format}</TOOLCALL>. {param_types}", "de", (),
+     {"length_ratio"}),
+    (TOOL_CALL, TOOL_CALL_ZH.replace("回复中不应包含任何其他文本。", "回复中不应包含任何其他文本。" * 3), "zh", (),
+     {"length_ratio"}),
+    (LIST, "- Selecciona la acción más adecuada de la lista dada. No hagas preguntas aclaratorias.", "es", (),
+     {"structure_changed"}),
+    (LIST, "* Selecciona la acción más adecuada de la lista dada.\n1. No hagas preguntas aclaratorias.", "es", (),
+     {"structure_changed"}),
+]
+
+
+@pytest.mark.parametrize(("source", "translation", "lang", "protected", "expected"), BROKEN)
+def test_broken_translations_get_exactly_their_codes(source: str, translation: str, lang: str,
+                                                     protected: tuple[str, ...], expected: set[str]) -> None:
+    result = check_translation(source, translation, "en", lang, protected)
+    assert {p.value for p in result.problems} == expected, result.details
+    assert not result.ok
+
+
+def test_problem_codes_are_an_enum_of_strings() -> None:
+    result = check_translation("Use {x}.", "Benutze {y}.", "en", "de")
+    assert result.problems == [CheckCode.PLACEHOLDER_MISSING]
+    assert result.problems == ["placeholder_missing"]  # str-valued, JSON friendly
+    assert result.to_dict()["problems"] == ["placeholder_missing"]
+
+
+@pytest.mark.parametrize(
+    ("text", "target", "expected"),
+    [
+        ("Sie sind ein Experte für das Verfassen von Funktionsaufrufen.", "de", "de"),
+        ("あなたは関数呼び出しを作成する専門家です。", "ja", "ja"),
+        ("你是编写函数调用的专家。", "zh", "zh"),
+        ("你是编写函数调用的专家。", "ja", "zh"),
+        ("आप फ़ंक्शन कॉल लिखने में विशेषज्ञ हैं।", "hi", "hi"),
+        ("ab", "de", None),
+    ],
+)
+def test_detect_language_uses_script_first(text: str, target: str, expected: str | None) -> None:
+    assert detect_language(text, target)[0] == expected
+
+
+def test_back_translation_similarity() -> None:
+    source = "Get the current weather conditions for a city."
+    assert back_translation_similarity(source, "Get the current weather conditions of a city.") > 0.8
+    assert back_translation_similarity(source, "Book a table in a restaurant.") < 0.3
+
+
+def test_back_translation_low_is_flagged_with_a_backend() -> None:
+    class Back:
+        name = "back"
+
+        def __init__(self, answer: str) -> None:
+            self.answer = answer
+
+        def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+            assert (source, target) == ("de", "en")
+            return [self.answer for _ in texts]
+
+    source = "Get the current weather conditions for a city."
+    translation = "Ruft die aktuellen Wetterbedingungen für eine Stadt ab."
+    good = check_translation(source, translation, "en", "de", back_translator=Back(source))
+    bad = check_translation(source, translation, "en", "de", back_translator=Back("Order a pizza now."))
+    assert good.ok
+    assert bad.problems == [CheckCode.BACK_TRANSLATION_LOW]
+
+
+words = st.sampled_from(["Funktion", "Aufruf", "Antwort", "Format", "Text", "Abschnitt", "wählen", "bitte"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(words, min_size=3, max_size=12), st.sampled_from(["{output_format}", "<TOOLCALL>", "{format}"]))
+def test_dropping_a_placeholder_or_tag_is_always_caught(body: list[str], token: str) -> None:
+    source = "Use the answer " + token + " here."
+    translation = " ".join(body)
+    codes = {p.value for p in check_translation(source, translation, "en", "de").problems}
+    assert ("placeholder_missing" if token.startswith("{") else "tag_missing") in codes

@@ -1,0 +1,122 @@
+"""The translate CLI handlers, through ``promptgrid.matrix.cli.main`` (offline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import promptgrid.translate as translate
+from promptgrid.translate import TranslationStore
+
+cli = pytest.importorskip("promptgrid.matrix.cli")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_translations_passes_on_the_shipped_catalogs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["check-translations"], capsys)
+    assert code == 0, out + err
+    assert "failed" not in out
+    for lang in ("it", "de", "es", "ja", "hi", "zh", "fr", "pt"):
+        assert f"translate/catalogs/{lang}.yaml" in out
+
+
+def test_check_translations_reports_stored_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.sqlite3"
+    with TranslationStore(path) as store:
+        store.put("Use the {format} format.", "de", "amazon", "Verwenden Sie das Format.", ok=True,
+                  kind="instructions", keys=["x.k"])
+    code, out, _ = run(["check-translations", "--lang", "de", "--store", str(path)], capsys)
+    assert code == 1
+    assert "x.k" in out and "placeholder_missing" in out and "store:amazon" in out
+
+
+def test_translate_with_the_catalog_backend_is_offline_and_cached(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.sqlite3"
+    argv = ["translate", "--to", "de,ja", "--backend", "catalog", "--what", "all", "--dataset", "mini",
+            "--store", str(path)]
+    code, out, err = run(argv, capsys)
+    assert code == 0, out + err
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
+    units, new, cached, missing, failed = (int(x) for x in rows["de"])
+    assert units == 37 + 138 and new == units and cached == 0 and missing == 0 and failed == 0
+    code, out, _ = run(argv, capsys)
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
+    assert [int(x) for x in rows["ja"]][1:3] == [0, 175]
+    assert "0 unique string(s) translated" in out
+
+
+def test_translate_reports_failed_checks_and_exits_non_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            recording: Any) -> None:
+    backend = recording(lambda text: text)  # "translates" by copying: untranslated
+    monkeypatch.setattr("promptgrid.translate.cli.make_backend", lambda spec, **_: backend)
+    code, out, _ = run(["translate", "--to", "de", "--backend", "fake", "--what", "instructions",
+                        "--store", str(tmp_path / "t.sqlite3")], capsys)
+    assert code == 1
+    assert "untranslated" in out and "classic.persona" in out
+    assert len(backend.sent) == len(set(backend.sent))  # each unique string once
+
+
+def test_translate_user_catalog_becomes_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        'language: de\nkind: instructions\nreviewed: true\nunits:\n'
+        '  classic.persona:\n    source: "You are an expert in composing functions."\n'
+        '    text: "Du bist ein Profi im Zusammenstellen von Funktionsaufrufen."\n',
+        encoding="utf-8",
+    )
+    store_path = tmp_path / "t.sqlite3"
+    code, out, _ = run(["translate", "--to", "de", "--backend", f"catalog:{mine}", "--what", "instructions",
+                        "--store", str(store_path)], capsys)
+    assert code == 1  # the user catalog lacks most units: reported as missing
+    assert "no translation in the catalogs" in out
+    loc = translate.default_localization(store_path)
+    assert loc.instruction("You are an expert in composing functions.", "de", "classic.persona") == \
+        "Du bist ein Profi im Zusammenstellen von Funktionsaufrufen."
+
+
+def test_unknown_backend_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["translate", "--to", "de", "--backend", "deepl"], capsys)
+    assert code != 0 and "unknown translation backend 'deepl'" in err and "Traceback" not in err
+
+
+def test_check_translation_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [
+        {"source": "Use {x}.", "translation": "Benutze {x}.", "source_lang": "en", "target_lang": "de",
+         "id": 7},
+        {"source": "Use {x}.", "translation": "Benutze {y}.", "source_lang": "en", "target_lang": "de"},
+        "not json",
+        {"source": "Use {x}.", "target_lang": "de"},
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n\n",
+                    encoding="utf-8")
+    code, out, err = run(["check-translation", "--jsonl", str(path)], capsys)
+    assert code == 1
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records[0] == {**lines[0], "ok": True, "problems": []}  # every field kept
+    assert records[1]["ok"] is False and records[1]["problems"] == ["placeholder_missing"]
+    assert f"{path}:3: not valid JSON" in err
+    assert f"{path}:4: field 'translation' is missing" in err
+
+
+def test_check_translation_exits_zero_when_all_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps({"source": "Use {x}.", "translation": "Benutze {x}.", "source_lang": "en",
+                                "target_lang": "de"}) + "\n", encoding="utf-8")
+    assert run(["check-translation", "--jsonl", str(path)], capsys)[0] == 0
+
+
+def test_all_is_complete() -> None:
+    public = {name for name in vars(translate) if not name.startswith("_")}
+    modules = {name for name in public if type(getattr(translate, name)).__name__ == "module"}
+    assert set(translate.__all__) == public - modules

@@ -1,0 +1,269 @@
+"""Amazon Translate backend (boto3 ``translate_text``), as in MASSIVE-Agents section 3.3.
+
+Protected spans travel as HTML: each token becomes
+``<span translate="no">⟦n⟧</span>``, which Amazon Translate leaves alone
+(its "do-not-translate" feature of TranslateText), and the rest of the text
+is HTML-escaped; the answer is unwrapped and unescaped. (TranslateText has no
+content-type parameter: it recognizes the HTML itself.)
+
+A request carries at most 10,000 bytes of text, so long texts are cut into
+chunks at line, sentence, then word boundaries, never inside a token. Line
+breaks are kept by translating line by line (HTML would fold them).
+
+Throttling (``TooManyRequestsException``, ``ThrottlingException``) and
+transient server errors are retried with exponential backoff and jitter;
+botocore's own retries are switched off so there is one retry policy.
+Every botocore error is turned into ``TranslationError`` here, with what to do
+(e.g. how to configure credentials).
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from promptgrid.variants import MissingDependencyError
+
+from ._errors import TranslationError
+from ._languages import base_language
+from ._protect import TOKEN_RE
+
+__all__ = ["AmazonTranslateBackend", "MAX_REQUEST_BYTES"]
+
+#: Amazon Translate's limit on the text of one TranslateText request (UTF-8 bytes).
+MAX_REQUEST_BYTES = 10_000
+_RETRYABLE = frozenset({
+    "TooManyRequestsException", "ThrottlingException", "Throttling", "ServiceUnavailableException",
+    "InternalServerException", "RequestTimeout", "RequestTimeoutException",
+})
+_CREDENTIAL_CODES = frozenset({
+    "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
+    "AccessDeniedException", "InvalidClientTokenId", "SignatureDoesNotMatch",
+})
+_CREDENTIALS_HELP = (
+    "Configure AWS credentials with `aws configure` (or `aws sso login`), or set AWS_PROFILE, or "
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials); "
+    "the identity needs the translate:TranslateText permission."
+)
+_SPAN_RE = re.compile(r"<span\s+translate\s*=\s*[\"']?no[\"']?\s*>(.*?)</span\s*>", re.S | re.I)
+
+
+class AmazonTranslateBackend:
+    """Amazon Translate through boto3; the client is created on first use.
+
+    ``client``, ``sleep`` and ``rng`` are for tests (botocore's Stubber, no
+    real waiting).
+    """
+
+    masks = True
+
+    def __init__(
+        self,
+        region: str | None = None,
+        formality: str | None = None,
+        *,
+        client: Any = None,
+        max_attempts: int = 6,
+        base_delay: float = 0.5,
+        max_delay: float = 20.0,
+        max_bytes: int = MAX_REQUEST_BYTES,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        if formality is not None and formality.upper() not in ("FORMAL", "INFORMAL"):
+            raise TranslationError(f"--formality must be FORMAL or INFORMAL, got {formality!r}")
+        self.region = region
+        self.formality = formality.upper() if formality else None
+        self._client = client
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.max_bytes = max_bytes
+        self._sleep = sleep
+        self._rng = rng
+        self.requests = 0
+
+    @property
+    def name(self) -> str:
+        """Store id: formality changes the wording; the region does not."""
+        return f"amazon:{self.formality.lower()}" if self.formality else "amazon"
+
+    # -- client -------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+                from botocore.exceptions import BotoCoreError
+            except ImportError as exc:  # pragma: no cover - boto3 is a dependency
+                raise MissingDependencyError("The Amazon Translate backend", "pip install boto3") from exc
+            try:
+                self._client = boto3.client(
+                    "translate", region_name=self.region,
+                    config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+                )
+            except BotoCoreError as exc:
+                raise _convert(exc) from exc
+        return self._client
+
+    # -- protocol -------------------------------------------------------------
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        return [self._translate_text(text, source, target) for text in texts]
+
+    def _translate_text(self, text: str, source: str, target: str) -> str:
+        out: list[str] = []
+        for part in re.split(r"(\n)", text):
+            core = part.strip()
+            if not core or not re.search(r"[^\W\d_]", TOKEN_RE.sub("", core)):
+                out.append(part)
+                continue
+            lead = part[: len(part) - len(part.lstrip())]
+            trail = part[len(part.rstrip()):]
+            joiner = "" if base_language(target) in ("ja", "zh") else " "
+            pieces = [self._request(chunk, source, target) for chunk in self.chunks(core)]
+            out.append(lead + joiner.join(p.strip() for p in pieces) + trail)
+        return "".join(out)
+
+    # -- html ---------------------------------------------------------------------
+    @staticmethod
+    def to_html(text: str) -> str:
+        """Escape the prose, wrap each token in a do-not-translate span."""
+        out, pos = [], 0
+        for m in TOKEN_RE.finditer(text):
+            out.append(html.escape(text[pos:m.start()], quote=False))
+            out.append(f'<span translate="no">{m.group(0)}</span>')
+            pos = m.end()
+        out.append(html.escape(text[pos:], quote=False))
+        return "".join(out)
+
+    @staticmethod
+    def from_html(text: str) -> str:
+        return html.unescape(_SPAN_RE.sub(lambda m: m.group(1), text))
+
+    def _size(self, text: str) -> int:
+        return len(self.to_html(text).encode("utf-8"))
+
+    def chunks(self, text: str) -> list[str]:
+        """Cut ``text`` (one line) into pieces whose request stays within ``max_bytes``.
+
+        Cuts at sentence ends first, then between words, and only as a last
+        resort inside a word; never inside a token.
+        """
+        return [c.strip() for c in self._split(text, 0) if c.strip()]
+
+    def _split(self, text: str, level: int) -> list[str]:
+        if self._size(text) <= self.max_bytes:
+            return [text]
+        if level == 0:
+            pieces = re.split(r"(?<=[.!?;:。！？])(?=\s)", text)
+        elif level == 1:
+            pieces = re.findall(r"\s*\S+", text)
+        else:
+            cut = self._hard_cut(text)
+            return [text[:cut], *self._split(text[cut:], 2)]
+        if len(pieces) <= 1:
+            return self._split(text, level + 1)
+        out: list[str] = []
+        current = ""
+        for piece in pieces:
+            if self._size(current + piece) <= self.max_bytes:
+                current += piece
+                continue
+            if current:
+                out.append(current)
+            if self._size(piece) <= self.max_bytes:
+                current = piece
+            else:
+                out.extend(self._split(piece, level + 1))
+                current = ""
+        if current:
+            out.append(current)
+        return out
+
+    def _hard_cut(self, text: str) -> int:
+        """Largest prefix length within the limit that does not split a token."""
+        lo, hi = 1, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._size(text[:mid]) <= self.max_bytes:
+                lo = mid
+            else:
+                hi = mid - 1
+        for m in TOKEN_RE.finditer(text):
+            if m.start() < lo < m.end():
+                return max(1, m.start())
+        return lo
+
+    # -- request ----------------------------------------------------------------------
+    def _request(self, text: str, source: str, target: str) -> str:
+        params: dict[str, Any] = {
+            "Text": self.to_html(text),
+            "SourceLanguageCode": source,
+            "TargetLanguageCode": target,
+        }
+        if self.formality:
+            params["Settings"] = {"Formality": self.formality}
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = self.client
+        for attempt in range(self.max_attempts):
+            try:
+                self.requests += 1
+                response = client.translate_text(**params)
+                return self.from_html(response["TranslatedText"])
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code in _RETRYABLE and attempt + 1 < self.max_attempts:
+                    self._sleep(self._backoff(attempt))
+                    continue
+                raise _convert(exc, source, target) from exc
+            except BotoCoreError as exc:
+                raise _convert(exc, source, target) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential backoff with jitter: half the step fixed, half random."""
+        step = min(self.max_delay, self.base_delay * 2 ** attempt)
+        return float(step / 2 + self._rng() * step / 2)
+
+
+def _convert(exc: Exception, source: str = "", target: str = "") -> TranslationError:
+    """One botocore error -> one TranslationError that says what to do."""
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+        ParamValidationError,
+        PartialCredentialsError,
+    )
+
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return TranslationError(f"Amazon Translate: no usable AWS credentials were found. {_CREDENTIALS_HELP}")
+    if isinstance(exc, NoRegionError):
+        return TranslationError("Amazon Translate: no AWS region is configured. Pass --region (e.g. us-east-1) "
+                                "or set AWS_REGION / AWS_DEFAULT_REGION.")
+    if isinstance(exc, EndpointConnectionError):
+        return TranslationError(f"Amazon Translate: cannot reach the endpoint ({exc}). Check the network "
+                                "and --region.")
+    if isinstance(exc, ParamValidationError):
+        return TranslationError(f"Amazon Translate rejected the request before sending it: {exc}")
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "?"), error.get("Message", "")
+        if code in _CREDENTIAL_CODES:
+            return TranslationError(f"Amazon Translate refused the credentials ({code}: {message}). "
+                                    f"{_CREDENTIALS_HELP}")
+        if code == "UnsupportedLanguagePairException":
+            return TranslationError(f"Amazon Translate does not translate {source} -> {target} ({message}). "
+                                    "Use another --to code (e.g. zh, zh-TW, pt, fr-CA) or another backend.")
+        if code in _RETRYABLE:
+            return TranslationError(f"Amazon Translate kept throttling or failing ({code}) after retries; "
+                                    "try again later. Finished translations are kept in the store.")
+        return TranslationError(f"Amazon Translate failed: {code}: {message}")
+    return TranslationError(f"Amazon Translate failed: {exc}")

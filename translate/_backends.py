@@ -1,0 +1,107 @@
+"""Translation backends behind one small protocol, and how a ``--backend`` spec picks one.
+
+A backend turns texts into texts::
+
+    translate(texts: list[str], source: str, target: str) -> list[str]
+
+The texts it receives have their protected spans replaced by tokens ``⟦n⟧``
+(:mod:`._protect`) and it must return each token verbatim; the caller puts
+the spans back and verifies them. Backends batch as they like; one call may
+carry many texts. Third-party exceptions are converted into
+``TranslationError`` inside each backend, once, at that boundary.
+
+Backends (``--backend``):
+
+- ``amazon``: Amazon Translate (:mod:`._amazon`), boto3 credentials;
+- ``llm:<litellm model>``: any LLM through litellm (:mod:`._llm`);
+- ``catalog``: the reviewed catalogs shipped in ``translate/catalogs/``;
+  ``catalog:PATH[,PATH...]``: the user's catalog files (imported as manual
+  overrides). Catalog backends work on whole source strings (no tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ._catalogs import Catalog, CatalogIndex, load_catalogs, shipped_catalogs
+from ._errors import TranslationError
+from ._units import UnitKind
+
+__all__ = ["CatalogBackend", "TranslationBackend", "make_backend"]
+
+
+@runtime_checkable
+class TranslationBackend(Protocol):
+    """Anything that translates a batch of texts.
+
+    ``name`` is the backend's id in the translation store; it must change
+    whenever the backend would translate differently (model, formality).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]: ...
+
+
+class CatalogBackend:
+    """Translations read from catalog files, looked up by their English source text.
+
+    ``masks`` is False: catalogs hold whole reviewed strings, so the caller
+    sends source texts as they are. ``override`` is True for the user's own
+    files: their entries are stored as manual overrides.
+    """
+
+    masks = False
+
+    def __init__(self, catalogs: Iterable[Catalog], *, name: str = "catalog", override: bool = False) -> None:
+        self.catalogs = tuple(catalogs)
+        self.name = name
+        self.override = override
+        self._index = CatalogIndex(self.catalogs)
+
+    def lookup(self, text: str, target: str, key: str | None = None) -> str | None:
+        """The catalog translation of ``text`` into ``target``, or None."""
+        for kind in UnitKind:
+            found = self._index.lookup(kind, text, target, key)
+            if found is not None:
+                return found
+        return None
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        out, missing = [], []
+        for text in texts:
+            found = self.lookup(text, target)
+            if found is None:
+                missing.append(text)
+            out.append(found or "")
+        if missing:
+            raise TranslationError(
+                f"the {self.name} catalogs have no {target} translation of {len(missing)} text(s), "
+                f"e.g. {missing[0][:80]!r}. Add them to a catalog file, or use --backend amazon or llm:MODEL"
+            )
+        return out
+
+
+def make_backend(spec: str, *, region: str | None = None, formality: str | None = None) -> TranslationBackend:
+    """The backend a ``--backend`` value names (nothing is contacted yet)."""
+    spec = spec.strip()
+    if spec == "amazon":
+        from ._amazon import AmazonTranslateBackend
+
+        return AmazonTranslateBackend(region=region, formality=formality)
+    if spec.startswith("llm:") and len(spec) > 4:
+        from ._llm import LLMBackend
+
+        return LLMBackend(spec[4:])
+    if spec == "catalog":
+        return CatalogBackend(shipped_catalogs())
+    if spec.startswith("catalog:") and len(spec) > 8:
+        paths = [Path(p) for p in spec[8:].split(",") if p]
+        return CatalogBackend(load_catalogs(paths), name="override", override=True)
+    raise TranslationError(
+        f"unknown translation backend {spec!r}; use one of: amazon, llm:<litellm model> "
+        "(e.g. llm:openai/gpt-4o-mini), catalog, catalog:PATH"
+    )

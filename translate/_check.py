@@ -1,0 +1,570 @@
+"""Checks that a translated prompt string is usable.
+
+A bad translation measures the translator, not the model, so every
+translation is checked before it is used. :func:`check_translation` returns
+the problems as codes (:class:`CheckCode`); each rule is general, stated
+here, and never tuned to a particular sentence:
+
+``placeholder_missing``
+    The ``{placeholders}`` of the source and the translation differ (as
+    multisets: a dropped, renamed, translated or duplicated placeholder).
+``tag_missing``
+    The markup tags (``<TOOLCALL>``, ``</TOOLCALL>``, ...) differ (multiset).
+``protected_changed``
+    A protected span of the source is not verbatim in the translation: the
+    names the caller passes (function/parameter names, enum values) and the
+    identifiers found automatically (inline code, ``snake_case``,
+    ``dotted.names``, ``camelCase``, call expressions, quoted values,
+    date formats, URLs). Placeholders and tags inside a span are left to the
+    two checks above, so one damage gives one code.
+``untranslated``
+    The target is not the source language but the text was left as it was:
+    identical to the source (a single short word, such as "Bot", may stay the
+    same in Latin-script languages), or mostly in the source language.
+``wrong_language``
+    The text is in another language than the target. The script decides
+    first (Devanagari for Hindi, kana for Japanese, Han without kana for
+    Chinese, ...); within a script, langid decides, restricted to the
+    plausible languages (target, source and the supported ones), on the text
+    left after removing code, placeholders, tags and protected names, and
+    only when that text is long enough to tell.
+``length_ratio``
+    The translation is implausibly short or long for the target's script
+    (CJK text is much shorter in characters than English), or repeats a
+    chunk the source does not (a translator stuck in a loop).
+``structure_changed``
+    Line structure differs: line count, blank lines, markdown headings,
+    list markers, code fences.
+``back_translation_low``
+    (only with a back-translation backend) translating back to the source
+    language gives a text whose content words overlap too little with the
+    source.
+
+``stale`` and ``missing`` are used by catalog checks only: a catalog entry
+whose English source changed, and a unit with no translation.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from ._languages import SUPPORTED_LANGUAGES, base_language, script_of
+from ._protect import Span, SpanKind, find_spans, mask, placeholders, tags, unmask
+
+__all__ = [
+    "CheckCode",
+    "CheckResult",
+    "LENGTH_BOUNDS",
+    "back_translation_similarity",
+    "check_translation",
+    "detect_language",
+]
+
+
+class CheckCode(str, Enum):
+    """Machine-readable problem codes of a translation (values are stable)."""
+
+    PLACEHOLDER_MISSING = "placeholder_missing"
+    TAG_MISSING = "tag_missing"
+    PROTECTED_CHANGED = "protected_changed"
+    WRONG_LANGUAGE = "wrong_language"
+    UNTRANSLATED = "untranslated"
+    LENGTH_RATIO = "length_ratio"
+    STRUCTURE_CHANGED = "structure_changed"
+    BACK_TRANSLATION_LOW = "back_translation_low"
+    STALE = "stale"
+    MISSING = "missing"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of the checks: ``ok`` iff ``problems`` is empty.
+
+    ``problems`` lists codes in a fixed order (the order of :class:`CheckCode`);
+    ``details`` maps each code to a sentence saying what was found, plus a few
+    measurements (``length_ratio``, ``detected_language``, ...).
+    """
+
+    ok: bool
+    problems: list[CheckCode] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": [p.value for p in self.problems], "details": self.details}
+
+
+class _Translator(Protocol):
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]: ...
+
+
+# --------------------------------------------------------------------------- scripts
+
+_SCRIPT_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
+    "han": ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F)),
+    "kana": ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F)),
+    "hangul": ((0x1100, 0x11FF), (0x3130, 0x318F), (0xAC00, 0xD7AF)),
+    "devanagari": ((0x0900, 0x097F), (0xA8E0, 0xA8FF)),
+    "cyrillic": ((0x0400, 0x052F),),
+    "arabic": ((0x0600, 0x06FF), (0x0750, 0x077F), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF)),
+    "hebrew": ((0x0590, 0x05FF),),
+    "greek": ((0x0370, 0x03FF),),
+    "thai": ((0x0E00, 0x0E7F),),
+    "lao": ((0x0E80, 0x0EFF),),
+    "bengali": ((0x0980, 0x09FF),),
+    "gurmukhi": ((0x0A00, 0x0A7F),),
+    "gujarati": ((0x0A80, 0x0AFF),),
+    "tamil": ((0x0B80, 0x0BFF),),
+    "telugu": ((0x0C00, 0x0C7F),),
+    "kannada": ((0x0C80, 0x0CFF),),
+    "malayalam": ((0x0D00, 0x0D7F),),
+    "sinhala": ((0x0D80, 0x0DFF),),
+    "georgian": ((0x10A0, 0x10FF),),
+    "armenian": ((0x0530, 0x058F),),
+    "ethiopic": ((0x1200, 0x137F),),
+    "khmer": ((0x1780, 0x17FF),),
+    "myanmar": ((0x1000, 0x109F),),
+}
+
+
+def _char_script(ch: str) -> str | None:
+    cp = ord(ch)
+    if ch.isascii():
+        return "latin" if ch.isalpha() else None
+    for script, ranges in _SCRIPT_RANGES.items():
+        if any(lo <= cp <= hi for lo, hi in ranges):
+            # Marks and letters only: CJK punctuation lives in other blocks.
+            return script if unicodedata.category(ch)[0] in "LM" else None
+    if ch.isalpha() and "LATIN" in unicodedata.name(ch, ""):
+        return "latin"
+    return "other" if ch.isalpha() else None
+
+
+def _script_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for ch in text:
+        script = _char_script(ch)
+        if script:
+            counts[script] = counts.get(script, 0) + 1
+    return counts
+
+
+def _family_count(counts: dict[str, int], script: str) -> int:
+    """Letters of a language's writing system ("japanese" is Han plus kana)."""
+    if script == "japanese":
+        return counts.get("han", 0) + counts.get("kana", 0)
+    return counts.get(script, 0)
+
+
+# --------------------------------------------------------------------------- language id
+
+_IDENTIFIER: Any = None
+_IDENTIFIER_LANGS: frozenset[str] | None = None
+
+
+def _langid_rank(text: str, langs: Iterable[str]) -> list[tuple[str, float]]:
+    """langid's ranking restricted to ``langs`` (those langid knows), with normalized probabilities."""
+    global _IDENTIFIER, _IDENTIFIER_LANGS
+    if _IDENTIFIER is None:
+        from langid.langid import LanguageIdentifier, model
+
+        _IDENTIFIER = LanguageIdentifier.from_modelstring(model, norm_probs=True)
+    known = set(_IDENTIFIER._LanguageIdentifier__full_model[2])
+    wanted = frozenset(lang for lang in langs if lang in known)
+    if wanted != _IDENTIFIER_LANGS:
+        _IDENTIFIER.set_languages(sorted(wanted))
+        _IDENTIFIER_LANGS = wanted
+    return list(_IDENTIFIER.rank(text))
+
+
+def _plausible(target: str, source: str) -> set[str]:
+    return {base_language(target), base_language(source), *SUPPORTED_LANGUAGES}
+
+
+# Latin-script languages langid may be asked about, for Latin-dominant text.
+_NON_LATIN = {"ja", "zh", "hi", "ko", "ru", "uk", "bg", "ar", "fa", "ur", "he", "el", "th", "bn", "ta",
+              "te", "mr", "ne", "ka", "am", "km", "my", "hy", "kn", "ml", "gu", "pa", "si", "lo", "sr"}
+
+#: Fewest letters of prose before the language is judged at all.
+MIN_LETTERS = 4
+#: Fewest letters before langid may overrule a text written in the expected script.
+MIN_LANGID_LETTERS = 20
+#: langid's (restricted, normalized) probability needed to call a language.
+LANGID_CONFIDENCE = 0.9
+
+
+def detect_language(text: str, target: str, source: str = "en") -> tuple[str | None, float]:
+    """The language of ``text`` among the plausible ones, with langid's probability.
+
+    Script first: a text mostly in a non-Latin script is that script's
+    language (Han with kana is Japanese, Han alone Chinese). Latin text goes to
+    langid, restricted to the plausible Latin-script languages. ``(None, 0)``
+    when there are too few letters to tell.
+    """
+    counts = _script_counts(text)
+    total = sum(counts.values())
+    if total < MIN_LETTERS:
+        return None, 0.0
+    dominant = max(counts, key=lambda s: counts[s])
+    cjk = counts.get("han", 0) + counts.get("kana", 0)
+    if cjk / total >= 0.5:
+        if counts.get("kana", 0) >= max(1, 0.05 * cjk):
+            return "ja", 1.0
+        return ("zh", 1.0) if cjk >= 6 or base_language(target) != "ja" else (base_language(target), 0.5)
+    if dominant != "latin":
+        candidates = [lang for lang in _plausible(target, source) if script_of(lang) == dominant]
+        for lang in (base_language(target), base_language(source), *candidates):
+            if script_of(lang) == dominant:
+                return lang, 1.0
+        return dominant, 1.0
+    langs = {lang for lang in _plausible(target, source) if lang not in _NON_LATIN}
+    ranked = _langid_rank(text, langs)
+    return ranked[0] if ranked else (None, 0.0)
+
+
+# --------------------------------------------------------------------------- prose
+
+_WS_RE = re.compile(r"\s+")
+_WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
+
+
+def _strip_spans(text: str, spans: Sequence[Span]) -> str:
+    out, pos = [], 0
+    for span in spans:
+        out.append(text[pos:span.start])
+        out.append(" ")
+        pos = span.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _prose(text: str, names: Iterable[str]) -> str:
+    """``text`` without code, placeholders, tags, identifiers and protected names."""
+    return _strip_spans(text, find_spans(text, names))
+
+
+def _normalize(text: str) -> str:
+    return _WS_RE.sub(" ", text).strip().casefold()
+
+
+def _content_length(prose: str) -> int:
+    """Characters that carry language: letters and marks (no spaces, digits or punctuation)."""
+    return sum(1 for ch in prose if unicodedata.category(ch)[0] in "LM")
+
+
+# Length of a translation over the length of its English source, in letters,
+# by the target's writing system: (low, high). CJK needs far fewer characters;
+# Latin and Indic scripts a few more than English. Short strings get slack
+# (below) because one word can double their length.
+LENGTH_BOUNDS: dict[str, tuple[float, float]] = {
+    "latin": (0.6, 2.0),
+    "japanese": (0.2, 1.0),
+    "han": (0.12, 0.7),
+    "hangul": (0.2, 0.9),
+    "devanagari": (0.55, 2.0),
+    "cyrillic": (0.6, 2.0),
+    "arabic": (0.45, 1.7),
+    "hebrew": (0.45, 1.7),
+    "greek": (0.6, 2.0),
+    "thai": (0.45, 1.9),
+}
+_DEFAULT_BOUNDS = (0.35, 2.5)
+#: Letters of slack added to both bounds, so "City" -> "Stadtname" is not flagged.
+LENGTH_SLACK = 8
+
+
+def _repeated_chunk(text: str) -> str | None:
+    """A chunk of at least 10 letters (6 for CJK) immediately repeated, or a sentence said twice."""
+    flat = _WS_RE.sub(" ", text).strip()
+    m = re.search(r"([^\W\d_][^\n]{9,}?)[\s,;:、，。.]*\1", flat)
+    if m:
+        return m.group(1)
+    m = re.search(r"([\u3040-\u30ff\u3400-\u9fff][^\n]{5,}?)\1", flat)
+    if m:
+        return m.group(1)
+    sentences = [s.strip().casefold() for s in re.split(r"(?<=[.!?。！？।])\s*|\n", text)]
+    seen: set[str] = set()
+    for sentence in sentences:
+        if _content_length(sentence) >= 8:
+            if sentence in seen:
+                return sentence
+            seen.add(sentence)
+    return None
+
+
+# --------------------------------------------------------------------------- structure
+
+_HEADING_RE = re.compile(r"^\s{0,3}(#{1,6})\s")
+_LIST_RE = re.compile(r"^\s*(?:([-*+•])|(\d+)[.)])\s")
+
+
+def _line_shape(line: str) -> tuple[str, ...]:
+    if not line.strip():
+        return ("blank",)
+    if line.lstrip().startswith("```"):
+        return ("fence",)
+    m = _HEADING_RE.match(line)
+    if m:
+        return ("heading", str(len(m.group(1))))
+    m = _LIST_RE.match(line)
+    if m:
+        return ("bullet",) if m.group(1) else ("numbered",)
+    return ("text",)
+
+
+def _structure_problem(source: str, translation: str) -> str | None:
+    src_lines, tr_lines = source.split("\n"), translation.split("\n")
+    if len(src_lines) != len(tr_lines):
+        return f"the source has {len(src_lines)} lines, the translation {len(tr_lines)}"
+    for i, (a, b) in enumerate(zip(src_lines, tr_lines), 1):
+        sa, sb = _line_shape(a), _line_shape(b)
+        if sa != sb:
+            return f"line {i} is {' '.join(sa)} in the source but {' '.join(sb)} in the translation"
+    return None
+
+
+# --------------------------------------------------------------------------- protected
+
+def _required(span: Span) -> str:
+    """What must survive of a protected span: its content without placeholders and tags
+    (checked separately) and without the quotes/backticks around it."""
+    text = span.text
+    if span.kind is SpanKind.QUOTED or (span.kind is SpanKind.CODE and text.startswith("`")
+                                        and not text.startswith("```")):
+        text = text.strip("`'\"")
+    return _strip_markup(text)
+
+
+def _strip_markup(text: str) -> str:
+    text = re.sub(r"\{[A-Za-z_][\w.]*\}", "", text)
+    return re.sub(r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>", "", text)
+
+
+def _protected_problems(source: str, translation: str, names: Sequence[str]) -> list[str]:
+    missing: list[str] = []
+    translation = _strip_markup(translation)
+    for span in find_spans(source, names):
+        if span.kind in (SpanKind.PLACEHOLDER, SpanKind.TAG):
+            continue
+        required = _required(span)
+        if required.strip() and required not in translation and required not in missing:
+            missing.append(required)
+    return missing
+
+
+# --------------------------------------------------------------------------- back-translation
+
+_EN_STOPWORDS = frozenset(
+    "a an the of to in on at for and or but is are be been was were you your it its this that these those "
+    "with as by from if then than not no do does any all each one more most can will should must may "
+    "into out about which who what when where how there here their they them we our i".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD_RE.findall(text) if len(w) > 2 and w.casefold() not in _EN_STOPWORDS}
+
+
+def back_translation_similarity(source: str, back: str) -> float:
+    """Dice overlap of the content words of the source and of its back-translation (0..1)."""
+    a, b = _content_words(source), _content_words(back)
+    if not a and not b:
+        return 1.0
+    return 2 * len(a & b) / (len(a) + len(b))
+
+
+#: Back-translation similarity below this is flagged.
+BACK_TRANSLATION_THRESHOLD = 0.3
+
+
+# --------------------------------------------------------------------------- main check
+
+def check_translation(
+    source: str,
+    translation: str,
+    source_lang: str,
+    target_lang: str,
+    protected: Iterable[str] = (),
+    *,
+    back_translator: _Translator | None = None,
+) -> CheckResult:
+    """Check one translation; see the module docstring for each rule."""
+    names = tuple(p for p in protected if isinstance(p, str) and p)
+    problems: set[CheckCode] = set()
+    details: dict[str, Any] = {}
+    src_base, tgt_base = base_language(source_lang), base_language(target_lang)
+
+    if placeholders(source) != placeholders(translation):
+        lost = placeholders(source) - placeholders(translation)
+        extra = placeholders(translation) - placeholders(source)
+        problems.add(CheckCode.PLACEHOLDER_MISSING)
+        details["placeholder_missing"] = _diff_message("placeholder", lost, extra)
+    src_tags, tr_tags = tags(source), tags(translation)
+    if src_tags != tr_tags:
+        problems.add(CheckCode.TAG_MISSING)
+        details["tag_missing"] = _diff_message("tag", src_tags - tr_tags, tr_tags - src_tags)
+    missing = _protected_problems(source, translation, names)
+    if missing:
+        problems.add(CheckCode.PROTECTED_CHANGED)
+        details["protected_changed"] = "not verbatim in the translation: " + ", ".join(repr(m) for m in missing)
+    structure = _structure_problem(source, translation)
+    if structure:
+        problems.add(CheckCode.STRUCTURE_CHANGED)
+        details["structure_changed"] = structure
+
+    # Names of the source's spans are removed from both texts before judging language and length.
+    span_names = names + tuple(s.text for s in find_spans(source, names))
+    src_prose = _prose(source, names)
+    tr_prose = _prose(translation, span_names)
+    src_len, tr_len = _content_length(src_prose), _content_length(tr_prose)
+    language_of_text = tgt_base
+    if src_len >= 1 and tgt_base != src_base:
+        code, message, detected = _language_problem(source, translation, src_prose, tr_prose,
+                                                    source_lang, target_lang)
+        if detected:
+            details["detected_language"] = detected
+        if code:
+            problems.add(code)
+            details[code.value] = message
+            language_of_text = detected if code is CheckCode.WRONG_LANGUAGE and detected else src_base
+
+    if src_len >= 1 and CheckCode.UNTRANSLATED not in problems:
+        length = _length_problem(src_prose, tr_prose, src_len, tr_len, language_of_text)
+        details["length_ratio"] = round(tr_len / src_len, 3)
+        if length:
+            problems.add(CheckCode.LENGTH_RATIO)
+            details["length_ratio_problem"] = length
+
+    if back_translator is not None and tgt_base != src_base and src_len >= 1:
+        back = _back_translate(back_translator, translation, span_names, target_lang, source_lang)
+        similarity = back_translation_similarity(source, back)
+        details["back_translation"] = back
+        details["back_translation_similarity"] = round(similarity, 3)
+        if similarity < BACK_TRANSLATION_THRESHOLD:
+            problems.add(CheckCode.BACK_TRANSLATION_LOW)
+
+    ordered = [code for code in CheckCode if code in problems]
+    return CheckResult(not ordered, ordered, details)
+
+
+def _back_translate(backend: _Translator, text: str, names: Sequence[str], source: str, target: str) -> str:
+    """Translate ``text`` back, with its protected spans masked like any other translation."""
+    if not getattr(backend, "masks", True):
+        return backend.translate([text], source, target)[0]
+    masked = mask(text, names)
+    restored, _ = unmask(backend.translate([masked.text], source, target)[0], masked)
+    return restored
+
+
+def _diff_message(what: str, lost: Any, extra: Any) -> str:
+    parts = []
+    if lost:
+        parts.append(f"missing {what}s: " + ", ".join(sorted(lost.elements())))
+    if extra:
+        parts.append(f"unexpected {what}s: " + ", ".join(sorted(extra.elements())))
+    return "; ".join(parts)
+
+
+# English function words that are not also common words of the supported
+# Latin-script languages (no "a", "in", "die", "no", "do", "on", "as", "will"):
+# their presence is evidence of English, whatever the target.
+_EN_FUNCTION_WORDS = frozenset(
+    "the of to you your is are be been and or for with that this these those if should must not any from by "
+    "at it its can each when which what they them their there has have into only than then would may more "
+    "other all".split()
+)
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?。！？।])\s*|\n")
+
+
+def _latin_words(text: str) -> list[str]:
+    return [w for w in _WORD_RE.findall(text) if all(_char_script(c) in ("latin", None) for c in w)]
+
+
+def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:
+    """A sentence of the translation that is the source's English, left as it was.
+
+    At least four words, 80% of them words of the source, two of them English
+    function words: a list of kept names ("string, integer, float") is not a
+    copied sentence, "You SHOULD NOT include any other text" is.
+    """
+    source_words = {w.casefold() for w in _WORD_RE.findall(src_prose)}
+    for sentence in _SENTENCE_SPLIT_RE.split(tr_prose):
+        words = [w.casefold() for w in _latin_words(sentence)]
+        if len(words) < 4:
+            continue
+        shared = sum(w in source_words for w in words)
+        function = sum(w in _EN_FUNCTION_WORDS for w in words)
+        if shared >= 0.8 * len(words) and function >= 2:
+            return sentence.strip()
+    return None
+
+
+def _language_problem(source: str, translation: str, src_prose: str, tr_prose: str,
+                      source_lang: str, target_lang: str) -> tuple[CheckCode | None, str, str | None]:
+    src_base, tgt_base = base_language(source_lang), base_language(target_lang)
+    if _normalize(translation) == _normalize(source):
+        words = _WORD_RE.findall(src_prose)
+        if not (script_of(tgt_base) == "latin" and script_of(src_base) == "latin"
+                and len(words) <= 1 and _content_length(src_prose) <= 10):
+            return CheckCode.UNTRANSLATED, "the translation is identical to the source", src_base
+        return None, "", None
+    if src_base == "en":
+        copied = _copied_sentence(src_prose, tr_prose)
+        if copied:
+            return CheckCode.UNTRANSLATED, f"left in English: {copied[:60]!r}", src_base
+    counts = _script_counts(tr_prose)
+    total = sum(counts.values())
+    if total < MIN_LETTERS:
+        return None, "", None
+    target_script = script_of(tgt_base)
+    target_letters = _family_count(counts, target_script)
+    latin = _latin_words(tr_prose)
+    english = sum(w.casefold() in _EN_FUNCTION_WORDS for w in latin) if src_base == "en" else 0
+    if target_script != "latin" and (
+        target_letters >= 0.5 * total or (target_letters >= 8 and english < 2)
+    ):
+        # Written in the target's script (Latin words left are names and loanwords);
+        # only Japanese and Chinese can still be confused.
+        detected, _ = detect_language(tr_prose, target_lang, source_lang)
+        if tgt_base in ("ja", "zh") and detected in ("ja", "zh") and detected != tgt_base:
+            if counts.get("han", 0) + counts.get("kana", 0) >= 6:
+                return CheckCode.WRONG_LANGUAGE, f"the text looks {detected}, not {tgt_base}", detected
+        return None, "", detected
+    detected, confidence = detect_language(tr_prose, target_lang, source_lang)
+    if detected is None:
+        return None, "", None
+    latin_share = counts.get("latin", 0) / total
+    mostly_english = english >= 3 and english >= 0.25 * len(latin)
+    if detected == tgt_base and not mostly_english:
+        return None, "", detected
+    if latin_share >= 0.5 and (detected == src_base or mostly_english):
+        letters = counts.get("latin", 0)
+        if target_script != "latin" or mostly_english or (
+                letters >= MIN_LANGID_LETTERS and confidence >= LANGID_CONFIDENCE):
+            return CheckCode.UNTRANSLATED, f"the translation is mostly {src_base} (detected {detected})", src_base
+        return None, "", detected
+    if detected == tgt_base:
+        return None, "", detected
+    if target_script == "latin" and script_of(detected) == "latin":
+        if total < MIN_LANGID_LETTERS or confidence < LANGID_CONFIDENCE:
+            return None, "", detected
+    return CheckCode.WRONG_LANGUAGE, f"expected {tgt_base}, detected {detected}", detected
+
+
+def _length_problem(src_prose: str, tr_prose: str, src_len: int, tr_len: int, lang: str) -> str | None:
+    low, high = LENGTH_BOUNDS.get(script_of(lang), _DEFAULT_BOUNDS)
+    if tr_len < low * src_len - LENGTH_SLACK or tr_len == 0:
+        return f"{tr_len} letters for {src_len} in the source: too short for {lang} (truncated?)"
+    if tr_len > high * src_len + LENGTH_SLACK:
+        return f"{tr_len} letters for {src_len} in the source: too long for {lang}"
+    repeated = _repeated_chunk(tr_prose)
+    if repeated and not _repeated_chunk(src_prose):
+        return f"the translation repeats {repeated[:40]!r}"
+    return None

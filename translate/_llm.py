@@ -1,0 +1,201 @@
+"""Any LLM as a translator, through litellm's ``completion``.
+
+The model gets a strict instruction (translate only; keep every ``⟦n⟧``
+token; keep line breaks; add nothing) and a JSON request, and must answer
+with the JSON object ``{"translations": [...]}``, one string per input, in
+order. The answer is parsed strictly (one optional Markdown code fence is
+tolerated, nothing else) and its length validated. Texts whose tokens came
+back damaged, and batches whose answer cannot be parsed, are asked again
+once; after that, a damaged text is returned as it is (the caller records
+the damage for that unit) and an unusable answer raises ``TranslationError``.
+Model output is data: it is parsed as JSON, never evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ._errors import TranslationError
+from ._languages import language_name
+from ._protect import TOKEN_RE
+
+__all__ = ["LLMBackend", "parse_translations", "system_prompt"]
+
+
+@lru_cache(maxsize=1)
+def system_prompt() -> str:
+    """The translator instruction (``translate/prompts/llm.yaml``; prompt text lives in data files)."""
+    text = resources.files("promptgrid.translate").joinpath("prompts", "llm.yaml").read_text(encoding="utf-8")
+    return str(yaml.safe_load(text)["system"])
+
+
+_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.S)
+
+
+class LLMBackend:
+    """Translate with ``model`` (a litellm model string, e.g. ``openai/gpt-4o-mini``).
+
+    ``completion`` defaults to ``litellm.completion``; tests pass a wrapper
+    that adds ``mock_response``. ``completion_kwargs`` go to every call
+    (``api_base``, ``temperature``, ...).
+    """
+
+    masks = True
+
+    def __init__(self, model: str, *, batch_size: int = 20, completion: Callable[..., Any] | None = None,
+                 max_attempts: int = 4, base_delay: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                 **completion_kwargs: Any) -> None:
+        if not model.strip():
+            raise TranslationError("llm backend needs a model, e.g. --backend llm:openai/gpt-4o-mini")
+        self.model = model
+        self.batch_size = batch_size
+        self._completion = completion
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self._sleep = sleep
+        self.completion_kwargs = {"temperature": 0.0, **completion_kwargs}
+        self.requests = 0
+
+    @property
+    def name(self) -> str:
+        return f"llm:{self.model}"
+
+    def _complete(self) -> Callable[..., Any]:
+        if self._completion is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            litellm.suppress_debug_info = True  # no "Give Feedback" banners on our users' terminals
+            self._completion = litellm.completion
+        return self._completion
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(texts), self.batch_size):
+            out.extend(self._batch(texts[i:i + self.batch_size], source, target))
+        return out
+
+    def _batch(self, texts: list[str], source: str, target: str) -> list[str]:
+        try:
+            results = self._ask(texts, source, target)
+        except _Violation:
+            # One more try for the whole batch; a second failure is an error.
+            try:
+                results = self._ask(texts, source, target)
+            except _Violation as again:
+                raise TranslationError(
+                    f"{self.model} did not return usable translations into {target} after 2 attempts: {again}"
+                ) from None
+        damaged = [i for i, (src, out) in enumerate(zip(texts, results)) if not _tokens_intact(src, out)]
+        if damaged:
+            try:
+                retried = self._ask([texts[i] for i in damaged], source, target)
+            except _Violation:
+                return results
+            for i, text in zip(damaged, retried):
+                if _tokens_intact(texts[i], text):
+                    results[i] = text
+        return results
+
+    def _ask(self, texts: list[str], source: str, target: str) -> list[str]:
+        system = system_prompt().format(source=language_name(source), target=language_name(target),
+                                      count=len(texts))
+        user = json.dumps({"source_language": source, "target_language": target, "texts": texts},
+                          ensure_ascii=False)
+        response = self._call([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            raise _Violation("the response has no message content") from None
+        return parse_translations(content, len(texts))
+
+    def _call(self, messages: list[dict[str, str]]) -> Any:
+        """One completion; rate limits and transient failures are retried with backoff and jitter."""
+        completion = self._complete()
+        for attempt in range(self.max_attempts):
+            self.requests += 1
+            try:
+                return completion(model=self.model, messages=messages, response_format={"type": "json_object"},
+                                  drop_params=True, **self.completion_kwargs)
+            except Exception as exc:  # litellm raises many provider exception types; convert them all once
+                if _transient(exc) and attempt + 1 < self.max_attempts:
+                    step = self.base_delay * 2 ** attempt
+                    self._sleep(step / 2 + random.random() * step / 2)
+                    continue
+                raise _convert(exc, self.model) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+_TRANSIENT = frozenset({"RateLimitError", "APIConnectionError", "Timeout", "ServiceUnavailableError",
+                        "InternalServerError"})
+
+
+def _missing_credentials(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "api_key" in text or "missing credentials" in text or "api key" in text
+
+
+def _transient(exc: Exception) -> bool:
+    """Worth retrying: rate limits and provider hiccups, but not a missing key reported as a 500."""
+    return type(exc).__name__ in _TRANSIENT and not _missing_credentials(exc)
+
+
+class _Violation(Exception):
+    """The model's answer broke the output contract."""
+
+
+def parse_translations(content: Any, count: int) -> list[str]:
+    """``{"translations": [...]}`` with ``count`` strings, else ``_Violation``."""
+    if not isinstance(content, str) or not content.strip():
+        raise _Violation("the answer is empty")
+    fenced = _FENCE_RE.match(content)
+    text = fenced.group(1) if fenced else content
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Violation(f"the answer is not JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(data, dict) or set(data) != {"translations"}:
+        raise _Violation('the answer is not the object {"translations": [...]}')
+    items = data["translations"]
+    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+        raise _Violation('"translations" is not a list of strings')
+    if len(items) != count:
+        raise _Violation(f"expected {count} translations, got {len(items)}")
+    return items
+
+
+def _tokens_intact(source: str, translation: str) -> bool:
+    def tokens(text: str) -> Counter[str]:
+        return Counter(m.group(1) for m in TOKEN_RE.finditer(text))
+
+    stray = TOKEN_RE.sub("", translation)
+    return tokens(source) == tokens(translation) and "⟦" not in stray and "⟧" not in stray
+
+
+def _convert(exc: Exception, model: str) -> TranslationError:
+    """A litellm/provider exception -> TranslationError with what to do."""
+    kind = type(exc).__name__
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
+    if kind == "AuthenticationError" or _missing_credentials(exc):
+        return TranslationError(f"{model}: no usable API key ({message}). Set the provider's key "
+                                "(e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) or AWS credentials for bedrock/ models.")
+    if kind in ("NotFoundError", "BadRequestError") and "model" in message.lower():
+        return TranslationError(f"{model}: unknown or unusable model ({message}). Use a litellm model string "
+                                "such as openai/gpt-4o-mini.")
+    if kind == "RateLimitError":
+        return TranslationError(f"{model}: rate limited after retries ({message}); try again later. "
+                                "Finished translations are kept in the store.")
+    if kind in ("APIConnectionError", "Timeout", "ServiceUnavailableError", "InternalServerError"):
+        return TranslationError(f"{model}: the provider could not be reached or failed ({kind}: {message}).")
+    return TranslationError(f"{model}: translation request failed ({kind}: {message})")

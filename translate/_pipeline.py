@@ -1,0 +1,249 @@
+"""Translate units with a backend: each unique string once, checked, stored.
+
+For each target language:
+
+1. units are grouped by source text; a source already in the store for this
+   (target, backend) is *cached* and costs nothing;
+2. each new source is cut into segments: fenced code blocks and lines with
+   nothing to translate are kept as they are; every other line loses its
+   indentation, markdown marker (``## ``, ``- ``, ``1. ``) and surrounding
+   spaces (kept aside, so the line structure cannot break) and has its
+   protected spans masked (:mod:`._protect`);
+3. the unique masked segments are sent to the backend in batches;
+4. each source is reassembled, its tokens verified and restored, and the
+   result checked (:func:`check_translation`); a damaged token is recorded as
+   ``protected_changed`` for that unit;
+5. the translation is stored with its check result, whatever it is. Failed
+   ones stay flagged and are never used for rendering.
+
+Catalog backends (``masks = False``) translate whole strings; their entries
+are looked up, checked and stored the same way (user catalogs as overrides).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._backends import TranslationBackend
+from ._check import CheckCode, CheckResult, check_translation
+from ._errors import TranslationError
+from ._protect import Masked, mask, unmask
+from ._store import TranslationStore
+from ._units import Unit
+
+__all__ = ["Segmented", "TranslateReport", "UnitResult", "segment", "translate_units"]
+
+_FENCE_RE = re.compile(r"```.*?```", re.S)
+_PREFIX_RE = re.compile(r"^(\s*(?:#{1,6}\s+|[-*+•]\s+|\d+[.)]\s+|>\s*)?)(.*?)(\s*)$", re.S)
+
+
+@dataclass(frozen=True)
+class Segmented:
+    """A source string as literal pieces and masked segments, in order."""
+
+    pieces: tuple[str | Masked, ...]
+
+    @property
+    def segments(self) -> tuple[Masked, ...]:
+        return tuple(p for p in self.pieces if isinstance(p, Masked))
+
+    def assemble(self, translations: dict[str, str]) -> tuple[str, list[str]]:
+        """The translated string from the segments' translations, and token problems."""
+        out: list[str] = []
+        problems: list[str] = []
+        for piece in self.pieces:
+            if isinstance(piece, Masked):
+                restored, issues = unmask(translations[piece.text].strip(), piece)
+                out.append(restored)
+                problems.extend(issues)
+            else:
+                out.append(piece)
+        return "".join(out), problems
+
+
+def segment(text: str, names: Iterable[str] = ()) -> Segmented:
+    """Cut ``text`` into literal pieces and masked segments to translate (see module docstring)."""
+    names = tuple(names)
+    pieces: list[str | Masked] = []
+    pos = 0
+    blocks = [(m.start(), m.end()) for m in _FENCE_RE.finditer(text)]
+    for start, end in [*blocks, (len(text), len(text))]:
+        prose = text[pos:start]
+        for i, line in enumerate(prose.split("\n")):
+            if i:
+                pieces.append("\n")
+            m = _PREFIX_RE.match(line)
+            assert m is not None
+            prefix, core, trail = m.groups()
+            masked = mask(core, names) if core else None
+            if masked is None or not masked.has_prose:
+                pieces.append(line)
+                continue
+            pieces.extend(x for x in (prefix, masked, trail) if x != "")
+        pieces.append(text[start:end])
+        pos = end
+    merged: list[str | Masked] = []
+    for piece in pieces:
+        if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += piece
+        elif piece != "":
+            merged.append(piece)
+    return Segmented(tuple(merged))
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """What happened to one unit in one target language.
+
+    ``status``: ``new`` (translated now), ``cached`` (from the store) or
+    ``missing`` (a catalog backend has no entry).
+    """
+
+    unit: Unit
+    target: str
+    status: str
+    text: str | None = None
+    ok: bool = False
+    problems: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TranslateReport:
+    """All unit results of one ``translate_units`` call, and what was sent."""
+
+    backend: str
+    results: tuple[UnitResult, ...]
+    sent: tuple[tuple[str, str], ...] = ()
+
+    def summary_rows(self) -> list[list[Any]]:
+        """language, units, new, cached, missing, failed checks."""
+        rows = []
+        for target in dict.fromkeys(r.target for r in self.results):
+            mine = [r for r in self.results if r.target == target]
+            rows.append([
+                target, len(mine),
+                sum(r.status == "new" for r in mine), sum(r.status == "cached" for r in mine),
+                sum(r.status == "missing" for r in mine),
+                sum(r.status != "missing" and not r.ok for r in mine),
+            ])
+        return rows
+
+    @property
+    def failed(self) -> list[UnitResult]:
+        return [r for r in self.results if r.status != "missing" and not r.ok]
+
+    @property
+    def missing(self) -> list[UnitResult]:
+        return [r for r in self.results if r.status == "missing"]
+
+
+def translate_units(
+    units: Sequence[Unit],
+    targets: Sequence[str],
+    backend: TranslationBackend,
+    store: TranslationStore,
+    *,
+    source_lang: str = "en",
+    batch_size: int = 50,
+    checker: Callable[..., CheckResult] = check_translation,
+    progress: Callable[[str], None] | None = None,
+) -> TranslateReport:
+    """Translate ``units`` into each target; see the module docstring."""
+    results: list[UnitResult] = []
+    sent: list[tuple[str, str]] = []
+    by_source: dict[str, list[Unit]] = {}
+    for unit in units:
+        by_source.setdefault(unit.source, []).append(unit)
+    override = bool(getattr(backend, "override", False))
+    for target in targets:
+        done: dict[str, tuple[str, str | None, bool, tuple[str, ...], dict[str, Any]]] = {}
+        todo: list[str] = []
+        for source, group in by_source.items():
+            keys = [u.key for u in group]
+            stored = store.get_override(source, target) if override else store.get(source, target, backend.name)
+            if stored is not None and (not override or _same_override(stored.text, backend, source, target)):
+                if not override:
+                    store.add_keys(source, target, backend.name, keys)
+                done[source] = ("cached", stored.text, stored.ok, stored.problems, dict(stored.details))
+            else:
+                todo.append(source)
+        if getattr(backend, "masks", True):
+            fresh = _translate_masked(todo, by_source, target, backend, source_lang, batch_size, sent)
+        else:
+            fresh = _translate_whole(todo, by_source, target, backend, sent)
+        for source, (text, token_problems) in fresh.items():
+            group = by_source[source]
+            if text is None:
+                done[source] = ("missing", None, False, (), {})
+                continue
+            protected = _protected(group)
+            check = checker(source, text, source_lang, target, protected)
+            problems = [p.value if isinstance(p, CheckCode) else str(p) for p in check.problems]
+            details = dict(check.details)
+            if protected:
+                # Kept so that ``check-translations`` can re-check with the same names.
+                details["protected"] = list(protected)
+            if token_problems:
+                details["tokens"] = token_problems
+                if not problems:
+                    problems.append(CheckCode.PROTECTED_CHANGED.value)
+            ok = not problems
+            keys = [u.key for u in group]
+            kind = group[0].kind.value
+            if override:
+                store.set_override(source, target, text, ok=ok, problems=problems, details=details, kind=kind,
+                                   keys=keys, origin=backend.name)
+            else:
+                store.put(source, target, backend.name, text, ok=ok, problems=problems, details=details,
+                          kind=kind, keys=keys)
+            done[source] = ("new", text, ok, tuple(problems), details)
+        for unit in units:
+            outcome = done[unit.source]
+            results.append(UnitResult(unit, target, *outcome))
+        if progress:
+            progress(target)
+    return TranslateReport(backend.name, tuple(results), tuple(sent))
+
+
+def _protected(group: Sequence[Unit]) -> tuple[str, ...]:
+    """Names to keep for a source shared by several units (each may name its own function)."""
+    return tuple(dict.fromkeys(name for unit in group for name in unit.protected))
+
+
+def _same_override(text: str, backend: TranslationBackend, source: str, target: str) -> bool:
+    lookup = getattr(backend, "lookup", None)
+    return lookup is None or lookup(source, target) == text
+
+
+def _translate_masked(todo: list[str], by_source: dict[str, list[Unit]], target: str,
+                      backend: TranslationBackend, source_lang: str, batch_size: int,
+                      sent: list[tuple[str, str]]) -> dict[str, tuple[str | None, list[str]]]:
+    segmented = {source: segment(source, _protected(by_source[source])) for source in todo}
+    unique = list(dict.fromkeys(seg.text for s in segmented.values() for seg in s.segments))
+    translations: dict[str, str] = {}
+    for i in range(0, len(unique), batch_size):
+        batch = unique[i:i + batch_size]
+        out = backend.translate(batch, source_lang, target)
+        if len(out) != len(batch):
+            raise TranslationError(f"backend {backend.name} returned {len(out)} texts for {len(batch)}")
+        translations.update(zip(batch, out))
+        sent.extend((target, text) for text in batch)
+    return {source: seg.assemble(translations) for source, seg in segmented.items()}
+
+
+def _translate_whole(todo: list[str], by_source: dict[str, list[Unit]], target: str,
+                     backend: TranslationBackend, sent: list[tuple[str, str]]
+                     ) -> dict[str, tuple[str | None, list[str]]]:
+    lookup = getattr(backend, "lookup", None)
+    out: dict[str, tuple[str | None, list[str]]] = {}
+    for source in todo:
+        sent.append((target, source))
+        if lookup is not None:
+            out[source] = (lookup(source, target, by_source[source][0].key), [])
+        else:
+            out[source] = (backend.translate([source], "en", target)[0], [])
+    return out
