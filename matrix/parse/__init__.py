@@ -1,1 +1,43 @@
-"""promptgrid.matrix.parse"""
+"""Response parsers: model text -> function calls, for the four BFCL V4 return formats.
+
+- :func:`parse_response` parses the requested format with bfcl-eval
+  2026.3.23's decoding semantics (so accuracies match the leaderboard), minus
+  its unsafe parts (docs/parsing.md lists every deliberate difference).
+- :func:`parse_any` finds calls written in any of the four formats, with or
+  without tags, fences or prose, to tell "did not follow the format" apart
+  from "called the wrong thing".
+
+Both return a frozen :class:`ParseResult` and never raise on model output;
+time and memory are bounded on any input (``MAX_INPUT_CHARS``, ``MAX_DEPTH``).
+Model output is never evaluated.
+"""
+
+from ._agnostic import parse_any
+from ._limits import MAX_DEPTH, MAX_INPUT_CHARS, MAX_PYTHON_TOKENS, MAX_XML_ELEMENTS
+from ._result import (
+    BFCL_DECODER_FAILED,
+    BFCL_WRONG_OUTPUT_FORMAT,
+    RETURN_FORMATS,
+    Deviation,
+    ParseFailure,
+    ParseResult,
+    format_matches,
+)
+from ._strict import UnknownReturnFormatError, parse_response
+
+__all__ = [
+    "BFCL_DECODER_FAILED",
+    "BFCL_WRONG_OUTPUT_FORMAT",
+    "MAX_DEPTH",
+    "MAX_INPUT_CHARS",
+    "MAX_PYTHON_TOKENS",
+    "MAX_XML_ELEMENTS",
+    "RETURN_FORMATS",
+    "Deviation",
+    "ParseFailure",
+    "ParseResult",
+    "UnknownReturnFormatError",
+    "format_matches",
+    "parse_any",
+    "parse_response",
+]

@@ -1,0 +1,204 @@
+"""Failure modes: why a response failed, in the terms of the BFCL V4 blog (section 5).
+
+bfcl-eval's error codes say which check tripped (``ast_decoder:decoder_failed``
+covers a missing tag, prose, a Python answer to a JSON prompt and an unclosed
+XML tag alike). A failure mode says what the model did, so a report can
+count "answered in another format" or "wrapped each call in <functions>".
+Each failed response gets exactly one mode, chosen by this precedence
+(first match wins; see ``classify``):
+
+1.  ``CALL_WHEN_NONE_EXPECTED``: no call was expected (irrelevance), one was made.
+2.  Per-call wrapping (unless the parse failed on syntax):
+    ``PER_CALL_TOOLCALL_WRAPPING`` (one ``<TOOLCALL>`` per call),
+    ``PER_CALL_FUNCTIONS_WRAPPING`` (one ``<functions>`` per call),
+    ``PER_CALL_LIST_WRAPPING`` (one JSON array / Python list per call).
+    bfcl-eval reads the first block only, so this shows up as a wrong count.
+3.  The strict parse failed; the parser's failure kind decides:
+    ``NO_CALL`` (empty), ``PROSE_INSTEAD_OF_CALL`` (no call in any format),
+    ``TAG_MISSING``, ``UNEXPECTED_TAG``, ``OTHER_FORMAT`` (the verdict's
+    ``detected_format`` says which), ``UNCLOSED_TAG`` (tag or bracket),
+    ``BAD_ESCAPING``, ``CODE_FENCE``, ``PROSE_AROUND_CALL``,
+    ``WRONG_XML_TYPE_NAMES``, else ``MALFORMED_CALL``.
+4.  Decoded, but the checker failed: ``OTHER_FORMAT`` (bfcl's verbose-XML
+    reader also reads concise XML, minus the values) > ``WRONG_XML_TYPE_NAMES``
+    (an XML answer used type names outside the allowed set, ``int`` for
+    ``integer``, and a type or value check failed) > ``HALLUCINATED_FUNCTION``
+    (a name not offered) > ``NO_CALL`` (an empty call list) > ``WRONG_COUNT``
+    > ``WRONG_FUNCTION`` > ``MISSING_PARAMETER`` > ``UNKNOWN_PARAMETER`` >
+    ``WRONG_TYPE`` > ``WRONG_VALUE``.
+
+Format problems come before content problems because a format problem
+usually *causes* the content error bfcl-eval reports.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .parse import ParseFailure, format_matches
+
+from .verdict import ErrorCode
+
+__all__ = ["FailureMode", "classify"]
+
+
+class FailureMode(enum.Enum):
+    """What the model did wrong; ``.description`` is a short sentence for reports."""
+
+    CALL_WHEN_NONE_EXPECTED = "call_when_none_expected"
+    NO_CALL = "no_call"
+    PROSE_INSTEAD_OF_CALL = "prose_instead_of_call"
+    PER_CALL_TOOLCALL_WRAPPING = "per_call_toolcall_wrapping"
+    PER_CALL_FUNCTIONS_WRAPPING = "per_call_functions_wrapping"
+    PER_CALL_LIST_WRAPPING = "per_call_list_wrapping"
+    TAG_MISSING = "tag_missing"
+    UNEXPECTED_TAG = "unexpected_tag"
+    OTHER_FORMAT = "other_format"
+    UNCLOSED_TAG = "unclosed_tag"
+    BAD_ESCAPING = "bad_escaping"
+    CODE_FENCE = "code_fence"
+    PROSE_AROUND_CALL = "prose_around_call"
+    WRONG_XML_TYPE_NAMES = "wrong_xml_type_names"
+    MALFORMED_CALL = "malformed_call"
+    HALLUCINATED_FUNCTION = "hallucinated_function"
+    WRONG_COUNT = "wrong_count"
+    WRONG_FUNCTION = "wrong_function"
+    MISSING_PARAMETER = "missing_parameter"
+    UNKNOWN_PARAMETER = "unknown_parameter"
+    WRONG_TYPE = "wrong_type"
+    WRONG_VALUE = "wrong_value"
+
+    @property
+    def description(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    FailureMode.CALL_WHEN_NONE_EXPECTED: "called a function although none applies (irrelevance)",
+    FailureMode.NO_CALL: "made no call (empty answer or empty call list) although one was expected",
+    FailureMode.PROSE_INSTEAD_OF_CALL: "answered in prose instead of calling a function",
+    FailureMode.PER_CALL_TOOLCALL_WRAPPING: "wrapped each call in its own <TOOLCALL> block",
+    FailureMode.PER_CALL_FUNCTIONS_WRAPPING: "wrapped each call in its own <functions> block",
+    FailureMode.PER_CALL_LIST_WRAPPING: "wrote each call as its own JSON array or Python list",
+    FailureMode.TAG_MISSING: "did not put the calls inside <TOOLCALL>...</TOOLCALL> as asked",
+    FailureMode.UNEXPECTED_TAG: "put the calls in <TOOLCALL> tags although none were asked for",
+    FailureMode.OTHER_FORMAT: "answered in another return format than the one asked for",
+    FailureMode.UNCLOSED_TAG: "left a tag or bracket unclosed, so the call does not parse",
+    FailureMode.BAD_ESCAPING: "escaped quotes wrongly (e.g. \\\" inside JSON or XML), so the call does not parse",
+    FailureMode.CODE_FENCE: "put the calls in a Markdown code fence the format does not allow",
+    FailureMode.PROSE_AROUND_CALL: "put text around the call, which the requested format does not allow",
+    FailureMode.WRONG_XML_TYPE_NAMES: "used type names outside the allowed set in XML (e.g. int for integer)",
+    FailureMode.MALFORMED_CALL: "wrote call syntax that does not parse in the requested format",
+    FailureMode.HALLUCINATED_FUNCTION: "called a function that was not offered",
+    FailureMode.WRONG_COUNT: "made the wrong number of calls",
+    FailureMode.WRONG_FUNCTION: "called an offered function, but not the expected one",
+    FailureMode.MISSING_PARAMETER: "left out a parameter the answer needs",
+    FailureMode.UNKNOWN_PARAMETER: "passed a parameter the function does not take or the answer does not allow",
+    FailureMode.WRONG_TYPE: "passed a value of the wrong type",
+    FailureMode.WRONG_VALUE: "passed a wrong value",
+}
+
+_BY_FAILURE = {
+    ParseFailure.EMPTY: FailureMode.NO_CALL,
+    ParseFailure.PROSE_ONLY: FailureMode.PROSE_INSTEAD_OF_CALL,
+    ParseFailure.TAG_MISSING: FailureMode.TAG_MISSING,
+    ParseFailure.UNEXPECTED_TAG: FailureMode.UNEXPECTED_TAG,
+    ParseFailure.WRONG_FORMAT: FailureMode.OTHER_FORMAT,
+    ParseFailure.UNCLOSED_TAG: FailureMode.UNCLOSED_TAG,
+    ParseFailure.UNCLOSED_BRACKET: FailureMode.UNCLOSED_TAG,
+    ParseFailure.BAD_ESCAPING: FailureMode.BAD_ESCAPING,
+    ParseFailure.CODE_FENCE: FailureMode.CODE_FENCE,
+    ParseFailure.EXTRA_TEXT: FailureMode.PROSE_AROUND_CALL,
+    ParseFailure.WRONG_XML_TYPE: FailureMode.WRONG_XML_TYPE_NAMES,
+}
+# A broken call list is that, even where the pieces look like one list per call.
+_SYNTAX_FAILURES = frozenset({ParseFailure.UNCLOSED_TAG, ParseFailure.UNCLOSED_BRACKET, ParseFailure.BAD_SYNTAX,
+                              ParseFailure.BAD_ESCAPING})
+# Failures that, with no call-like content anywhere, mean the answer is prose.
+_NO_CALL_CONTENT = frozenset({ParseFailure.TAG_MISSING, ParseFailure.WRONG_FORMAT, ParseFailure.BAD_SYNTAX,
+                              ParseFailure.NOT_A_CALL})
+XML_FORMATS = frozenset({"verbose_xml", "concise_xml"})
+_TOOLCALL_RE = re.compile(r"<TOOLCALL>", re.IGNORECASE)
+_FUNCTIONS_RE = re.compile(r"<functions>")
+
+_COUNT_CODES = frozenset({
+    ErrorCode.SIMPLE_WRONG_COUNT, ErrorCode.MULTIPLE_WRONG_COUNT,
+    ErrorCode.PARALLEL_WRONG_COUNT, ErrorCode.PARALLEL_ORDERED_WRONG_COUNT,
+})
+_MISSING_CODES = frozenset({ErrorCode.MISSING_REQUIRED, ErrorCode.MISSING_OPTIONAL})
+_TYPE_CODES = frozenset({ErrorCode.TYPE_ERROR_SIMPLE, ErrorCode.TYPE_ERROR_NESTED,
+                         ErrorCode.TYPE_ERROR_JAVA, ErrorCode.TYPE_ERROR_JS})
+_VALUE_CODES = frozenset(c for c in ErrorCode if c.value.startswith(("value_error:", "dict_checker:",
+                                                                        "list_dict_checker:")))
+
+
+def _names(calls: Any) -> list[str]:
+    return [str(n) for c in calls or () for n in list(c)[:1]]
+
+
+def classify(
+    code: ErrorCode,
+    detail: ErrorCode,
+    parsed: Any,
+    text: str,
+    *,
+    return_format: str,
+    tool_call_tag: bool,
+    call_expected: bool,
+    offered_names: Iterable[str],
+) -> FailureMode | None:
+    """The one failure mode of a response (``None`` when ``code`` is VALID).
+
+    ``parsed`` is the strict ``ParseResult`` (its ``failure``, flags and
+    ``any_calls``, the calls a format-agnostic reading finds); ``detail`` is
+    the checker's underlying error behind a parallel no-match. Precedence in
+    the module docstring.
+    """
+    if code is ErrorCode.VALID:
+        return None
+    if not call_expected:
+        return FailureMode.CALL_WHEN_NONE_EXPECTED
+    if parsed.per_call_wrapping and parsed.failure not in _SYNTAX_FAILURES:
+        if tool_call_tag and len(_TOOLCALL_RE.findall(text)) > 1:
+            return FailureMode.PER_CALL_TOOLCALL_WRAPPING
+        if len(_FUNCTIONS_RE.findall(text)) > 1:
+            return FailureMode.PER_CALL_FUNCTIONS_WRAPPING
+        return FailureMode.PER_CALL_LIST_WRAPPING
+    any_calls = parsed.any_calls
+    if parsed.calls is None:
+        failure = parsed.failure
+        if failure is ParseFailure.EMPTY:
+            return FailureMode.NO_CALL
+        if failure is ParseFailure.PROSE_ONLY or (not any_calls and parsed.detected_format is None
+                                                  and failure in _NO_CALL_CONTENT):
+            return FailureMode.PROSE_INSTEAD_OF_CALL
+        mode = _BY_FAILURE.get(failure)
+        if mode is not None:
+            return mode
+        if parsed.unknown_xml_types:
+            return FailureMode.WRONG_XML_TYPE_NAMES
+        return FailureMode.MALFORMED_CALL
+    if parsed.detected_format is not None and not format_matches(parsed.detected_format, return_format):
+        # bfcl's verbose-XML reader also takes concise XML, minus the values.
+        return FailureMode.OTHER_FORMAT
+    reason = detail if detail is not ErrorCode.VALID else code
+    if return_format in XML_FORMATS and parsed.unknown_xml_types and (reason in _TYPE_CODES
+                                                                     or reason in _VALUE_CODES):
+        return FailureMode.WRONG_XML_TYPE_NAMES
+    offered = offered_names if isinstance(offered_names, (set, frozenset)) else set(offered_names)
+    if any(name not in offered for name in _names(parsed.calls)):
+        return FailureMode.HALLUCINATED_FUNCTION
+    if code in _COUNT_CODES:
+        return FailureMode.NO_CALL if not parsed.calls else FailureMode.WRONG_COUNT
+    if reason is ErrorCode.WRONG_FUNC_NAME:
+        return FailureMode.WRONG_FUNCTION
+    if reason in _MISSING_CODES:
+        return FailureMode.MISSING_PARAMETER
+    if reason is ErrorCode.UNEXPECTED_PARAM:
+        return FailureMode.UNKNOWN_PARAMETER
+    if reason in _TYPE_CODES:
+        return FailureMode.WRONG_TYPE
+    return FailureMode.WRONG_VALUE

@@ -1,0 +1,58 @@
+"""Python-syntax call lists: ``[func(a=1, b="x"), mod.func2(c=[1, 2])]``.
+
+Tries the fast subset parser first; on anything unusual falls back to the
+bounded ``ast`` path. Both follow bfcl-eval's ``ast_parse`` value rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._fail import Fail
+from ._limits import MAX_DEPTH, MAX_PYTHON_TOKENS
+from ._pyast import parse_calls_ast
+from ._pyfast import Decline, TooDeep, parse_calls_fast, tokenize
+from ._result import Deviation, ParseFailure
+
+__all__ = ["parse_python_calls"]
+
+
+# A failed strict parse is usually followed by the format-agnostic reader
+# trying the same text again (and its regions): remember recent failures,
+# keyed by the text itself so a stale entry is never wrong. Successes are not
+# kept (their dicts are handed to callers, who may mutate them).
+_FAILURES: dict[str, Fail] = {}
+_MEMO_SIZE = 64
+
+
+def parse_python_calls(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+    """Calls in ``text`` (already cleaned as bfcl-eval does); raises :class:`Fail`."""
+    known = _FAILURES.get(text)
+    if known is not None:
+        raise known.fresh()
+    try:
+        return _parse(text)
+    except Fail as fail:
+        if len(_FAILURES) >= _MEMO_SIZE:
+            _FAILURES.clear()
+        _FAILURES[text] = fail.fresh()
+        raise
+
+
+def _parse(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+    toks = tokenize(text)
+    if toks is None:
+        raise Fail(ParseFailure.TOO_LARGE, f"Python: more than {MAX_PYTHON_TOKENS} tokens",
+                   deviation=Deviation.LIMITS)
+    try:
+        return parse_calls_fast(text, toks), None
+    except Decline:
+        pass
+    except TooDeep:
+        raise Fail(ParseFailure.TOO_DEEP, f"Python: brackets nested deeper than {MAX_DEPTH}",
+                   deviation=Deviation.LIMITS) from None
+    if "(" not in text:
+        # No call can be written without "(", and "[]" (the one call-free success)
+        # is the fast path's: bfcl-eval fails on this text whatever ast.parse says.
+        raise Fail(ParseFailure.NOT_A_CALL, "Python: no call in the text")
+    return parse_calls_ast(text)

@@ -1,0 +1,127 @@
+"""Fast path for XML answers written exactly in the shape the prompt shows.
+
+An expat parse costs as much as bfcl-eval's whole XML decode, whatever builds
+the tree. But most answers follow the prompt's example to the letter:
+
+    <functions><function name="f"><params><param name="a" value="1" type="integer"/>...</params></function></functions>
+    <functions><function name="f"><param name="a" type="integer">1</param>...</function></functions>
+
+For those, one ``fullmatch`` checks the whole block (C speed) and one
+``findall`` extracts functions and parameters. The grammar is deliberately
+narrow -- double-quoted attributes in the example's order, whitespace only
+between elements, no entities, comments, CDATA, carriage returns, tabs or
+newlines inside attribute values, or characters XML forbids -- so that every
+accepted block is well-formed XML whose ElementTree reading gives exactly
+these values. Anything else returns ``None`` and the expat path decides.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["fast_xml_calls", "items_in_prompt_shape"]
+
+_WS = r"[ \t\n]*"
+_SEP = r"[ \t\n]+"
+_BANNED = r"<&\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff"  # markup, CR, chars XML forbids
+_VAL = r'"[^"\t\n' + _BANNED + r']*"'
+_TEXT = r"[^" + _BANNED + r"]*"
+
+_V_PARAM = rf"<param{_SEP}name={_VAL}(?:{_SEP}value={_VAL})?(?:{_SEP}type={_VAL})?{_WS}/>"
+_V_FUNC = (rf"<function{_SEP}name={_VAL}{_WS}(?:/>|>{_WS}"
+           rf"(?:<params>{_WS}(?:{_V_PARAM}{_WS})*</params>{_WS}|(?:{_V_PARAM}{_WS})*)</function>)")
+_VERBOSE_RE = re.compile(rf"<functions>{_WS}(?:{_V_FUNC}{_WS})*</functions>")
+# Both item patterns start with a literal "<" so the regex engine can skip ahead.
+_VERBOSE_ITEM_RE = re.compile(
+    rf'<(?:(function){_SEP}name="([^"]*)"|param{_SEP}name="([^"]*)"(?:{_SEP}(value)="([^"]*)")?'
+    rf'(?:{_SEP}(type)="([^"]*)")?|(params)>)'
+)
+
+_C_PARAM = rf"<param{_SEP}name={_VAL}(?:{_SEP}type={_VAL})?{_WS}>{_TEXT}</param>"
+_C_FUNC = rf"<function{_SEP}name={_VAL}{_WS}(?:/>|>{_WS}(?:{_C_PARAM}{_WS})*</function>)"
+_CONCISE_RE = re.compile(rf"<functions>{_WS}(?:{_C_FUNC}{_WS})*</functions>")
+_CONCISE_ITEM_RE = re.compile(
+    rf'<(?:(function){_SEP}name="([^"]*)"|param{_SEP}name="([^"]*)"(?:{_SEP}(type)="([^"]*)")?{_WS}>([^<]*)</param>)'
+)
+
+Converter = Any  # (raw, type_name, param_name) -> value
+
+
+def fast_xml_calls(
+    doc: str, verbose: bool, convert: Converter
+) -> tuple[list[dict[str, dict[str, Any]]], str | None] | None:
+    """(calls, detected shape) for a block in the prompt's exact shape, else None.
+
+    ``convert(raw, type_name, param_name)`` applies bfcl-eval's type rules.
+    """
+    if "]]>" in doc:
+        return None
+    calls: list[dict[str, dict[str, Any]]] = []
+    args: dict[str, Any] = {}
+    evidence = 0
+    if verbose:
+        if _VERBOSE_RE.fullmatch(doc) is None:
+            return None
+        for is_func, fname, pname, has_value, value, has_type, type_name, container in _VERBOSE_ITEM_RE.findall(doc):
+            if is_func:
+                args = {}
+                calls.append({fname: args})
+            elif container:
+                evidence += 1  # as in _xml.shape_of: a <params> container or a value= is verbose
+            else:
+                evidence += bool(has_value)
+                if not has_type or type_name == "string":
+                    args[pname] = value
+                elif type_name == "integer" and value.isdigit() and value.isascii() and len(value) < 18:
+                    args[pname] = int(value)
+                else:
+                    args[pname] = convert(value, type_name, pname)
+        return calls, "verbose_xml" if evidence else None
+    if _CONCISE_RE.fullmatch(doc) is None:
+        return None
+    for is_func, fname, pname, has_type, type_name, text in _CONCISE_ITEM_RE.findall(doc):
+        if is_func:
+            args = {}
+            calls.append({fname: args})
+        else:
+            raw = text.strip()
+            evidence += bool(raw)
+            if not has_type or type_name == "string":
+                args[pname] = raw
+            elif type_name == "integer" and raw.isdigit() and raw.isascii() and len(raw) < 18:
+                args[pname] = int(raw)
+            else:
+                args[pname] = convert(raw, type_name, pname)
+    return calls, "concise_xml" if evidence else None
+
+
+
+def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[str, str]]]], str | None]:
+    """Functions and raw parameters written in the prompt's shape, anywhere in ``text``.
+
+    No validation: this is the first, cheap step of recovering calls from a
+    malformed block (an unclosed tag, a stray character). Returns
+    ``[(name, {param: (raw, type)})]`` and the shape seen.
+    """
+    found: list[tuple[str, dict[str, tuple[str, str]]]] = []
+    params: dict[str, tuple[str, str]] = {}
+    verbose = concise = 0
+    for is_func, fname, pname, has_value, value, has_type, type_name, _ in _VERBOSE_ITEM_RE.findall(text):
+        if is_func:
+            params = {}
+            found.append((fname, params))
+        elif pname and found:
+            verbose += bool(has_value)
+            params[pname] = (value, type_name if has_type else "string")
+    if not verbose:
+        found, params = [], {}
+        for is_func, fname, pname, has_type, type_name, ptext in _CONCISE_ITEM_RE.findall(text):
+            if is_func:
+                params = {}
+                found.append((fname, params))
+            elif found:
+                concise += bool(ptext.strip())
+                params[pname] = (ptext.strip(), type_name if has_type else "string")
+    shape = "verbose_xml" if verbose else "concise_xml" if concise else None
+    return found, shape

@@ -1,0 +1,205 @@
+"""The result of scoring one response: ``ErrorCode`` and the frozen ``Verdict``.
+
+``ErrorCode`` maps one-to-one onto the ``error_type`` strings bfcl-eval
+2026.3.23 writes into its score files (``ast_checker.py``, ``eval_runner.py``,
+the multi-turn and agentic checkers), plus ``VALID``. Keeping bfcl-eval's
+spelling as the enum *value* lets a promptgrid result file be joined with a
+bfcl-eval score file on ``bfcl_error_type`` without a translation table. The
+multi-turn and agentic codes are never produced by promptgrid (it scores
+single-turn AST categories only); they are listed so that every string found
+in a bfcl-eval score file has a member.
+
+A ``Verdict`` carries, besides validity, everything the metrics need (FSA,
+tool-selection and tool-invocation counts, format match, language match), so
+reports never have to re-parse a response.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # failure_modes imports ErrorCode from here
+    from .failure_modes import FailureMode
+
+__all__ = ["ErrorCode", "Verdict"]
+
+
+class ErrorCode(enum.Enum):
+    """Why a response is not valid, spelled as bfcl-eval spells it (``VALID`` if it is)."""
+
+    VALID = "valid"
+
+    # Decoding (eval_runner._evaluate_single_ast_entry / _evaluate_single_relevance_entry).
+    DECODER_FAILED = "ast_decoder:decoder_failed"
+    DECODER_WRONG_OUTPUT_FORMAT = "ast_decoder:decoder_wrong_output_format"
+    IRRELEVANCE_DECODER_SUCCESS = "irrelevance_error:decoder_success"
+    RELEVANCE_DECODER_FAILED = "relevance_error:decoder_failed"
+
+    # Call-level checks (ast_checker.py).
+    SIMPLE_WRONG_COUNT = "simple_function_checker:wrong_count"
+    SIMPLE_UNCLEAR = "simple_function_checker:unclear"
+    WRONG_FUNC_NAME = "simple_function_checker:wrong_func_name"
+    MISSING_REQUIRED = "simple_function_checker:missing_required"
+    UNEXPECTED_PARAM = "simple_function_checker:unexpected_param"
+    MISSING_OPTIONAL = "simple_function_checker:missing_optional"
+    PARALLEL_WRONG_COUNT = "parallel_function_checker_no_order:wrong_count"
+    PARALLEL_NO_MATCH = "parallel_function_checker_no_order:cannot_find_match"
+    PARALLEL_ORDERED_WRONG_COUNT = "parallel_function_checker_enforce_order:wrong_count"
+    MULTIPLE_WRONG_COUNT = "multiple_function_checker:wrong_count"
+
+    # Parameter-level checks (ast_checker.py).
+    TYPE_ERROR_SIMPLE = "type_error:simple"
+    TYPE_ERROR_NESTED = "type_error:nested"
+    TYPE_ERROR_JAVA = "type_error:java"
+    TYPE_ERROR_JS = "type_error:js"
+    VALUE_ERROR_STRING = "value_error:string"
+    VALUE_ERROR_LIST = "value_error:list/tuple"
+    VALUE_ERROR_DICT_KEY = "value_error:dict_key"
+    VALUE_ERROR_DICT_VALUE = "value_error:dict_value"
+    VALUE_ERROR_LIST_DICT_COUNT = "value_error:list_dict_count"
+    VALUE_ERROR_OTHERS = "value_error:others"
+    DICT_CHECKER_UNCLEAR = "dict_checker:unclear"
+    LIST_DICT_CHECKER_UNCLEAR = "list_dict_checker:unclear"
+
+    # Multi-turn and agentic (never produced by promptgrid; for joining bfcl-eval files).
+    MULTI_TURN_EMPTY_TURN = "multi_turn:empty_turn_model_response"
+    MULTI_TURN_IRRELEVANCE_DECODER_SUCCESS = "multi_turn:irrelevance_error:decoder_success"
+    MULTI_TURN_INSTANCE_STATE_MISMATCH = "multi_turn:instance_state_mismatch"
+    MULTI_TURN_EXECUTION_RESPONSE_MISMATCH = "multi_turn:execution_response_mismatch"
+    MULTI_TURN_METHOD_INVOKE_ORDER_MISMATCH = "multi_turn:method_invoke_order_mismatch"
+    MULTI_TURN_INFERENCE_ERROR = "multi_turn:inference_error"
+    MULTI_TURN_FORCE_TERMINATED = "multi_turn:force_terminated"
+    AGENTIC_ANSWER_NOT_FOUND = "agentic:answer_not_found"
+    AGENTIC_NO_LAST_MESSAGE = "agentic:no_last_message"
+    AGENTIC_INFERENCE_ERROR = "agentic:inference_error"
+
+    @property
+    def bfcl_error_type(self) -> str | None:
+        """bfcl-eval's ``error_type`` string; ``None`` for ``VALID`` (bfcl-eval writes none)."""
+        return None if self is ErrorCode.VALID else self.value
+
+    @classmethod
+    def from_bfcl(cls, error_type: str | None) -> ErrorCode:
+        """The member for a bfcl-eval ``error_type`` string (``None`` means valid)."""
+        if error_type is None:
+            return cls.VALID
+        return cls(error_type)
+
+
+@dataclass(frozen=True, init=False)
+class Verdict:
+    """How one response scored against one case under one variant.
+
+    Fields beyond validity (all derived from the same parse, never re-parsed):
+
+    - ``format_agnostic_valid``: would the response be valid had it been parsed
+      in whatever format the model actually used (``parse_any``)?
+    - ``detected_format``: the return format the response is written in
+      (python, json, verbose_xml, concise_xml) or ``None`` when no call was found.
+    - ``format_match`` (ITC FM): the response is in the requested format,
+      tool-call tag included; ``None`` when the response holds no call and
+      none was expected (free text is the right answer then).
+    - ``function_selection_correct`` (MASSIVE-Agents FSA): the multiset of
+      called function names equals the expected one, arguments aside.
+    - ``tool_tp/fp/fn`` (ITC tool selection) over function names and
+      ``arg_tp/fp/fn`` (ITC tool invocation) over (name, key, value) triples.
+    - ``response_language`` / ``language_match`` (ITC LM): only for responses
+      that hold no call (free-text answers); ``None`` otherwise.
+    """
+
+    valid: bool
+    error_code: ErrorCode
+    failure_mode: FailureMode | None = None
+    format_agnostic_valid: bool = False
+    detected_format: str | None = None
+    format_match: bool | None = None
+    function_selection_correct: bool = False
+    tool_tp: int = 0
+    tool_fp: int = 0
+    tool_fn: int = 0
+    arg_tp: int = 0
+    arg_fp: int = 0
+    arg_fn: int = 0
+    n_expected_calls: int = 0
+    n_predicted_calls: int = 0
+    response_language: str | None = None
+    language_match: bool | None = None
+    # ``message`` is a property (below): derived, built on first read.
+
+    def __init__(
+        self,
+        valid: bool,
+        error_code: ErrorCode,
+        failure_mode: FailureMode | None = None,
+        format_agnostic_valid: bool = False,
+        detected_format: str | None = None,
+        format_match: bool | None = None,
+        function_selection_correct: bool = False,
+        tool_tp: int = 0,
+        tool_fp: int = 0,
+        tool_fn: int = 0,
+        arg_tp: int = 0,
+        arg_fp: int = 0,
+        arg_fn: int = 0,
+        n_expected_calls: int = 0,
+        n_predicted_calls: int = 0,
+        response_language: str | None = None,
+        language_match: bool | None = None,
+        message: Any = "",
+    ) -> None:
+        # Written out because scoring builds one per response: the generated
+        # frozen __init__ goes through object.__setattr__ per field, 3x slower.
+        # Same fields, order and defaults as declared above, plus ``message``
+        # (a str, or an object with a ``message``; a test checks the signature).
+        self.__dict__.update(
+            valid=valid, error_code=error_code, failure_mode=failure_mode,
+            format_agnostic_valid=format_agnostic_valid, detected_format=detected_format,
+            format_match=format_match, function_selection_correct=function_selection_correct,
+            tool_tp=tool_tp, tool_fp=tool_fp, tool_fn=tool_fn, arg_tp=arg_tp, arg_fp=arg_fp, arg_fn=arg_fn,
+            n_expected_calls=n_expected_calls, n_predicted_calls=n_predicted_calls,
+            response_language=response_language, language_match=language_match, _message=message,
+        )
+
+    @property
+    def message(self) -> str:
+        """One readable line on why the response failed ("" when valid).
+
+        Built on first read from whatever the checker left (an object with a
+        ``message``): most verdicts are counted, never read.
+        """
+        source = self.__dict__["_message"]
+        if not isinstance(source, str):
+            source = str(getattr(source, "message", source))
+            self.__dict__["_message"] = source
+        return source
+
+    @property
+    def bfcl_error_type(self) -> str | None:
+        """bfcl-eval's ``error_type`` string, ``None`` when valid."""
+        return self.error_code.bfcl_error_type
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (enums as their string values); the contract in docs/CONTRACTS.md."""
+        return {
+            "valid": self.valid,
+            "error_code": self.error_code.name,
+            "bfcl_error_type": self.bfcl_error_type,
+            "failure_mode": self.failure_mode.value if self.failure_mode is not None else None,
+            "format_agnostic_valid": self.format_agnostic_valid,
+            "detected_format": self.detected_format,
+            "format_match": self.format_match,
+            "function_selection_correct": self.function_selection_correct,
+            "tool_tp": self.tool_tp,
+            "tool_fp": self.tool_fp,
+            "tool_fn": self.tool_fn,
+            "arg_tp": self.arg_tp,
+            "arg_fp": self.arg_fp,
+            "arg_fn": self.arg_fn,
+            "n_expected_calls": self.n_expected_calls,
+            "n_predicted_calls": self.n_predicted_calls,
+            "response_language": self.response_language,
+            "language_match": self.language_match,
+            "message": self.message,
+        }

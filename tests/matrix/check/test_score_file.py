@@ -1,0 +1,104 @@
+"""``promptgrid score-file``: every field kept, verdict fields added, bad lines reported with their numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptgrid.matrix.cli import main
+
+PY = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"
+EXP = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=experimental"
+JSON_TAG = "ret_fmt=json&tool_call_tag=True&func_doc_fmt=xml&prompt_fmt=plaintext&style=classic"
+CALL = "[weather.get_current(city='Chicago', unit='fahrenheit')]"
+VERDICT_FIELDS = ("valid", "error_code", "bfcl_error_type", "failure_mode", "format_agnostic_valid",
+                  "detected_format", "format_match", "function_selection_correct", "tool_tp", "arg_tp",
+                  "n_expected_calls", "n_predicted_calls", "message")
+
+
+def _write(path: Path, lines: list[Any]) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def _run(capsys: Any, *argv: str) -> tuple[int, list[dict[str, Any]], str]:
+    code = main(["score-file", *argv])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def test_scores_lines_and_keeps_every_field(tmp_path: Path, capsys: Any) -> None:
+    line = {"variant_id": PY, "case_id": "simple_weather_01-en", "label": "json->python,False",
+            "messages": [{"role": "user", "content": "q"}], "model": "m", "repeat": 0, "response": CALL,
+            "valid": "stale"}
+    wrong = dict(line, variant_id=JSON_TAG, response=CALL)
+    src = _write(tmp_path / "in.jsonl", [line, wrong, dict(line, variant_id=EXP)])
+    code, rows, err = _run(capsys, str(src), "--dataset", "mini")
+    assert code == 0, err
+    assert len(rows) == 3
+    for key, value in line.items():
+        if key != "valid":
+            assert rows[0][key] == value
+    for key in VERDICT_FIELDS:
+        assert key in rows[0] and key in rows[1]
+    assert rows[0]["valid"] is True and rows[0]["bfcl_error_type"] is None and rows[0]["failure_mode"] is None
+    assert rows[1]["valid"] is False and rows[1]["bfcl_error_type"] == "ast_decoder:decoder_failed"
+    assert rows[1]["failure_mode"] == "tag_missing" and rows[1]["format_agnostic_valid"] is True
+    assert rows[2]["valid"] is True  # bfcl-eval's "style=experimental" id resolves
+
+
+def test_bad_lines_are_reported_with_line_numbers_and_the_rest_scored(tmp_path: Path, capsys: Any) -> None:
+    ok = {"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL}
+    src = _write(tmp_path / "in.jsonl", [
+        ok,                                                     # 1
+        dict(ok, variant_id="ret_fmt=python&tool_call_tag=Maybe"),  # 2 unknown variant
+        dict(ok, case_id="simple_weather_99-en"),               # 3 unknown case
+        '{"variant_id": "x", ',                                 # 4 not JSON
+        "",                                                     # 5 blank: skipped silently
+        "[1, 2]",                                               # 6 not an object
+        {"variant_id": PY, "case_id": "simple_weather_01-en"},  # 7 no response
+        dict(ok, response=None),                                # 8 null response: scored as empty
+        {"case_id": f"format_sensitivity_7:{PY}:simple_weather_01-en", "response": CALL},  # 9 bfcl-eval id
+        dict(ok, response=12),                                  # 10 response not a string
+    ])
+    out = tmp_path / "out.jsonl"
+    code = main(["score-file", str(src), "--dataset", "mini", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    for number in (2, 3, 4, 6, 7, 10):
+        assert f"in.jsonl:{number}:" in err
+    for number in (1, 5, 8, 9):
+        assert f"in.jsonl:{number}:" not in err
+    assert "unknown variant id" in err and "unknown case id" in err and "not valid JSON" in err
+    assert "simple_weather_01-en" in err  # the close match is suggested for the unknown case
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 3
+    assert rows[0]["valid"] is True
+    assert rows[1]["valid"] is False and rows[1]["failure_mode"] == "no_call"
+    assert rows[2]["valid"] is True and rows[2]["case_id"].startswith("format_sensitivity_7:")
+
+
+def test_grid_option_restricts_variant_ids(tmp_path: Path, capsys: Any) -> None:
+    line = {"variant_id": PY + "&template=massive_one_shot", "case_id": "simple_weather_01-en", "response": CALL}
+    src = _write(tmp_path / "in.jsonl", [line])
+    code, rows, err = _run(capsys, str(src), "--dataset", "mini", "--grid", "bfcl_v4")
+    assert code == 1 and "grid 'bfcl_v4'" in err and rows == []
+
+
+def test_missing_input_file_is_a_user_error(tmp_path: Path, capsys: Any) -> None:
+    code = main(["score-file", str(tmp_path / "nope.jsonl"), "--dataset", "mini"])
+    assert code != 0
+    assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset", ["bfcl:format_sensitivity"])
+def test_bfcl_ids_score_against_bfcl_data(tmp_path: Path, capsys: Any, dataset: str) -> None:
+    pytest.importorskip("bfcl_eval")
+    line = {"case_id": f"format_sensitivity_0:{PY}:simple_python_19", "response": "[math.gcd(num1=40, num2=50)]"}
+    src = _write(tmp_path / "in.jsonl", [line])
+    code, rows, err = _run(capsys, str(src), "--dataset", dataset)
+    assert code == 0, err
+    assert rows[0]["valid"] is True
