@@ -43,7 +43,8 @@ from .metrics import DEFAULT_LANGUAGES, detect_language_match
 from .parse import format_matches, parse_any, parse_response
 from .verdict import ErrorCode, Verdict
 
-__all__ = ["CACHE_SIZE", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream", "variant_index"]
+__all__ = ["CACHE_SIZE", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream", "score_uncached",
+           "variant_index"]
 
 _TAG = "<TOOLCALL>"
 _CALL_MODES = frozenset({Mode.SIMPLE, Mode.MULTIPLE, Mode.PARALLEL})
