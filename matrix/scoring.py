@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from promptgrid.templates import answer_prefix
 from promptgrid.variants import Case, PromptgridError, Variant, builtin_grids, closest, load_grid
 
 from .check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
@@ -105,12 +106,34 @@ def score(response: str, variant: Variant, case: Case, *,
     """Score one response to ``case`` rendered with ``variant`` (BFCL AST rules + diagnostics).
 
     ``languages`` are the candidates for language identification of free-text
-    answers (the case's own language is always added). Only the variant's
-    return format and tool-call tag matter to the verdict.
+    answers (the case's own language is always added). The variant's return
+    format and tool-call tag decide the verdict; its template may also name a
+    label the prompt asked for before the calls (``Action:`` in the
+    MASSIVE-Agents one-shot prompt), which is removed first.
     """
     text = response if isinstance(response, str) else ""
+    prefix = _answer_prefix(variant.template)
+    if prefix:
+        text = _strip_prefix(text, prefix)
     langs = languages if isinstance(languages, tuple) else tuple(languages)
     return _score(text, variant.return_format, variant.tool_call_tag, case, langs)
+
+
+@functools.lru_cache(maxsize=64)
+def _answer_prefix(template: str) -> str:
+    """The built-in template's answer label; user templates (unknown here) have none."""
+    try:
+        return answer_prefix(template)
+    except PromptgridError:
+        return ""
+
+
+def _strip_prefix(text: str, prefix: str) -> str:
+    """Remove ``prefix`` at the start of the answer (after whitespace, any case)."""
+    stripped = text.lstrip()
+    if stripped[: len(prefix)].lower() == prefix.lower():
+        return stripped[len(prefix):].lstrip()
+    return text
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

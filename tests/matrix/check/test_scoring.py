@@ -192,3 +192,19 @@ def test_error_code_round_trips_bfcl_strings() -> None:
 def test_every_failure_mode_has_a_description() -> None:
     for mode in F:
         assert mode.description and mode.description[0].islower()
+
+
+def test_massive_one_shot_answer_label_is_removed_before_parsing() -> None:
+    from promptgrid.matrix.datasets import load_dataset
+    from promptgrid.variants import load_grid
+
+    case = load_dataset("mini:de").case("simple_weather_01-de")
+    variants = load_grid("massive_translation").variants
+    for variant in variants:
+        for response in ('Action: weather.get_current(city="München")',
+                         '  action: [weather.get_current(city="München")]',
+                         'weather.get_current(city="München")'):
+            assert score(response, variant, case).valid, (variant.label, response)
+        assert not score('Action: weather.get_current(city="Berlin")', variant, case).valid
+    bfcl = load_grid("bfcl_v4").variants[5]  # python, no tag: no label expected there
+    assert not score('Action: weather.get_current(city="München")', bfcl, case).valid
