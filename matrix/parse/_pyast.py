@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -39,11 +40,17 @@ _ARITH: dict[type, Callable[[Any, Any], Any]] = {
     ast.Pow: operator.pow,
 }
 _NUMBER_TYPES = (int, float, complex, bool)
+_NUMBER_THEN_NAME_RE = re.compile(r"[0-9][^\W\d]")
 
 
 def _parse(text: str, mode: str = "eval") -> ast.AST:
     # Invalid escapes ("\d") are a DeprecationWarning in 3.11, an error under -W error:
     # bfcl-eval runs with warnings ignored, so we do too, to get the same value.
+    # The parser warns only on a backslash in a literal or a number run into a
+    # name ("0in"); without either, skip catch_warnings (it costs as much as a
+    # small parse).
+    if "\\" not in text and _NUMBER_THEN_NAME_RE.search(text) is None:
+        return ast.parse(text, mode=mode)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(text, mode=mode)

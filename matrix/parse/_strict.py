@@ -96,18 +96,22 @@ def parse_response(
         return _failure(Fail(ParseFailure.EMPTY, "empty response",
                              bfcl_error_type=None if lenient_bfcl else BFCL_DECODER_FAILED),
                         text, None, code_fence=False)
+    if tool_call_tag and TAG_OPEN not in text:
+        # The cheapest failure, and a common one: decided before any copy of the
+        # text (bfcl-eval's stripping and bracketing never create or remove a tag).
+        fail = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
+        return _refine(fail, text, return_format, None) if refine else _plain_failure(fail, text)
     bt = BfclText(text)
     s = bt.s
     body, body_at, per_call, tag_found = s, 0, False, False
     if tool_call_tag:
         i = s.find(TAG_OPEN)
-        if i < 0:
-            return _refine(Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag"), text, return_format, None,
-                           refine=refine)
         j = s.find(TAG_CLOSE, i + len(TAG_OPEN))
         if j < 0:
-            return _refine(Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed"),
-                           text, return_format, None, refine=refine, tag_found=True)
+            fail = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")
+            if not refine:
+                return _plain_failure(fail, text, True)
+            return _refine(fail, text, return_format, None, tag_found=True)
         raw = s[i + len(TAG_OPEN):j]
         body = raw.strip()
         body_at = i + len(TAG_OPEN) + len(raw) - len(raw.lstrip())
@@ -140,7 +144,9 @@ def parse_response(
                            "XML: type names outside the prompt's list: " + ", ".join(unknown),
                            bfcl_error_type=None)
     except Fail as fail:
-        return _refine(fail, text, return_format, body if tool_call_tag else None, refine=refine,
+        if not refine:
+            return _plain_failure(fail, text, tag_found, per_call)
+        return _refine(fail, text, return_format, body if tool_call_tag else None,
                        tag_found=tag_found, per_call_wrapping=per_call)
     rest = text[:bt.to_text(body_at + span[0])] + text[bt.to_text(body_at + span[1]):]
     if per_call and tool_call_tag:
@@ -206,15 +212,21 @@ def _failure(fail: Fail, text: str, lenient: ParseResult | None, **flags: Any) -
     )
 
 
-def _refine(fail: Fail, text: str, return_format: str, tag_body: str | None, *, refine: bool,
-            **flags: Any) -> ParseResult:
+def _plain_failure(fail: Fail, text: str, tag_found: bool = False, per_call_wrapping: bool = False) -> ParseResult:
+    """``_failure`` without a lenient reading (``refine=False``): the hot path of
+    bfcl-equivalent scoring, so the record is built in one positional call."""
+    return ParseResult(None, fail.kind, None, tag_found, per_call_wrapping, False, "```" in text, (),
+                       fail.bfcl_error_type, fail.deviation, fail.details, None)
+
+
+def _refine(fail: Fail, text: str, return_format: str, tag_body: str | None, **flags: Any) -> ParseResult:
     """Explain a strict failure with the format-agnostic reader.
 
     ``tag_body`` is the content of the first <TOOLCALL> block when the tag was
     required and found: that is what bfcl-eval parsed, so that is what is
     judged; the flags still describe the whole text.
     """
-    if fail.kind in _FINAL or not refine:
+    if fail.kind in _FINAL:
         return _failure(fail, text, None, **flags)
     whole, first_block = read_any(text)
     judged = whole

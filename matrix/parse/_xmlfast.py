@@ -62,7 +62,7 @@ def fast_xml_calls(
     evidence = 0
     if verbose:
         if _VERBOSE_RE.fullmatch(doc) is None:
-            return None
+            return _concise_read_as_verbose(doc, convert)
         for is_func, fname, pname, has_value, value, has_type, type_name, container in _VERBOSE_ITEM_RE.findall(doc):
             if is_func:
                 args = {}
@@ -95,6 +95,32 @@ def fast_xml_calls(
                 args[pname] = convert(raw, type_name, pname)
     return calls, "concise_xml" if evidence else None
 
+
+def _concise_read_as_verbose(
+    doc: str, convert: Converter
+) -> tuple[list[dict[str, dict[str, Any]]], str | None] | None:
+    """A concise block read by the verbose decoder, as expat + ``_xml`` would read it.
+
+    Answering in the other XML format is a common mistake. The verbose reader
+    takes each value from a ``value`` attribute, which concise ``<param>``s do
+    not have: every value is ``""`` converted by its ``type`` (so
+    ``type="integer"`` fails as BAD_VALUE), and the shape is concise where a
+    parameter has text. The concise grammar guarantees well-formed XML whose
+    tree holds exactly these items, so the result is expat's.
+    """
+    if _CONCISE_RE.fullmatch(doc) is None:
+        return None
+    calls: list[dict[str, dict[str, Any]]] = []
+    args: dict[str, Any] = {}
+    evidence = 0
+    for is_func, fname, pname, has_type, type_name, text in _CONCISE_ITEM_RE.findall(doc):
+        if is_func:
+            args = {}
+            calls.append({fname: args})
+        else:
+            evidence += bool(text.strip())
+            args[pname] = "" if not has_type or type_name == "string" else convert("", type_name, pname)
+    return calls, "concise_xml" if evidence else None
 
 
 def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[str, str]]]], str | None]:

@@ -81,6 +81,7 @@ def test_retry_errors_replaces_error_with_answer(tmp_path: Path) -> None:
     assert [(r["status"], r["valid"], r["error"]) for r in rows] == [("done", True, None)] * 2
 
 
+@pytest.mark.slow
 def test_faults_every_job_ends_answered_or_with_final_error(tmp_path: Path) -> None:
     script = FakeScript(p_rate_limit=0.20, retry_after_s=0.2, p_server_error=0.05, p_hang=0.02, hang_s=60,
                         p_malformed=0.02, latency_s=0.005, seed=7)
@@ -102,6 +103,8 @@ def test_faults_every_job_ends_answered_or_with_final_error(tmp_path: Path) -> N
     assert len(rows) == 1000
     for r in rows:
         assert (r["response"] is not None) != (r["error"] is not None)
+    print(f"\nfaults: {dict(outcomes)}; jobs done {counts['done']}, final errors {counts['errors']}, "
+          f"attempts {summary.attempts}, {summary.exec_s:.1f} s")
     assert counts["done"] >= 990  # 6 retries: a job fails for good with probability ~0.3**7
     assert summary.attempts >= len(reqs)  # a timeout can fire before a starved request is even sent
 
@@ -201,7 +204,10 @@ def test_rpm_limit_paces_calls(tmp_path: Path) -> None:
         code, summary, _, _ = run(prepared(cfg, bfcl_variants(5), make_cases(5)))
         times = sorted(r["t"] for r in srv.requests())
     assert code == 0 and len(times) == 25
-    assert times[-1] - times[0] >= 1.3  # 10 at once, then 15 more at 10/s
+    # 10 at once, then 15 more at 10/s: ideally 1.5 s. Unpaced, 25 calls at
+    # concurrency 16 take well under 0.3 s; the bound leaves room for a loaded
+    # machine delaying the first burst's arrival.
+    assert times[-1] - times[0] >= 1.0
 
 
 def test_store_failure_stops_the_run_instead_of_hanging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
