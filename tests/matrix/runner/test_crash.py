@@ -71,9 +71,12 @@ def test_sigkill_then_resume_never_resends_stored(tmp_path: Path) -> None:
         second_log = srv.requests()[len(first_log):]
 
     resent = [r["hash"] for r in second_log if r["hash"] in stored_before]
+    print(f"\ncrash: {len(stored_before)}/{total} stored at the kill, {len(first_log)} requests before it, "
+          f"{len(second_log)} after; stored-and-resent: {len(resent)}")
     assert resent == []  # nothing whose answer was stored is paid for twice
     first_hashes = {r["hash"] for r in first_log}
     twice = [r["hash"] for r in second_log if r["hash"] in first_hashes]
+    print(f"crash: sent in both runs (in flight at the kill): {len(twice)} (concurrency {concurrency})")
     assert len(twice) <= concurrency  # only the calls in flight at the kill
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["cached"] == len(stored_before)
