@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from promptgrid.variants import PromptgridError, YamlNode, closest, compose_yaml
+from promptgrid.variants._yaml import plain as _plain
 
-from promptgrid.variants import PromptgridError, closest
+_Node = YamlNode
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -155,43 +156,6 @@ def model_params(params: Mapping[str, Any] | None, repeats: int) -> dict[str, An
     return {k: v for k, v in out.items() if v is not None}
 
 
-# --------------------------------------------------------------------------- YAML with lines
-
-
-@dataclass
-class _Node:
-    value: Any
-    line: int
-    key_line: int = 0
-
-
-def _wrap(node: yaml.Node, where: str) -> _Node:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, _Node] = {}
-        for k, v in node.value:
-            if k.value in out:
-                raise RunError(f"{where}:{k.start_mark.line + 1}: key {k.value!r} appears twice.")
-            out[k.value] = _wrap(v, where)
-            out[k.value].key_line = k.start_mark.line + 1
-        return _Node(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return _Node([_wrap(n, where) for n in node.value], line)
-    loader = yaml.SafeLoader("")
-    try:
-        return _Node(loader.construct_object(node, deep=True), line)
-    finally:
-        loader.dispose()
-
-
-def _plain(node: _Node) -> Any:
-    if isinstance(node.value, dict):
-        return {k: _plain(v) for k, v in node.value.items()}
-    if isinstance(node.value, list):
-        return [_plain(v) for v in node.value]
-    return node.value
-
-
 class _Reader:
     def __init__(self, where: str) -> None:
         self.where = where
@@ -288,16 +252,11 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise RunError(f"cannot read run config {p}: {exc.strerror}.") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise RunError(f"{where}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}.") from None
-    if root is None:
+    top_node = compose_yaml(text, where, RunError)
+    if top_node is None:
         raise RunError(f"{where}:1: the run config is empty. It needs at least grid, dataset and models.")
     r = _Reader(where)
-    top = r.keys(_wrap(root, where), _TOP_KEYS, "")
+    top = r.keys(top_node, _TOP_KEYS, "")
     base = p.parent
     out: dict[str, Any] = {}
     for k in ("grid", "dataset"):

@@ -13,6 +13,7 @@ from ._errors import (
 from ._grid import Grid, builtin_grids, iter_dimension_values, load_grid
 from ._records import CATEGORIES, Case, Prompt, messages_sha256
 from ._variant import Variant
+from ._yaml import YamlNode, compose_yaml
 
 __all__ = [
     "BUILTIN_STYLES",
@@ -31,8 +32,10 @@ __all__ = [
     "PromptgridError",
     "TemplateError",
     "Variant",
+    "YamlNode",
     "builtin_grids",
     "closest",
+    "compose_yaml",
     "iter_dimension_values",
     "load_grid",
     "messages_sha256",

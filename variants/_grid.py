@@ -41,6 +41,8 @@ import yaml
 from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS
 from ._errors import GridError, closest
 from ._variant import Variant
+from ._yaml import YamlNode as _Node
+from ._yaml import compose_yaml
 
 __all__ = ["Grid", "builtin_grids", "load_grid"]
 
@@ -68,61 +70,6 @@ class Grid:
             f"{closest(variant_id, (v.id for v in self.variants))}"
             " List its variants with: promptgrid grid show " + self.name
         )
-
-
-# --------------------------------------------------------------------------- YAML with lines
-
-
-@dataclass
-class _Node:
-    """A YAML value with the line it started on (1-based)."""
-
-    value: Any
-    line: int
-    key_line: int = 0  # for mapping values: the line of their key
-
-
-def _compose(text: str, where: str) -> _Node | None:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise GridError(f"{where}{line}: invalid YAML: {problem}.") from None
-    return None if node is None else _wrap(node, where)
-
-
-def _wrap(node: yaml.Node, where: str) -> _Node:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, _Node] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in out:
-                raise GridError(f"{where}:{key_node.start_mark.line + 1}: key {key!r} appears twice.")
-            out[key] = _wrap(value_node, where)
-            out[key].key_line = key_node.start_mark.line + 1
-        return _Node(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return _Node([_wrap(n, where) for n in node.value], line)
-    return _Node(_scalar(node), line)
-
-
-def _scalar(node: yaml.ScalarNode) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
-
-
-def _plain(node: _Node) -> Any:
-    if isinstance(node.value, dict):
-        return {k: _plain(v) for k, v in node.value.items()}
-    if isinstance(node.value, list):
-        return [_plain(v) for v in node.value]
-    return node.value
 
 
 # --------------------------------------------------------------------------- validation
@@ -222,7 +169,7 @@ def _read_spec(source: str | Path, seen: tuple[str, ...] = ()) -> _Spec:
     if key in seen:
         chain = " -> ".join([*seen, key])
         raise GridError(f"{where}: extends: cycle in grid extends: {chain}.")
-    root = _compose(text, where)
+    root = compose_yaml(text, where, GridError)
     if root is None:
         raise GridError(f"{where}:1: the grid file is empty. See the schema in the README (Grid YAML).")
     top = _expect(root, dict, where, "(top level)", "a mapping")
