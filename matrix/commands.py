@@ -16,7 +16,7 @@ from tabulate import tabulate
 from promptgrid.variants import Grid, Variant, builtin_grids, closest, load_grid
 from promptgrid.variants import GridError
 
-__all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render", "select_variants"]
+__all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render", "localization", "select_variants"]
 
 
 def cmd_grids(args: argparse.Namespace) -> int:
@@ -67,7 +67,7 @@ def select_variants(grid: Grid, wanted: list[str]) -> tuple[Variant, ...]:
     return tuple(v for v in grid.variants if v in chosen)
 
 
-def _localization(store: str | None):  # type: ignore[no-untyped-def]
+def localization(store: str | None):  # type: ignore[no-untyped-def]
     """The translate package's localization (catalogs + store), when it is available."""
     try:
         from promptgrid.translate import default_localization
@@ -89,7 +89,7 @@ def _prompts(args: argparse.Namespace) -> Iterator[tuple[Variant, object, object
     )
     renderer = Renderer(
         template_dir=grid.template_dir,
-        localization=_localization(args.store) if needs_translation else None,
+        localization=localization(args.store) if needs_translation else None,
         bfcl_data=args.bfcl_data,
     )
     # Case-major order: a case's function docs are rendered once per doc format

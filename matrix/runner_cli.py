@@ -164,32 +164,21 @@ class Prepared:
         return len(self.variants) * len(self.cases) * self.config.repeats * len(self.config.models)
 
 
-def _localization(store: str | None) -> Any:
-    try:
-        import promptgrid.translate as translate
-    except ImportError:  # pragma: no cover
-        return None
-    factory = getattr(translate, "default_localization", None)
-    if factory is None:
-        return None
-    return factory(store=store) if store else factory()
-
-
 def prepare(config: RunConfig) -> Prepared:
     """Load the grid and dataset, select variants and cases, build the renderer."""
     from promptgrid.matrix.datasets import load_dataset
     from promptgrid.templates import Renderer
 
+    from .commands import localization, select_variants
+
     grid = load_grid(config.grid)
-    variants = list(grid.variants)
-    if config.variants:
-        variants = [grid.variant(vid) for vid in dict.fromkeys(config.variants)]
+    variants = list(select_variants(grid, list(config.variants)))
     dataset = load_dataset(config.dataset, bfcl_data=config.bfcl_data)
     selected = dataset.select(case_ids=list(config.cases) if config.cases else None, limit=config.limit)
     cases = list(selected.cases)
     if not cases:
         raise RunError(f"dataset {config.dataset!r} selects no cases; check --case / --limit.")
-    renderer = Renderer(grid.template_dir, _localization(config.translation_store), bfcl_data=config.bfcl_data)
+    renderer = Renderer(grid.template_dir, localization(config.translation_store), bfcl_data=config.bfcl_data)
     # Pre-flight: every variant once, so a template or catalog error stops the run before any call.
     for variant in variants:
         renderer.render(variant, cases[0])
