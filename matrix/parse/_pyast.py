@@ -4,7 +4,7 @@ bfcl-eval parses the response with ``ast.parse`` and turns each node into a
 value (``resolve_ast_by_type``): constants as is, ``-x`` negated, names as
 their identifier string, calls with keywords as nested calls, calls without
 keywords and subscripts as their source text, lists/tuples/dicts recursively,
-and ``a + b`` by ``eval(ast.unparse(node))``, which runs arbitrary code from
+and ``a + b`` by evaluating ``ast.unparse(node)`` with Python's eval, which runs arbitrary code from
 the model on the evaluating machine. Here ``a + b`` is folded only when it is
 bounded arithmetic on int/float literals (or ``str + str``); anything else is
 ``UNSAFE_EXPRESSION``. Every other rule follows bfcl-eval, so values match.
@@ -228,7 +228,7 @@ def _fold(node: ast.BinOp) -> Any:
             return _apply(n.op, ev(n.left, depth + 1), ev(n.right, depth + 1))
         raise Fail(
             ParseFailure.UNSAFE_EXPRESSION,
-            f"Python: expression with {_what(n)} is not evaluated (bfcl-eval would eval() it)",
+            f"Python: expression with {_what(n)} is not evaluated (bfcl-eval would evaluate it)",
             deviation=Deviation.EVAL_REFUSED,
         )
 

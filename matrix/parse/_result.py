@@ -79,7 +79,7 @@ class ParseFailure(str, enum.Enum):
     BAD_VALUE = "bad_value"
     """A value cannot be decoded (``type="integer"`` with "4.5", division by zero, ``{x, y}``)."""
     UNSAFE_EXPRESSION = "unsafe_expression"
-    """An expression bfcl-eval would ``eval()`` that is not plain bounded arithmetic."""
+    """An expression bfcl-eval would ``eval`` that is not plain bounded arithmetic."""
     TOO_LARGE = "too_large"
     """Over the input size, token or element limits (see ``_limits``)."""
     TOO_DEEP = "too_deep"
@@ -99,7 +99,7 @@ class Deviation(str, enum.Enum):
     """Deliberate differences from bfcl-eval's decoder (each one in docs/parsing.md)."""
 
     EVAL_REFUSED = "eval_refused"
-    """A value bfcl-eval would ``eval()`` (arithmetic with names, calls, ...) is refused."""
+    """A value bfcl-eval would ``eval`` (arithmetic with names, calls, ...) is refused."""
     ARITH_BOUNDS = "arith_bounds"
     """Literal arithmetic beyond the operand/size bounds is refused."""
     UNARY_OP = "unary_op"
