@@ -182,10 +182,71 @@ def macro_average(scores: Mapping[Any, float]) -> float:
 
 # --------------------------------------------------------------------------- language identification
 
-_IDENTIFIER: Any = None
-_IDENTIFIER_LANGS: tuple[str, ...] | None = None
+# Language identification uses langid's model (it ships inside the langid
+# wheel, so it works offline) but not langid's ``classify``: langid scores a
+# dense vector of all 7,480 byte n-gram features against every language
+# (about 160 us per short answer, most of a prose answer's scoring time). The
+# naive Bayes score is linear in the features and each feature comes from a
+# state of langid's tokenizing automaton, so the per-language log-probability
+# of each automaton state is summed once per candidate set; a text then costs
+# one automaton step per byte plus a sum over the states it visited. Same
+# model, same decision rule (argmax of the log-probabilities, normalized
+# probability of the winner); only the floating-point summation order
+# differs (tests/matrix/check/test_metrics.py compares with langid itself).
+_MODEL: Any = None
 _KNOWN: frozenset[str] = frozenset()
 _LOCK = threading.Lock()
+#: Language identification reads the first this many characters of an answer
+#: (bounded time on a megabyte of model output; the language is plain long before).
+MAX_LANGID_CHARS = 10_000
+
+
+class _LangidModel:
+    """langid's automaton and naive Bayes parameters, with per-candidate-set state scores."""
+
+    def __init__(self) -> None:
+        import numpy as np
+        from langid import langid as _langid
+
+        identifier = _langid.LanguageIdentifier.from_modelstring(_langid.model, norm_probs=True)
+        self.np = np
+        self.classes = [str(c) for c in identifier.nb_classes]
+        self.nextmove = identifier.tk_nextmove  # array.array: (state << 8) + byte -> state
+        self.output = identifier.tk_output  # state -> feature indices it completes
+        self.ptc = identifier.nb_ptc  # features x languages, log P(feature | language)
+        self.pc = identifier.nb_pc  # log P(language)
+        self.n_states = len(self.nextmove) >> 8
+        self.subsets: dict[tuple[str, ...], tuple[Any, Any]] = {}
+
+    def subset(self, langs: tuple[str, ...]) -> tuple[Any, Any]:
+        """(state scores, priors) restricted to ``langs`` (sorted, all known)."""
+        found = self.subsets.get(langs)
+        if found is None:
+            np = self.np
+            cols = [self.classes.index(lang) for lang in langs]
+            ptc = self.ptc[:, cols].astype(np.float64)
+            states = np.zeros((self.n_states, len(cols)))
+            for state, features in self.output.items():
+                states[state] = ptc[list(features)].sum(0)
+            found = (states, self.pc[cols].astype(np.float64))
+            self.subsets[langs] = found
+        return found
+
+    def classify(self, text: str, langs: tuple[str, ...]) -> tuple[str, float]:
+        states_score, priors = self.subset(langs)
+        nextmove = self.nextmove
+        state = 0
+        visited: dict[int, int] = {}
+        get = visited.get
+        for byte in text[:MAX_LANGID_CHARS].encode("utf-8", "surrogatepass"):
+            state = nextmove[(state << 8) + byte]
+            visited[state] = get(state, 0) + 1
+        np = self.np
+        index = np.fromiter(visited.keys(), dtype=np.intp, count=len(visited))
+        counts = np.fromiter(visited.values(), dtype=np.float64, count=len(visited))
+        scores = counts @ states_score[index] + priors
+        best = int(scores.argmax())
+        return langs[best], float(1.0 / np.exp(scores - scores[best]).sum())
 
 
 def _base(lang: str) -> str:
@@ -193,7 +254,7 @@ def _base(lang: str) -> str:
 
 
 def identify_language(text: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) -> tuple[str, float]:
-    """Most likely language of ``text`` among ``candidates`` (langid, probabilities normalized).
+    """Most likely language of ``text`` among ``candidates`` (langid's model, probabilities normalized).
 
     The model ships inside the langid wheel (works offline); it is loaded once,
     on first use (about 2 s). Candidates langid does not know are ignored.
@@ -207,23 +268,25 @@ def _candidate_set(candidates: tuple[str, ...]) -> frozenset[str]:
     return frozenset(_base(c) for c in candidates)
 
 
+def _model() -> _LangidModel:
+    global _MODEL, _KNOWN
+    with _LOCK:
+        if _MODEL is None:
+            _MODEL = _LangidModel()
+            _KNOWN = frozenset(_MODEL.classes)
+    return _MODEL
+
+
 @functools.lru_cache(maxsize=4096)
 def _identify(text: str, candidates: frozenset[str]) -> tuple[str, float]:
-    global _IDENTIFIER, _IDENTIFIER_LANGS, _KNOWN
-    with _LOCK:
-        if _IDENTIFIER is None:
-            from langid import langid as _langid
-
-            _IDENTIFIER = _langid.LanguageIdentifier.from_modelstring(_langid.model, norm_probs=True)
-            _KNOWN = frozenset(_IDENTIFIER.nb_classes)  # before any restriction: all it knows
-        langs = tuple(sorted(candidates & _KNOWN))
-        if not langs:
-            raise ValueError(f"none of the candidate languages {sorted(set(candidates))} is known to langid")
-        if langs != _IDENTIFIER_LANGS:
-            _IDENTIFIER.set_languages(list(langs))
-            _IDENTIFIER_LANGS = langs
-        lang, prob = _IDENTIFIER.classify(text)
-    return str(lang), float(prob)
+    model = _MODEL if _MODEL is not None else _model()
+    langs = tuple(sorted(candidates & _KNOWN))
+    if not langs:
+        raise ValueError(f"none of the candidate languages {sorted(set(candidates))} is known to langid")
+    if langs not in model.subsets:
+        with _LOCK:
+            model.subset(langs)
+    return model.classify(text, langs)
 
 
 def language_match(text: str, expected: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) -> bool | None:

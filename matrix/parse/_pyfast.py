@@ -27,12 +27,14 @@ from itertools import islice
 from typing import Any
 
 from ._limits import MAX_DEPTH, MAX_PYTHON_TOKENS
+from ._result import ParseFailure
 
 __all__ = [
     "Decline",
     "TooDeep",
     "TooLarge",
     "balanced_end",
+    "certain_syntax_error",
     "parse_calls_fast",
     "parse_literal_fast",
     "tokenize",
@@ -318,6 +320,89 @@ def parse_calls_fast(text: str, toks: list[str]) -> list[dict[str, dict[str, Any
     if i != n:
         raise Decline
     return calls
+
+
+# Texts where the token list cannot tell what Python's tokenizer would do:
+# backslashes (escapes, line continuations), comments, triple quotes, string
+# prefixes (f-strings tokenize differently from 3.12 on), carriage returns,
+# control characters and numbers Python's tokenizer refuses ("2nd", "04"):
+# tokenizer errors of their own, which may come first.
+_TOKENS_UNSURE_RE = re.compile(r"[\\#\r\x00-\x08\x0b\x0e-\x1f\x7f]|'''|" + '"""' + r"|(?<![A-Za-z0-9_])[rRbBfFuU]{1,2}['\"]"
+                               r"|(?<![A-Za-z0-9_])[0-9][0-9.]*[A-Za-z_]|(?<![A-Za-z0-9_.])0[0-9]")
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+# Characters that are never valid outside a string: a parser error wherever they stand.
+_STRAY = frozenset("?$`")
+# Names that may stand next to another name (keywords, soft keywords).
+_MAY_PAIR = _KEYWORDS | frozenset({"match", "case", "type", "_"})
+
+
+def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str] | None:
+    """(kind, why) when ``ast.parse(text, mode="eval")`` is sure to fail and the kind is sure; else None.
+
+    Spares the ``ast`` fallback on the common malformed answers (prose before
+    the calls, a bracket closed by the wrong bracket, an apostrophe opening a
+    string). The kind is the one ``_pyast.syntax_failure`` gives for Python's
+    own error. CPython reports the first *tokenizer* error anywhere in the
+    text ahead of any parser error (a bracket closed by the wrong bracket:
+    UNCLOSED_BRACKET; an unmatched closing bracket: BAD_SYNTAX; an
+    unterminated string: UNCLOSED_BRACKET), then the parser error
+    (BAD_SYNTAX) -- but a bracket left open at the end is reported instead
+    when the parser got that far or past the bracket's line. A line break
+    outside brackets is left to ``ast``. Parser errors are used only where the tokens prove one: a
+    character never valid outside strings, or two names side by side (neither
+    a keyword). Anything less certain returns None and ``ast`` decides.
+    tests/matrix/parse/test_python.py checks the kinds against ``ast`` on
+    generated texts.
+    """
+    if not text or text[0] in _WS_START or not text.isascii() or _TOKENS_UNSURE_RE.search(text) is not None:
+        return None
+    lines = [toks] if "\n" not in text else [_TOKEN_RE.findall(line) for line in text.split("\n")]
+    stack: list[tuple[str, int]] = []  # open brackets and their line numbers
+    parser_error_line = -1  # line of the first token that proves a parser error
+    bang_ok = "!=" in text
+    last = len(lines) - 1
+    names_side_by_side = False
+    for line_no, line_toks in enumerate(lines):
+        prev_name = False
+        for t in line_toks:
+            c = t[0]
+            if c == "(" or c == "[" or c == "{":
+                stack.append((c, line_no))
+                if len(stack) > MAX_DEPTH:
+                    return None
+                prev_name = False
+            elif c == ")" or c == "]" or c == "}":
+                if not stack:
+                    return ParseFailure.BAD_SYNTAX, f"unmatched {t!r}"
+                if stack.pop()[0] != _PAIRS[c]:
+                    return ParseFailure.UNCLOSED_BRACKET, f"closing {t!r} does not match the opening bracket"
+                prev_name = False
+            elif c in _QUOTES:
+                if len(t) < 2 or t[-1] != c:
+                    return ParseFailure.UNCLOSED_BRACKET, "unterminated string literal"
+                prev_name = False
+            elif c in _NAME_START:
+                name = t not in _MAY_PAIR
+                if name and prev_name:
+                    names_side_by_side = True
+                prev_name = name
+            else:
+                if parser_error_line < 0 and (c in _STRAY or (c == "!" and not bang_ok)):
+                    parser_error_line = line_no
+                prev_name = False
+        if not stack and line_no < last:
+            return None  # a line break outside brackets: indentation and statement rules apply
+    if not stack:
+        if parser_error_line >= 0 or names_side_by_side:
+            return ParseFailure.BAD_SYNTAX, "invalid syntax"
+        return None
+    # A bracket left open at the end is reported instead of a parser error
+    # the parser met at the end of the text (its look-ahead after two names
+    # side by side may run there) or on a later line than that bracket. A
+    # stray character stops it where it stands.
+    if 0 <= parser_error_line <= stack[-1][1]:
+        return ParseFailure.BAD_SYNTAX, "invalid syntax"
+    return None
 
 
 def parse_literal_fast(text: str) -> Any:

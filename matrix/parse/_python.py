@@ -11,7 +11,7 @@ from typing import Any
 from ._fail import Fail
 from ._limits import MAX_DEPTH, MAX_PYTHON_TOKENS
 from ._pyast import parse_calls_ast
-from ._pyfast import Decline, TooDeep, parse_calls_fast, tokenize
+from ._pyfast import Decline, TooDeep, certain_syntax_error, parse_calls_fast, tokenize
 from ._result import Deviation, ParseFailure
 
 __all__ = ["parse_python_calls"]
@@ -55,4 +55,9 @@ def _parse(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None
         # No call can be written without "(", and "[]" (the one call-free success)
         # is the fast path's: bfcl-eval fails on this text whatever ast.parse says.
         raise Fail(ParseFailure.NOT_A_CALL, "Python: no call in the text")
+    certain = certain_syntax_error(text, toks)
+    if certain is not None:
+        # ``ast.parse`` would fail too, with this kind; it costs more than the
+        # whole bfcl-eval decode of such an answer to hear it say so.
+        raise Fail(certain[0], f"Python syntax error: {certain[1]}")
     return parse_calls_ast(text)

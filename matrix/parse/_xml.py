@@ -150,17 +150,27 @@ def parse_tree(doc: str) -> Node:
 def _parse_tree(doc: str) -> Node:
     if has_dtd(doc):
         raise Fail(ParseFailure.XML_ENTITY_REFUSED, "XML: DOCTYPE/ENTITY declarations are refused")
-    if doc.count("<") > 2 * MAX_XML_ELEMENTS + 2:  # every element needs a "<": refuse before parsing
+    n_open = doc.count("<")
+    if n_open > 2 * MAX_XML_ELEMENTS + 2:  # every element needs a "<": refuse before parsing
         raise Fail(ParseFailure.TOO_LARGE, f"XML: more than {MAX_XML_ELEMENTS} elements",
                    deviation=Deviation.LIMITS)
+    if n_open <= MAX_DEPTH:
+        # Malformed blocks (an unclosed tag, a stray "&") are common and end in
+        # a failure whatever the tree holds: find out at C speed first, with a
+        # parser that calls Python code only to refuse a DTD. With at most
+        # MAX_DEPTH "<" no limit below can fire first, so the failure is the
+        # one the full parse would report.
+        try:
+            _new_parser().Parse(doc, True)
+        except pyexpat.ExpatError as exc:
+            raise _expat_failure(exc, doc) from None
+        except _Refused:
+            raise Fail(ParseFailure.XML_ENTITY_REFUSED, "XML: DTD or entity refused") from None
+        except (UnicodeError, ValueError) as exc:
+            raise Fail(ParseFailure.BAD_SYNTAX, f"XML: {type(exc).__name__}") from None
     builder = _Builder()
-    parser = pyexpat.ParserCreate(None, "}")  # namespace-aware, as ElementTree
+    parser = _new_parser()
     parser.buffer_text = True
-    parser.SetParamEntityParsing(pyexpat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.StartDoctypeDeclHandler = _refuse
-    parser.EntityDeclHandler = _refuse
-    parser.UnparsedEntityDeclHandler = _refuse
-    parser.ExternalEntityRefHandler = _refuse
     parser.StartElementHandler = builder.start
     parser.EndElementHandler = builder.end
     parser.CharacterDataHandler = builder.data
@@ -177,6 +187,17 @@ def _parse_tree(doc: str) -> Node:
     if builder.root is None:
         raise Fail(ParseFailure.BAD_SYNTAX, "XML: no element")
     return builder.root
+
+
+def _new_parser() -> Any:
+    """A namespace-aware expat parser (as ElementTree's) that refuses DTDs, entity declarations and external entities."""
+    parser = pyexpat.ParserCreate(None, "}")
+    parser.SetParamEntityParsing(pyexpat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse
+    parser.EntityDeclHandler = _refuse
+    parser.UnparsedEntityDeclHandler = _refuse
+    parser.ExternalEntityRefHandler = _refuse
+    return parser
 
 
 def _expat_failure(exc: pyexpat.ExpatError, doc: str) -> Fail:

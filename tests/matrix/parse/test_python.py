@@ -174,3 +174,73 @@ def test_fast_path_declines_what_it_does_not_know(text):
 )
 def test_fast_literal_equals_literal_eval(text):
     assert repr(parse_literal_fast(text)) == repr(ast.literal_eval(text.lstrip(" \t")))
+
+
+# -- the syntax-error shortcut (_pyfast.certain_syntax_error) -----------------
+
+_PIECES = ["[", "]", "(", ")", "{", "}", "f", "g.h", "a", "b", "=", "==", "!=", "1", "2.5", "-", ",", " ", "\n",
+           "'x'", '"y"', "'", '"', "Sure", "!", "?", "$", "`", ":", "here", "are", "I'll", "it's", "if", "else",
+           "not", "in", "_", "case", "match", "print", ".", "*", "+", "#", "\\", "f'", "rb", "\t", "é", "'''",
+           "04", "2nd", "0x1g", "1_0", "\x01", "\x0c", "<TOOLCALL>", "</", ">", "<", "/", ";", "@", "%"]
+
+
+def _ast_kind(text: str) -> ParseFailure | None:
+    """The failure kind the ``ast`` path gives ``text``; None when ast.parse accepts it."""
+    import warnings
+
+    from promptgrid.matrix.parse._pyast import syntax_failure
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text, mode="eval")
+        except SyntaxError as exc:
+            return syntax_failure(exc, text).kind
+        except (ValueError, RecursionError, MemoryError):
+            return ParseFailure.BAD_SYNTAX
+    return None
+
+
+def _shortcut_agrees(text: str) -> bool:
+    from promptgrid.matrix.parse._pyfast import certain_syntax_error
+
+    toks = tokenize(text)
+    certain = None if toks is None else certain_syntax_error(text, toks)
+    if certain is None:
+        return False
+    assert _ast_kind(text) is certain[0], (text, certain)
+    return True
+
+
+def test_syntax_error_shortcut_agrees_with_ast_on_generated_texts() -> None:
+    """Where the shortcut decides, ast.parse fails with the same kind (20,000 texts from answer-like pieces)."""
+    import random
+
+    rng = random.Random(7)
+    decided = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 14))).strip()
+        if text:
+            decided += _shortcut_agrees(text)
+    assert decided > 2_000  # the shortcut is exercised, not vacuous
+
+
+@pytest.mark.parametrize("text", [
+    "[Sure! Here are the calls:\n[math.gcd(num1=40, num2=50)]",
+    "[math.gcd(num1=40, num2=50]",
+    "[I'll call f(a='x')]",
+    "[f(a=1)]]",
+    "[a ! b, \"x]",
+    "[Sure! f(a=1]",
+    "[f(a=1)] ) ]",
+])
+def test_syntax_error_shortcut_on_answers(text: str) -> None:
+    assert _shortcut_agrees(text)
+
+
+@pytest.mark.parametrize("text", ["[x = 1]", "[f(a=1)] [", "[Here are f(a=1)", "[f(a=1) if b]", "[not a]", "[f(a=1) != 2]",
+                                  "[f'{a!r}' x]", "[a # b c\n]", "[a b \\\n c]"])
+def test_syntax_error_shortcut_leaves_unsure_texts_to_ast(text: str) -> None:
+    from promptgrid.matrix.parse._pyfast import certain_syntax_error
+
+    assert certain_syntax_error(text, tokenize(text)) is None
