@@ -23,8 +23,9 @@ Timed on every distinct response, rounds interleaved and the best round kept
 - bfcl-eval: what its format-sensitivity runner does per entry: parse the
   config string, ``default_decode_ast_prompting``, the output-format check,
   ``ast_checker`` (the same calls as ``_evaluate_single_ast_entry``);
-- (a) promptgrid bfcl-equivalent: strict parse (``refine=False``) + check,
-  giving validity and bfcl's error type -- exactly what bfcl-eval gives;
+- (a) promptgrid bfcl-equivalent: ``scoring.bfcl_verdict`` (strict parse
+  with ``refine=False`` + AST check), giving validity and bfcl's error type
+  -- exactly what bfcl-eval gives;
 - (b) promptgrid full ``Verdict`` (``score`` without memos): bfcl-eval's
   verdict plus failure mode, format-agnostic validity, FSA, ITC counts,
   format match, language of free-text answers;
@@ -100,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     from promptgrid.matrix.check import compile_case
     from promptgrid.matrix.datasets import load_dataset
     from promptgrid.matrix.metrics import DEFAULT_LANGUAGES
-    from promptgrid.matrix.parse import parse_response
     from promptgrid.variants import load_grid
 
     configs, entries = helper.load_entries()
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     # Resolve lookups outside the timed loops, for both sides alike.
     ours_rows = [(it.text, variants[it.config].return_format, variants[it.config].tool_call_tag,
                   cases[it.entry_id]) for it in distinct_items]
+    verdict_rows = [(it.text, variants[it.config], cases[it.entry_id]) for it in distinct_items]
     theirs_rows = [(it.text, it.config, it.entry_id, by_id[it.entry_id]) for it in distinct_items]
 
     # Warm-up outside the timings: langid's model (about 2 s), imports, and the
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         # from the cyclic GC, for both sides alike: full collections then cost
         # what scoring allocates, not what the benchmark holds.
         gc.freeze()
-    bfcl_check = scoring._bfcl_check
+    bfcl_verdict = scoring.bfcl_verdict
     langs = tuple(DEFAULT_LANGUAGES)
 
     def run_bfcl(rows: Any = theirs_rows) -> None:
@@ -158,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         _python._FAILURES.clear()
         _xml._FAILURES.clear()
 
-    def run_equivalent(rows: Any = ours_rows) -> None:
+    def run_equivalent(rows: Any = verdict_rows) -> None:
         forget_parser_failures()
-        for text, fmt, tag, case in rows:
-            bfcl_check(parse_response(text, fmt, tag, refine=False), compile_case(case), fmt, tag)
+        for text, variant, case in rows:
+            bfcl_verdict(text, variant, case)
 
     def run_full(rows: Any = ours_rows) -> None:
         forget_parser_failures()
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'(b) ratio':>9s}")
         for kind, index in sorted(groups.items()):
             t = {key: min(_time(lambda: runs[key]([rows[i] for i in index])) for _ in range(args.rounds))
-                 for key, rows in (("bfcl", theirs_rows), ("a", ours_rows), ("b", ours_rows))}
+                 for key, rows in (("bfcl", theirs_rows), ("a", verdict_rows), ("b", ours_rows))}
             us = {key: seconds / len(index) * 1e6 for key, seconds in t.items()}
             print(f"  {kind:20s} {len(index):6d} {us['bfcl']:8.1f} {us['a']:7.1f} {us['b']:7.1f}  "
                   f"{t['bfcl'] / t['a']:8.2f}x {t['bfcl'] / t['b']:8.2f}x")

@@ -236,15 +236,13 @@ class _LangidModel:
         states_score, priors = self.subset(langs)
         nextmove = self.nextmove
         state = 0
-        visited: dict[int, int] = {}
-        get = visited.get
+        visited: list[int] = []
+        visit = visited.append
         for byte in text[:MAX_LANGID_CHARS].encode("utf-8", "surrogatepass"):
             state = nextmove[(state << 8) + byte]
-            visited[state] = get(state, 0) + 1
+            visit(state)
         np = self.np
-        index = np.fromiter(visited.keys(), dtype=np.intp, count=len(visited))
-        counts = np.fromiter(visited.values(), dtype=np.float64, count=len(visited))
-        scores = counts @ states_score[index] + priors
+        scores = states_score.take(visited, axis=0).sum(0) + priors
         best = int(scores.argmax())
         return langs[best], float(1.0 / np.exp(scores - scores[best]).sum())
 
@@ -277,10 +275,15 @@ def _model() -> _LangidModel:
     return _MODEL
 
 
+@functools.lru_cache(maxsize=256)
+def _known_sorted(candidates: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(candidates & _KNOWN))
+
+
 @functools.lru_cache(maxsize=4096)
 def _identify(text: str, candidates: frozenset[str]) -> tuple[str, float]:
     model = _MODEL if _MODEL is not None else _model()
-    langs = tuple(sorted(candidates & _KNOWN))
+    langs = _known_sorted(candidates)
     if not langs:
         raise ValueError(f"none of the candidate languages {sorted(set(candidates))} is known to langid")
     if langs not in model.subsets:

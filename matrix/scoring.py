@@ -44,8 +44,8 @@ from .metrics import DEFAULT_LANGUAGES, detect_language_match
 from .parse import format_matches, parse_any, parse_response
 from .verdict import ErrorCode, Verdict
 
-__all__ = ["CACHE_SIZE", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream", "score_uncached",
-           "variant_index"]
+__all__ = ["CACHE_SIZE", "bfcl_verdict", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream",
+           "score_uncached", "variant_index"]
 
 _TAG = "<TOOLCALL>"
 _CALL_MODES = frozenset({Mode.SIMPLE, Mode.MULTIPLE, Mode.PARALLEL})
@@ -56,7 +56,7 @@ def _has_call(calls: Any) -> bool:
     return bool(calls) and not (len(calls) == 1 and len(calls[0]) == 0)
 
 
-def _bfcl_check(parsed: Any, compiled: Any, return_format: str, tool_call_tag: bool) -> CheckResult:
+def _bfcl_check(parsed: Any, compiled: Any) -> CheckResult:
     """What bfcl-eval's format-sensitivity runner would record for this parse."""
     mode = compiled.mode
     calls = parsed.calls
@@ -119,6 +119,24 @@ def score(response: str, variant: Variant, case: Case, *,
     return _score(text, variant.return_format, variant.tool_call_tag, case, langs)
 
 
+def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
+    """Only what bfcl-eval records for this response: ``.valid`` and ``.code`` (``.code.bfcl_error_type``).
+
+    The strict parse and AST check of ``score`` without its diagnostics
+    (failure mode, format-agnostic reading, FSA and ITC counts, format and
+    language match), for re-scoring large result sets where BFCL's verdict
+    is all that is wanted; ``score(...).error_code`` always equals
+    ``bfcl_verdict(...).code`` (tests/matrix/check/test_bfcl_agreement.py).
+    Not memoized.
+    """
+    text = response if isinstance(response, str) else ""
+    prefix = _answer_prefix(variant.template)
+    if prefix:
+        text = _strip_prefix(text, prefix)
+    parsed = parse_response(text, variant.return_format, variant.tool_call_tag, refine=False)
+    return _bfcl_check(parsed, compile_case(case))
+
+
 @functools.lru_cache(maxsize=64)
 def _answer_prefix(template: str) -> str:
     """The built-in template's answer label; user templates (unknown here) have none."""
@@ -156,7 +174,7 @@ def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, lan
     compiled = compile_case(case)
     call_expected = compiled.mode is not Mode.IRRELEVANCE
     parsed = parse(text, return_format, tool_call_tag)
-    check = _bfcl_check(parsed, compiled, return_format, tool_call_tag)
+    check = _bfcl_check(parsed, compiled)
     calls = parsed.calls
     strict_n = len(calls) if calls is not None and _has_call(calls) else 0
 

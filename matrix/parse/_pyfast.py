@@ -323,17 +323,20 @@ def parse_calls_fast(text: str, toks: list[str]) -> list[dict[str, dict[str, Any
 
 
 # Texts where the token list cannot tell what Python's tokenizer would do:
-# backslashes (escapes, line continuations), comments, triple quotes, string
-# prefixes (f-strings tokenize differently from 3.12 on), carriage returns,
-# control characters and numbers Python's tokenizer refuses ("2nd", "04"):
-# tokenizer errors of their own, which may come first.
-_TOKENS_UNSURE_RE = re.compile(r"[\\#\r\x00-\x08\x0b\x0e-\x1f\x7f]|'''|" + '"""' + r"|(?<![A-Za-z0-9_])[rRbBfFuU]{1,2}['\"]"
-                               r"|(?<![A-Za-z0-9_])[0-9][0-9.]*[A-Za-z_]|(?<![A-Za-z0-9_.])0[0-9]")
+# backslashes (escapes, line continuations), comments, triple quotes,
+# carriage returns and control characters. String prefixes (f-strings
+# tokenize differently from 3.12 on) and numbers run into letters or with
+# leading zeros ("2nd", "04": tokenizer errors of their own, which may come
+# first) are caught on the tokens.
+_UNSURE_CHARS_RE = re.compile(r"[\\#\r\x00-\x08\x0b\x0e-\x1f\x7f]")
+_PREFIXES = frozenset(p for s in ("r", "b", "f", "u", "rb", "br", "fr", "rf") for p in (s, s.upper(), s.title(),
+                                                                                      s[:1] + s[1:].upper()))
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 # Characters that are never valid outside a string: a parser error wherever they stand.
 _STRAY = frozenset("?$`")
 # Names that may stand next to another name (keywords, soft keywords).
 _MAY_PAIR = _KEYWORDS | frozenset({"match", "case", "type", "_"})
+_DIGITS = frozenset("0123456789")
 
 
 def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str] | None:
@@ -348,48 +351,57 @@ def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str]
     unterminated string: UNCLOSED_BRACKET), then the parser error
     (BAD_SYNTAX) -- but a bracket left open at the end is reported instead
     when the parser got that far or past the bracket's line. A line break
-    outside brackets is left to ``ast``. Parser errors are used only where the tokens prove one: a
-    character never valid outside strings, or two names side by side (neither
-    a keyword). Anything less certain returns None and ``ast`` decides.
-    tests/matrix/parse/test_python.py checks the kinds against ``ast`` on
-    generated texts.
+    outside brackets is left to ``ast``. Parser errors are used only where
+    the tokens prove one: a character never valid outside strings, or two
+    names side by side (neither a keyword). Anything less certain returns
+    None and ``ast`` decides. tests/matrix/parse/test_python.py checks the
+    kinds against ``ast`` on generated texts.
     """
-    if not text or text[0] in _WS_START or not text.isascii() or _TOKENS_UNSURE_RE.search(text) is not None:
+    if (not text or text[0] in _WS_START or not text.isascii() or "'''" in text or '"""' in text
+            or _UNSURE_CHARS_RE.search(text) is not None):
         return None
     lines = [toks] if "\n" not in text else [_TOKEN_RE.findall(line) for line in text.split("\n")]
     stack: list[tuple[str, int]] = []  # open brackets and their line numbers
-    parser_error_line = -1  # line of the first token that proves a parser error
+    parser_error_line = -1  # line of the first character that proves a parser error
+    names_side_by_side = False
     bang_ok = "!=" in text
     last = len(lines) - 1
-    names_side_by_side = False
     for line_no, line_toks in enumerate(lines):
-        prev_name = False
+        prev = ""  # kind of the previous token on this line: name, number, other
         for t in line_toks:
             c = t[0]
-            if c == "(" or c == "[" or c == "{":
+            if c in _NAME_START:
+                if prev == "number":
+                    return None  # "2nd", "0x1g", "1_0": maybe a tokenizer error
+                if t in _MAY_PAIR:
+                    prev = "other"
+                    continue
+                if prev == "name":
+                    names_side_by_side = True
+                prev = "prefix" if t in _PREFIXES else "name"
+                continue
+            if c in _QUOTES:
+                if prev == "prefix":
+                    return None  # a string prefix: f-strings are tokenized differently from 3.12 on
+                if len(t) < 2 or t[-1] != c:
+                    return ParseFailure.UNCLOSED_BRACKET, "unterminated string literal"
+            elif c in _DIGITS or (c == "." and len(t) > 1):
+                if prev == "number" or (c == "0" and len(t) > 1 and t[1] in _DIGITS):
+                    return None  # "04": leading zeros are a tokenizer error
+                prev = "number"
+                continue
+            elif c == "(" or c == "[" or c == "{":
                 stack.append((c, line_no))
                 if len(stack) > MAX_DEPTH:
                     return None
-                prev_name = False
             elif c == ")" or c == "]" or c == "}":
                 if not stack:
                     return ParseFailure.BAD_SYNTAX, f"unmatched {t!r}"
                 if stack.pop()[0] != _PAIRS[c]:
                     return ParseFailure.UNCLOSED_BRACKET, f"closing {t!r} does not match the opening bracket"
-                prev_name = False
-            elif c in _QUOTES:
-                if len(t) < 2 or t[-1] != c:
-                    return ParseFailure.UNCLOSED_BRACKET, "unterminated string literal"
-                prev_name = False
-            elif c in _NAME_START:
-                name = t not in _MAY_PAIR
-                if name and prev_name:
-                    names_side_by_side = True
-                prev_name = name
-            else:
-                if parser_error_line < 0 and (c in _STRAY or (c == "!" and not bang_ok)):
-                    parser_error_line = line_no
-                prev_name = False
+            elif parser_error_line < 0 and (c in _STRAY or (c == "!" and not bang_ok)):
+                parser_error_line = line_no
+            prev = "other"
         if not stack and line_no < last:
             return None  # a line break outside brackets: indentation and statement rules apply
     if not stack:

@@ -55,6 +55,11 @@ _FINAL = frozenset(
 )
 
 
+# Records are frozen: the two outcomes of an empty answer are shared.
+_EMPTY_LENIENT = ParseResult(None, ParseFailure.EMPTY, details="empty response")
+_EMPTY_FAILED = ParseResult(None, ParseFailure.EMPTY, bfcl_error_type=BFCL_DECODER_FAILED, details="empty response")
+
+
 class UnknownReturnFormatError(PromptgridError, ValueError):
     """``return_format`` is not one of the four formats (a caller error, not model output)."""
 
@@ -76,9 +81,11 @@ def parse_response(
     ``type`` attributes are outside bfcl's list (``WRONG_XML_TYPE``);
     bfcl-eval itself keeps such values as strings, which is the default.
     ``refine=False`` skips the format-agnostic reading of failed answers
-    (several times the cost of the strict parse): the failure kind is then
-    the strict parser's own, ``detected_format`` and ``any_calls`` are None.
-    Use it when only bfcl-eval's verdict is needed.
+    (several times the cost of the strict parse) and the look at the text
+    around decoded calls: the failure kind is then the strict parser's own,
+    ``detected_format`` and ``any_calls`` are None on failure, ``prose`` is
+    always False. Use it when only bfcl-eval's verdict is needed
+    (``scoring.bfcl_check``).
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     if return_format not in RETURN_FORMATS:
@@ -91,37 +98,39 @@ def parse_response(
     if len(text) > MAX_INPUT_CHARS:
         return _failure(Fail(ParseFailure.TOO_LARGE, f"response longer than {MAX_INPUT_CHARS} characters",
                              deviation=Deviation.LIMITS), text, None, code_fence=False)
-    if not text.strip():
-        lenient_bfcl = return_format in ("python", "json") and not tool_call_tag
-        return _failure(Fail(ParseFailure.EMPTY, "empty response",
-                             bfcl_error_type=None if lenient_bfcl else BFCL_DECODER_FAILED),
-                        text, None, code_fence=False)
-    if tool_call_tag and TAG_OPEN not in text:
-        # The cheapest failure, and a common one: decided before any copy of the
-        # text (bfcl-eval's stripping and bracketing never create or remove a tag).
-        fail = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
-        return _refine(fail, text, return_format, None) if refine else _plain_failure(fail, text)
-    bt = BfclText(text)
-    s = bt.s
-    body, body_at, per_call, tag_found = s, 0, False, False
+    if not text or text.isspace():
+        # bfcl-eval decodes nothing as [] in python and json without the tag (its
+        # checker then reports the count); anything else fails to decode.
+        return _EMPTY_LENIENT if return_format in ("python", "json") and not tool_call_tag else _EMPTY_FAILED
     if tool_call_tag:
-        i = s.find(TAG_OPEN)
-        j = s.find(TAG_CLOSE, i + len(TAG_OPEN))
+        # bfcl-eval strips and brackets the text first; that never changes what
+        # lies between the first <TOOLCALL> and the first </TOOLCALL> after it
+        # (the stripped characters cannot be part of a tag), so positions are
+        # taken in the text itself.
+        i = text.find(TAG_OPEN)
+        if i < 0:
+            # The cheapest failure, and a common one.
+            fail = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
+            return _refine(fail, text, return_format, None) if refine else _plain_failure(fail, text)
+        j = text.find(TAG_CLOSE, i + len(TAG_OPEN))
         if j < 0:
             fail = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")
             if not refine:
                 return _plain_failure(fail, text, True)
             return _refine(fail, text, return_format, None, tag_found=True)
-        raw = s[i + len(TAG_OPEN):j]
+        raw = text[i + len(TAG_OPEN):j]
         body = raw.strip()
         body_at = i + len(TAG_OPEN) + len(raw) - len(raw.lstrip())
-        per_call = s.find(TAG_OPEN, j + len(TAG_CLOSE)) >= 0
+        per_call = text.find(TAG_OPEN, j + len(TAG_CLOSE)) >= 0
         tag_found = True
+        bt = None
         if not body:
             bfcl = None if return_format == "json" else BFCL_DECODER_FAILED
             return _failure(Fail(ParseFailure.EMPTY, "empty <TOOLCALL> tag", bfcl_error_type=bfcl), text, None,
                             tag_found=True, per_call_wrapping=per_call, code_fence=has_fence(text))
     else:
+        bt = BfclText(text)
+        body, body_at, per_call = bt.s, 0, False
         tag_found = TAG_OPEN in text  # not asked for: bfcl ignores it for json/xml, fails python
     try:
         deviation: Deviation | None = None
@@ -148,12 +157,20 @@ def parse_response(
             return _plain_failure(fail, text, tag_found, per_call)
         return _refine(fail, text, return_format, body if tool_call_tag else None,
                        tag_found=tag_found, per_call_wrapping=per_call)
-    rest = text[:bt.to_text(body_at + span[0])] + text[bt.to_text(body_at + span[1]):]
+    calls = tuple(calls)
+    if not refine:
+        # Only the verdict is wanted: the text around the calls is not looked at.
+        return ParseResult(calls, None, detected, tag_found, per_call, False, "```" in text, unknown, None,
+                           deviation, "", calls)
+    if bt is None:
+        rest = text[:body_at + span[0]] + text[body_at + span[1]:]
+    else:
+        rest = text[:bt.to_text(span[0])] + text[bt.to_text(span[1]):]
     if per_call and tool_call_tag:
         blocks = toolcall_blocks(rest)
         rest = rest if blocks is None else blocks.outside
     result = ParseResult(
-        calls=tuple(calls),
+        calls=calls,
         detected_format=detected,
         tag_found=tag_found,
         per_call_wrapping=per_call,
@@ -161,9 +178,9 @@ def parse_response(
         code_fence=has_fence(text),
         unknown_xml_types=unknown,
         bfcl_deviation=deviation,
-        any_calls=tuple(calls),
+        any_calls=calls,
     )
-    if per_call and refine:
+    if per_call:
         # bfcl-eval reads the first block only; the format-agnostic calls are all of them.
         everything = parse_any(text)
         if everything.calls:

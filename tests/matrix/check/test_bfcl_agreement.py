@@ -23,7 +23,7 @@ import pytest
 
 from promptgrid.matrix.failure_modes import FailureMode as F
 from promptgrid.matrix.parse import Deviation, parse_response
-from promptgrid.matrix.scoring import clear_caches, score
+from promptgrid.matrix.scoring import bfcl_verdict, clear_caches, score
 
 FULL = os.environ.get("PROMPTGRID_FULL_AGREEMENT") == "1"
 DEFAULT_FRACTION = 0.2  # of (config, entry) pairs that get corruptions in the default run
@@ -103,6 +103,7 @@ def test_verdicts_agree_with_bfcl_eval(corpus: dict[str, Any], bfcl_reference: A
     for item, (valid, error_type), verdict in zip(items, theirs, ours):
         variant = variants[item.config]
         assert (verdict.failure_mode is None) == verdict.valid
+        assert bfcl_verdict(item.text, variant, cases[item.entry_id]).code is verdict.error_code, item
         if verdict.failure_mode not in ALLOWED_MODES[item.kind]:
             mode_problems.append(f"{item.kind} {item.config} {item.entry_id}: {verdict.failure_mode}")
         if item.kind in AGNOSTIC_VALID and not verdict.format_agnostic_valid:
