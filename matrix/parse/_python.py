@@ -35,7 +35,7 @@ def parse_python_calls(text: str) -> tuple[list[dict[str, dict[str, Any]]], Devi
     except Fail as fail:
         if len(_FAILURES) >= _MEMO_SIZE:
             _FAILURES.clear()
-        _FAILURES[text] = fail.fresh()
+        _FAILURES[text] = fail  # only ever read through fresh(), never raised again
         raise
 
 

@@ -128,10 +128,16 @@ def parse_response(
             bfcl = None if return_format == "json" else BFCL_DECODER_FAILED
             return _failure(Fail(ParseFailure.EMPTY, "empty <TOOLCALL> tag", bfcl_error_type=bfcl), text, None,
                             tag_found=True, per_call_wrapping=per_call, code_fence=has_fence(text))
-    else:
+    elif return_format == "python" or return_format == "json":
         bt = BfclText(text)
         body, body_at, per_call = bt.s, 0, False
-        tag_found = TAG_OPEN in text  # not asked for: bfcl ignores it for json/xml, fails python
+        tag_found = TAG_OPEN in text  # not asked for: bfcl ignores it for json, fails python
+    else:
+        # XML: the first <functions> block is the same in bfcl-eval's stripped
+        # and bracketed text as in the text itself.
+        bt = None
+        body, body_at, per_call = text, 0, False
+        tag_found = TAG_OPEN in text  # not asked for: bfcl ignores it
     try:
         deviation: Deviation | None = None
         unknown: tuple[str, ...] = ()

@@ -143,7 +143,7 @@ def parse_tree(doc: str) -> Node:
     except Fail as fail:
         if len(_FAILURES) >= _MEMO_SIZE:
             _FAILURES.clear()
-        _FAILURES[doc] = fail.fresh()
+        _FAILURES[doc] = fail  # only ever read through fresh(), never raised again
         raise
 
 
