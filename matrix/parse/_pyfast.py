@@ -339,7 +339,7 @@ _MAY_PAIR = _KEYWORDS | frozenset({"match", "case", "type", "_"})
 _DIGITS = frozenset("0123456789")
 
 
-def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str] | None:
+def certain_syntax_error(text: str, toks: list[str], *, first: bool = False) -> tuple[ParseFailure, str] | None:
     """(kind, why) when ``ast.parse(text, mode="eval")`` is sure to fail and the kind is sure; else None.
 
     Spares the ``ast`` fallback on the common malformed answers (prose before
@@ -356,6 +356,10 @@ def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str]
     names side by side (neither a keyword). Anything less certain returns
     None and ``ast`` decides. tests/matrix/parse/test_python.py checks the
     kinds against ``ast`` on generated texts.
+
+    ``first=True`` stops at the first proof of an error (the verdict is all
+    that is wanted): the kind is then BAD_SYNTAX for a parser error that a
+    bracket error later in the text would have overruled.
     """
     if (not text or text[0] in _WS_START or not text.isascii() or "'''" in text or '"""' in text
             or _UNSURE_CHARS_RE.search(text) is not None):
@@ -377,6 +381,8 @@ def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str]
                     prev = "other"
                     continue
                 if prev == "name":
+                    if first:
+                        return ParseFailure.BAD_SYNTAX, "invalid syntax"
                     names_side_by_side = True
                 prev = "prefix" if t in _PREFIXES else "name"
                 continue
@@ -400,6 +406,8 @@ def certain_syntax_error(text: str, toks: list[str]) -> tuple[ParseFailure, str]
                 if stack.pop()[0] != _PAIRS[c]:
                     return ParseFailure.UNCLOSED_BRACKET, f"closing {t!r} does not match the opening bracket"
             elif parser_error_line < 0 and (c in _STRAY or (c == "!" and not bang_ok)):
+                if first:
+                    return ParseFailure.BAD_SYNTAX, "invalid syntax"
                 parser_error_line = line_no
             prev = "other"
         if not stack and line_no < last:

@@ -25,21 +25,27 @@ _FAILURES: dict[str, Fail] = {}
 _MEMO_SIZE = 64
 
 
-def parse_python_calls(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
-    """Calls in ``text`` (already cleaned as bfcl-eval does); raises :class:`Fail`."""
+def parse_python_calls(text: str, *, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+    """Calls in ``text`` (already cleaned as bfcl-eval does); raises :class:`Fail`.
+
+    ``exact=False``: a syntax error may be reported as BAD_SYNTAX where the
+    exact kind is UNCLOSED_BRACKET (the verdict alone is wanted; cheaper on
+    long malformed answers).
+    """
     known = _FAILURES.get(text)
     if known is not None:
         raise known.fresh()
     try:
-        return _parse(text)
+        return _parse(text, exact)
     except Fail as fail:
-        if len(_FAILURES) >= _MEMO_SIZE:
-            _FAILURES.clear()
-        _FAILURES[text] = fail  # only ever read through fresh(), never raised again
+        if exact:
+            if len(_FAILURES) >= _MEMO_SIZE:
+                _FAILURES.clear()
+            _FAILURES[text] = fail  # only ever read through fresh(), never raised again
         raise
 
 
-def _parse(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
     toks = tokenize(text)
     if toks is None:
         raise Fail(ParseFailure.TOO_LARGE, f"Python: more than {MAX_PYTHON_TOKENS} tokens",
@@ -55,7 +61,7 @@ def _parse(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None
         # No call can be written without "(", and "[]" (the one call-free success)
         # is the fast path's: bfcl-eval fails on this text whatever ast.parse says.
         raise Fail(ParseFailure.NOT_A_CALL, "Python: no call in the text")
-    certain = certain_syntax_error(text, toks)
+    certain = certain_syntax_error(text, toks, first=not exact)
     if certain is not None:
         # ``ast.parse`` would fail too, with this kind; it costs more than the
         # whole bfcl-eval decode of such an answer to hear it say so.

@@ -82,9 +82,9 @@ def parse_response(
     bfcl-eval itself keeps such values as strings, which is the default.
     ``refine=False`` skips the format-agnostic reading of failed answers
     (several times the cost of the strict parse) and the look at the text
-    around decoded calls: the failure kind is then the strict parser's own,
-    ``detected_format`` and ``any_calls`` are None on failure, ``prose`` is
-    always False. Use it when only bfcl-eval's verdict is needed
+    around decoded calls: the failure kind is then the strict parser's own
+    (and may say BAD_SYNTAX for a Python UNCLOSED_BRACKET), ``detected_format``
+    and ``any_calls`` are None on failure, ``prose`` is always False. Use it when only bfcl-eval's verdict is needed
     (``scoring.bfcl_check``).
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
@@ -143,7 +143,7 @@ def parse_response(
         unknown: tuple[str, ...] = ()
         detected = return_format
         if return_format == "python":
-            calls, deviation = parse_python_calls(body.strip().strip("'"))
+            calls, deviation = parse_python_calls(body.strip().strip("'"), exact=refine)
             span = (0, len(body))
         elif return_format == "json":
             calls, span, more, deviation = parse_json_calls(body)

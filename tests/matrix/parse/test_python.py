@@ -205,9 +205,15 @@ def _shortcut_agrees(text: str) -> bool:
     from promptgrid.matrix.parse._pyfast import certain_syntax_error
 
     toks = tokenize(text)
-    certain = None if toks is None else certain_syntax_error(text, toks)
+    if toks is None:
+        return False
+    certain = certain_syntax_error(text, toks)
+    quick = certain_syntax_error(text, toks, first=True)  # any error proven is an error
+    if quick is not None:
+        assert _ast_kind(text) is not None, (text, quick)
     if certain is None:
         return False
+    assert quick is not None, text
     assert _ast_kind(text) is certain[0], (text, certain)
     return True
 
