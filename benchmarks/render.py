@@ -28,50 +28,30 @@ import os
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from promptgrid.matrix.datasets._bfcl import load_bfcl
 from promptgrid.templates import Renderer
 from promptgrid.variants import load_grid
 
-_STUBS = {
-    "tenacity": ("retry", "retry_if_exception_message", "retry_if_exception_type", "wait_random_exponential"),
-    "bfcl_eval.model_handler.parser.java_parser": ("parse_java_function_call",),
-    "bfcl_eval.model_handler.parser.js_parser": ("parse_javascript_function_call",),
-}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bfcl_modules() -> tuple[Any, Any]:
-    """bfcl_eval.utils and bfcl-eval's model_handler/utils.py (run with stand-ins for missing SDK imports)."""
-    spec = importlib.util.find_spec("bfcl_eval")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit("bfcl-eval is not installed: pip install --no-deps bfcl-eval")
+    """bfcl_eval.utils and bfcl-eval's model_handler/utils.py (run with stand-ins, see tests/bfcl_support.py)."""
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", ROOT / "tests" / "bfcl_support.py")
+    assert spec is not None and spec.loader is not None
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
     os.environ.setdefault("BFCL_PROJECT_ROOT", tempfile.mkdtemp(prefix="bfcl-root-"))
+    loaded = support.load_bfcl_modules("bfcl_eval.model_handler.utils")
+    if loaded is None:
+        sys.exit("bfcl-eval is not installed: pip install --no-deps bfcl-eval")
     from bfcl_eval import utils
 
-    added = []
-    for name, attrs in _STUBS.items():
-        if name in sys.modules:
-            continue
-        if not name.startswith("bfcl_eval") and importlib.util.find_spec(name) is not None:
-            continue
-        stub = types.ModuleType(name)
-        for attr in attrs:
-            setattr(stub, attr, lambda *a, **k: None)
-        sys.modules[name] = stub
-        added.append(name)
-    try:
-        path = os.path.join(next(iter(spec.submodule_search_locations)), "model_handler", "utils.py")
-        mspec = importlib.util.spec_from_file_location("_bench_bfcl_model_utils", path)
-        assert mspec is not None and mspec.loader is not None
-        model_utils = importlib.util.module_from_spec(mspec)
-        mspec.loader.exec_module(model_utils)
-    finally:
-        for name in added:
-            sys.modules.pop(name, None)
-    return utils, model_utils
+    return utils, loaded[0]
 
 
 def _timed(fn: Callable[[], Any]) -> float:

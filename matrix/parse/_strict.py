@@ -55,9 +55,12 @@ _FINAL = frozenset(
 )
 
 
-# Records are frozen: the two outcomes of an empty answer are shared.
+# Records are frozen: the outcomes that depend on nothing else are shared.
 _EMPTY_LENIENT = ParseResult(None, ParseFailure.EMPTY, details="empty response")
 _EMPTY_FAILED = ParseResult(None, ParseFailure.EMPTY, bfcl_error_type=BFCL_DECODER_FAILED, details="empty response")
+_TAG_MISSING = ParseResult(None, ParseFailure.TAG_MISSING, bfcl_error_type=BFCL_DECODER_FAILED,
+                           details="no <TOOLCALL> tag")
+_TAG_MISSING_FENCED = _TAG_MISSING.evolve(code_fence=True)
 
 
 class UnknownReturnFormatError(PromptgridError, ValueError):
@@ -110,8 +113,9 @@ def parse_response(
         i = text.find(TAG_OPEN)
         if i < 0:
             # The cheapest failure, and a common one.
-            fail = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
-            return _refine(fail, text, return_format, None) if refine else _plain_failure(fail, text)
+            if not refine:
+                return _TAG_MISSING_FENCED if "```" in text else _TAG_MISSING
+            return _refine(Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag"), text, return_format, None)
         j = text.find(TAG_CLOSE, i + len(TAG_OPEN))
         if j < 0:
             fail = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")

@@ -314,27 +314,19 @@ def test_non_ascii_places_accept_an_english_spelling() -> None:
 # --------------------------------------------------------------------------- bfcl-eval agrees
 
 
-def _bfcl_ast_checker(monkeypatch: pytest.MonkeyPatch):
-    """bfcl-eval's AST checker, loaded without the provider SDKs its package imports."""
-    bfcl_eval = pytest.importorskip("bfcl_eval")
-    import collections
+def _bfcl_ast_checker():
+    """bfcl-eval's AST checker, loaded without the provider SDKs its package imports (tests/bfcl_support.py)."""
+    pytest.importorskip("bfcl_eval")
     import importlib.util
-    import sys
-    import types
     from pathlib import Path
 
-    class _Config:
-        underscore_to_dot = False
-
-    stub = types.ModuleType("bfcl_eval.constants.model_config")
-    stub.MODEL_CONFIG_MAPPING = collections.defaultdict(_Config)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "bfcl_eval.constants.model_config", stub)
-    path = Path(bfcl_eval.__file__).parent / "eval_checker" / "ast_eval" / "ast_checker.py"
-    spec = importlib.util.spec_from_file_location("_promptgrid_test_bfcl_ast_checker", path)
+    path = Path(__file__).parents[1] / "bfcl_support.py"
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
     assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
     try:
-        spec.loader.exec_module(module)
+        (module,) = support.load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker")
         from bfcl_eval.constants.enums import Language
     except ImportError as exc:  # pragma: no cover - another bfcl-eval layout
         pytest.skip(f"bfcl-eval's checker cannot be loaded here: {exc}")
@@ -355,8 +347,8 @@ def _answer(params: dict[str, list[Any]], pick: int = 0) -> dict[str, Any]:
     return out
 
 
-def test_bfcl_eval_accepts_every_acceptable_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    checker, python = _bfcl_ast_checker(monkeypatch)
+def test_bfcl_eval_accepts_every_acceptable_value() -> None:
+    checker, python = _bfcl_ast_checker()
     failures = []
     for case in CALL_CASES:
         widest = max(len(vs) for _, params in _calls(case) for vs in params.values())
@@ -369,8 +361,8 @@ def test_bfcl_eval_accepts_every_acceptable_value(monkeypatch: pytest.MonkeyPatc
     assert not failures, "\n".join(failures[:20])
 
 
-def test_bfcl_eval_rejects_a_wrong_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    checker, python = _bfcl_ast_checker(monkeypatch)
+def test_bfcl_eval_rejects_a_wrong_value() -> None:
+    checker, python = _bfcl_ast_checker()
     for case in CALL_CASES:
         answer = [{name: _answer(params)} for name, params in _calls(case)]
         (name, args), = answer[0].items()

@@ -4,19 +4,20 @@ bfcl-eval is installed with --no-deps, so ``bfcl_eval.model_handler.utils``
 cannot be imported as is (it imports tree_sitter parsers and tenacity). The
 ``bfcl`` fixture executes that one file under a private module name, with
 stand-ins for the missing modules present in ``sys.modules`` only while it
-runs; nothing of bfcl-eval's is patched. bfcl-eval creates folders under its
-project root when imported, so ``BFCL_PROJECT_ROOT`` points at a temp dir.
+runs (``tests/bfcl_support.py``); nothing of bfcl-eval's is patched. bfcl-eval
+creates folders under its project root when imported, so ``BFCL_PROJECT_ROOT``
+points at a temp dir.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import tempfile
-import types
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,43 +30,13 @@ class BfclReference:
     model_utils: Any  # bfcl_eval/model_handler/utils.py, loaded privately
 
 
-_STUB_ATTRS = {
-    "tree_sitter": ("Language", "Parser"),
-    "tree_sitter_java": ("language",),
-    "tree_sitter_javascript": ("language",),
-    "tenacity": ("retry", "retry_if_exception_message", "retry_if_exception_type", "wait_random_exponential"),
-    "bfcl_eval.model_handler.parser.java_parser": ("parse_java_function_call",),
-    "bfcl_eval.model_handler.parser.js_parser": ("parse_javascript_function_call",),
-}
-
-
-def _load_model_utils() -> Any:
-    spec = importlib.util.find_spec("bfcl_eval")
-    assert spec is not None and spec.submodule_search_locations
-    path = os.path.join(next(iter(spec.submodule_search_locations)), "model_handler", "utils.py")
-    added: list[str] = []
-    for name, attrs in _STUB_ATTRS.items():
-        if name in sys.modules:
-            continue
-        try:
-            if not name.startswith("bfcl_eval"):
-                importlib.import_module(name)
-                continue
-        except ImportError:
-            pass
-        stub = types.ModuleType(name)
-        for attr in attrs:
-            setattr(stub, attr, lambda *a, **k: None)
-        sys.modules[name] = stub
-        added.append(name)
-    try:
-        mod_spec = importlib.util.spec_from_file_location("_promptgrid_test_bfcl_model_utils", path)
-        assert mod_spec is not None and mod_spec.loader is not None
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-    finally:
-        for name in added:
-            sys.modules.pop(name, None)
+def _bfcl_support() -> ModuleType:
+    """tests/bfcl_support.py, loaded by path (``tests`` is not a package)."""
+    path = Path(__file__).parents[1] / "bfcl_support.py"
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -79,7 +50,8 @@ def bfcl() -> Iterator[BfclReference]:
         os.environ["BFCL_PROJECT_ROOT"] = root
         try:
             utils = importlib.import_module("bfcl_eval.utils")
-            yield BfclReference(utils=utils, model_utils=_load_model_utils())
+            (model_utils,) = _bfcl_support().load_bfcl_modules("bfcl_eval.model_handler.utils")
+            yield BfclReference(utils=utils, model_utils=model_utils)
         finally:
             if old is None:
                 os.environ.pop("BFCL_PROJECT_ROOT", None)

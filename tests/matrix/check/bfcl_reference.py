@@ -6,10 +6,11 @@ and ``ast_checker`` and calls them as ``format_sensitivity_runner`` does
 then ``ast_checker`` with the entry id as the category and Python rules).
 
 bfcl-eval is installed ``--no-deps``: importing its checker pulls the model
-registry (provider SDKs), tenacity and tree-sitter. ``load_reference`` puts
-stand-ins for exactly those modules into ``sys.modules`` while it imports the
-two bfcl-eval modules, then takes every stand-in and half-stubbed module out
-again, so nothing else in the test session sees them.
+registry (provider SDKs), tenacity and tree-sitter. ``load_reference`` runs the
+two bfcl-eval modules with stand-ins for exactly those modules
+(``tests/bfcl_support.py``), which are in ``sys.modules`` only while they run;
+the two modules themselves are loaded under private names, so nothing else in
+the test session sees a stand-in or a half-stubbed module.
 
 The corpus: for every (config, entry) of bfcl:format_sensitivity, a correct
 response written in the config's format from the ground truth (first
@@ -20,59 +21,17 @@ left out), plus corrupted variants of it (``KINDS``).
 from __future__ import annotations
 
 import copy
-import importlib
 import importlib.util
 import json
 import random
 import re
-import sys
-import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
 # --------------------------------------------------------------------------- bfcl-eval reference
-
-_STUBBED = (
-    "bfcl_eval.constants.model_config",
-    "bfcl_eval.model_handler.parser.java_parser",
-    "bfcl_eval.model_handler.parser.js_parser",
-    "tenacity",
-)
-_LOADED = ("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl_eval.model_handler.utils")
-
-
-class _Config:
-    underscore_to_dot = False  # prompting models keep dots in function names
-
-
-class _ConfigMapping(dict):  # type: ignore[type-arg]
-    def __missing__(self, key: str) -> _Config:
-        return _Config()
-
-
-def _stub_modules() -> dict[str, types.ModuleType]:
-    model_config = types.ModuleType("bfcl_eval.constants.model_config")
-    model_config.MODEL_CONFIG_MAPPING = _ConfigMapping()  # type: ignore[attr-defined]
-
-    def _unavailable(*_a: Any, **_k: Any) -> Any:
-        raise RuntimeError("stubbed in the promptgrid agreement test")
-
-    java = types.ModuleType("bfcl_eval.model_handler.parser.java_parser")
-    java.parse_java_function_call = _unavailable  # type: ignore[attr-defined]
-    js = types.ModuleType("bfcl_eval.model_handler.parser.js_parser")
-    js.parse_javascript_function_call = _unavailable  # type: ignore[attr-defined]
-    tenacity = types.ModuleType("tenacity")
-    for name in ("retry", "retry_if_exception_message", "retry_if_exception_type", "wait_random_exponential"):
-        setattr(tenacity, name, lambda *a, **k: (lambda f: f))
-    return {
-        "bfcl_eval.constants.model_config": model_config,
-        "bfcl_eval.model_handler.parser.java_parser": java,
-        "bfcl_eval.model_handler.parser.js_parser": js,
-        "tenacity": tenacity,
-    }
-
 
 @dataclass(frozen=True)
 class Reference:
@@ -100,25 +59,18 @@ class Reference:
 
 def load_reference() -> Reference | None:
     """bfcl-eval's decoder and checker, or ``None`` when bfcl-eval is not installed."""
-    if importlib.util.find_spec("bfcl_eval") is None:
+    path = Path(__file__).parents[2] / "bfcl_support.py"
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
+    assert spec is not None and spec.loader is not None
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    loaded = support.load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl_eval.model_handler.utils")
+    if loaded is None:
         return None
-    saved = {name: sys.modules.get(name) for name in (*_STUBBED, *_LOADED)}
-    stubs = _stub_modules()
-    for name, module in stubs.items():
-        if name == "tenacity" and importlib.util.find_spec("tenacity") is not None:
-            continue  # the real one is there
-        sys.modules[name] = module
-    try:
-        checker = importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
-        utils = importlib.import_module("bfcl_eval.model_handler.utils")
-        from bfcl_eval.constants.enums import Language, ReturnFormat
-        from bfcl_eval.utils import is_function_calling_format_output
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
+    checker, utils = loaded
+    from bfcl_eval.constants.enums import Language, ReturnFormat
+    from bfcl_eval.utils import is_function_calling_format_output
+
     return Reference(
         decode_ast=utils.default_decode_ast_prompting,
         ast_checker=checker.ast_checker,

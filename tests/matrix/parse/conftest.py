@@ -2,9 +2,9 @@
 
 ``bfcl_eval.model_handler.utils`` imports tree-sitter parsers (Java/JS) and
 tenacity, which a ``--no-deps`` install lacks. The file is loaded here under a
-private name with those imports stubbed only while it executes; nothing is
-left stubbed in ``sys.modules`` afterwards. Tests that need it skip cleanly
-when bfcl-eval is not installed.
+private name with those imports stubbed only while it executes
+(``tests/bfcl_support.py``); nothing is left stubbed in ``sys.modules``
+afterwards. Tests that need it skip cleanly when bfcl-eval is not installed.
 
 Safety: bfcl-eval ``eval()``s arithmetic in Python-format values. ``bfcl_safe``
 refuses to hand it any text whose AST holds arithmetic that is not small
@@ -17,7 +17,6 @@ import ast
 import importlib.util
 import math
 import re
-import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -38,43 +37,16 @@ Outcome = tuple[str, Any]  # ("raise", message) | ("wrong_format", value) | ("ok
 
 def _load_bfcl() -> types.SimpleNamespace | None:
     try:
-        import bfcl_eval
+        import bfcl_eval  # noqa: F401
         from bfcl_eval.constants.enums import ReturnFormat
     except ImportError:
         return None
-    base = Path(bfcl_eval.__file__).parent
-    stubs: dict[str, types.ModuleType] = {}
-
-    def stub(name: str, **attrs: Any) -> None:
-        module = types.ModuleType(name)
-        module.__dict__.update(attrs)
-        stubs[name] = module
-
-    def unavailable(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("stubbed for tests")
-
-    stub("bfcl_eval.model_handler.parser.java_parser", parse_java_function_call=unavailable)
-    stub("bfcl_eval.model_handler.parser.js_parser", parse_javascript_function_call=unavailable)
-    try:
-        import tenacity  # noqa: F401
-    except ImportError:
-        stub("tenacity", retry=unavailable, retry_if_exception_message=unavailable,
-             retry_if_exception_type=unavailable, wait_random_exponential=unavailable)
-    saved = {name: sys.modules.get(name) for name in stubs}
-    sys.modules.update(stubs)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "_promptgrid_test_bfcl_utils", base / "model_handler" / "utils.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
+    path = Path(__file__).parents[2] / "bfcl_support.py"
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
+    assert spec is not None and spec.loader is not None
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    (module,) = support.load_bfcl_modules("bfcl_eval.model_handler.utils")
     from bfcl_eval.utils import is_function_calling_format_output
 
     return types.SimpleNamespace(

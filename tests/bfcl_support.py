@@ -1,0 +1,105 @@
+"""bfcl-eval's own modules, loaded for the tests and benchmarks that compare promptgrid with it.
+
+Not a test module. bfcl-eval is installed with ``--no-deps`` (its provider SDKs
+are not needed to use it as a reference), so some of its modules cannot be
+imported as they are: ``bfcl_eval.model_handler.utils`` imports tenacity and,
+through bfcl-eval's Java and JavaScript parsers, tree-sitter; the AST checker
+imports ``bfcl_eval.constants.model_config``, which imports every provider SDK.
+
+``load_bfcl_modules`` executes such modules from their files under private
+names, with minimal stand-ins for exactly those imports present in
+``sys.modules`` only while they run. Afterwards ``sys.modules`` holds what it
+held before, plus the ordinary bfcl-eval modules they imported on the way
+(``bfcl_eval.utils``, its constants, ...), which need no stand-in; the loaded
+modules themselves are never in it, so nothing else in the process sees a
+stand-in. Nothing of bfcl-eval's is patched.
+
+``tests`` is not a package (pytest runs with ``--import-mode=importlib``, and
+the benchmarks run as scripts), so callers load this file by path with
+``importlib.util.spec_from_file_location``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+_ABSENT = object()
+
+
+class _Config:
+    underscore_to_dot = False  # prompting models keep dots in function names
+
+
+class _ConfigMapping(dict):  # type: ignore[type-arg]
+    """``MODEL_CONFIG_MAPPING`` for any model name: the AST checker only reads ``underscore_to_dot``."""
+
+    def __missing__(self, key: str) -> _Config:
+        return _Config()
+
+
+def _tree_sitter_needed(*_a: Any, **_k: Any) -> Any:
+    raise NotImplementedError("stand-in: bfcl-eval's Java/JavaScript parsers need tree-sitter, not installed here")
+
+
+def _no_retry(*_a: Any, **_k: Any) -> Any:
+    return lambda f: f  # tenacity's decorators only retry provider calls, which the comparisons never make
+
+
+def _stand_ins() -> dict[str, types.ModuleType]:
+    """Fresh stand-ins for the imports a ``--no-deps`` install lacks (tenacity only when it is missing)."""
+    attrs: dict[str, dict[str, Any]] = {
+        "bfcl_eval.constants.model_config": {"MODEL_CONFIG_MAPPING": _ConfigMapping()},
+        "bfcl_eval.model_handler.parser.java_parser": {"parse_java_function_call": _tree_sitter_needed},
+        "bfcl_eval.model_handler.parser.js_parser": {"parse_javascript_function_call": _tree_sitter_needed},
+    }
+    if "tenacity" not in sys.modules and importlib.util.find_spec("tenacity") is None:
+        attrs["tenacity"] = dict.fromkeys(
+            ("retry", "retry_if_exception_message", "retry_if_exception_type", "wait_random_exponential"), _no_retry)
+    stand_ins = {}
+    for name, values in attrs.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(values)
+        stand_ins[name] = module
+    return stand_ins
+
+
+def load_bfcl_modules(*names: str) -> tuple[types.ModuleType, ...] | None:
+    """The named bfcl-eval modules, executed privately with stand-ins; ``None`` when bfcl-eval is not installed.
+
+    ``names`` are dotted names of modules inside bfcl-eval (for example
+    ``"bfcl_eval.model_handler.utils"``); each is executed from its file, in
+    the order given, as a new module named ``_promptgrid_`` plus the dotted
+    name with underscores, and returned in that order. Import errors other than
+    the stood-in ones propagate.
+    """
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(next(iter(spec.submodule_search_locations)))
+    stand_ins = _stand_ins()
+    saved = {name: sys.modules.get(name, _ABSENT) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    try:
+        return tuple(_execute(base, name) for name in names)
+    finally:
+        for name, old in saved.items():
+            if old is _ABSENT:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+
+
+def _execute(base: Path, name: str) -> types.ModuleType:
+    package, *parts = name.split(".")
+    if package != "bfcl_eval" or not parts:
+        raise ValueError(f"not a module inside bfcl_eval: {name!r}")
+    path = base.joinpath(*parts).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location("_promptgrid_" + name.replace(".", "_"), path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
