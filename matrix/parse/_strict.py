@@ -87,8 +87,8 @@ def parse_response(
     (several times the cost of the strict parse) and the look at the text
     around decoded calls: the failure kind is then the strict parser's own
     (and may say BAD_SYNTAX for a Python UNCLOSED_BRACKET), ``detected_format``
-    and ``any_calls`` are None on failure, ``prose`` is always False. Use it when only bfcl-eval's verdict is needed
-    (``scoring.bfcl_check``).
+    and ``any_calls`` are None on failure, ``prose`` is always False. Use it
+    when only bfcl-eval's verdict is needed (``scoring.bfcl_verdict``).
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     if return_format not in RETURN_FORMATS:
