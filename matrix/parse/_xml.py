@@ -207,7 +207,7 @@ def malformed(doc: str) -> Fail | None:
 
 
 def _new_parser() -> Any:
-    """A namespace-aware expat parser (as ElementTree's) that refuses DTDs, entity declarations and external entities."""
+    """A namespace-aware expat parser (as ElementTree's) refusing DTDs, entity declarations, external entities."""
     parser = pyexpat.ParserCreate(None, "}")
     parser.SetParamEntityParsing(pyexpat.XML_PARAM_ENTITY_PARSING_NEVER)
     parser.StartDoctypeDeclHandler = _refuse

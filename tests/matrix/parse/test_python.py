@@ -244,8 +244,8 @@ def test_syntax_error_shortcut_on_answers(text: str) -> None:
     assert _shortcut_agrees(text)
 
 
-@pytest.mark.parametrize("text", ["[x = 1]", "[f(a=1)] [", "[Here are f(a=1)", "[f(a=1) if b]", "[not a]", "[f(a=1) != 2]",
-                                  "[f'{a!r}' x]", "[a # b c\n]", "[a b \\\n c]"])
+@pytest.mark.parametrize("text", ["[x = 1]", "[f(a=1)] [", "[Here are f(a=1)", "[f(a=1) if b]", "[not a]",
+                                  "[f(a=1) != 2]", "[f'{a!r}' x]", "[a # b c\n]", "[a b \\\n c]"])
 def test_syntax_error_shortcut_leaves_unsure_texts_to_ast(text: str) -> None:
     from promptgrid.matrix.parse._pyfast import certain_syntax_error
 
