@@ -98,6 +98,8 @@ def test_case_system_message_appended_after_blank_line(renderer: Renderer, make_
 
 
 def test_clean_grid_renders_every_variant(renderer: Renderer, quirky: Case) -> None:
+    # The style=experimental variants use bfcl-eval's own wording, read from an installed bfcl-eval.
+    pytest.importorskip("bfcl_eval")
     grid = load_grid("bfcl_v4_clean")
     prompts = [renderer.render(v, quirky) for v in grid.variants]
     assert len({p.sha256 for p in prompts}) == 26
