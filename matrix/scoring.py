@@ -172,11 +172,14 @@ def score_uncached(text: str, return_format: str, tool_call_tag: bool, case: Cas
 def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, languages: tuple[str, ...],
              parse: Any) -> Verdict:
     compiled = compile_case(case)
-    call_expected = compiled.mode is not Mode.IRRELEVANCE
+    mode = compiled.mode
+    call_expected = mode is not Mode.IRRELEVANCE
     parsed = parse(text, return_format, tool_call_tag)
     check = _bfcl_check(parsed, compiled)
+    valid = check.code is ErrorCode.VALID
     calls = parsed.calls
     strict_n = len(calls) if calls is not None and _has_call(calls) else 0
+    detected_format = parsed.detected_format
 
     # Format-agnostic: the calls in whatever format the model used. A clean
     # strict parse read everything there is (any_calls == calls), except where
@@ -185,25 +188,26 @@ def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, lan
     # XML read as verbose).
     loose = parsed.any_calls
     same_calls = calls is not None and parsed.failure is None and not parsed.per_call_wrapping
-    if not check.valid and calls is not None and (
-            parsed.unknown_xml_types or not format_matches(parsed.detected_format, return_format)):
+    if not valid and calls is not None and (
+            parsed.unknown_xml_types or not format_matches(detected_format, return_format)):
         lenient = parse_any(text).calls
         if lenient:
             loose, same_calls = lenient, False
     loose_n = len(loose) if loose is not None and _has_call(loose) else 0
     if not call_expected:
         agnostic_valid = loose_n == 0
-    elif same_calls and compiled.mode is not Mode.RELEVANCE:
-        agnostic_valid = check.valid
+    elif same_calls and mode is not Mode.RELEVANCE:
+        agnostic_valid = valid
     elif loose_n == 0:
         agnostic_valid = False
     else:
-        agnostic_valid = check_calls(loose, compiled).valid
-    detected = parsed.detected_format if (strict_n or loose_n) else None
+        agnostic_valid = check_calls(loose, compiled).code is ErrorCode.VALID
+    any_call = strict_n > 0 or loose_n > 0
+    detected = detected_format if any_call else None
 
     # FSA and ITC counts, on what bfcl-eval decoded. A valid answer matched
     # every expected call and every parameter it gave is acceptable.
-    if check.valid and calls is not None and compiled.mode in _CALL_MODES:
+    if valid and calls is not None and mode in _CALL_MODES:
         n_args = sum(len(p) for c in calls for p in c.values())
         counts = MatchCounts(True, strict_n, 0, 0, n_args, 0, 0)
     else:
@@ -211,49 +215,31 @@ def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, lan
 
     # Format match (ITC FM): calls decoded strictly, in the requested format,
     # the tag present exactly when asked for, not split per call.
-    if strict_n == 0 and loose_n == 0:
+    if not any_call:
         format_match: bool | None = None if not call_expected else False
     else:
         format_match = (
             strict_n > 0
             and not parsed.per_call_wrapping
             and (_TAG in text) == tool_call_tag
-            and format_matches(parsed.detected_format, return_format)
+            and format_matches(detected_format, return_format)
         )
 
     # Language of a free-text answer (ITC LM): only where the parser saw no
     # call-like content at all (a broken call is not prose in some language).
     response_language: str | None = None
     language_match: bool | None = None
-    if strict_n == 0 and loose_n == 0 and parsed.detected_format is None and text.strip():
+    if not any_call and detected_format is None and text and not text.isspace():
         response_language, language_match = detect_language_match(text, case.language, languages)
 
     failure_mode = None
-    if not check.valid:
+    if not valid:
         failure_mode = classify(check.code, check.detail, parsed, text, return_format=return_format,
                                 tool_call_tag=tool_call_tag, call_expected=call_expected,
                                 offered_names=compiled.offered_names)
 
-    return Verdict(
-        valid=check.valid,
-        error_code=check.code,
-        failure_mode=failure_mode,
-        format_agnostic_valid=agnostic_valid,
-        detected_format=detected,
-        format_match=format_match,
-        function_selection_correct=counts.function_selection_correct,
-        tool_tp=counts.tool_tp,
-        tool_fp=counts.tool_fp,
-        tool_fn=counts.tool_fn,
-        arg_tp=counts.arg_tp,
-        arg_fp=counts.arg_fp,
-        arg_fn=counts.arg_fn,
-        n_expected_calls=len(compiled.expected),
-        n_predicted_calls=strict_n,
-        response_language=response_language,
-        language_match=language_match,
-        message=check,
-    )
+    return Verdict(valid, check.code, failure_mode, agnostic_valid, detected, format_match, *counts,
+                   len(compiled.expected), strict_n, response_language, language_match, check)
 
 
 def score_calls(calls: Any, case: Case) -> CheckResult:
