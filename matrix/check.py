@@ -346,10 +346,23 @@ class CheckResult(NamedTuple):
             what = f"{where}parameter {self.param!r}: {reason.value}"
         else:
             what = f"{where}{reason.value}"
-        return f"{what}; {self.note}" if self.note else what
+        note = self.note
+        if not note and type(self.value) is _CalledNames:
+            note = f"expected a call to {self.func!r}, got {', '.join(self.value)!r}"
+        return f"{what}; {note}" if note else what
+
+
+class _CalledNames(tuple):  # type: ignore[type-arg]
+    """The names a wrong call used (``CheckResult.value`` of WRONG_FUNC_NAME), spelled out only in ``message``."""
 
 
 _OK = CheckResult(ErrorCode.VALID)
+
+
+@functools.lru_cache(maxsize=1024)
+def _count_error(code: ErrorCode, template: str, expected: int, got: int) -> CheckResult:
+    """A wrong-count result (shared: results are immutable, and the same counts recur)."""
+    return CheckResult(code, template.format(expected=expected, got=got), code)
 _T_SIMPLE = ErrorCode.TYPE_ERROR_SIMPLE
 _V_STRING = ErrorCode.VALUE_ERROR_STRING
 _V_OTHERS = ErrorCode.VALUE_ERROR_OTHERS
@@ -532,10 +545,9 @@ def _one(expected: _ExpectedCall, call: Call) -> CheckResult:
     if failure is None:
         return _OK
     code, param, value = failure
-    note = ""
     if code is ErrorCode.WRONG_FUNC_NAME:
-        note = f"expected a call to {expected.name!r}, got {', '.join(map(str, call))!r}"
-    return CheckResult(code, note, code, expected.name, param, value)
+        return CheckResult(code, "", code, expected.name, None, _CalledNames(map(str, call)))
+    return CheckResult(code, "", code, expected.name, param, value)
 
 
 def _check_parallel(compiled: CompiledCase, calls: Sequence[Call]) -> CheckResult:
@@ -548,8 +560,7 @@ def _check_parallel(compiled: CompiledCase, calls: Sequence[Call]) -> CheckResul
     """
     n = len(compiled.expected)
     if len(calls) != n:
-        return CheckResult(ErrorCode.PARALLEL_WRONG_COUNT, f"expected {n} calls, got {len(calls)}",
-                           ErrorCode.PARALLEL_WRONG_COUNT)
+        return _count_error(ErrorCode.PARALLEL_WRONG_COUNT, "expected {expected} calls, got {got}", n, len(calls))
     unmatched = list(range(n))
     for i, expected in enumerate(compiled.expected):
         same_name: tuple[ErrorCode, str | None, Any] | None = None
@@ -579,14 +590,12 @@ def check_calls(calls: Sequence[Call], case: Case | CompiledCase) -> CheckResult
         return _check_parallel(compiled, calls)
     if mode is Mode.SIMPLE:
         if len(calls) != 1:
-            return CheckResult(ErrorCode.SIMPLE_WRONG_COUNT, f"expected 1 call, got {len(calls)}",
-                               ErrorCode.SIMPLE_WRONG_COUNT)
+            return _count_error(ErrorCode.SIMPLE_WRONG_COUNT, "expected {expected} call, got {got}", 1, len(calls))
         return _one(compiled.expected[0], calls[0])
     if mode is Mode.MULTIPLE:
         if len(calls) != len(compiled.expected):
-            return CheckResult(ErrorCode.MULTIPLE_WRONG_COUNT,
-                               f"expected {len(compiled.expected)} call(s), got {len(calls)}",
-                               ErrorCode.MULTIPLE_WRONG_COUNT)
+            return _count_error(ErrorCode.MULTIPLE_WRONG_COUNT, "expected {expected} call(s), got {got}",
+                                len(compiled.expected), len(calls))
         return _one(compiled.expected[0], calls[0])
     if mode is Mode.IRRELEVANCE:
         if _has_call(calls):
