@@ -46,6 +46,14 @@ def parse_python_calls(text: str, *, exact: bool = True) -> tuple[list[dict[str,
 
 
 def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+    if "(" not in text and len(text) <= MAX_PYTHON_TOKENS:
+        # Prose, JSON or XML where Python was asked for: no call can be written
+        # without "(". The one call-free success is an empty list (what the fast
+        # path accepts: "[" and "]" tokens alone); short enough for the token
+        # bound not to apply, so this is the verdict the steps below would give.
+        if text[:1] == "[" and text[-1:] == "]" and "".join(text.split()) == "[]":
+            return [], None
+        raise Fail(ParseFailure.NOT_A_CALL, "Python: no call in the text")
     toks = tokenize(text)
     if toks is None:
         raise Fail(ParseFailure.TOO_LARGE, f"Python: more than {MAX_PYTHON_TOKENS} tokens",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 import pytest
 
@@ -250,3 +251,18 @@ def test_syntax_error_shortcut_leaves_unsure_texts_to_ast(text: str) -> None:
     from promptgrid.matrix.parse._pyfast import certain_syntax_error
 
     assert certain_syntax_error(text, tokenize(text)) is None
+
+
+@pytest.mark.parametrize(("text", "calls"), [("[]", []), ("[ ]", []), ("[\n]", []), ("[] ", None), (" []", None),
+                                             ("[[]]", None), ("[1, 2]", None), ("x", None), ("[]]", None)])
+def test_texts_without_parentheses(text: str, calls: list[Any] | None) -> None:
+    """No "(": an empty list is the one success (as the fast path reads it), anything else is not a call."""
+    from promptgrid.matrix.parse._fail import Fail
+    from promptgrid.matrix.parse._python import parse_python_calls
+
+    if calls is not None:
+        assert parse_python_calls(text) == (calls, None)
+        return
+    with pytest.raises(Fail) as info:
+        parse_python_calls(text)
+    assert info.value.kind is ParseFailure.NOT_A_CALL
