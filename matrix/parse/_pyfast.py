@@ -31,6 +31,7 @@ from ._result import ParseFailure
 
 __all__ = [
     "Decline",
+    "Mismatch",
     "TooDeep",
     "TooLarge",
     "balanced_end",
@@ -43,6 +44,16 @@ __all__ = [
 
 class Decline(Exception):
     """The fast path cannot decide this input; use the ``ast`` path."""
+
+
+class Mismatch(Decline):
+    """A bracket closed by the wrong bracket, where every token before it was read.
+
+    Those tokens are a well-formed prefix in Python's own view, so Python's
+    first error is this one: its tokenizer's "closing parenthesis ... does not
+    match opening parenthesis ...". Callers that only need the fast path's
+    verdict treat it as a ``Decline``.
+    """
 
 
 class TooDeep(Exception):
@@ -207,6 +218,8 @@ def _call(toks: list[str], i: int, depth: int) -> tuple[str, dict[str, Any] | No
                 return name, args, i + 1
         elif t == ")":
             return name, args, i + 1
+        elif t in _CLOSERS:
+            raise Mismatch
         else:
             raise Decline
 
@@ -247,7 +260,7 @@ def _value(toks: list[str], i: int, literal: bool, depth: int) -> tuple[Any, int
             if sep == ",":
                 i += 1
             elif sep != close:
-                raise Decline
+                raise Mismatch if sep in _CLOSERS else Decline
             elif close == ")" and len(items) == 1 and toks[i - 1] != ",":
                 return v, i + 1  # a parenthesized value, not a tuple
         return (items if close == "]" else tuple(items)), i + 1
@@ -275,7 +288,7 @@ def _mapping(toks: list[str], i: int, literal: bool, depth: int) -> tuple[dict[A
         if sep == ",":
             i += 1
         elif sep != "}":
-            raise Decline
+            raise Mismatch if sep in _CLOSERS else Decline
     return out, i + 1
 
 
@@ -299,7 +312,7 @@ def parse_calls_fast(text: str, toks: list[str]) -> list[dict[str, dict[str, Any
             if sep == ",":
                 i += 1
             elif sep != "]":
-                raise Decline
+                raise Mismatch if sep in _CLOSERS else Decline
         i += 1
     elif toks[0][:1] in _NAME_START:
         if "\n" in text or "\r" in text:

@@ -11,7 +11,7 @@ from typing import Any
 from ._fail import Fail
 from ._limits import MAX_DEPTH, MAX_PYTHON_TOKENS
 from ._pyast import parse_calls_ast
-from ._pyfast import Decline, TooDeep, certain_syntax_error, parse_calls_fast, tokenize
+from ._pyfast import Decline, Mismatch, TooDeep, certain_syntax_error, parse_calls_fast, tokenize
 from ._result import Deviation, ParseFailure
 
 __all__ = ["parse_python_calls"]
@@ -60,6 +60,8 @@ def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]
                    deviation=Deviation.LIMITS)
     try:
         return parse_calls_fast(text, toks), None
+    except Mismatch:
+        raise Fail(ParseFailure.UNCLOSED_BRACKET, "Python syntax error: a bracket closed by the wrong bracket") from None
     except Decline:
         pass
     except TooDeep:

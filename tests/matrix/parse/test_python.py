@@ -205,9 +205,17 @@ def _ast_kind(text: str) -> ParseFailure | None:
 def _shortcut_agrees(text: str) -> bool:
     from promptgrid.matrix.parse._pyfast import certain_syntax_error
 
+    from promptgrid.matrix.parse._pyfast import Mismatch
+
     toks = tokenize(text)
     if toks is None:
         return False
+    try:
+        parse_calls_fast(text, toks)
+    except Mismatch:  # the fast path's own proof of a bracket closed by the wrong one
+        assert _ast_kind(text) is ParseFailure.UNCLOSED_BRACKET, text
+    except Exception:  # noqa: BLE001 - Decline, TooDeep: nothing claimed
+        pass
     certain = certain_syntax_error(text, toks)
     quick = certain_syntax_error(text, toks, first=True)  # any error proven is an error
     if quick is not None:
