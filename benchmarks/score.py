@@ -84,7 +84,8 @@ def _time(fn: Callable[[], Any]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fraction", type=float, default=1.0, help="share of (config, entry) pairs corrupted")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="interleaved rounds; each side keeps its best (the machine may be shared)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-by-kind", dest="by_kind", action="store_false",
                         help="skip the per-kind breakdown")
