@@ -358,14 +358,15 @@ class _CalledNames(tuple):  # type: ignore[type-arg]
 
 _OK = CheckResult(ErrorCode.VALID)
 
+_T_SIMPLE = ErrorCode.TYPE_ERROR_SIMPLE
+_V_STRING = ErrorCode.VALUE_ERROR_STRING
+_V_OTHERS = ErrorCode.VALUE_ERROR_OTHERS
+
 
 @functools.lru_cache(maxsize=1024)
 def _count_error(code: ErrorCode, template: str, expected: int, got: int) -> CheckResult:
     """A wrong-count result (shared: results are immutable, and the same counts recur)."""
     return CheckResult(code, template.format(expected=expected, got=got), code)
-_T_SIMPLE = ErrorCode.TYPE_ERROR_SIMPLE
-_V_STRING = ErrorCode.VALUE_ERROR_STRING
-_V_OTHERS = ErrorCode.VALUE_ERROR_OTHERS
 
 
 def _nested_ok(rule: _ParamRule, value: list[Any]) -> bool:

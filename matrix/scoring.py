@@ -111,10 +111,7 @@ def score(response: str, variant: Variant, case: Case, *,
     label the prompt asked for before the calls (``Action:`` in the
     MASSIVE-Agents one-shot prompt), which is removed first.
     """
-    text = response if isinstance(response, str) else ""
-    prefix = _answer_prefix(variant.template)
-    if prefix:
-        text = _strip_prefix(text, prefix)
+    text = _answer_text(response, variant)
     langs = languages if isinstance(languages, tuple) else tuple(languages)
     return _score(text, variant.return_format, variant.tool_call_tag, case, langs)
 
@@ -129,12 +126,16 @@ def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
     ``bfcl_verdict(...).code`` (tests/matrix/check/test_bfcl_agreement.py).
     Not memoized.
     """
+    parsed = parse_response(_answer_text(response, variant), variant.return_format, variant.tool_call_tag,
+                            refine=False)
+    return _bfcl_check(parsed, compile_case(case))
+
+
+def _answer_text(response: Any, variant: Variant) -> str:
+    """The response without the answer label its template asked for (``Action:``); "" for a non-string."""
     text = response if isinstance(response, str) else ""
     prefix = _answer_prefix(variant.template)
-    if prefix:
-        text = _strip_prefix(text, prefix)
-    parsed = parse_response(text, variant.return_format, variant.tool_call_tag, refine=False)
-    return _bfcl_check(parsed, compile_case(case))
+    return _strip_prefix(text, prefix) if prefix else text
 
 
 @functools.lru_cache(maxsize=64)

@@ -133,36 +133,29 @@ _FAILURES: dict[str, Fail] = {}
 _MEMO_SIZE = 64
 
 
-def parse_tree(doc: str, *, well_formed: bool = False) -> Node:
-    """Parse one XML document into :class:`Node`; raises :class:`Fail`.
-
-    ``well_formed=True``: the caller has seen ``malformed(doc)`` return None.
-    """
+def parse_tree(doc: str) -> Node:
+    """Parse one XML document into :class:`Node`; raises :class:`Fail`."""
     known = _FAILURES.get(doc)
     if known is not None:
         raise known.fresh()
     try:
-        return _parse_tree(doc, well_formed)
+        return _parse_tree(doc)
     except Fail as fail:
-        _remember(doc, fail)
+        if len(_FAILURES) >= _MEMO_SIZE:
+            _FAILURES.clear()
+        _FAILURES[doc] = fail  # only ever read through fresh(), never raised again
         raise
 
 
-def _remember(doc: str, fail: Fail) -> None:
-    if len(_FAILURES) >= _MEMO_SIZE:
-        _FAILURES.clear()
-    _FAILURES[doc] = fail  # only ever read through fresh(), never raised again
-
-
-def _parse_tree(doc: str, well_formed: bool = False) -> Node:
+def _parse_tree(doc: str) -> Node:
     if has_dtd(doc):
         raise Fail(ParseFailure.XML_ENTITY_REFUSED, "XML: DOCTYPE/ENTITY declarations are refused")
     n_open = doc.count("<")
     if n_open > 2 * MAX_XML_ELEMENTS + 2:  # every element needs a "<": refuse before parsing
         raise Fail(ParseFailure.TOO_LARGE, f"XML: more than {MAX_XML_ELEMENTS} elements",
                    deviation=Deviation.LIMITS)
-    if n_open <= MAX_DEPTH and not well_formed:
-        fail = malformed(doc)
+    if n_open <= MAX_DEPTH:
+        fail = _malformed(doc)
         if fail is not None:
             raise fail
     builder = _Builder()
@@ -186,14 +179,14 @@ def _parse_tree(doc: str, well_formed: bool = False) -> Node:
     return builder.root
 
 
-def malformed(doc: str) -> Fail | None:
+def _malformed(doc: str) -> Fail | None:
     """The failure of a document expat rejects, found at C speed; None if it is well-formed.
 
     Malformed blocks (an unclosed tag, a stray "&") are common and fail
     whatever the tree holds: a parser that calls Python code only to refuse a
-    DTD finds out first. Callers use it only on documents with at most
-    MAX_DEPTH "<" (so no limit of the full parse could fire first) and no
-    DTD (``has_dtd``), so the failure is the one the full parse reports.
+    DTD finds out first. Used only on documents with at most MAX_DEPTH "<"
+    (so no limit of the full parse could fire first) and no DTD (``has_dtd``),
+    so the failure is the one the full parse reports.
     """
     try:
         _new_parser().Parse(doc, True)
@@ -306,19 +299,12 @@ def parse_xml_calls(body: str, verbose: bool) -> tuple[XmlDecoded, tuple[int, in
     doc = body[i:end]
     more = body.find("<functions>", end) >= 0
     out = XmlDecoded()
-    well_formed = False
     if len(doc) < FAST_PATH_MAX_CHARS and not has_dtd(doc):
         fast = fast_xml_calls(doc, verbose, lambda raw, type_name, param: _convert(raw, type_name, param, out))
         if fast is not None:
             out.calls, out.detected = fast
             return out, (i, end), more
-        if doc.count("<") <= MAX_DEPTH and doc not in _FAILURES:
-            fail = malformed(doc)  # most blocks that miss the fast path are malformed: say so at once
-            if fail is not None:
-                _remember(doc, fail)
-                raise fail
-            well_formed = True
-    root = parse_tree(doc, well_formed=well_formed)
+    root = parse_tree(doc)
     functions = [f for f in root.children if f.tag == "function"]
     nameless_param = False
     for func in functions:
