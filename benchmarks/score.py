@@ -11,8 +11,10 @@ The headline is honest about repetition: the corpus repeats each response
 text about 4 times (configs that differ only in doc format or wording ask for
 the same return format and tag), so it is deduplicated on (text, return
 format, tag, entry) first, and promptgrid's response-text memos (the parse
-and verdict LRU caches in ``scoring``) are OFF in every headline timing.
-The only cache allowed is per case: ``compile_case`` (normalized ground truth
+and verdict LRU caches in ``scoring``) are OFF in every headline timing; so
+is the parsers' memo of their last failures (kept for the format-agnostic
+re-read of the same response), emptied before every response in (b) and
+never filled by (a). The only cache allowed is per case: ``compile_case`` (normalized ground truth
 and schema types), warmed before timing -- bfcl-eval has no equivalent and
 re-normalizes the ground truth for every response, which is the point of it.
 
@@ -154,21 +156,23 @@ def main(argv: list[str] | None = None) -> int:
 
     from promptgrid.matrix.parse import _python, _xml
 
-    def forget_parser_failures() -> None:
-        # The parsers keep their last 64 failures so the format-agnostic reader
-        # can reuse the strict parse of the same response; nothing carries over
-        # from one timed run to the next.
-        _python._FAILURES.clear()
-        _xml._FAILURES.clear()
+    python_failures, xml_failures = _python._FAILURES, _xml._FAILURES
 
     def run_equivalent(rows: Any = verdict_rows) -> None:
-        forget_parser_failures()
+        # Verdict-only parses keep no failures (no format-agnostic re-read follows).
+        python_failures.clear()
+        xml_failures.clear()
         for text, variant, case in rows:
             bfcl_verdict(text, variant, case)
 
     def run_full(rows: Any = ours_rows) -> None:
-        forget_parser_failures()
         for text, fmt, tag, case in rows:
+            # The parsers keep their last 64 failures so that the format-agnostic
+            # reader re-reads a block the strict parse just failed on for free;
+            # within one response that is the product, across responses (the
+            # same block with and without the tag) it would be a text memo.
+            python_failures.clear()
+            xml_failures.clear()
             full_score(text, fmt, tag, case, langs)
 
     names = {"bfcl": "bfcl-eval decode + ast_checker",

@@ -41,7 +41,7 @@ from promptgrid.variants import Case, PromptgridError, Variant, builtin_grids, c
 from .check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
 from .failure_modes import classify
 from .metrics import DEFAULT_LANGUAGES, detect_language_match
-from .parse import format_matches, parse_any, parse_response
+from .parse import decode_bfcl, format_matches, parse_any, parse_response
 from .verdict import ErrorCode, Verdict
 
 __all__ = ["CACHE_SIZE", "bfcl_verdict", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream",
@@ -56,29 +56,30 @@ def _has_call(calls: Any) -> bool:
     return bool(calls) and not (len(calls) == 1 and len(calls[0]) == 0)
 
 
-def _bfcl_check(parsed: Any, compiled: Any) -> CheckResult:
-    """What bfcl-eval's format-sensitivity runner would record for this parse."""
+def _bfcl_check(calls: Any, bfcl_error_type: str | None, details: str, compiled: Any) -> CheckResult:
+    """What bfcl-eval's format-sensitivity runner would record for this decode.
+
+    ``calls`` is None when the decode failed; ``bfcl_error_type`` and
+    ``details`` then say how.
+    """
     mode = compiled.mode
-    calls = parsed.calls
-    if mode is Mode.IRRELEVANCE:
-        if calls is not None and _has_call(calls):
-            return CheckResult(ErrorCode.IRRELEVANCE_DECODER_SUCCESS, "a call was made where none was expected",
-                               ErrorCode.IRRELEVANCE_DECODER_SUCCESS)
-        return CheckResult(ErrorCode.VALID)
     if calls is not None:
-        return check_calls(calls, compiled)
+        return check_calls(calls, compiled)  # irrelevance included: a call there is the error
+    if mode is Mode.IRRELEVANCE:
+        return _OK
     if mode is Mode.RELEVANCE:
         return CheckResult(ErrorCode.RELEVANCE_DECODER_FAILED, "no call could be decoded",
                            ErrorCode.RELEVANCE_DECODER_FAILED)
-    if parsed.bfcl_error_type is None:
+    if bfcl_error_type is None:
         # bfcl-eval decodes this text as an empty call list (e.g. JSON that does
         # not decode): its checker then reports the wrong count.
         result = check_calls((), compiled)
-        return CheckResult(result.code, parsed.details, result.detail)
-    code = _DECODER_CODES.get(parsed.bfcl_error_type) or ErrorCode(parsed.bfcl_error_type)
-    return CheckResult(code, parsed.details, code)
+        return CheckResult(result.code, details, result.detail)
+    code = _DECODER_CODES.get(bfcl_error_type) or ErrorCode(bfcl_error_type)
+    return CheckResult(code, details, code)
 
 
+_OK = CheckResult(ErrorCode.VALID)
 _DECODER_CODES = {c.value: c for c in (ErrorCode.DECODER_FAILED, ErrorCode.DECODER_WRONG_OUTPUT_FORMAT)}
 
 
@@ -126,9 +127,10 @@ def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
     ``bfcl_verdict(...).code`` (tests/matrix/check/test_bfcl_agreement.py).
     Not memoized.
     """
-    parsed = parse_response(_answer_text(response, variant), variant.return_format, variant.tool_call_tag,
-                            refine=False)
-    return _bfcl_check(parsed, compile_case(case))
+    calls, fail = decode_bfcl(_answer_text(response, variant), variant.return_format, variant.tool_call_tag)
+    if fail is None:
+        return _bfcl_check(calls, None, "", compile_case(case))
+    return _bfcl_check(None, fail.bfcl_error_type, fail.details, compile_case(case))
 
 
 def _answer_text(response: Any, variant: Variant) -> str:
@@ -176,7 +178,7 @@ def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, lan
     mode = compiled.mode
     call_expected = mode is not Mode.IRRELEVANCE
     parsed = parse(text, return_format, tool_call_tag)
-    check = _bfcl_check(parsed, compiled)
+    check = _bfcl_check(parsed.calls, parsed.bfcl_error_type, parsed.details, compiled)
     valid = check.code is ErrorCode.VALID
     calls = parsed.calls
     strict_n = len(calls) if calls is not None and _has_call(calls) else 0

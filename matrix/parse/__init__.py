@@ -2,7 +2,9 @@
 
 - :func:`parse_response` parses the requested format with bfcl-eval
   2026.3.23's decoding semantics (so accuracies match the leaderboard), minus
-  its unsafe parts (docs/parsing.md lists every deliberate difference).
+  its unsafe parts (docs/parsing.md lists every deliberate difference);
+  :func:`decode_bfcl` is the same decode without the diagnostics (calls or
+  a failure, for verdict-only scoring).
 - :func:`parse_any` finds calls written in any of the four formats, with or
   without tags, fences or prose, to tell "did not follow the format" apart
   from "called the wrong thing".
@@ -23,7 +25,7 @@ from ._result import (
     ParseResult,
     format_matches,
 )
-from ._strict import UnknownReturnFormatError, parse_response
+from ._strict import UnknownReturnFormatError, decode_bfcl, parse_response
 
 __all__ = [
     "BFCL_DECODER_FAILED",
@@ -37,6 +39,7 @@ __all__ = [
     "ParseFailure",
     "ParseResult",
     "UnknownReturnFormatError",
+    "decode_bfcl",
     "format_matches",
     "parse_any",
     "parse_response",

@@ -21,7 +21,7 @@ UNEXPECTED_TAG), and the flags the checker's failure-mode classifier uses.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from promptgrid.variants import PromptgridError, closest
 
@@ -38,10 +38,12 @@ from ._result import (
     ParseResult,
     format_matches,
 )
-from ._text import TAG_CLOSE, TAG_OPEN, BfclText, has_fence, is_prose, toolcall_blocks
+from ._text import TAG_CLOSE, TAG_OPEN, BfclText, bfcl_bracketed, has_fence, is_prose, toolcall_blocks
 from ._xml import DTD_RE, has_dtd, parse_xml_calls
 
-__all__ = ["UnknownReturnFormatError", "parse_response"]
+__all__ = ["UnknownReturnFormatError", "decode_bfcl", "parse_response"]
+
+Calls = list[dict[str, dict[str, Any]]]
 
 # Failures a look at the whole text can explain better.
 _REFINABLE = frozenset(
@@ -55,12 +57,11 @@ _FINAL = frozenset(
 )
 
 
-# Records are frozen: the outcomes that depend on nothing else are shared.
-_EMPTY_LENIENT = ParseResult(None, ParseFailure.EMPTY, details="empty response")
-_EMPTY_FAILED = ParseResult(None, ParseFailure.EMPTY, bfcl_error_type=BFCL_DECODER_FAILED, details="empty response")
-_TAG_MISSING = ParseResult(None, ParseFailure.TAG_MISSING, bfcl_error_type=BFCL_DECODER_FAILED,
-                           details="no <TOOLCALL> tag")
-_TAG_MISSING_FENCED = _TAG_MISSING.evolve(code_fence=True)
+# Failures that depend on nothing else are shared (never raised, only read).
+_EMPTY_LENIENT = Fail(ParseFailure.EMPTY, "empty response", bfcl_error_type=None)
+_EMPTY_FAILED = Fail(ParseFailure.EMPTY, "empty response")
+_TAG_MISSING = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
+_TAG_UNCLOSED = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")
 
 
 class UnknownReturnFormatError(PromptgridError, ValueError):
@@ -75,7 +76,6 @@ def parse_response(
     tool_call_tag: bool,
     *,
     strict_xml_types: bool = False,
-    refine: bool = True,
 ) -> ParseResult:
     """Parse ``text`` as bfcl-eval would for this return format and tag.
 
@@ -83,19 +83,11 @@ def parse_response(
     :class:`ParseResult`. ``strict_xml_types=True`` fails XML answers whose
     ``type`` attributes are outside bfcl's list (``WRONG_XML_TYPE``);
     bfcl-eval itself keeps such values as strings, which is the default.
-    ``refine=False`` skips the format-agnostic reading of failed answers
-    (several times the cost of the strict parse) and the look at the text
-    around decoded calls: the failure kind is then the strict parser's own
-    (and may say BAD_SYNTAX for a Python UNCLOSED_BRACKET), ``detected_format``
-    and ``any_calls`` are None on failure, ``prose`` is always False. Use it
-    when only bfcl-eval's verdict is needed (``scoring.bfcl_verdict``).
+    (:func:`decode_bfcl` is the same decode without the diagnostics.)
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     if return_format not in RETURN_FORMATS:
-        raise UnknownReturnFormatError(
-            f"Unknown return format {return_format!r}; use one of {', '.join(RETURN_FORMATS)}."
-            + closest(return_format, RETURN_FORMATS)
-        )
+        _unknown_format(return_format)
     if text is None:
         text = ""
     if len(text) > MAX_INPUT_CHARS:
@@ -104,7 +96,8 @@ def parse_response(
     if not text or text.isspace():
         # bfcl-eval decodes nothing as [] in python and json without the tag (its
         # checker then reports the count); anything else fails to decode.
-        return _EMPTY_LENIENT if return_format in ("python", "json") and not tool_call_tag else _EMPTY_FAILED
+        fail = _EMPTY_LENIENT if return_format in ("python", "json") and not tool_call_tag else _EMPTY_FAILED
+        return _failure(fail, text, None, code_fence=False)
     if tool_call_tag:
         # bfcl-eval strips and brackets the text first; that never changes what
         # lies between the first <TOOLCALL> and the first </TOOLCALL> after it
@@ -112,16 +105,10 @@ def parse_response(
         # taken in the text itself.
         i = text.find(TAG_OPEN)
         if i < 0:
-            # The cheapest failure, and a common one.
-            if not refine:
-                return _TAG_MISSING_FENCED if "```" in text else _TAG_MISSING
-            return _refine(Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag"), text, return_format, None)
+            return _refine(_TAG_MISSING, text, return_format, None)
         j = text.find(TAG_CLOSE, i + len(TAG_OPEN))
         if j < 0:
-            fail = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")
-            if not refine:
-                return _plain_failure(fail, text, True)
-            return _refine(fail, text, return_format, None, tag_found=True)
+            return _refine(_TAG_UNCLOSED, text, return_format, None, tag_found=True)
         raw = text[i + len(TAG_OPEN):j]
         body = raw.strip()
         body_at = i + len(TAG_OPEN) + len(raw) - len(raw.lstrip())
@@ -147,7 +134,7 @@ def parse_response(
         unknown: tuple[str, ...] = ()
         detected = return_format
         if return_format == "python":
-            calls, deviation = parse_python_calls(body.strip().strip("'"), exact=refine)
+            calls, deviation = parse_python_calls(body.strip().strip("'"))
             span = (0, len(body))
         elif return_format == "json":
             calls, span, more, deviation = parse_json_calls(body)
@@ -163,15 +150,9 @@ def parse_response(
                            "XML: type names outside the prompt's list: " + ", ".join(unknown),
                            bfcl_error_type=None)
     except Fail as fail:
-        if not refine:
-            return _plain_failure(fail, text, tag_found, per_call)
         return _refine(fail, text, return_format, body if tool_call_tag else None,
                        tag_found=tag_found, per_call_wrapping=per_call)
     calls = tuple(calls)
-    if not refine:
-        # Only the verdict is wanted: the text around the calls is not looked at.
-        return ParseResult(calls, None, detected, tag_found, per_call, False, "```" in text, unknown, None,
-                           deviation, "", calls)
     if bt is None:
         rest = text[:body_at + span[0]] + text[body_at + span[1]:]
     else:
@@ -196,6 +177,63 @@ def parse_response(
         if everything.calls:
             result = result.evolve(any_calls=everything.calls)
     return result
+
+
+def decode_bfcl(text: str, return_format: str, tool_call_tag: bool) -> tuple[Calls | None, Fail | None]:
+    """bfcl-eval's decode alone: ``(calls, None)``, or ``(None, failure)``.
+
+    The verdict-only twin of :func:`parse_response` (``scoring.bfcl_verdict``
+    uses it): the same calls, and on failure the same ``bfcl_error_type``
+    and deviation, without the diagnostics -- no format-agnostic reading of
+    a failed answer, no look at the text around the calls, no record. The
+    failure kind is the strict parser's own and may be coarser than
+    ``parse_response``'s: BAD_SYNTAX for a Python UNCLOSED_BRACKET, and no
+    WRONG_FORMAT, EXTRA_TEXT, CODE_FENCE, PROSE_ONLY or UNEXPECTED_TAG.
+    tests/matrix/check/test_bfcl_agreement.py checks the verdicts agree on
+    the whole agreement corpus. Raises :class:`UnknownReturnFormatError`
+    for an unknown ``return_format``.
+    """
+    if return_format not in RETURN_FORMATS:
+        _unknown_format(return_format)
+    if text is None:
+        text = ""
+    if len(text) > MAX_INPUT_CHARS:
+        return None, Fail(ParseFailure.TOO_LARGE, f"response longer than {MAX_INPUT_CHARS} characters",
+                          deviation=Deviation.LIMITS)
+    if not text or text.isspace():
+        return None, _EMPTY_LENIENT if return_format in ("python", "json") and not tool_call_tag else _EMPTY_FAILED
+    if tool_call_tag:
+        i = text.find(TAG_OPEN)
+        if i < 0:
+            return None, _TAG_MISSING
+        i += len(TAG_OPEN)
+        j = text.find(TAG_CLOSE, i)
+        if j < 0:
+            return None, _TAG_UNCLOSED
+        body = text[i:j].strip()
+        if not body:
+            return None, Fail(ParseFailure.EMPTY, "empty <TOOLCALL> tag",
+                              bfcl_error_type=None if return_format == "json" else BFCL_DECODER_FAILED)
+    elif return_format == "python" or return_format == "json":
+        body = bfcl_bracketed(text)
+    else:
+        body = text
+    try:
+        if return_format == "python":
+            return parse_python_calls(body.strip().strip("'"), exact=False)[0], None
+        if return_format == "json":
+            return parse_json_calls(body)[0], None
+        _check_dtd(text, body)
+        return parse_xml_calls(body, verbose=return_format == "verbose_xml", exact=False)[0].calls, None
+    except Fail as fail:
+        return None, fail
+
+
+def _unknown_format(return_format: str) -> NoReturn:
+    raise UnknownReturnFormatError(
+        f"Unknown return format {return_format!r}; use one of {', '.join(RETURN_FORMATS)}."
+        + closest(return_format, RETURN_FORMATS)
+    )
 
 
 def _has_words(text: str) -> bool:
@@ -237,13 +275,6 @@ def _failure(fail: Fail, text: str, lenient: ParseResult | None, **flags: Any) -
         details=fail.details,
         **fields,
     )
-
-
-def _plain_failure(fail: Fail, text: str, tag_found: bool = False, per_call_wrapping: bool = False) -> ParseResult:
-    """``_failure`` without a lenient reading (``refine=False``): the hot path of
-    bfcl-equivalent scoring, so the record is built in one positional call."""
-    return ParseResult(None, fail.kind, None, tag_found, per_call_wrapping, False, "```" in text, (),
-                       fail.bfcl_error_type, fail.deviation, fail.details, None)
 
 
 def _refine(fail: Fail, text: str, return_format: str, tag_body: str | None, **flags: Any) -> ParseResult:

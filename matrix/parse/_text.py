@@ -17,6 +17,7 @@ __all__ = [
     "TAG_OPEN",
     "BfclText",
     "Blocks",
+    "bfcl_bracketed",
     "fenced_pieces",
     "has_fence",
     "is_prose",
@@ -32,6 +33,13 @@ _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n`]*\n?(.*?)(?:```|\Z)", 
 _NOT_PROSE = " \t\r\n`'\"[](),;:.!"
 _MAX_BLOCKS = 1000
 _PROSE_WINDOW = 10_000
+
+
+def bfcl_bracketed(text: str) -> str:
+    """``BfclText(text).s`` alone (what the verdict-only decode needs)."""
+    core = text.strip("`\n ")
+    s = core if core.startswith("[") else "[" + core
+    return s if s.endswith("]") else s + "]"
 
 
 class BfclText:

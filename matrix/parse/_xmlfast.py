@@ -33,9 +33,12 @@ _V_FUNC = (rf"<function{_SEP}name={_VAL}{_WS}(?:/>|>{_WS}"
            rf"(?:<params>{_WS}(?:{_V_PARAM}{_WS})*</params>{_WS}|(?:{_V_PARAM}{_WS})*)</function>)")
 _VERBOSE_RE = re.compile(rf"<functions>{_WS}(?:{_V_FUNC}{_WS})*</functions>")
 # Both item patterns start with a literal "<" so the regex engine can skip ahead.
+# A verbose item is a <function> or <param> start tag (closers and <params> are
+# not items: fewer matches and groups, which is most of findall's cost); the
+# quotes stay in the value and type groups so that an absent attribute ("")
+# differs from an empty one ('""').
 _VERBOSE_ITEM_RE = re.compile(
-    rf'<(?:(function){_SEP}name="([^"]*)"|param{_SEP}name="([^"]*)"(?:{_SEP}(value)="([^"]*)")?'
-    rf'(?:{_SEP}(type)="([^"]*)")?|(params)>)'
+    rf'<(function|param){_SEP}name="([^"]*)"(?:{_SEP}value=("[^"]*"))?(?:{_SEP}type=("[^"]*"))?'
 )
 
 _C_PARAM = rf"<param{_SEP}name={_VAL}(?:{_SEP}type={_VAL})?{_WS}>{_TEXT}</param>"
@@ -63,20 +66,21 @@ def fast_xml_calls(
     if verbose:
         if _VERBOSE_RE.fullmatch(doc) is None:
             return _concise_read_as_verbose(doc, convert)
-        for is_func, fname, pname, has_value, value, has_type, type_name, container in _VERBOSE_ITEM_RE.findall(doc):
-            if is_func:
+        evidence = "<params>" in doc  # as in _xml.shape_of: a <params> container or a value= is verbose
+        for kind, name, quoted_value, quoted_type in _VERBOSE_ITEM_RE.findall(doc):
+            if kind == "function":
                 args = {}
-                calls.append({fname: args})
-            elif container:
-                evidence += 1  # as in _xml.shape_of: a <params> container or a value= is verbose
+                calls.append({name: args})
+                continue
+            value = quoted_value[1:-1]
+            if quoted_value:
+                evidence = True
+            if not quoted_type or quoted_type == '"string"':
+                args[name] = value
+            elif quoted_type == '"integer"' and value.isdigit() and value.isascii() and len(value) < 18:
+                args[name] = int(value)
             else:
-                evidence += bool(has_value)
-                if not has_type or type_name == "string":
-                    args[pname] = value
-                elif type_name == "integer" and value.isdigit() and value.isascii() and len(value) < 18:
-                    args[pname] = int(value)
-                else:
-                    args[pname] = convert(value, type_name, pname)
+                args[name] = convert(value, quoted_type[1:-1], name)
         return calls, "verbose_xml" if evidence else None
     if _CONCISE_RE.fullmatch(doc) is None:
         return None
@@ -133,13 +137,13 @@ def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[st
     found: list[tuple[str, dict[str, tuple[str, str]]]] = []
     params: dict[str, tuple[str, str]] = {}
     verbose = concise = 0
-    for is_func, fname, pname, has_value, value, has_type, type_name, _ in _VERBOSE_ITEM_RE.findall(text):
-        if is_func:
+    for kind, name, quoted_value, quoted_type in _VERBOSE_ITEM_RE.findall(text):
+        if kind == "function":
             params = {}
-            found.append((fname, params))
-        elif pname and found:
-            verbose += bool(has_value)
-            params[pname] = (value, type_name if has_type else "string")
+            found.append((name, params))
+        elif name and found:
+            verbose += bool(quoted_value)
+            params[name] = (quoted_value[1:-1], quoted_type[1:-1] if quoted_type else "string")
     if not verbose:
         found, params = [], {}
         for is_func, fname, pname, has_type, type_name, ptext in _CONCISE_ITEM_RE.findall(text):

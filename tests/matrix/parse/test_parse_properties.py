@@ -28,17 +28,33 @@ from promptgrid.matrix.parse import (
     RETURN_FORMATS,
     ParseFailure,
     ParseResult,
+    decode_bfcl,
     parse_any,
     parse_response,
 )
 from promptgrid.matrix.parse import _xml
 from promptgrid.matrix.parse._fail import Fail
 
+
+
+def _decoded(text: str, fmt: str, tag: bool) -> ParseResult:
+    """``decode_bfcl`` (the verdict-only decode) as a record, so every test below runs it too."""
+    calls, fail = decode_bfcl(text, fmt, tag)
+    assert (calls is None) != (fail is None)
+    if fail is None:
+        return ParseResult(tuple(calls))
+    return ParseResult(None, fail.kind, bfcl_error_type=fail.bfcl_error_type, details=fail.details)
+
+
 PARSERS: list[tuple[str, Callable[[str], ParseResult]]] = [
     (f"{fmt}{'+tag' if tag else ''}", (lambda f, t: lambda text: parse_response(text, f, t))(fmt, tag))
     for fmt in RETURN_FORMATS
     for tag in (False, True)
-] + [("any", parse_any)]
+] + [("any", parse_any)] + [
+    (f"decode-{fmt}{'+tag' if tag else ''}", (lambda f, t: lambda text: _decoded(text, f, t))(fmt, tag))
+    for fmt in RETURN_FORMATS
+    for tag in (False, True)
+]
 PARSER_IDS = [name for name, _ in PARSERS]
 PARSER_FNS = [fn for _, fn in PARSERS]
 
@@ -76,8 +92,9 @@ FRAGMENTS = CANARY_CODE + CANARY_CALLS + [
 ]
 # Cheap by design (the file must run in well under two minutes on two cores):
 # a short list of sampled fragments plus a few arbitrary characters. Each
-# example goes through all five parsers, so hypothesis pays its per-example
-# cost once for five parsers; every parser still sees 10,000 examples.
+# example goes through all nine parsers (the five above and the verdict-only
+# decode of each format), so hypothesis pays its per-example cost once for
+# all of them; every parser still sees 10,000 examples.
 TEXTS = st.builds(
     lambda parts, noise, at: "".join(parts[:at]) + noise + "".join(parts[at:]),
     st.lists(st.sampled_from(FRAGMENTS), max_size=14),
@@ -105,9 +122,10 @@ def _no_canary():
 @PROPERTY_SETTINGS
 @given(text=TEXTS, tag=st.booleans())
 def test_every_parser_on_any_text_never_raises_never_executes(text, tag):
-    """python, json, verbose_xml, concise_xml (strict, tag drawn) and parse_any."""
+    """python, json, verbose_xml, concise_xml (strict and verdict-only, tag drawn) and parse_any."""
     for fmt in RETURN_FORMATS:
         _check(parse_response(text, fmt, tag))
+        _check(_decoded(text, fmt, tag))
     _check(parse_any(text))
 
 

@@ -11,11 +11,13 @@ import pytest
 import promptgrid.matrix.parse as parse_pkg
 from promptgrid.matrix.parse import (
     BFCL_DECODER_FAILED,
+    MAX_INPUT_CHARS,
     RETURN_FORMATS,
     Deviation,
     ParseFailure,
     ParseResult,
     UnknownReturnFormatError,
+    decode_bfcl,
     parse_any,
     parse_response,
 )
@@ -95,13 +97,22 @@ def test_any_calls_on_failure_and_success():
 @pytest.mark.parametrize(
     ("text", "fmt", "tag"),
     [("Sure! [f(a=1)]", "python", False), ('[f(a=1)]', "json", True), ("[f(a=1)]", "verbose_xml", False),
-     ("<TOOLCALL>[f(a=1)]</TOOLCALL><TOOLCALL>[g()]</TOOLCALL>", "python", True)],
+     ("<TOOLCALL>[f(a=1)]</TOOLCALL><TOOLCALL>[g()]</TOOLCALL>", "python", True), ("", "json", False),
+     ("   ", "python", True), ("[f(a=1)]", "python", True), ("<TOOLCALL>[f(a=1)]", "python", True),
+     ("<TOOLCALL> </TOOLCALL>", "json", True), ('[{"function": "f", "parameters": {"a": 1}}]', "json", False),
+     ('<functions><function name="f"><param name="a" type="integer">1</function></functions>', "concise_xml", False),
+     ("[f(a=1, b=[1, 2)]", "python", False), ("x" * (MAX_INPUT_CHARS + 1), "python", False)],
 )
-def test_refine_false_keeps_bfcl_outcome_and_skips_the_lenient_reading(text, fmt, tag):
+def test_decode_bfcl_keeps_parse_response_bfcl_outcome(text, fmt, tag):
     full = parse_response(text, fmt, tag)
-    quick = parse_response(text, fmt, tag, refine=False)
-    assert (quick.calls, quick.bfcl_error_type, quick.bfcl_deviation) == (full.calls, full.bfcl_error_type,
-                                                                         full.bfcl_deviation)
-    assert (quick.failure is None) == (full.failure is None)
-    if quick.failure is not None:
-        assert quick.any_calls is None and quick.detected_format is None
+    calls, fail = decode_bfcl(text, fmt, tag)
+    assert (calls is None) == (full.calls is None) and (fail is None) == (full.failure is None)
+    if fail is None:
+        assert tuple(calls) == full.calls
+    else:
+        assert (fail.bfcl_error_type, fail.deviation) == (full.bfcl_error_type, full.bfcl_deviation)
+
+
+def test_decode_bfcl_refuses_an_unknown_format():
+    with pytest.raises(UnknownReturnFormatError):
+        decode_bfcl("[f()]", "yaml", False)
