@@ -38,6 +38,7 @@ __all__ = [
     "certain_syntax_error",
     "parse_calls_fast",
     "parse_literal_fast",
+    "starts_with_prose",
     "tokenize",
 ]
 
@@ -350,6 +351,27 @@ _STRAY = frozenset("?$`")
 # Names that may stand next to another name (keywords, soft keywords).
 _MAY_PAIR = _KEYWORDS | frozenset({"match", "case", "type", "_"})
 _DIGITS = frozenset("0123456789")
+
+
+# "[Sure! Here ...": at the very start, two names side by side or a name and
+# a character never valid outside strings (each name whole: (?!\w) stops a
+# split inside "Suré").
+_PROSE_START_RE = re.compile(
+    r"\[?[ \t]*([A-Za-z_][A-Za-z0-9_]*)(?!\w)(?:[ \t]+([A-Za-z_][A-Za-z0-9_]*)(?!\w)|[ \t]*(?:!(?!=)|[?$`]))"
+)
+
+
+def starts_with_prose(text: str) -> bool:
+    """The text's first tokens prove a syntax error, whatever follows ("[Sure! Here are the calls: ...").
+
+    Lets the verdict-only parse skip tokenizing a long answer that opens
+    with prose; which error Python would report first is not decided.
+    """
+    m = _PROSE_START_RE.match(text)
+    if m is None:
+        return False
+    second = m.group(2)
+    return second is None or (m.group(1) not in _MAY_PAIR and second not in _MAY_PAIR)
 
 
 def certain_syntax_error(text: str, toks: list[str], *, first: bool = False) -> tuple[ParseFailure, str] | None:

@@ -11,7 +11,15 @@ from typing import Any
 from ._fail import Fail
 from ._limits import MAX_DEPTH, MAX_PYTHON_TOKENS
 from ._pyast import parse_calls_ast
-from ._pyfast import Decline, Mismatch, TooDeep, certain_syntax_error, parse_calls_fast, tokenize
+from ._pyfast import (
+    Decline,
+    Mismatch,
+    TooDeep,
+    certain_syntax_error,
+    parse_calls_fast,
+    starts_with_prose,
+    tokenize,
+)
 from ._result import Deviation, ParseFailure
 
 __all__ = ["parse_python_calls"]
@@ -30,7 +38,7 @@ def parse_python_calls(text: str, *, exact: bool = True) -> tuple[list[dict[str,
 
     ``exact=False``: a syntax error may be reported as BAD_SYNTAX where the
     exact kind is UNCLOSED_BRACKET (the verdict alone is wanted; cheaper on
-    long malformed answers).
+    long malformed answers, and on answers that open with prose).
     """
     known = _FAILURES.get(text)
     if known is not None:
@@ -54,6 +62,11 @@ def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]
         if text[:1] == "[" and text[-1:] == "]" and "".join(text.split()) == "[]":
             return [], None
         raise Fail(ParseFailure.NOT_A_CALL, "Python: no call in the text")
+    if (not exact and len(text) <= MAX_PYTHON_TOKENS and starts_with_prose(text)
+            and text.count("(") + text.count("[") + text.count("{") <= MAX_DEPTH):
+        # Prose before the calls: a syntax error whatever follows. The length
+        # and bracket bounds mean no limit could have refused the text first.
+        raise Fail(ParseFailure.BAD_SYNTAX, "Python syntax error: invalid syntax (prose at the start)")
     toks = tokenize(text)
     if toks is None:
         raise Fail(ParseFailure.TOO_LARGE, f"Python: more than {MAX_PYTHON_TOKENS} tokens",

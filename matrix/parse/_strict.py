@@ -224,7 +224,7 @@ def decode_bfcl(text: str, return_format: str, tool_call_tag: bool) -> tuple[Cal
         if return_format == "json":
             return parse_json_calls(body)[0], None
         _check_dtd(text, body)
-        return parse_xml_calls(body, verbose=return_format == "verbose_xml", exact=False)[0].calls, None
+        return parse_xml_calls(body, verbose=return_format == "verbose_xml", remember=False)[0].calls, None
     except Fail as fail:
         return None, fail
 

@@ -204,59 +204,6 @@ def _malformed(doc: str) -> Fail | None:
     return None
 
 
-# Start and end tags as expat reads them, in a document without comments, CDATA,
-# processing instructions or references: ASCII names without a namespace
-# prefix, quoted attribute values without "<" (which no value may hold).
-_NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
-_ATTR = rf"""{_NAME}[ \t\n]*=[ \t\n]*(?:"[^"<]*"|'[^'<]*')"""
-_TAG_RE = re.compile(rf"<(?:/({_NAME})[ \t\n]*|({_NAME})(?:[ \t\n]+{_ATTR})*[ \t\n]*(/?))>")
-# What expat may reject before a nesting error: a repeated attribute, a
-# character XML forbids, "]]>" in text.
-_DUP_ATTR_RE = re.compile(rf"[ \t\n]({_NAME})[ \t\n]*=[ \t\n]*(?:\"[^\"<]*\"|'[^'<]*')"
-                          rf"(?:[ \t\n]+{_ATTR})*?[ \t\n]+\1[ \t\n]*=")
-_FORBIDDEN_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]|]]>")
-
-
-def _certain_xml_error(doc: str) -> Fail | None:
-    """A tag-nesting failure of ``doc`` proved from its tags alone (no expat), else None.
-
-    Applies only when every "<" opens a start or end tag of the plain shape
-    ``_TAG_RE`` reads (so these are exactly the tags expat sees, in order)
-    and nothing else in the document is one expat could reject first: no
-    "&", "<!" or "<?" constructs, namespace declarations, repeated
-    attributes, forbidden characters, text before the root element. Then an end tag that does not close
-    the open element, or an element left open, is expat's first error, and
-    its kind is UNCLOSED_TAG as ``_expat_failure`` would say. Only for
-    documents with at most MAX_DEPTH "<" (no limit of the full parse could
-    fire first) and a bounded number of "=" (the repeated-attribute search
-    is quadratic in one tag's attributes).
-    """
-    n_open = doc.count("<")
-    if n_open > MAX_DEPTH or doc.count("=") > 4 * MAX_DEPTH:
-        return None
-    if (doc[:1] != "<" or "&" in doc or "<!" in doc or "<?" in doc or "xmlns" in doc or _FORBIDDEN_CHAR_RE.search(doc) is not None
-            or _DUP_ATTR_RE.search(doc) is not None):
-        return None
-    tags = _TAG_RE.findall(doc)
-    if len(tags) != n_open:
-        return None
-    stack: list[str] = []
-    for k, (closing, opening, empty) in enumerate(tags):
-        if closing:
-            if not stack:
-                return None  # markup after the root element: expat's error, not a nesting one
-            name = stack.pop()
-            if name != closing:
-                return Fail(ParseFailure.UNCLOSED_TAG, f"XML: </{closing}> where <{name}> is open")
-        elif k and not stack:
-            return None
-        elif not empty:
-            stack.append(opening)
-    if stack:
-        return Fail(ParseFailure.UNCLOSED_TAG, f"XML: <{stack[-1]}> is never closed")
-    return None
-
-
 def _new_parser() -> Any:
     """A namespace-aware expat parser (as ElementTree's) refusing DTDs, entity declarations, external entities."""
     parser = pyexpat.ParserCreate(None, "}")
@@ -345,13 +292,11 @@ def shape_of(functions: list[Node]) -> str | None:
     return None
 
 
-def parse_xml_calls(body: str, verbose: bool, *, exact: bool = True) -> tuple[XmlDecoded, tuple[int, int], bool]:
+def parse_xml_calls(body: str, verbose: bool, *, remember: bool = True) -> tuple[XmlDecoded, tuple[int, int], bool]:
     """bfcl-eval's verbose/concise XML decode of ``body``: (decoded, span, more_blocks).
 
-    ``exact=False`` (only the verdict is wanted): a block whose tags do not
-    nest fails as UNCLOSED_TAG without running expat, which might have met
-    another error first (the kind may differ, never the verdict), and no
-    failure is memoized for a format-agnostic re-read.
+    ``remember=False``: a failure is not memoized for a format-agnostic
+    re-read (none follows when only the verdict is wanted).
     """
     i = body.find("<functions>")
     if i < 0:
@@ -368,11 +313,7 @@ def parse_xml_calls(body: str, verbose: bool, *, exact: bool = True) -> tuple[Xm
         if fast is not None:
             out.calls, out.detected = fast
             return out, (i, end), more
-    if not exact:
-        certain = _certain_xml_error(doc)
-        if certain is not None:
-            raise certain
-    root = parse_tree(doc, remember=exact)
+    root = parse_tree(doc, remember=remember)
     functions = [f for f in root.children if f.tag == "function"]
     nameless_param = False
     for func in functions:

@@ -9,7 +9,7 @@ import pytest
 
 from promptgrid.matrix.parse import Deviation, ParseFailure, parse_response
 from promptgrid.matrix.parse._pyast import parse_calls_ast
-from promptgrid.matrix.parse._pyfast import Decline, parse_calls_fast, parse_literal_fast, tokenize
+from promptgrid.matrix.parse._pyfast import Decline, parse_calls_fast, parse_literal_fast, starts_with_prose, tokenize
 
 OK = None  # expected failure: none
 
@@ -207,6 +207,8 @@ def _shortcut_agrees(text: str) -> bool:
 
     from promptgrid.matrix.parse._pyfast import Mismatch
 
+    if starts_with_prose(text):  # the verdict-only parse's proof from the first tokens
+        assert _ast_kind(text) is not None, text
     toks = tokenize(text)
     if toks is None:
         return False
@@ -232,12 +234,13 @@ def test_syntax_error_shortcut_agrees_with_ast_on_generated_texts() -> None:
     import random
 
     rng = random.Random(7)
-    decided = 0
+    decided = prose = 0
     for _ in range(20_000):
         text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 14))).strip()
         if text:
             decided += _shortcut_agrees(text)
-    assert decided > 2_000  # the shortcut is exercised, not vacuous
+            prose += starts_with_prose(text)
+    assert decided > 2_000 and prose > 300  # the shortcuts are exercised, not vacuous
 
 
 @pytest.mark.parametrize("text", [
@@ -251,6 +254,18 @@ def test_syntax_error_shortcut_agrees_with_ast_on_generated_texts() -> None:
 ])
 def test_syntax_error_shortcut_on_answers(text: str) -> None:
     assert _shortcut_agrees(text)
+
+
+@pytest.mark.parametrize("text", ["[Sure! Here are the calls: f(a=1)]", "[Here are f(a=1)", "Sure? f(a=1)",
+                                  "[I $ f(a=1)]", "[print hello(a=1)]"])
+def test_prose_at_the_start_is_a_syntax_error(text: str) -> None:
+    assert starts_with_prose(text) and _ast_kind(text) is not None
+
+
+@pytest.mark.parametrize("text", ["[f(a=1)]", "[f(a=1) != 2]", "[not f(a=1)]", "[x if y else f(a=1)]",
+                                  "[Suré Here f(a=1)]", "[a\n b(c=1)]", "[f(a=1) for f in g]", "[lambda x: f(a=1)]"])
+def test_prose_at_the_start_is_left_to_the_full_parse_otherwise(text: str) -> None:
+    assert not starts_with_prose(text)
 
 
 @pytest.mark.parametrize("text", ["[x = 1]", "[f(a=1)] [", "[Here are f(a=1)", "[f(a=1) if b]", "[not a]",
