@@ -24,9 +24,9 @@ Timed on every distinct response, rounds interleaved and the best round kept
 - bfcl-eval: what its format-sensitivity runner does per entry: parse the
   config string, ``default_decode_ast_prompting``, the output-format check,
   ``ast_checker`` (the same calls as ``_evaluate_single_ast_entry``);
-- (a) promptgrid bfcl-equivalent: ``scoring.bfcl_verdict`` (strict parse
-  with ``refine=False`` + AST check), giving validity and bfcl's error type
-  -- exactly what bfcl-eval gives;
+- (a) promptgrid bfcl-equivalent: ``scoring.bfcl_verdict`` (``decode_bfcl``,
+  the strict decode without diagnostics, + AST check), giving validity and
+  bfcl's error type -- exactly what bfcl-eval gives;
 - (b) promptgrid full ``Verdict`` (``score`` without memos): bfcl-eval's
   verdict plus failure mode, format-agnostic validity, FSA, ITC counts,
   format match, language of free-text answers;

@@ -129,7 +129,7 @@ def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
     """
     calls, fail = decode_bfcl(_answer_text(response, variant), variant.return_format, variant.tool_call_tag)
     if fail is None:
-        return _bfcl_check(calls, None, "", compile_case(case))
+        return check_calls(calls, compile_case(case))  # what _bfcl_check does with calls
     return _bfcl_check(None, fail.bfcl_error_type, fail.details, compile_case(case))
 
 

@@ -65,8 +65,9 @@ class TooLarge(Exception):
     """More than ``MAX_PYTHON_TOKENS`` tokens."""
 
 
-# One token per match; leading whitespace is absorbed, trailing whitespace is
-# never matched. Kinds are read from the first character (see _value).
+# One token per match; leading whitespace is absorbed (whitespace at the very end
+# of a text becomes one last one-character token, which the fast path declines:
+# callers strip first). Kinds are read from the first character (see _value).
 # String bodies use possessive quantifiers where available (3.11+): an
 # unterminated quote then fails in one forward scan instead of backtracking
 # through the rest of a long text.

@@ -43,7 +43,8 @@ def _decoded(text: str, fmt: str, tag: bool) -> ParseResult:
     assert (calls is None) != (fail is None)
     if fail is None:
         return ParseResult(tuple(calls))
-    return ParseResult(None, fail.kind, bfcl_error_type=fail.bfcl_error_type, details=fail.details)
+    return ParseResult(None, fail.kind, bfcl_error_type=fail.bfcl_error_type, bfcl_deviation=fail.deviation,
+                       details=fail.details)
 
 
 PARSERS: list[tuple[str, Callable[[str], ParseResult]]] = [
@@ -122,10 +123,18 @@ def _no_canary():
 @PROPERTY_SETTINGS
 @given(text=TEXTS, tag=st.booleans())
 def test_every_parser_on_any_text_never_raises_never_executes(text, tag):
-    """python, json, verbose_xml, concise_xml (strict and verdict-only, tag drawn) and parse_any."""
+    """python, json, verbose_xml, concise_xml (strict and verdict-only, tag drawn) and parse_any.
+
+    The verdict-only decode also keeps the strict parse's bfcl outcome: the
+    same calls, or a failure with the same bfcl error type and deviation.
+    """
     for fmt in RETURN_FORMATS:
-        _check(parse_response(text, fmt, tag))
-        _check(_decoded(text, fmt, tag))
+        full = parse_response(text, fmt, tag)
+        _check(full)
+        quick = _decoded(text, fmt, tag)
+        _check(quick)
+        assert repr(quick.calls) == repr(full.calls), (text, fmt)
+        assert (quick.bfcl_error_type, quick.bfcl_deviation) == (full.bfcl_error_type, full.bfcl_deviation), (text, fmt)
     _check(parse_any(text))
 
 
