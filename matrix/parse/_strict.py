@@ -190,8 +190,9 @@ def decode_bfcl(text: str, return_format: str, tool_call_tag: bool) -> tuple[Cal
     ``parse_response``'s: BAD_SYNTAX for a Python UNCLOSED_BRACKET, and no
     WRONG_FORMAT, EXTRA_TEXT, CODE_FENCE, PROSE_ONLY or UNEXPECTED_TAG.
     tests/matrix/check/test_bfcl_agreement.py checks the verdicts agree on
-    the whole agreement corpus. Raises :class:`UnknownReturnFormatError`
-    for an unknown ``return_format``.
+    the whole agreement corpus. The failure is a record to read (common
+    ones are shared), not an exception to raise. Raises
+    :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     if return_format not in RETURN_FORMATS:
         _unknown_format(return_format)
