@@ -47,10 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptgrid.variants import PromptgridError, YamlNode, closest, compose_yaml
+from promptgrid.variants import PromptgridError, closest, compose_yaml
+from promptgrid.variants import YamlNode as _Node
 from promptgrid.variants._yaml import plain as _plain
-
-_Node = YamlNode
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

@@ -63,10 +63,9 @@ def _bfcl_check(calls: Any, bfcl_error_type: str | None, details: str, compiled:
     ``details`` then say how.
     """
     mode = compiled.mode
-    if calls is not None:
-        return check_calls(calls, compiled)  # irrelevance included: a call there is the error
-    if mode is Mode.IRRELEVANCE:
-        return _OK
+    if calls is not None or mode is Mode.IRRELEVANCE:
+        # Irrelevance: a decoded call is the error; nothing decoded is right.
+        return check_calls(() if calls is None else calls, compiled)
     if mode is Mode.RELEVANCE:
         return CheckResult(ErrorCode.RELEVANCE_DECODER_FAILED, "no call could be decoded",
                            ErrorCode.RELEVANCE_DECODER_FAILED)
@@ -79,7 +78,6 @@ def _bfcl_check(calls: Any, bfcl_error_type: str | None, details: str, compiled:
     return CheckResult(code, details, code)
 
 
-_OK = CheckResult(ErrorCode.VALID)
 _DECODER_CODES = {c.value: c for c in (ErrorCode.DECODER_FAILED, ErrorCode.DECODER_WRONG_OUTPUT_FORMAT)}
 
 
