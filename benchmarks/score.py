@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/score.py [--fraction F] [--rounds R] [--seed S] [--no-by-kind] [--with-memo]
 
-The corpus is the one tests/matrix/check/test_bfcl_agreement.py checks: for
+The corpus is the one tests/matrix/scoring/test_bfcl_agreement.py checks: for
 every (config, entry) of bfcl:format_sensitivity (26 x 200) a correct response
 in the requested format plus its corrupted variants (``--fraction`` of the
 pairs get corruptions; 1.0 = all, about 63,500 responses).
@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _helper() -> ModuleType:
-    path = ROOT / "tests" / "matrix" / "check" / "bfcl_reference.py"
+    path = ROOT / "tests" / "matrix" / "scoring" / "bfcl_reference.py"
     spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_reference", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from promptgrid.matrix import scoring
-    from promptgrid.matrix.check import compile_case
+    from promptgrid.matrix.scoring.check import compile_case
     from promptgrid.matrix.datasets import load_dataset
-    from promptgrid.matrix.metrics import DEFAULT_LANGUAGES
+    from promptgrid.matrix.scoring.metrics import DEFAULT_LANGUAGES
     from promptgrid.variants import load_grid
 
     configs, entries = helper.load_entries()
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     scoring.clear_caches()
     # Language identification keeps its own memo by text (refusals recur
     # verbatim); the headline times langid on every free-text answer.
-    from promptgrid.matrix import metrics
+    from promptgrid.matrix.scoring import metrics
     identify_memo = metrics._identify
     metrics._identify = identify_memo.__wrapped__  # type: ignore[assignment]
     full_score = scoring.score_uncached
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         for text, config, entry_id, entry in rows:
             verdict(text, config, entry_id, entry.functions, entry.ground_truth)
 
-    from promptgrid.matrix.parse import _python, _xml
+    from promptgrid.matrix.scoring.parse import _python, _xml
 
     python_failures, xml_failures = _python._FAILURES, _xml._FAILURES
 

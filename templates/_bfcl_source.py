@@ -35,7 +35,7 @@ from importlib.util import find_spec as _find_spec
 from pathlib import Path
 from typing import Any
 
-from promptgrid.variants import PromptgridError
+from promptgrid.errors import PromptgridError
 
 __all__ = [
     "BFCL_DATA_ENV",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from promptgrid.variants import TemplateError, closest
+from promptgrid.errors import TemplateError, closest
 
 from ._bfcl_source import BFCL_INSTALL_HINT, find_bfcl, read_bfcl_assignments
 

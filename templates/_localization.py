@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from promptgrid.variants import MissingTranslationError
+from promptgrid.errors import MissingTranslationError
 
 __all__ = [
     "Localization",

@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, Case, Prompt, TemplateError, Variant, closest
+from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, Variant
+from promptgrid.records import Case, Prompt
+from promptgrid.errors import TemplateError, closest
 
 from ._catalogs import BFCL_STYLE, Catalog, complete_style, load_bfcl_style, load_catalog_file
 from ._docs import DocFlavour, render_function_docs

@@ -20,7 +20,7 @@ translations one can trust:
 from ._backends import CatalogBackend, TranslationBackend, make_backend
 from ._catalogs import Catalog, CatalogEntry, CatalogIndex, load_catalog, load_catalogs, shipped_catalogs
 from ._check import CheckCode, CheckResult, back_translation_similarity, check_translation, detect_language
-from ._errors import CatalogError, TranslationError
+from promptgrid.errors import CatalogError, TranslationError
 from ._languages import SUPPORTED_LANGUAGES, base_language, language_name
 from ._localization import CatalogLocalization, default_localization
 from ._pipeline import TranslateReport, UnitResult, segment, translate_units

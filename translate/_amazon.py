@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from promptgrid.variants import MissingDependencyError
+from promptgrid.errors import MissingDependencyError
 
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._languages import base_language
 from ._protect import TOKEN_RE
 

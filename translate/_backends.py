@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ._catalogs import Catalog, CatalogIndex, load_catalogs, shipped_catalogs
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._units import UnitKind
 
 __all__ = ["CatalogBackend", "TranslationBackend", "make_backend"]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from ._errors import CatalogError
+from promptgrid.errors import CatalogError
 from ._languages import lookup_languages
 from ._units import UnitKind
 

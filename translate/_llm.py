@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._languages import language_name
 from ._protect import TOKEN_RE
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ._catalogs import Catalog, CatalogIndex, shipped_catalogs
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._languages import base_language, lookup_languages
 from ._store import TranslationStore, default_store_path
 from ._units import UnitKind

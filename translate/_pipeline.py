@@ -29,7 +29,7 @@ from typing import Any
 
 from ._backends import TranslationBackend
 from ._check import CheckCode, CheckResult, check_translation
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
 from ._units import Unit

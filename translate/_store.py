@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._languages import lookup_languages
 
 __all__ = ["OVERRIDE_BACKEND", "StoredTranslation", "TranslationStore", "default_store_path", "source_hash"]

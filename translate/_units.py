@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ._errors import TranslationError
+from promptgrid.errors import TranslationError
 from ._protect import is_identifier_like
 
 __all__ = [
@@ -77,7 +77,7 @@ def english_catalog(name: str, *, bfcl_data: str | None = None) -> dict[str, str
     bfcl-eval, as the renderer does.
     """
     from promptgrid.templates import BFCL_STYLE, load_bfcl_style, load_catalog_file
-    from promptgrid.variants import TemplateError
+    from promptgrid.errors import TemplateError
 
     try:
         catalog = load_bfcl_style(bfcl_data) if name == BFCL_STYLE else load_catalog_file(name)

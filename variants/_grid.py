@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS
-from ._errors import GridError, closest
+from promptgrid.errors import GridError, closest
 from ._variant import Variant
 from ._yaml import YamlNode as _Node
 from ._yaml import compose_yaml

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from ._errors import PromptgridError
+from promptgrid.errors import PromptgridError
 
 __all__ = ["YamlNode", "compose_yaml", "plain"]
 

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from promptgrid.variants import PromptgridError
+from promptgrid.errors import PromptgridError
 
 from ._base import Completion, Messages
 
@@ -35,7 +35,7 @@ class FakeClient:
             raise PromptgridError(f"fake model {name!r}: latency after '@' must be a number of seconds.") from None
 
     async def complete(self, messages: Messages, params: Mapping[str, Any]) -> Completion:
-        from promptgrid.matrix.fake_server import auto_answer
+        from promptgrid.matrix.testing.fake_server import auto_answer
 
         if self.latency:
             await asyncio.sleep(self.latency)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from promptgrid.variants import MissingDependencyError, PromptgridError
+from promptgrid.errors import LocalModelError, MissingDependencyError, PromptgridError
 
 from ._base import Completion, ErrorKind, Messages, call_error
 
@@ -45,11 +45,6 @@ _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 _generate_locks: dict[str, threading.Lock] = {}
 
-
-class LocalModelError(PromptgridError):
-    """A local model file cannot be found or loaded."""
-
-    exit_code = 2
 
 
 def resolve_local_model(name: str) -> Path:

@@ -19,7 +19,7 @@ import importlib
 import os
 from types import ModuleType
 
-from promptgrid.variants import DatasetError, PromptgridError, closest
+from promptgrid.errors import DatasetError, PromptgridError, closest
 
 from ._jsonl import MAX_PROBLEMS, case_to_record, load_jsonl, write_jsonl
 from ._mini import MINI_LANGUAGES, mini_functions

@@ -35,7 +35,8 @@ import re
 from typing import Any
 
 from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
-from promptgrid.variants import Case, DatasetError, closest
+from promptgrid.records import Case
+from promptgrid.errors import DatasetError, closest
 
 __all__ = ["BFCL_CATEGORIES", "FORMAT_SENSITIVITY", "bfcl_categories", "load_bfcl"]
 

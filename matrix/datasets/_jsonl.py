@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from promptgrid.variants import CATEGORIES, Case, DatasetError, closest
+from promptgrid.records import CATEGORIES, Case
+from promptgrid.errors import DatasetError, closest
 
 __all__ = ["MAX_PROBLEMS", "case_to_record", "load_jsonl", "write_jsonl"]
 

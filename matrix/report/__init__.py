@@ -9,7 +9,7 @@ matplotlib is imported only when figures are drawn.
 from ._build import FORMATS, ReportResult, build_report, expand_formats
 from ._compare import CompareResult, VariantDiff, compare_runs
 from ._compute import aggregate
-from ._errors import ReportError
+from promptgrid.errors import ReportError
 from ._model import (
     Cell,
     CostSummary,

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import stats
+from promptgrid.matrix.report import stats
 from ._compute import aggregate
 from ._csv import csv_files
-from ._errors import ReportError
+from promptgrid.errors import ReportError
 from ._latex import latex_tables
 from ._markdown import console_table, markdown_report
 from ._model import FigureRef, ReportData

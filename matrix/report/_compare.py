@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import stats
+from promptgrid.matrix.report import stats
 from ._csv import _write
-from ._errors import ReportError
+from promptgrid.errors import ReportError
 from ._format import pct, pval, with_ci
 from ._matrix import Resampler, paired, quiet_nan
 from ._order import order_variants

@@ -17,8 +17,8 @@ import numpy as np
 
 from promptgrid.variants import DIMENSIONS
 
-from .. import stats
-from ._errors import ReportError
+from promptgrid.matrix.report import stats
+from promptgrid.errors import ReportError
 from ._languages import language_stats, pass_k_stats, translation_kind
 from ._matrix import (
     ModelData,

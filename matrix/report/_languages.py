@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import metrics, stats
+from promptgrid.matrix.scoring import metrics
+from promptgrid.matrix.report import stats
 from ._matrix import ModelData, Resampler, boundary_interval, ci_of, paired, quiet_nan
 from ._model import LanguageCell, LanguageSummary, PassK, Settings, TranslationDelta, VariantInfo
 from ._order import value_str

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import stats
+from promptgrid.matrix.report import stats
 from ._model import Interval
 from ._rows import Job
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from promptgrid.variants import DIMENSIONS, builtin_grids, closest, load_grid
+from promptgrid.variants import DIMENSIONS, builtin_grids, load_grid
+from promptgrid.errors import closest
 
-from ._errors import ReportError
+from promptgrid.errors import ReportError
 from ._model import VariantInfo
 from ._rows import Job
 

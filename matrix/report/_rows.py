@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import ReportError
+from promptgrid.errors import ReportError
 
 __all__ = ["Job", "load_jsonl", "normalize_rows"]
 

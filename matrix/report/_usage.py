@@ -10,7 +10,7 @@ import numpy as np
 
 from promptgrid.variants import DIMENSIONS
 
-from .. import stats
+from promptgrid.matrix.report import stats
 from ._matrix import ModelData, ci_of, quiet_nan
 from ._model import Cell, CostSummary, FailureCount, FailureExample, SpeedPoint, VariantInfo
 from ._rows import Job

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from promptgrid.variants import Case
+from promptgrid.records import Case
 
 
 @dataclass

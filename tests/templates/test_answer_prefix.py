@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.templates import Renderer, answer_prefix
-from promptgrid.variants import TemplateError
+from promptgrid.errors import TemplateError
 
 
 def test_massive_one_shot_asks_for_action_prefix() -> None:

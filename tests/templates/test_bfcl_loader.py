@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from promptgrid.matrix.datasets._bfcl import bfcl_categories, load_bfcl
 from promptgrid.templates import BFCL_DATA_ENV, _bfcl_source
-from promptgrid.variants import DatasetError
+from promptgrid.errors import DatasetError
 
 HINT = " Note that the provided function is in Python 3 syntax."
 

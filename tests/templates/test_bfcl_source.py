@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from promptgrid.templates import BFCL_DATA_ENV, Renderer, _bfcl_source, find_bfcl, read_bfcl_assignments
-from promptgrid.variants import Case, PromptgridError, TemplateError, Variant
+from promptgrid.records import Case
+from promptgrid.errors import PromptgridError, TemplateError
+from promptgrid.variants import Variant
 
 FAKE_PROMPTS = '''\
 raise SystemExit("this module is parsed, never run")

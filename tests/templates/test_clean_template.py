@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import xmltodict
 from promptgrid.templates import Renderer
-from promptgrid.variants import Case, Variant, load_grid
+from promptgrid.records import Case
+from promptgrid.variants import Variant, load_grid
 
 HINT = " Note that the provided function is in Python 3 syntax."
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from promptgrid.templates import Localization, Renderer, description_units
-from promptgrid.variants import Case, MissingTranslationError, Variant, load_grid
+from promptgrid.records import Case
+from promptgrid.errors import MissingTranslationError
+from promptgrid.variants import Variant, load_grid
 
 
 class FakeLocalization:

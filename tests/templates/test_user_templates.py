@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from promptgrid.templates import Renderer, render
-from promptgrid.variants import Case, TemplateError, Variant, load_grid
+from promptgrid.records import Case
+from promptgrid.errors import TemplateError
+from promptgrid.variants import Variant, load_grid
 
 PIRATE = textwrap.dedent("""\
     persona: "Arr, ye be a function pirate."

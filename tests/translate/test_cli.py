@@ -58,7 +58,7 @@ def test_translate_reports_failed_checks_and_exits_non_zero(tmp_path: Path, monk
                                                             capsys: pytest.CaptureFixture[str],
                                                             recording: Any) -> None:
     backend = recording(lambda text: text)  # "translates" by copying: untranslated
-    monkeypatch.setattr("promptgrid.translate.cli.make_backend", lambda spec, **_: backend)
+    monkeypatch.setattr("promptgrid.matrix.cli.translate.make_backend", lambda spec, **_: backend)
     code, out, _ = run(["translate", "--to", "de", "--backend", "fake", "--what", "instructions",
                         "--store", str(tmp_path / "t.sqlite3")], capsys)
     assert code == 1

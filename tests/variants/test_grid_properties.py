@@ -8,7 +8,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.variants import DIMENSIONS, GridError, load_grid
+from promptgrid.variants import DIMENSIONS, load_grid
+from promptgrid.errors import GridError
 
 CLOSED = {name: list(d.values) for name, d in DIMENSIONS.items() if d.values is not None}
 CLOSED["prompt_style"] = ["classic", "experimental"]

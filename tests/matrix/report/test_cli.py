@@ -105,7 +105,7 @@ def test_report_command_does_not_import_matplotlib_for_the_table(run_a: Path) ->
 @pytest.mark.slow
 def test_report_of_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end: a run on the fake model, stored by the runner, reported from its run directory."""
-    pytest.importorskip("promptgrid.matrix.store")
+    pytest.importorskip("promptgrid.matrix.running.store")
     run_dir = tmp_path / "run"
     assert (
         main(

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from promptgrid.matrix import stats
+from promptgrid.matrix.report import stats
 from promptgrid.matrix.report import ReportError, compare_runs
 from promptgrid.variants import Variant
 

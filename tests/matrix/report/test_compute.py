@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix import metrics, stats
+from promptgrid.matrix.scoring import metrics
+from promptgrid.matrix.report import stats
 from promptgrid.matrix.report import ReportError, aggregate
 from promptgrid.variants import Variant, load_grid
 

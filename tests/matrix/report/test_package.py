@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import promptgrid.matrix.report as report
-from promptgrid.matrix import stats
+from promptgrid.matrix.report import stats
 
 
 def test_all_is_complete() -> None:
@@ -18,12 +18,12 @@ def test_all_is_complete() -> None:
 
 
 def test_import_does_not_pull_matplotlib() -> None:
-    code = "import sys, promptgrid.matrix.report, promptgrid.matrix.report_cli; assert 'matplotlib' not in sys.modules"
+    code = "import sys, promptgrid.matrix.report, promptgrid.matrix.cli.report; assert 'matplotlib' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_report_error_is_a_user_error() -> None:
-    from promptgrid.variants import PromptgridError
+    from promptgrid.errors import PromptgridError
 
     assert issubclass(report.ReportError, PromptgridError) and report.ReportError.exit_code == 2

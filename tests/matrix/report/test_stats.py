@@ -1,4 +1,4 @@
-"""promptgrid.matrix.stats against hand-computed fixtures and, where they exist, scipy / statsmodels."""
+"""promptgrid.matrix.report.stats against hand-computed fixtures and, where they exist, scipy / statsmodels."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptgrid.matrix import metrics, stats
+from promptgrid.matrix.scoring import metrics
+from promptgrid.matrix.report import stats
 
 # --------------------------------------------------------------------------- Wilson
 

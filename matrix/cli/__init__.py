@@ -1,0 +1,171 @@
+"""The ``promptgrid`` command line.
+
+Each subcommand's handler lives beside the code it drives and is imported only
+when that subcommand runs, so ``promptgrid render`` never imports litellm or
+matplotlib. User errors (``PromptgridError``) print one message, no traceback,
+and exit with the error's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from promptgrid.errors import PromptgridError
+
+__all__ = ["build_parser", "main"]
+
+
+def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--dataset", required=required, metavar="DS",
+                   help="mini, mini:de,ja, bfcl:<category>, bfcl:format_sensitivity or jsonl:PATH")
+    p.add_argument("--bfcl-data", metavar="PATH", default=None,
+                   help="bfcl-eval wheel, folder or gorilla checkout (default: installed bfcl-eval, "
+                        "or $PROMPTGRID_BFCL_DATA)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="promptgrid",
+        description="Measure how function-calling accuracy changes with the form and language of the prompt.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("grids", help="list built-in grids")
+    p.set_defaults(handler="cli.inspect:cmd_grids")
+
+    p = sub.add_parser("datasets", help="list datasets")
+    p.add_argument("--bfcl-data", metavar="PATH", default=None)
+    p.set_defaults(handler="cli.inspect:cmd_datasets")
+
+    p = sub.add_parser("grid", help="inspect a grid")
+    gsub = p.add_subparsers(dest="grid_command", metavar="ACTION", required=True)
+    g = gsub.add_parser("show", help="list a grid's variants")
+    g.add_argument("grid", help="built-in grid name or path to a grid YAML")
+    g.add_argument("--json", action="store_true", help="print a JSON array")
+    g.set_defaults(handler="cli.inspect:cmd_grid_show")
+
+    p = sub.add_parser("render", help="render the prompts of a grid over a dataset")
+    p.add_argument("grid")
+    _add_dataset_options(p)
+    p.add_argument("--variant", action="append", default=[], metavar="ID")
+    p.add_argument("--case", action="append", default=[], metavar="ID")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N cases")
+    p.add_argument("--jsonl", action="store_true", help="one JSON object per line (default: readable text)")
+    p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
+    p.set_defaults(handler="cli.inspect:cmd_render")
+
+    p = sub.add_parser("score-file", help="score model responses from a JSONL file")
+    p.add_argument("input", metavar="INPUT.jsonl")
+    _add_dataset_options(p)
+    p.add_argument("--output", metavar="OUT.jsonl", default=None, help="default: standard output")
+    p.add_argument("--grid", default=None, help="grid to resolve variant ids against (default: any canonical id)")
+    p.set_defaults(handler="scoring._score:cmd_score_file")
+
+    p = sub.add_parser("run", help="run models x variants x cases")
+    p.add_argument("grid", help="grid name/path, or a run CONFIG.yaml")
+    _add_dataset_options(p, required=False)
+    p.add_argument("--model", action="append", default=[], metavar="M",
+                   help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base) "
+                        "or local/smollm2-135m or local/PATH.gguf")
+    p.add_argument("--api-base", default=None, metavar="URL")
+    p.add_argument("--run-dir", default=None, metavar="DIR", help="default: ./runs/<name>")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N cases")
+    p.add_argument("--case", action="append", default=[], metavar="ID")
+    p.add_argument("--variant", action="append", default=[], metavar="ID")
+    p.add_argument("--repeats", type=int, default=None, metavar="K")
+    p.add_argument("--concurrency", type=int, default=None, metavar="C")
+    p.add_argument("--rpm", type=float, default=None, help="requests per minute per model")
+    p.add_argument("--tpm", type=float, default=None, help="tokens per minute per model")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--max-retries", type=int, default=None)
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
+    p.add_argument("--dry-run", action="store_true", help="print jobs, tokens and cost; call nothing")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
+    p.set_defaults(handler="cli.run:cmd_run")
+
+    p = sub.add_parser("score", help="re-score a run offline")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.set_defaults(handler="cli.run:cmd_score")
+
+    p = sub.add_parser("export", help="export a run")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--jsonl", action="store_true", help="one JSON object per job (the default)")
+    p.add_argument("--output", default=None, metavar="FILE")
+    p.set_defaults(handler="cli.run:cmd_export")
+
+    p = sub.add_parser("report", help="format-sensitivity report of a run")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--out", default=None, metavar="DIR", help="write report files here (default: RUN_DIR/report)")
+    p.add_argument("--baseline", default=None, metavar="VARIANT_ID")
+    p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "all"],
+                   help="files to write (default: print the table only, unless --out is given: all)")
+    p.set_defaults(handler="cli.report:cmd_report")
+
+    p = sub.add_parser("compare", help="compare two runs of the same grid")
+    p.add_argument("run_a", metavar="RUN_DIR_A")
+    p.add_argument("run_b", metavar="RUN_DIR_B")
+    p.add_argument("--out", default=None, metavar="DIR")
+    p.set_defaults(handler="cli.report:cmd_compare")
+
+    p = sub.add_parser("translate", help="translate instructions and function descriptions")
+    p.add_argument("--to", required=True, metavar="LANGS", help="comma-separated language codes")
+    p.add_argument("--backend", required=True, metavar="B", help="amazon | llm:MODEL | catalog")
+    p.add_argument("--what", default="all", choices=["instructions", "descriptions", "all"])
+    p.add_argument("--dataset", default=None, metavar="DS")
+    p.add_argument("--bfcl-data", metavar="PATH", default=None)
+    p.add_argument("--store", default=None, metavar="PATH")
+    p.add_argument("--region", default=None)
+    p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
+    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_translate")
+
+    p = sub.add_parser("check-translations", help="check shipped catalogs and stored translations")
+    p.add_argument("--lang", action="append", default=[], metavar="L")
+    p.add_argument("--store", default=None, metavar="PATH")
+    p.add_argument("--back-translate", default=None, metavar="BACKEND",
+                   help="also score back-translation similarity with this backend")
+    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_check_translations")
+
+    p = sub.add_parser("check-translation", help="check translations from a JSONL file")
+    p.add_argument("--jsonl", required=True, metavar="FILE")
+    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_check_translation")
+    return parser
+
+
+def _resolve(target: str):  # type: ignore[no-untyped-def]
+    module, _, func = target.partition(":")
+    if not module.startswith("promptgrid."):
+        module = f"promptgrid.matrix.{module}"
+    return getattr(importlib.import_module(module), func)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        handler = _resolve(args.handler)
+        code = handler(args)
+    except PromptgridError as exc:
+        print(f"promptgrid: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("promptgrid: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `promptgrid render ... | head`: the reader went away; not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+    return int(code or 0)

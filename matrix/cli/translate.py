@@ -1,0 +1,205 @@
+"""Handlers of ``promptgrid translate``, ``check-translations`` and ``check-translation``.
+
+The arguments are declared in ``promptgrid.matrix.cli``. Datasets live above
+this package, so the handlers import ``promptgrid.matrix.datasets`` lazily,
+only when descriptions are asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from tabulate import tabulate
+
+from promptgrid.translate._backends import make_backend
+from promptgrid.translate._catalogs import Catalog, shipped_catalogs
+from promptgrid.translate._check import check_translation
+from promptgrid.errors import TranslationError
+from promptgrid.translate._languages import base_language
+from promptgrid.translate._pipeline import translate_units
+from promptgrid.translate._store import TranslationStore
+from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units
+from promptgrid.translate._verify import Finding, check_catalog, check_store
+
+__all__ = ["cmd_check_translation", "cmd_check_translations", "cmd_translate"]
+
+_LANG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+def _languages(values: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for value in values:
+        for code in value.split(","):
+            code = code.strip()
+            if not code:
+                continue
+            if not set(code) <= _LANG_CHARS or not code[0].isalpha():
+                raise TranslationError(f"{code!r} is not a language code; use codes such as de, ja, pt-BR")
+            if base_language(code) == "en":
+                raise TranslationError("English is the source language; choose target languages such as de,ja")
+            out.append(code)
+    return list(dict.fromkeys(out))
+
+
+def _dataset_functions(spec: str, bfcl_data: str | None) -> list[dict[str, Any]]:
+    from promptgrid.matrix.datasets import load_dataset
+
+    dataset = load_dataset(spec, bfcl_data=bfcl_data)
+    return [dict(f) for case in dataset.cases for f in case.functions]
+
+
+def _units(what: str, dataset: str | None, bfcl_data: str | None, *, include_bfcl: bool) -> list[Unit]:
+    units: list[Unit] = []
+    if what in ("instructions", "all"):
+        units.extend(instruction_units(include_bfcl=include_bfcl, bfcl_data=bfcl_data))
+    if what in ("descriptions", "all"):
+        units.extend(description_units(_dataset_functions(dataset or "mini", bfcl_data)))
+    return units
+
+
+def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    targets = _languages([args.to])
+    if not targets:
+        raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
+    backend = make_backend(args.backend, region=args.region, formality=args.formality)
+    # bfcl-eval's own wording (experimental_bfcl) is read from an installed bfcl-eval and is
+    # never copied into shipped catalogs, so only machine backends are asked for it.
+    units = _units(args.what, args.dataset, getattr(args, "bfcl_data", None),
+                   include_bfcl=bool(getattr(backend, "masks", True)))
+    def progress(target: str) -> None:
+        print(f"promptgrid: {target}: done", file=sys.stderr, flush=True)
+
+    with TranslationStore(args.store) as store:
+        report = translate_units(units, targets, backend, store, progress=progress)
+    print(tabulate(report.summary_rows(), headers=["language", "units", "new", "cached", "missing", "failed checks"],
+                   tablefmt="simple"), file=out)
+    print(f"\nbackend {report.backend}; {len(report.sent)} unique string(s) translated; store {store.path}",
+          file=out)
+    failed = report.failed
+    if failed:
+        print("\nFailed checks (stored, flagged, not used for rendering):", file=out)
+        rows = [[r.target, r.unit.key, ", ".join(r.problems)] for r in failed]
+        print(tabulate(rows, headers=["language", "key", "problems"], tablefmt="simple"), file=out)
+    missing = report.missing
+    if missing:
+        print(f"\n{len(missing)} unit(s) have no translation in the catalogs, e.g. "
+              f"{missing[0].target}:{missing[0].unit.key}", file=out)
+    return 1 if failed or missing else 0
+
+
+def _english_for(catalog: Catalog, instructions: dict[str, Unit], bfcl_data: str | None,
+                 cache: dict[str, dict[str, Unit] | None]) -> dict[str, Unit] | None:
+    if catalog.kind is UnitKind.INSTRUCTIONS:
+        return instructions
+    dataset = catalog.dataset
+    if dataset is None:
+        return None
+    if dataset not in cache:
+        try:
+            cache[dataset] = {u.key: u for u in description_units(_dataset_functions(dataset, bfcl_data))}
+        except Exception as exc:  # noqa: BLE001 - the dataset is optional for this check
+            print(f"promptgrid: warning: cannot load dataset {dataset!r} ({exc}); "
+                  f"stale/missing checks skipped for {catalog.path}", file=sys.stderr)
+            cache[dataset] = None
+    return cache[dataset]
+
+
+def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
+                           catalogs: Sequence[Catalog] | None = None) -> int:
+    out = out or sys.stdout
+    langs = set(_languages(args.lang)) if args.lang else None
+    back = make_backend(args.back_translate) if args.back_translate else None
+    # Shipped catalogs must cover the built-in English catalogs; entries for bfcl-eval's
+    # experimental_bfcl wording are allowed (not stale) but not required.
+    required = [u.key for u in instruction_units()]
+    instructions = {u.key: u for u in instruction_units(include_bfcl=True,
+                                                        bfcl_data=getattr(args, "bfcl_data", None))}
+    cache: dict[str, dict[str, Unit] | None] = {}
+    findings: list[Finding] = []
+    for catalog in shipped_catalogs() if catalogs is None else catalogs:
+        if langs is None or catalog.language in langs:
+            english = _english_for(catalog, instructions, getattr(args, "bfcl_data", None), cache)
+            findings.extend(check_catalog(catalog, english, back_translator=back,
+                                          required=required if catalog.kind is UnitKind.INSTRUCTIONS else None))
+    store = TranslationStore(args.store, readonly=True)
+    if args.store is not None and not store.path.is_file():
+        raise TranslationError(f"translation store {store.path} does not exist")
+    findings.extend(check_store(store, langs, back_translator=back))
+    store.close()
+    _print_findings(findings, out)
+    return 1 if any(not f.ok for f in findings) else 0
+
+
+def _print_findings(findings: list[Finding], out: TextIO) -> None:
+    if not findings:
+        print("no translations to check", file=out)
+        return
+    groups: dict[tuple[str, str, str], list[Finding]] = {}
+    for f in findings:
+        origin = f.origin.split(":", 1)[0] if not f.origin.startswith("store:") else f.origin
+        groups.setdefault((f.language, f.kind, origin), []).append(f)
+    rows = [[lang, kind, origin, len(fs), sum(f.ok for f in fs), sum(not f.ok for f in fs)]
+            for (lang, kind, origin), fs in sorted(groups.items())]
+    print(tabulate(rows, headers=["language", "kind", "source", "units", "ok", "problems"], tablefmt="simple"),
+          file=out)
+    failures = [f for f in findings if not f.ok]
+    if failures:
+        print(f"\n{len(failures)} translation(s) failed:", file=out)
+        rows = [[f.language, f.key, ", ".join(f.problems), f.origin, f.detail[:120]] for f in failures]
+        print(tabulate(rows, headers=["language", "key", "problems", "where", "detail"], tablefmt="simple"),
+              file=out)
+
+
+_FIELDS = {"source": str, "translation": str, "target_lang": str}
+
+
+def cmd_check_translation(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    path = args.jsonl
+    try:
+        handle = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")
+    except OSError as exc:
+        raise TranslationError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    failures = 0
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record, error = _parse_line(line)
+            if error:
+                print(f"{path}:{number}: {error}", file=sys.stderr)
+                failures += 1
+                continue
+            assert record is not None
+            result = check_translation(record["source"], record["translation"],
+                                       record.get("source_lang") or "en", record["target_lang"],
+                                       record.get("protected") or ())
+            record["ok"] = result.ok
+            record["problems"] = [p.value for p in result.problems]
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            failures += not result.ok
+    return 1 if failures else 0
+
+
+def _parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg}, column {exc.colno})"
+    if not isinstance(record, dict):
+        return None, "each line must be a JSON object with source, translation, source_lang, target_lang"
+    for name, kind in _FIELDS.items():
+        if not isinstance(record.get(name), kind):
+            return None, f"field {name!r} is missing or not a string"
+    if "source_lang" in record and not isinstance(record["source_lang"], str):
+        return None, "field 'source_lang' must be a string"
+    protected = record.get("protected")
+    if protected is not None and (not isinstance(protected, list) or not all(isinstance(p, str) for p in protected)):
+        return None, "field 'protected' must be a list of strings"
+    return record, None

@@ -1,0 +1,293 @@
+"""What a run is: grid, dataset, models with their generation parameters and limits.
+
+A run config YAML (``promptgrid run CONFIG.yaml``)::
+
+    grid: bfcl_v4                  # built-in name or path (relative to this file)
+    dataset: mini                  # any dataset spec (mini, bfcl:simple_python, jsonl:PATH)
+    bfcl_data: null                # optional
+    run_dir: runs/my_run           # optional, relative to this file (default ./runs/<grid>__<dataset>)
+    repeats: 1                     # optional; K > 1 samples (see below)
+    limit: 10                      # optional: first N cases
+    cases: [simple_0]              # optional
+    variants: [ret_fmt=json&...]   # optional
+    translation_store: path        # optional
+    max_cost: 5.0                  # optional, USD for the whole run directory
+    max_retries: 5                 # optional
+    defaults:                      # optional, applied to every model (a model's own keys win)
+      concurrency: 8
+      params: {max_tokens: 512}
+    models:
+      - openai/gpt-4o-mini         # a plain model string, or a mapping:
+      - name: openai/my-model
+        api_base: http://localhost:8000/v1
+        api_key_env: MY_SERVER_KEY # the NAME of the variable holding the key, never the key
+        params: {temperature: 0, max_tokens: 512, seed: 1, top_p: 1}
+        concurrency: 8
+        rpm: 500                   # requests per minute
+        tpm: 200000                # tokens per minute
+        timeout: 60                # seconds per call
+
+Errors name the file, line and key, as the grid loader does.
+
+Generation parameters are explicit and recorded per run and per call:
+``temperature`` defaults to 0 (greedy, reproducible), ``max_tokens`` to 512.
+With ``repeats`` K > 1 and no temperature given, temperature defaults to 0.7:
+repeats exist to measure variance (pass^k); at temperature 0 most providers
+return the same text K times and the extra calls buy nothing. Give
+``temperature: 0`` explicitly to measure provider nondeterminism instead.
+With a ``seed``, repeat r is sent with seed + r.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import PromptgridError, RunError, closest
+from promptgrid.variants import compose_yaml
+from promptgrid.variants import YamlNode as _Node
+from promptgrid.variants._yaml import plain as _plain
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_SAMPLING_TEMPERATURE",
+    "ModelSpec",
+    "RunConfig",
+    "RunError",
+    "load_run_config",
+    "default_run_dir",
+]
+
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_SAMPLING_TEMPERATURE = 0.7
+DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 5
+
+# Generation parameters a model may take (anything else litellm accepts may be added under
+# params: too; these are the ones checked for type).
+_PARAM_TYPES: dict[str, tuple[type, ...]] = {
+    "temperature": (int, float),
+    "max_tokens": (int,),
+    "seed": (int,),
+    "top_p": (int, float),
+}
+_MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout")
+_TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
+             "translation_store", "max_cost", "max_retries", "defaults", "models")
+_SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
+
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of a run, with how to reach it and how hard to push it.
+
+    Only ``name`` and ``params`` change a model's answers, so only they enter
+    a job's key; ``api_base``, ``api_key_env`` and the limits do not.
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Generation parameters sent with every call (temperature, max_tokens, seed, top_p, ...)."""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    rpm: float | None = None
+    tpm: float | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run. Written to ``run.json`` (no secrets: keys are only named by ``api_key_env``)."""
+
+    grid: str
+    dataset: str
+    models: tuple[ModelSpec, ...]
+    run_dir: Path
+    bfcl_data: str | None = None
+    repeats: int = 1
+    limit: int | None = None
+    cases: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    translation_store: str | None = None
+    max_cost: float | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["models"] = [m.to_dict() for m in self.models]
+        d["run_dir"] = str(self.run_dir)
+        d["cases"] = list(self.cases)
+        d["variants"] = list(self.variants)
+        return d
+
+
+def default_run_dir(grid: str, dataset: str) -> Path:
+    """``./runs/<grid>__<dataset>``, both made filesystem-safe."""
+    def safe(s: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(s).stem if s.endswith((".yaml", ".yml")) else s).strip("_")
+
+    return Path("runs") / f"{safe(grid)}__{safe(dataset)}"
+
+
+def model_params(params: Mapping[str, Any] | None, repeats: int) -> dict[str, Any]:
+    """Fill the defaults: temperature 0 (0.7 when sampling repeats), max_tokens 512."""
+    out = dict(params or {})
+    if out.get("temperature") is None:
+        out["temperature"] = DEFAULT_SAMPLING_TEMPERATURE if repeats > 1 else 0.0
+    if out.get("max_tokens") is None:
+        out["max_tokens"] = DEFAULT_MAX_TOKENS
+    return {k: v for k, v in out.items() if v is not None}
+
+
+class _Reader:
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, node: _Node, key: str, message: str) -> RunError:
+        return RunError(f"{self.where}:{node.key_line or node.line}: {key}: {message}")
+
+    def expect(self, node: _Node, kinds: tuple[type, ...], key: str, what: str) -> Any:
+        value = node.value
+        if isinstance(value, bool) and bool not in kinds:
+            ok = False
+        else:
+            ok = isinstance(value, kinds)
+        if not ok:
+            got = "nothing" if value is None else f"{type(value).__name__} {value!r}"
+            raise self.fail(node, key, f"expected {what}, got {got}.")
+        return value
+
+    def number(self, node: _Node, key: str, *, integer: bool = False, minimum: float = 0.0,
+               strict: bool = False) -> Any:
+        kinds: tuple[type, ...] = (int,) if integer else (int, float)
+        value = self.expect(node, kinds, key, "an integer" if integer else "a number")
+        if value < minimum or (strict and value == minimum):
+            bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+            raise self.fail(node, key, f"must be {bound}, got {value}.")
+        return value
+
+    def keys(self, node: _Node, allowed: tuple[str, ...], key: str) -> dict[str, _Node]:
+        mapping: dict[str, _Node] = self.expect(node, (dict,), key or "(top level)", "a mapping")
+        for k, v in mapping.items():
+            full = f"{key}.{k}" if key else k
+            if k.lower() in _SECRET_KEYS:
+                raise self.fail(v, full, "never put a key in a config file (it would be copied into run.json "
+                                "and shared with results). Name the environment variable that holds it: "
+                                "api_key_env: OPENAI_API_KEY.")
+            if k not in allowed:
+                raise self.fail(v, full, f"unknown key.{closest(k, allowed)} Valid keys: {', '.join(allowed)}.")
+        return mapping
+
+    def params(self, node: _Node, key: str) -> dict[str, Any]:
+        mapping = self.expect(node, (dict,), key, "a mapping of generation parameters")
+        out: dict[str, Any] = {}
+        for k, v in mapping.items():
+            if k.lower() in _SECRET_KEYS or k in ("api_base", "timeout", "max_retries", "num_retries"):
+                where = "api_key_env: VAR" if k.lower() in _SECRET_KEYS else f"{k}: on the model"
+                raise self.fail(v, f"{key}.{k}", f"not a generation parameter; write {where} instead.")
+            if k in _PARAM_TYPES:
+                integer = _PARAM_TYPES[k] == (int,)
+                out[k] = self.number(v, f"{key}.{k}", integer=integer,
+                                     minimum=1 if k == "max_tokens" else (-2**63 if k == "seed" else 0))
+            else:
+                out[k] = _plain(v)
+        return out
+
+
+def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dict[str, Any]:
+    if isinstance(node.value, str):
+        node = _Node({"name": _Node(node.value, node.line, node.line)}, node.line)
+    m = r.keys(node, _MODEL_KEYS, key)
+    merged: dict[str, _Node] = {**defaults, **m}
+    if "name" not in m:
+        raise r.fail(node, key, "a model needs a name (a litellm model string, local/smollm2-135m, ...).")
+    out: dict[str, Any] = {"name": r.expect(m["name"], (str,), f"{key}.name", "a model string")}
+    for k in ("api_base", "api_key_env"):
+        if k in merged:
+            out[k] = r.expect(merged[k], (str,), f"{key}.{k}", "a string")
+    if "api_key_env" in out and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", out["api_key_env"]):
+        raise r.fail(merged["api_key_env"], f"{key}.api_key_env",
+                     "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key.")
+    params: dict[str, Any] = {}
+    if "params" in defaults:
+        params.update(r.params(defaults["params"], "defaults.params"))
+    if "params" in m:
+        params.update(r.params(m["params"], f"{key}.params"))
+    out["params"] = params
+    if "concurrency" in merged:
+        out["concurrency"] = r.number(merged["concurrency"], f"{key}.concurrency", integer=True, minimum=1)
+    for k in ("rpm", "tpm", "timeout"):
+        if k in merged and merged[k].value is not None:
+            out[k] = float(r.number(merged[k], f"{key}.{k}", minimum=0, strict=True))
+    return out
+
+
+def load_run_config(path: str | Path) -> dict[str, Any]:
+    """Read and validate a run config YAML into plain, checked values.
+
+    Returns a dict of RunConfig fields (models as dicts of ModelSpec fields);
+    ``runner_cli`` merges command-line flags over it and builds the RunConfig.
+    Paths inside are resolved relative to the file.
+    """
+    p = Path(path)
+    where = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RunError(f"cannot read run config {p}: {exc.strerror}.") from None
+    top_node = compose_yaml(text, where, RunError)
+    if top_node is None:
+        raise RunError(f"{where}:1: the run config is empty. It needs at least grid, dataset and models.")
+    r = _Reader(where)
+    top = r.keys(top_node, _TOP_KEYS, "")
+    base = p.parent
+    out: dict[str, Any] = {}
+    for k in ("grid", "dataset"):
+        if k not in top:
+            raise RunError(f"{where}:1: {k}: missing. A run config names a grid, a dataset and models.")
+        out[k] = r.expect(top[k], (str,), k, "a string")
+    if out["grid"].endswith((".yaml", ".yml")) and not Path(out["grid"]).is_absolute():
+        out["grid"] = str(base / out["grid"])
+    if out["dataset"].startswith("jsonl:") and not Path(out["dataset"][6:]).is_absolute():
+        out["dataset"] = "jsonl:" + str(base / out["dataset"][6:])
+    for k in ("bfcl_data", "translation_store", "run_dir"):
+        if k in top and top[k].value is not None:
+            value = r.expect(top[k], (str,), k, "a path")
+            out[k] = str(base / value) if not Path(value).is_absolute() else value
+    if "repeats" in top:
+        out["repeats"] = r.number(top["repeats"], "repeats", integer=True, minimum=1)
+    if "limit" in top and top["limit"].value is not None:
+        out["limit"] = r.number(top["limit"], "limit", integer=True, minimum=1)
+    if "max_retries" in top:
+        out["max_retries"] = r.number(top["max_retries"], "max_retries", integer=True, minimum=0)
+    if "max_cost" in top and top["max_cost"].value is not None:
+        out["max_cost"] = float(r.number(top["max_cost"], "max_cost", minimum=0, strict=True))
+    for k in ("cases", "variants"):
+        if k in top:
+            items = r.expect(top[k], (list,), k, "a list of ids")
+            out[k] = tuple(r.expect(i, (str,), f"{k}[{j}]", "an id string") for j, i in enumerate(items))
+    defaults = r.keys(top["defaults"], tuple(k for k in _MODEL_KEYS if k != "name"), "defaults") \
+        if "defaults" in top else {}
+    if "models" not in top:
+        raise RunError(f"{where}:1: models: missing. List at least one model, e.g. models: [openai/gpt-4o-mini].")
+    models = r.expect(top["models"], (list,), "models", "a list of models")
+    if not models:
+        raise r.fail(top["models"], "models", "empty list: name at least one model.")
+    out["models"] = [_model(r, m, f"models[{i}]", defaults) for i, m in enumerate(models)]
+    names = [m["name"] for m in out["models"]]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise r.fail(models[i], f"models[{i}].name", f"model {name!r} is listed twice.")
+    return out

@@ -1,0 +1,491 @@
+"""Run models x variants x cases x repeats: send each distinct call once, store and score every answer.
+
+For each model, a producer walks the plan (``plan.iter_jobs``) in chunks,
+records the jobs in the store, and sorts each job into one of three:
+
+- its call already has a result in the store: nothing is sent (resume, and
+  identical prompts across runs);
+- its call is in flight in this process: the job waits for that answer
+  (identical prompts across variants are sent once);
+- otherwise a new call, queued for the model's workers.
+
+``concurrency`` workers per model take calls off a bounded queue, pace them
+(requests/tokens per minute), send them with a timeout, retry transient
+failures with exponential backoff and full jitter (honouring Retry-After),
+and commit each result, with the verdicts of every job it answers, in one
+SQLite transaction as it arrives. A call that fails for good is a stored
+error, never a crashed run. Memory stays flat: the plan is streamed, and
+only calls in flight are held.
+
+Stopping: Ctrl-C (SIGINT) or SIGTERM cancels the calls in flight (their jobs
+stay pending) and returns; ``max_cost`` stops sending new calls once the run
+directory's recorded spend, plus what the calls in flight are expected to
+cost, reaches it, and lets those in flight finish (they are paid for).
+Either way, running the same command again resumes.
+
+Errors that were final (non-retryable, or retries exhausted) are final: a
+re-run does not send them again unless ``retry_errors`` is set
+(``--retry-errors``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from promptgrid.records import Case
+from promptgrid.variants import Variant
+
+from promptgrid.matrix.clients import CallError, ErrorKind, ModelClient, Redactor, call_error
+from .plan import Job, Renders, iter_jobs
+from .progress import Progress
+from .ratelimit import TokenBucket, backoff_delay
+from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from .store import DONE, ERROR, CallResult, RunStore
+
+__all__ = ["RunSummary", "Runner", "Scorer", "verdict_row"]
+
+Scorer = Callable[[str, Variant, Case], Any]
+Row = tuple[int, int, int, int]
+VerdictRow = tuple[Row, str | None, bool, str | None]
+
+CHUNK = 256
+# Errors that every later call to the same model would repeat: record the first, send no more.
+_HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
+
+
+def verdict_row(row: Row, verdict: Any) -> VerdictRow:
+    """(row, verdict JSON, valid, error_code) for the store, from a ``Verdict``."""
+    d = verdict.to_dict()
+    return row, json.dumps(d, separators=(",", ":")), bool(d.get("valid")), d.get("error_code")
+
+
+@dataclass
+class RunSummary:
+    """What one invocation did."""
+
+    jobs: int = 0
+    """Jobs in the plan."""
+    sent: int = 0
+    """Calls that got a final result in this invocation (answers + final errors)."""
+    errors: int = 0
+    """Of ``sent``, those that ended in an error."""
+    cached: int = 0
+    """Jobs answered by a call already in the store."""
+    shared: int = 0
+    """Jobs answered by an identical call sent in this invocation."""
+    attempts: int = 0
+    spend: float = 0.0
+    """USD spent by this invocation."""
+    stopped: str | None = None
+    """None (finished), ``interrupted`` or ``max_cost``."""
+    exec_s: float = 0.0
+    """Seconds from the first call sent to the last result committed."""
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    """CPU seconds this process used during the run (all threads)."""
+    peak_rss_mb: float = 0.0
+    """Peak resident memory of this process so far, in MiB."""
+    score_failures: int = 0
+    """Responses stored unscored because the scorer raised (``promptgrid score`` redoes them)."""
+    score_error: str | None = None
+    """The first scorer exception, for the message."""
+    halted: dict[str, str] = field(default_factory=dict)
+    """Models stopped after an error every call would repeat (auth, unknown model): name -> error."""
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.sent / self.exec_s if self.exec_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "calls_per_s": round(self.calls_per_s, 3)}
+
+
+@dataclass
+class _Call:
+    """One distinct call in flight, and the jobs (rows) waiting for it."""
+
+    job: Job
+    rows: list[tuple[Row, Job]] = field(default_factory=list)
+
+
+@dataclass
+class _Lane:
+    """Everything per model: client, limits, queue, ids."""
+
+    spec: ModelSpec
+    client: ModelClient
+    model_id: int
+    queue: asyncio.Queue[_Call | None]
+    rpm: TokenBucket | None
+    tpm: TokenBucket | None
+    halted: str | None = None
+    """Why this model gets no more calls (bad key, unknown model): every call would fail the same way."""
+
+
+async def _with_timeout(awaitable: Any, seconds: float) -> Any:
+    """``await`` with a deadline; ``asyncio.timeout`` where available (no extra task per call)."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
+
+
+class Runner:
+    """Executes one ``RunConfig`` against a ``RunStore``.
+
+    ``clients`` maps model names to ``ModelClient``s; ``scorer`` is
+    ``promptgrid.matrix.scoring.score`` (injectable for tests).
+    """
+
+    def __init__(self, config: RunConfig, *, variants: Sequence[Variant], cases: Sequence[Case],
+                 renderer: Renders, clients: Mapping[str, ModelClient], store: RunStore,
+                 scorer: Scorer, progress: Progress | None = None, redactor: Redactor | None = None,
+                 retry_errors: bool = False, seed: int | None = None) -> None:
+        self.config = config
+        self.variants = list(variants)
+        self.cases = list(cases)
+        self.renderer = renderer
+        self.clients = dict(clients)
+        self.store = store
+        self.scorer = scorer
+        self.redact = redactor or Redactor()
+        self.retry_errors = retry_errors
+        self.total = len(self.variants) * len(self.cases) * config.repeats * len(config.models)
+        self.progress = progress or Progress(self.total, enabled=False)
+        self.summary = RunSummary(jobs=self.total)
+        self._inflight: dict[str, _Call] = {}
+        self._retried: set[str] = set()
+        self._reserved = 0  # calls sent and not yet recorded (for the cost projection)
+        self._stop: str | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._spent_before = 0.0
+        self._first_send: float | None = None
+        self._last_done: float | None = None
+        self._rng = random.Random(seed)
+
+    # ------------------------------------------------------------------ public
+
+    def stop(self, reason: str) -> None:
+        """Stop: ``interrupted`` cancels calls in flight; ``max_cost`` lets them finish."""
+        if self._stop is None or reason == "interrupted":
+            self._stop = reason
+        if reason == "interrupted":
+            for task in self._tasks:
+                task.cancel()
+
+    async def run(self) -> RunSummary:
+        t0 = time.monotonic()
+        cpu0 = time.process_time()
+        store = self.store
+        model_ids = store.add_models(m.name for m in self.config.models)
+        self._variant_ids = store.add_variants(self.variants)
+        self._case_ids = store.add_cases(self.cases)
+        self._spent_before = store.spend()
+        if self.config.max_cost is not None and self._spent_before >= self.config.max_cost:
+            self._stop = "max_cost"
+        lanes = []
+        for spec in self.config.models:
+            conc = max(1, spec.concurrency)
+            lanes.append(_Lane(
+                spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
+                queue=asyncio.Queue(maxsize=conc * 2),
+                rpm=TokenBucket(spec.rpm) if spec.rpm else None,
+                tpm=TokenBucket(spec.tpm, burst=spec.tpm / 60) if spec.tpm else None,
+            ))
+        loop = asyncio.get_running_loop()
+        installed = self._install_signals(loop)
+        ticker = asyncio.create_task(self._tick())
+        try:
+            for lane in lanes:
+                self._tasks.append(asyncio.create_task(self._guard(self._produce(lane))))
+                for _ in range(max(1, lane.spec.concurrency)):
+                    self._tasks.append(asyncio.create_task(self._guard(self._work(lane))))
+            results = await asyncio.gather(*self._tasks, return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                    raise r
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            self.progress.close()
+        if self._stop == "interrupted":
+            self.summary.stopped = "interrupted"
+        elif self._stop == "max_cost":
+            self.summary.stopped = "max_cost"
+        self.summary.spend = round(self.store.spend() - self._spent_before, 10)
+        if self._first_send is not None and self._last_done is not None:
+            self.summary.exec_s = self._last_done - self._first_send
+        self.summary.wall_s = time.monotonic() - t0
+        self.summary.cpu_s = time.process_time() - cpu0
+        self.summary.peak_rss_mb = _peak_rss_mb()
+        return self.summary
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _guard(self, coro: Any) -> None:
+        """Run a producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
+
+        Without this, workers that died would leave their producer blocked on a full queue forever.
+        """
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            if self._stop != "interrupted":
+                self._stop = "interrupted"
+                for task in self._tasks:
+                    if task is not asyncio.current_task():
+                        task.cancel()
+            raise
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.stop, "interrupted")
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+                pass
+        return installed
+
+    async def _tick(self) -> None:
+        while True:
+            self.progress.tick()
+            await asyncio.sleep(0.25)
+
+    def _score(self, row: Row, job: Job, response: str) -> VerdictRow | None:
+        """The job's verdict row; None when the scorer failed (the job stays unscored)."""
+        try:
+            return verdict_row(row, self.scorer(response, job.variant, job.case))
+        except Exception as exc:  # noqa: BLE001 - a checker bug must not lose the answer; `score` redoes it
+            self.summary.score_failures += 1
+            if self.summary.score_error is None:
+                self.summary.score_error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    # ------------------------------------------------------------------ producer
+
+    def _chunks(self, lane: _Lane) -> Iterator[list[Job]]:
+        jobs = iter_jobs(lane.spec.name, lane.spec.params, self.variants, self.cases, self.config.repeats,
+                         self.renderer)
+        while True:
+            chunk = list(islice(jobs, CHUNK))
+            if not chunk:
+                return
+            yield chunk
+
+    async def _produce(self, lane: _Lane) -> None:
+        store = self.store
+        try:
+            for chunk in self._chunks(lane):
+                if self._stop is not None or lane.halted is not None:
+                    break
+                rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat)
+                        for j in chunk]
+                store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk)])
+                status = store.lookup(list({j.key for j in chunk if j.key not in self._inflight}))
+                scored = store.scored([k for k in status]) if status else set()
+                new: list[_Call] = []
+                late: list[VerdictRow | None] = []
+                # No await in this loop: classification and registration in flight are atomic
+                # with respect to the workers, so a key is never sent twice.
+                for row, job in zip(rows, chunk):
+                    call = self._inflight.get(job.key)
+                    if call is not None:
+                        call.rows.append((row, job))
+                        self.summary.shared += 1
+                        continue
+                    st = status.get(job.key)
+                    resend = st == ERROR and self.retry_errors and job.key not in self._retried
+                    if st is not None and not resend:
+                        self.summary.cached += 1
+                        self.progress.cached += 1
+                        self.progress.done += 1
+                        if row not in scored:
+                            late.append(self._score_stored(row, job, st))
+                        continue
+                    if resend:
+                        self._retried.add(job.key)
+                    call = _Call(job, [(row, job)])
+                    self._inflight[job.key] = call
+                    new.append(call)
+                if late:
+                    store.set_verdicts([v for v in late if v is not None])
+                for call in new:
+                    if self._stop is not None:
+                        self._inflight.pop(call.job.key, None)
+                        continue
+                    await lane.queue.put(call)
+        finally:
+            if self._stop != "interrupted":
+                for _ in range(max(1, lane.spec.concurrency)):
+                    await lane.queue.put(None)
+
+    def _score_stored(self, row: Row, job: Job, status: str) -> VerdictRow | None:
+        """Verdict for a job whose call was answered before (another variant, an earlier run)."""
+        if status != DONE:
+            return row, None, False, None
+        stored = self.store.call(job.key)
+        return self._score(row, job, (stored or {}).get("response") or "")
+
+    # ------------------------------------------------------------------ workers
+
+    async def _work(self, lane: _Lane) -> None:
+        while True:
+            call = await lane.queue.get()
+            if call is None:
+                return
+            if self._stop is not None or lane.halted is not None or not self._budget_allows(lane, call):
+                self._inflight.pop(call.job.key, None)
+                continue
+            await self._send(lane, call)
+
+    def _budget_allows(self, lane: _Lane, call: _Call) -> bool:
+        """False (and stop) when this call could take the run directory's spend past ``max_cost``.
+
+        Projection: spend so far + (calls in flight + this one) x the mean cost
+        per answer so far (before the first answer: the list price of this
+        prompt's input tokens, a lower bound; 0 when the price is unknown).
+        Recorded spend may therefore pass the limit by at most the calls in
+        flight when it is reached (at most ``concurrency``).
+        """
+        limit = self.config.max_cost
+        if limit is None:
+            return True
+        spent = self._spent_before + self.progress.spend
+        answered = self.summary.sent - self.summary.errors
+        if answered > 0:
+            per_call = self.progress.spend / answered
+        else:
+            chars = sum(len(m["content"]) for m in call.job.messages)
+            per_call = lane.client.price(chars // 4 + 1, 0) or 0.0
+        if spent >= limit or spent + (self._reserved + 1) * per_call > limit:
+            self.stop("max_cost")
+            return False
+        return True
+
+    async def _send(self, lane: _Lane, call: _Call) -> None:
+        job, spec = call.job, lane.spec
+        params = dict(job.params)
+        params["timeout"] = spec.timeout
+        est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
+        attempts = 0
+        self._reserved += 1
+        if self._first_send is None:
+            self._first_send = time.monotonic()
+        try:
+            while True:
+                attempts += 1
+                if lane.rpm is not None:
+                    await lane.rpm.acquire(1)
+                if lane.tpm is not None:
+                    await lane.tpm.acquire(est_tokens)
+                started = time.monotonic()
+                try:
+                    completion = await _with_timeout(lane.client.complete(job.messages, params), spec.timeout)
+                    error: CallError | None = None
+                except CallError as exc:
+                    error = exc
+                except TimeoutError:
+                    error = call_error(ErrorKind.TIMEOUT, f"no answer within {spec.timeout:g} s")
+                latency = time.monotonic() - started
+                if error is None:
+                    if lane.tpm is not None:
+                        used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+                        lane.tpm.give_back(est_tokens - used if used else 0)
+                    result = CallResult(
+                        key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                        params=_params_json(job.params), status=DONE, response=self.redact.exact(completion.text),
+                        finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+                        output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+                        latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)
+                    break
+                if error.retryable and attempts <= self.config.max_retries and self._stop is None:
+                    await asyncio.sleep(backoff_delay(attempts, base=self.config.backoff_base_s,
+                                                      cap=self.config.backoff_max_s,
+                                                      retry_after=error.retry_after, rng=self._rng))
+                    if self._stop is not None:
+                        self._inflight.pop(job.key, None)
+                        return
+                    continue
+                if error.retryable and self._stop is not None:
+                    self._inflight.pop(job.key, None)  # stopping: leave it pending for the next run
+                    return
+                result = CallResult(
+                    key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                    params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
+                    attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value)
+                if error.kind in _HALTING and lane.halted is None:
+                    lane.halted = result.error or error.kind.value
+                    self.summary.halted[job.model] = lane.halted
+                break
+            self._finish(call, result)
+        except BaseException:
+            self._inflight.pop(job.key, None)
+            raise
+        finally:
+            self._reserved -= 1
+            self.summary.attempts += attempts
+
+    def _finish(self, call: _Call, result: CallResult) -> None:
+        """Score every job of the call and commit it all in one transaction."""
+        verdicts: list[VerdictRow] = []
+        if result.status == DONE:
+            text = result.response or ""
+            for row, job in call.rows:
+                v = self._score(row, job, text)
+                if v is not None:
+                    verdicts.append(v)
+        else:
+            verdicts = [(row, None, False, None) for row, _ in call.rows]
+        self.store.record(result, verdicts)
+        self._inflight.pop(call.job.key, None)
+        self._last_done = time.monotonic()
+        s, p = self.summary, self.progress
+        s.sent += 1
+        p.calls += 1
+        p.done += len(call.rows)
+        if result.status == ERROR:
+            s.errors += 1
+            p.errors += len(call.rows)
+        if result.cost_usd:
+            p.spend += result.cost_usd
+            if self.config.max_cost is not None and self._spent_before + p.spend >= self.config.max_cost:
+                self.stop("max_cost")
+
+
+def _peak_rss_mb() -> float:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0.0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024, 1)
+
+
+def _params_json(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def run_sync(runner: Runner) -> RunSummary:
+    """``asyncio.run(runner.run())``; on platforms without loop signal handlers, Ctrl-C still stops cleanly."""
+    try:
+        return asyncio.run(runner.run())
+    except KeyboardInterrupt:  # pragma: no cover - only where add_signal_handler is unavailable
+        runner.summary.stopped = "interrupted"
+        print("interrupted", file=sys.stderr)
+        return runner.summary

@@ -1,0 +1,375 @@
+"""The result store of a run directory: one SQLite file, committed call by call.
+
+Layout (``store.sqlite3``, schema ``SCHEMA_VERSION``)::
+
+    calls     one row per model call, by job key: response or final error,
+              tokens, latency, cost, attempts (the cache: never paid twice)
+    jobs      one row per (model, variant, case, repeat): the key of the call
+              that answers it, and its verdict (many jobs may share a call)
+    models, variants, cases   what the ids mean (cases in full, so re-scoring
+              needs neither the dataset nor the grid)
+
+Durability: WAL with ``synchronous=NORMAL``. Each result is its own
+transaction; at COMMIT the WAL frames are written to the OS, so a killed
+process (SIGKILL, OOM, Ctrl-C) loses nothing that was committed. Only an OS
+crash or power loss can drop the last transactions before the next
+checkpoint's fsync; FULL would fsync every result, costing more than the
+calls it protects on a busy run, for a failure the resumed run repairs by
+sending those few calls again.
+
+Concurrency: one writer per run directory, enforced by ``RunLock`` (an
+``fcntl`` lock on ``run.lock``, released by the kernel when the process dies,
+so a killed run never leaves a stale lock). A second ``promptgrid run`` on the
+same directory stops at once with a message instead of racing the first;
+readers (``export``, ``report``) need no lock (WAL readers see the last
+commit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgrid.records import Case
+from promptgrid.variants import Variant
+
+from promptgrid.matrix.running.config import RunError
+
+__all__ = ["CallResult", "RunLock", "RunStore", "SCHEMA_VERSION", "STORE_FILE", "case_from_dict", "case_to_dict"]
+
+SCHEMA_VERSION = 1
+STORE_FILE = "store.sqlite3"
+LOCK_FILE = "run.lock"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE IF NOT EXISTS variants (id INTEGER PRIMARY KEY, variant_id TEXT UNIQUE NOT NULL,
+    label TEXT NOT NULL, dimensions TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cases (id INTEGER PRIMARY KEY, case_id TEXT UNIQUE NOT NULL,
+    language TEXT, category TEXT, grp TEXT, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, repeat INTEGER NOT NULL, prompt_sha256 TEXT NOT NULL,
+    params TEXT NOT NULL, status TEXT NOT NULL, response TEXT, finish_reason TEXT,
+    input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, attempts INTEGER,
+    error TEXT, error_kind TEXT, raw_model TEXT, finished_at REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+    model INTEGER NOT NULL, variant INTEGER NOT NULL, "case" INTEGER NOT NULL, repeat INTEGER NOT NULL,
+    key TEXT NOT NULL, verdict TEXT, valid INTEGER, error_code TEXT,
+    PRIMARY KEY (model, variant, "case", repeat)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
+"""
+
+DONE = "done"
+ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What one call ended in: a response (``status == "done"``) or a final error."""
+
+    key: str
+    model: str
+    repeat: int
+    prompt_sha256: str
+    params: str
+    """The generation parameters sent, as canonical JSON."""
+    status: str
+    response: str | None = None
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    attempts: int = 1
+    error: str | None = None
+    error_kind: str | None = None
+    raw_model: str | None = None
+
+
+def case_to_dict(case: Case) -> dict[str, Any]:
+    return {"id": case.id, "category": case.category, "turns": [dict(t) for t in case.turns],
+            "functions": list(case.functions), "ground_truth": list(case.ground_truth),
+            "language": case.language, "group": case.group, "source": case.source, "extra": dict(case.extra)}
+
+
+def case_from_dict(d: Mapping[str, Any]) -> Case:
+    return Case(id=d["id"], category=d["category"], turns=tuple(d["turns"]), functions=tuple(d["functions"]),
+                ground_truth=tuple(d["ground_truth"]), language=d.get("language", "en"),
+                group=d.get("group", ""), source=d.get("source", ""), extra=d.get("extra") or {})
+
+
+class RunLock:
+    """Exclusive lock on a run directory for the life of one writing process."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunError(
+                f"run directory {self.path.parent} is in use by {holder}. Wait for it to finish, or "
+                "give this run another --run-dir. (Results are shared through the store: re-run the "
+                "same command afterwards and finished calls are not sent again.)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"promptgrid pid {os.getpid()}".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+class RunStore:
+    """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself."""
+
+    def __init__(self, path: str | Path, *, create: bool = False) -> None:
+        p = Path(path)
+        self.path = p / STORE_FILE if p.suffix != ".sqlite3" else p
+        if not self.path.exists() and not create:
+            raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=30000")
+        if create:
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if version is None or int(version[0]) != SCHEMA_VERSION:
+            raise RunError(f"{self.path}: store schema {version[0] if version else '?'} is not the "
+                           f"supported {SCHEMA_VERSION}; use the promptgrid version that wrote it.")
+        self._model_ids: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ metadata
+
+    def _ids(self, table: str, column: str, values: Iterable[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for chunk in _chunks(list(dict.fromkeys(values))):
+            marks = ",".join("?" * len(chunk))
+            out.update(self.db.execute(f"SELECT {column}, id FROM {table} WHERE {column} IN ({marks})", chunk))
+        return out
+
+    def add_models(self, names: Iterable[str]) -> dict[str, int]:
+        names = list(names)
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("INSERT OR IGNORE INTO models (name) VALUES (?)", [(n,) for n in names])
+        self.db.execute("COMMIT")
+        ids = self._ids("models", "name", names)
+        self._model_ids.update(ids)
+        return ids
+
+    def add_variants(self, variants: Iterable[Variant]) -> dict[str, int]:
+        rows = [(v.id, v.label, json.dumps(v.dimensions())) for v in variants]
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?)", rows)
+        self.db.execute("COMMIT")
+        return self._ids("variants", "variant_id", (r[0] for r in rows))
+
+    def add_cases(self, cases: Iterable[Case]) -> dict[str, int]:
+        rows = [(c.id, c.language, c.category, c.group, json.dumps(case_to_dict(c), default=str)) for c in cases]
+        self.db.execute("BEGIN IMMEDIATE")
+        # A case whose content changed (dataset fix) replaces the stored one: re-scoring uses the latest.
+        self.db.executemany(
+            "INSERT INTO cases (case_id, language, category, grp, data) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(case_id) DO UPDATE SET language=excluded.language, category=excluded.category, "
+            "grp=excluded.grp, data=excluded.data", rows)
+        self.db.execute("COMMIT")
+        return self._ids("cases", "case_id", (r[0] for r in rows))
+
+    def variants(self) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        return {i: (vid, label, json.loads(dims))
+                for i, vid, label, dims in self.db.execute("SELECT id, variant_id, label, dimensions FROM variants")}
+
+    def cases(self) -> dict[int, tuple[str, str, str, str, str]]:
+        return {row[0]: row[1:] for row in self.db.execute("SELECT id, case_id, language, category, grp, data FROM cases")}
+
+    # ------------------------------------------------------------------ jobs and calls
+
+    def add_jobs(self, rows: Sequence[tuple[int, int, int, int, str]]) -> None:
+        """Upsert (model, variant, case, repeat, key). A row whose key changed loses its verdict."""
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany(
+            'INSERT INTO jobs (model, variant, "case", repeat, key) VALUES (?, ?, ?, ?, ?) '
+            'ON CONFLICT (model, variant, "case", repeat) DO UPDATE SET key=excluded.key, verdict=NULL, '
+            "valid=NULL, error_code=NULL WHERE jobs.key != excluded.key", rows)
+        self.db.execute("COMMIT")
+
+    def lookup(self, keys: Sequence[str]) -> dict[str, str]:
+        """Status (done or error) of the calls among ``keys`` that have a result."""
+        out: dict[str, str] = {}
+        for chunk in _chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            out.update(self.db.execute(f"SELECT key, status FROM calls WHERE key IN ({marks})", chunk))
+        return out
+
+    def scored(self, keys: Sequence[str]) -> set[tuple[int, int, int, int]]:
+        """The (model, variant, case, repeat) rows answered by ``keys`` that already have a verdict."""
+        out: set[tuple[int, int, int, int]] = set()
+        for chunk in _chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            out.update(self.db.execute(
+                f'SELECT model, variant, "case", repeat FROM jobs WHERE key IN ({marks}) AND valid IS NOT NULL',
+                chunk))
+        return out
+
+    def call(self, key: str) -> dict[str, Any] | None:
+        cur = self.db.execute("SELECT * FROM calls WHERE key=?", (key,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], row))
+
+    def record(self, result: CallResult, verdicts: Sequence[tuple[tuple[int, int, int, int], str | None, bool, str | None]]) -> None:
+        """Commit one call's result and the verdicts of the jobs it answers, atomically."""
+        r = result
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
+                 r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, r.error, r.error_kind,
+                 r.raw_model, time.time()))
+            if verdicts:
+                db.executemany(
+                    'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
+                    "AND repeat=?",
+                    [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def set_verdicts(self, verdicts: Sequence[tuple[tuple[int, int, int, int], str | None, bool, str | None]]) -> None:
+        if not verdicts:
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany(
+            'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? AND repeat=?',
+            [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+        self.db.execute("COMMIT")
+
+    def iter_scorable(self, *, only_unscored: bool = False, batch: int = 1000) -> Iterator[tuple[tuple[int, int, int, int], str | None, str]]:
+        """(job row, response or None, call status) for every job that has a call result."""
+        where = " AND j.valid IS NULL" if only_unscored else ""
+        cur = self.db.execute(
+            'SELECT j.model, j.variant, j."case", j.repeat, c.response, c.status FROM jobs j '
+            f"JOIN calls c ON c.key = j.key WHERE 1=1{where}")
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                return
+            for m, v, c, r, response, status in rows:
+                yield (m, v, c, r), response, status
+
+    # ------------------------------------------------------------------ totals
+
+    def spend(self) -> float:
+        """USD recorded for all calls of the run directory (unknown prices count 0)."""
+        return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM calls").fetchone()[0])
+
+    def counts(self) -> dict[str, int]:
+        jobs, done, errors, pending = self.db.execute(
+            "SELECT COUNT(*), SUM(c.status='done'), SUM(c.status='error'), SUM(c.status IS NULL) "
+            "FROM jobs j LEFT JOIN calls c ON c.key = j.key").fetchone()
+        calls, call_errors, retryable = self.db.execute(
+            "SELECT COUNT(*), SUM(status='error'), SUM(status='error' AND error_kind IN "
+            "('rate_limit','server','timeout','connection','malformed')) FROM calls").fetchone()
+        return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
+                "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
+
+    def mean_cost(self, model: str) -> float | None:
+        row = self.db.execute("SELECT AVG(cost_usd), AVG(output_tokens) FROM calls WHERE model=? AND status='done'",
+                              (model,)).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    # ------------------------------------------------------------------ export
+
+    def rows(self, *, include_pending: bool = False) -> Iterator[dict[str, Any]]:
+        """One dict per (model, variant, case, repeat) with a result (the export and report rows).
+
+        Fields: model, variant_id, case_id, repeat, key, status (done|error|pending),
+        response, error, error_kind, valid, error_code, latency_s, input_tokens,
+        output_tokens, cost_usd, attempts, finish_reason, raw_model, params, then
+        every verdict field, then dimensions, label, case_language,
+        case_category, case_group. Several rows may share one call (same
+        ``key``): to total cost or tokens, count each key once (``spend()``).
+        """
+        variants = self.variants()
+        cases = {i: row[:4] for i, row in self.cases().items()}
+        models = {i: n for i, n in self.db.execute("SELECT id, name FROM models")}
+        join = "LEFT JOIN" if include_pending else "JOIN"
+        cur = self.db.execute(
+            'SELECT j.model, j.variant, j."case", j.repeat, j.key, j.verdict, j.valid, j.error_code, '
+            "c.status, c.response, c.error, c.error_kind, c.latency_s, c.input_tokens, c.output_tokens, "
+            "c.cost_usd, c.attempts, c.finish_reason, c.raw_model, c.params "
+            f'FROM jobs j {join} calls c ON c.key = j.key ORDER BY j.model, j."case", j.variant, j.repeat')
+        while True:
+            batch = cur.fetchmany(500)
+            if not batch:
+                return
+            for (m, v, c, rep, key, verdict, valid, code, status, response, error, kind, latency, tin, tout,
+                 cost, attempts, finish, raw_model, params) in batch:
+                vid, label, dims = variants[v]
+                case_id, lang, category, group = cases[c]
+                row: dict[str, Any] = {
+                    "model": models[m], "variant_id": vid, "case_id": case_id, "repeat": rep, "key": key,
+                    "status": status or "pending", "response": response, "error": error, "error_kind": kind,
+                    "valid": None if valid is None else bool(valid), "error_code": code,
+                    "latency_s": latency, "input_tokens": tin, "output_tokens": tout, "cost_usd": cost,
+                    "attempts": attempts, "finish_reason": finish, "raw_model": raw_model,
+                    "params": json.loads(params) if params else None,
+                }
+                if verdict:
+                    for k, value in json.loads(verdict).items():
+                        row.setdefault(k, value)
+                    row["valid"] = None if valid is None else bool(valid)
+                    row["error_code"] = code
+                row.update(dimensions=dims, label=label, case_language=lang, case_category=category, case_group=group)
+                yield row

@@ -1,0 +1,50 @@
+"""Scoring: one model answer -> a ``Verdict``; many verdicts -> metrics.
+
+What it owns, in the order a response goes through it:
+
+- ``parse/``: model text -> function calls, strictly in the requested return
+  format (bfcl-eval's decoding, minus its unsafe parts) and format-agnostic;
+- ``check``: BFCL's AST rules over decoded calls, compiled once per case;
+- ``failure_modes``: what the model did wrong, in the BFCL V4 blog's terms;
+- ``verdict``: the ``Verdict`` record and bfcl-eval's error codes;
+- ``_score``: ``score`` (the full verdict) and ``bfcl_verdict`` (what
+  bfcl-eval records, for re-scoring large result sets), ``score_stream``
+  (the library behind ``promptgrid score-file``);
+- ``metrics``: AST accuracy, FSA, tool/argument P/R/F1, format and language
+  match, pass^k.
+
+Nothing here talks to a model or touches the disk.
+"""
+
+from ._score import (
+    CACHE_SIZE,
+    bfcl_verdict,
+    clear_caches,
+    score,
+    score_calls,
+    score_stream,
+    score_uncached,
+    variant_index,
+)
+from .check import CheckResult, Mode, check_calls, compile_case
+from .failure_modes import FailureMode, classify
+from .verdict import ErrorCode, Verdict
+
+__all__ = [
+    "CACHE_SIZE",
+    "CheckResult",
+    "ErrorCode",
+    "FailureMode",
+    "Mode",
+    "Verdict",
+    "bfcl_verdict",
+    "check_calls",
+    "classify",
+    "clear_caches",
+    "compile_case",
+    "score",
+    "score_calls",
+    "score_stream",
+    "score_uncached",
+    "variant_index",
+]

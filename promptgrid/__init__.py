@@ -1,0 +1,91 @@
+"""promptgrid: how an LLM's function-calling accuracy changes with the form and language of its prompt.
+
+The public Python API, imported lazily so that ``import promptgrid`` stays
+cheap (no litellm, numpy or matplotlib until a function that needs them is
+called)::
+
+    import promptgrid as pg
+
+    grid = pg.load_grid("bfcl_v4")                  # built-in name or YAML path -> Grid
+    cases = pg.load_dataset("mini:en")              # -> list[Case]
+    for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
+    run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)
+    run = pg.open_run("runs/x")                     # also on a read-only copy
+    rows = run.results()                            # list[ResultRow]
+    table = run.accuracy()                          # per model x variant, with 95% intervals
+    pg.report(run, out="report/", formats=["md", "csv", "html"])
+    verdict = pg.score(response_text, variant, case)
+
+The package root also holds what every layer shares: ``promptgrid.errors``
+(the exception hierarchy) and ``promptgrid.records`` (``Case``, ``Prompt``).
+The four folders are its subpackages, with this dependency direction:
+variants <- templates <- translate <- matrix (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first access)
+_EXPORTS: dict[str, str] = {
+    # functions
+    "load_grid": "promptgrid.variants",
+    "load_dataset": "promptgrid.matrix.api",
+    "render": "promptgrid.matrix.api",
+    "run": "promptgrid.matrix.api",
+    "arun": "promptgrid.matrix.api",
+    "open_run": "promptgrid.matrix.api",
+    "report": "promptgrid.matrix.api",
+    "score": "promptgrid.matrix.api",
+    # records
+    "Grid": "promptgrid.variants",
+    "Variant": "promptgrid.variants",
+    "Case": "promptgrid.records",
+    "Prompt": "promptgrid.records",
+    "Verdict": "promptgrid.matrix.scoring",
+    "Run": "promptgrid.matrix.api",
+    "ResultRow": "promptgrid.matrix.running.results",
+    "AccuracyRow": "promptgrid.matrix.api",
+    # errors
+    "PromptgridError": "promptgrid.errors",
+    "GridError": "promptgrid.errors",
+    "DatasetError": "promptgrid.errors",
+    "TemplateError": "promptgrid.errors",
+    "MissingTranslationError": "promptgrid.errors",
+    "MissingDependencyError": "promptgrid.errors",
+    "RunError": "promptgrid.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from promptgrid.errors import (
+        DatasetError,
+        GridError,
+        MissingDependencyError,
+        MissingTranslationError,
+        PromptgridError,
+        RunError,
+        TemplateError,
+    )
+    from promptgrid.matrix.api import AccuracyRow, Run, arun, load_dataset, open_run, render, report, run, score
+    from promptgrid.matrix.running.results import ResultRow
+    from promptgrid.matrix.scoring import Verdict
+    from promptgrid.records import Case, Prompt
+    from promptgrid.variants import Grid, Variant, load_grid
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'promptgrid' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
