@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from promptgrid.matrix import scoring
     from promptgrid.matrix.scoring.check import compile_case
     from promptgrid.matrix.datasets import load_dataset
-    from promptgrid.matrix.scoring.metrics import DEFAULT_LANGUAGES
+    from promptgrid.languages import DEFAULT_LANGUAGES
     from promptgrid.variants import load_grid
 
     configs, entries = helper.load_entries()
@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     scoring.clear_caches()
     # Language identification keeps its own memo by text (refusals recur
     # verbatim); the headline times langid on every free-text answer.
-    from promptgrid.matrix.scoring import metrics
-    identify_memo = metrics._identify
-    metrics._identify = identify_memo.__wrapped__  # type: ignore[assignment]
+    from promptgrid import languages
+    identify_memo = languages._identify
+    languages._identify = identify_memo.__wrapped__  # type: ignore[assignment]
     full_score = scoring.score_uncached
     bfcl_verdict = scoring.bfcl_verdict
     langs = tuple(DEFAULT_LANGUAGES)
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             gc.unfreeze()
     gc.freeze()  # the remaining timings (by kind, memo) use the headline setting
 
-    metrics._identify = identify_memo  # type: ignore[assignment]
+    languages._identify = identify_memo  # type: ignore[assignment]
     n = len(ours_rows)
     print(f"corpus: {n_items} responses, {n} distinct (text, format, tag, entry) timed; "
           f"{len(configs)} configs x {len(entries)} entries, corruption fraction {args.fraction}")
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  (info, not headline) score() with memos over all {len(items)} responses: {t_memo:.2f} s, "
               f"bfcl-eval {t_theirs:.2f} s, ratio {t_theirs / t_memo:.2f}x")
     if args.by_kind:
-        metrics._identify = identify_memo.__wrapped__  # type: ignore[assignment]
+        languages._identify = identify_memo.__wrapped__  # type: ignore[assignment]
         groups: dict[str, list[int]] = defaultdict(list)
         for i, item in enumerate(distinct_items):
             groups[item.kind].append(i)
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             us = {key: seconds / len(index) * 1e6 for key, seconds in t.items()}
             print(f"  {kind:20s} {len(index):6d} {us['bfcl']:8.1f} {us['a']:7.1f} {us['b']:7.1f}  "
                   f"{t['bfcl'] / t['a']:8.2f}x {t['bfcl'] / t['b']:8.2f}x")
-        metrics._identify = identify_memo  # type: ignore[assignment]
+        languages._identify = identify_memo  # type: ignore[assignment]
     ratio_a, ratio_b = base / best["a"], base / best["b"]
     print(f"headline (distinct responses, memos off, harness heap frozen): (a) bfcl-equivalent {ratio_a:.2f}x, "
           f"(b) full Verdict {ratio_b:.2f}x as fast as bfcl-eval (target >= 2x): "

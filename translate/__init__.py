@@ -21,7 +21,6 @@ from ._backends import CatalogBackend, TranslationBackend, make_backend
 from ._catalogs import Catalog, CatalogEntry, CatalogIndex, load_catalog, load_catalogs, shipped_catalogs
 from ._check import CheckCode, CheckResult, back_translation_similarity, check_translation, detect_language
 from promptgrid.errors import CatalogError, TranslationError
-from ._languages import SUPPORTED_LANGUAGES, base_language, language_name
 from ._localization import CatalogLocalization, default_localization
 from ._pipeline import TranslateReport, UnitResult, segment, translate_units
 from ._protect import Masked, Span, SpanKind, find_spans, mask, unmask
@@ -30,7 +29,6 @@ from ._units import Unit, UnitKind, description_units, english_catalog, instruct
 from ._verify import Finding, check_catalog, check_store
 
 __all__ = [
-    "SUPPORTED_LANGUAGES",
     "Catalog",
     "CatalogBackend",
     "CatalogEntry",
@@ -52,7 +50,6 @@ __all__ = [
     "UnitKind",
     "UnitResult",
     "back_translation_similarity",
-    "base_language",
     "check_catalog",
     "check_store",
     "check_translation",
@@ -64,7 +61,6 @@ __all__ = [
     "find_spans",
     "instruction_catalog_names",
     "instruction_units",
-    "language_name",
     "load_catalog",
     "load_catalogs",
     "make_backend",

@@ -29,7 +29,7 @@ from typing import Any
 from promptgrid.errors import MissingDependencyError
 
 from promptgrid.errors import TranslationError
-from ._languages import base_language
+from promptgrid.languages import base_language
 from ._protect import TOKEN_RE
 
 __all__ = ["AmazonTranslateBackend", "MAX_REQUEST_BYTES"]

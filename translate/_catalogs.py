@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from promptgrid.errors import CatalogError
-from ._languages import lookup_languages
+from promptgrid.languages import lookup_languages
 from ._units import UnitKind
 
 __all__ = [

@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from ._languages import SUPPORTED_LANGUAGES, base_language, script_of
+from promptgrid.languages import SUPPORTED_LANGUAGES, base_language, identify_language, script_of
+
 from ._protect import Span, SpanKind, find_spans, mask, placeholders, tags, unmask
 
 __all__ = [
@@ -165,25 +166,6 @@ def _family_count(counts: dict[str, int], script: str) -> int:
 
 # --------------------------------------------------------------------------- language id
 
-_IDENTIFIER: Any = None
-_IDENTIFIER_LANGS: frozenset[str] | None = None
-
-
-def _langid_rank(text: str, langs: Iterable[str]) -> list[tuple[str, float]]:
-    """langid's ranking restricted to ``langs`` (those langid knows), with normalized probabilities."""
-    global _IDENTIFIER, _IDENTIFIER_LANGS
-    if _IDENTIFIER is None:
-        from langid.langid import LanguageIdentifier, model
-
-        _IDENTIFIER = LanguageIdentifier.from_modelstring(model, norm_probs=True)
-    known = set(_IDENTIFIER._LanguageIdentifier__full_model[2])
-    wanted = frozenset(lang for lang in langs if lang in known)
-    if wanted != _IDENTIFIER_LANGS:
-        _IDENTIFIER.set_languages(sorted(wanted))
-        _IDENTIFIER_LANGS = wanted
-    return list(_IDENTIFIER.rank(text))
-
-
 def _plausible(target: str, source: str) -> set[str]:
     return {base_language(target), base_language(source), *SUPPORTED_LANGUAGES}
 
@@ -205,7 +187,8 @@ def detect_language(text: str, target: str, source: str = "en") -> tuple[str | N
 
     Script first: a text mostly in a non-Latin script is that script's
     language (Han with kana is Japanese, Han alone Chinese). Latin text goes to
-    langid, restricted to the plausible Latin-script languages. ``(None, 0)``
+    :func:`promptgrid.languages.identify_language` (the identifier scoring
+    uses too), restricted to the plausible Latin-script languages. ``(None, 0)``
     when there are too few letters to tell.
     """
     counts = _script_counts(text)
@@ -224,9 +207,9 @@ def detect_language(text: str, target: str, source: str = "en") -> tuple[str | N
             if script_of(lang) == dominant:
                 return lang, 1.0
         return dominant, 1.0
-    langs = {lang for lang in _plausible(target, source) if lang not in _NON_LATIN}
-    ranked = _langid_rank(text, langs)
-    return ranked[0] if ranked else (None, 0.0)
+    # never empty: the supported languages include Latin-script ones langid knows
+    latin = sorted(lang for lang in _plausible(target, source) if lang not in _NON_LATIN)
+    return identify_language(text, tuple(latin))
 
 
 # --------------------------------------------------------------------------- prose

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from promptgrid.errors import TranslationError
-from ._languages import language_name
+from promptgrid.languages import language_name
 from ._protect import TOKEN_RE
 
 __all__ = ["LLMBackend", "parse_translations", "system_prompt"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ._catalogs import Catalog, CatalogIndex, shipped_catalogs
 from promptgrid.errors import TranslationError
-from ._languages import base_language, lookup_languages
+from promptgrid.languages import base_language, lookup_languages
 from ._store import TranslationStore, default_store_path
 from ._units import UnitKind
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import TranslationError
-from ._languages import lookup_languages
+from promptgrid.languages import lookup_languages
 
 __all__ = ["OVERRIDE_BACKEND", "StoredTranslation", "TranslationStore", "default_store_path", "source_hash"]
 

@@ -20,7 +20,7 @@ from promptgrid.translate._backends import make_backend
 from promptgrid.translate._catalogs import Catalog, shipped_catalogs
 from promptgrid.translate._check import check_translation
 from promptgrid.errors import TranslationError
-from promptgrid.translate._languages import base_language
+from promptgrid.languages import base_language
 from promptgrid.translate._pipeline import translate_units
 from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units

@@ -38,11 +38,11 @@ from typing import IO, Any
 from promptgrid.templates import answer_prefix
 from promptgrid.records import Case
 from promptgrid.errors import PromptgridError, closest
+from promptgrid.languages import DEFAULT_LANGUAGES, detect_language_match
 from promptgrid.variants import Variant, builtin_grids, load_grid
 
 from promptgrid.matrix.scoring.check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
 from promptgrid.matrix.scoring.failure_modes import classify
-from promptgrid.matrix.scoring.metrics import DEFAULT_LANGUAGES, detect_language_match
 from promptgrid.matrix.scoring.parse import decode_bfcl, format_matches, parse_any, parse_response
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 

@@ -14,7 +14,8 @@ from exported rows without re-scoring.
   we sum TP/FP/FN over responses first and compute P, R, F1 once.
 - FM, format matching accuracy: ITC eq. (2), correct-format responses / all.
 - LM, language matching accuracy: ITC eq. (1), with langid restricted to the
-  candidate languages (ITC uses langid too).
+  candidate languages (ITC uses langid too); each response's match is
+  ``promptgrid.languages.detect_language_match``, computed when scoring.
 - pass^k: Ticket-Bench section 4: p_i = (c_i / M)^k for c_i correct runs out
   of M, score = mean over queries. This is *not* the unbiased combinatorial
   estimator C(c,k)/C(M,k) of tau-bench; that one is offered as
@@ -25,24 +26,18 @@ from exported rows without re-scoring.
 
 from __future__ import annotations
 
-import functools
 import math
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "DEFAULT_LANGUAGES",
     "PRF",
     "ast_accuracy",
     "by_group",
-    "detect_language_match",
     "format_match_accuracy",
     "function_selection_accuracy",
-    "identify_language",
-    "language_match",
     "language_match_accuracy",
     "macro_average",
     "pass_hat_k",
@@ -50,11 +45,6 @@ __all__ = [
     "tool_invocation_prf",
     "tool_selection_prf",
 ]
-
-# Languages langid chooses among when no candidates are given: the languages
-# of the shipped translation catalogs and of the mini dataset, plus a few
-# large ones so a reply in an unexpected language is not forced into the set.
-DEFAULT_LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "ja", "zh", "hi", "ko", "ru", "ar", "nl", "tr")
 
 
 def _get(item: Any, name: str) -> Any:
@@ -178,137 +168,3 @@ def by_group(items: Iterable[Any], key: str | Callable[[Any], Any]) -> dict[Any,
 def macro_average(scores: Mapping[Any, float]) -> float:
     """Unweighted mean of per-group scores (MASSIVE-Agents: mean over languages); NaN groups are skipped."""
     return _mean([s for s in scores.values() if not math.isnan(s)])
-
-
-# --------------------------------------------------------------------------- language identification
-
-# Language identification uses langid's model (it ships inside the langid
-# wheel, so it works offline) but not langid's ``classify``: langid scores a
-# dense vector of all 7,480 byte n-gram features against every language
-# (about 160 us per short answer, most of a prose answer's scoring time). The
-# naive Bayes score is linear in the features and each feature comes from a
-# state of langid's tokenizing automaton, so the per-language log-probability
-# of each automaton state is summed once per candidate set; a text then costs
-# one automaton step per byte plus a sum over the states it visited. Same
-# model, same decision rule (argmax of the log-probabilities, normalized
-# probability of the winner); only the floating-point summation order
-# differs (tests/matrix/scoring/test_metrics.py compares with langid itself).
-_MODEL: Any = None
-_KNOWN: frozenset[str] = frozenset()
-_LOCK = threading.Lock()
-#: Language identification reads the first this many characters of an answer
-#: (bounded time on a megabyte of model output; the language is plain long before).
-MAX_LANGID_CHARS = 10_000
-
-
-class _LangidModel:
-    """langid's automaton and naive Bayes parameters, with per-candidate-set state scores."""
-
-    def __init__(self) -> None:
-        import numpy as np
-        from langid import langid as _langid
-
-        identifier = _langid.LanguageIdentifier.from_modelstring(_langid.model, norm_probs=True)
-        self.np = np
-        self.classes = [str(c) for c in identifier.nb_classes]
-        self.nextmove = identifier.tk_nextmove  # array.array: (state << 8) + byte -> state
-        self.output = identifier.tk_output  # state -> feature indices it completes
-        self.ptc = identifier.nb_ptc  # features x languages, log P(feature | language)
-        self.pc = identifier.nb_pc  # log P(language)
-        self.n_states = len(self.nextmove) >> 8
-        self.subsets: dict[tuple[str, ...], tuple[Any, Any]] = {}
-
-    def subset(self, langs: tuple[str, ...]) -> tuple[Any, Any]:
-        """(state scores, priors) restricted to ``langs`` (sorted, all known)."""
-        found = self.subsets.get(langs)
-        if found is None:
-            np = self.np
-            cols = [self.classes.index(lang) for lang in langs]
-            ptc = self.ptc[:, cols].astype(np.float64)
-            states = np.zeros((self.n_states, len(cols)))
-            for state, features in self.output.items():
-                states[state] = ptc[list(features)].sum(0)
-            found = (states, self.pc[cols].astype(np.float64))
-            self.subsets[langs] = found
-        return found
-
-    def classify(self, text: str, langs: tuple[str, ...]) -> tuple[str, float]:
-        states_score, priors = self.subset(langs)
-        nextmove = self.nextmove
-        state = 0
-        visited: list[int] = []
-        visit = visited.append
-        for byte in text[:MAX_LANGID_CHARS].encode("utf-8", "surrogatepass"):
-            state = nextmove[(state << 8) + byte]
-            visit(state)
-        np = self.np
-        scores = states_score.take(visited, axis=0).sum(0) + priors
-        best = int(scores.argmax())
-        return langs[best], float(1.0 / np.exp(scores - scores[best]).sum())
-
-
-def _base(lang: str) -> str:
-    return lang.replace("_", "-").split("-")[0].lower()
-
-
-def identify_language(text: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) -> tuple[str, float]:
-    """Most likely language of ``text`` among ``candidates`` (langid's model, probabilities normalized).
-
-    The model ships inside the langid wheel (works offline); it is loaded once,
-    on first use (about 2 s). Candidates langid does not know are ignored.
-    Results are memoized: refusals and clarifying questions recur verbatim.
-    """
-    return _identify(text, _candidate_set(candidates if isinstance(candidates, tuple) else tuple(candidates)))
-
-
-@functools.lru_cache(maxsize=256)
-def _candidate_set(candidates: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(_base(c) for c in candidates)
-
-
-def _model() -> _LangidModel:
-    global _MODEL, _KNOWN
-    with _LOCK:
-        if _MODEL is None:
-            _MODEL = _LangidModel()
-            _KNOWN = frozenset(_MODEL.classes)
-    return _MODEL
-
-
-@functools.lru_cache(maxsize=256)
-def _known_sorted(candidates: frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(candidates & _KNOWN))
-
-
-@functools.lru_cache(maxsize=4096)
-def _identify(text: str, candidates: frozenset[str]) -> tuple[str, float]:
-    model = _MODEL if _MODEL is not None else _model()
-    langs = _known_sorted(candidates)
-    if not langs:
-        raise ValueError(f"none of the candidate languages {sorted(set(candidates))} is known to langid")
-    if langs not in model.subsets:
-        with _LOCK:
-            model.subset(langs)
-    return model.classify(text, langs)
-
-
-def language_match(text: str, expected: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) -> bool | None:
-    """Is ``text`` in the ``expected`` language (ITC LM, per response)?
-
-    ``None`` when it cannot be told: empty text, or a language langid does not
-    know. The expected language is always among the candidates.
-    """
-    return detect_language_match(text, expected, candidates)[1]
-
-
-def detect_language_match(text: str, expected: str, candidates: Iterable[str] = DEFAULT_LANGUAGES
-                          ) -> tuple[str | None, bool | None]:
-    """(language of ``text``, whether it is ``expected``); ``None`` parts where that cannot be told."""
-    if not text.strip():
-        return None, None
-    want = _base(expected)
-    try:
-        lang, _ = identify_language(text, (*candidates, want))
-    except ValueError:
-        return None, None
-    return lang, (lang == want) if want in _KNOWN else None
