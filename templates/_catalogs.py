@@ -34,7 +34,7 @@ __all__ = [
     "BFCL_STYLE",
     "STYLE_OPTIONAL",
     "STYLE_REQUIRED",
-    "Catalog",
+    "StyleCatalog",
     "builtin_catalog_names",
     "load_bfcl_style",
     "load_catalog_file",
@@ -62,8 +62,12 @@ _BFCL_PROMPTS = "constants/default_prompts.py"
 
 
 @dataclass(frozen=True)
-class Catalog:
-    """A catalog's strings and, per key, the localization key of its source (``<catalog>.<key>``)."""
+class StyleCatalog:
+    """A template's style catalog: its English strings and, per key, the localization key of its source.
+
+    Localization keys are ``<catalog>.<key>``; the translations of these strings are
+    ``promptgrid.translate.TranslationCatalog`` files.
+    """
 
     name: str
     where: str
@@ -102,7 +106,7 @@ def _parse(text: str, where: str) -> dict[str, str]:
     return out
 
 
-def load_catalog_file(name: str, path: Path | None = None) -> Catalog:
+def load_catalog_file(name: str, path: Path | None = None) -> StyleCatalog:
     """A built-in catalog by name, or the YAML file at ``path`` (named ``name``)."""
     if path is None:
         entry = _catalog_dir().joinpath(f"{name}.yaml")
@@ -112,10 +116,10 @@ def load_catalog_file(name: str, path: Path | None = None) -> Catalog:
     else:
         where, text = str(path), path.read_text(encoding="utf-8")
     strings = _parse(text, where)
-    return Catalog(name, where, strings, {k: f"{name}.{k}" for k in strings})
+    return StyleCatalog(name, where, strings, {k: f"{name}.{k}" for k in strings})
 
 
-def complete_style(catalog: Catalog, classic: Catalog) -> Catalog:
+def complete_style(catalog: StyleCatalog, classic: StyleCatalog) -> StyleCatalog:
     """Check a style catalog's required keys; fill optional ones from classic."""
     missing = [k for k in STYLE_REQUIRED if k not in catalog.strings]
     if missing:
@@ -128,10 +132,10 @@ def complete_style(catalog: Catalog, classic: Catalog) -> Catalog:
     for k in STYLE_OPTIONAL:
         if k not in strings and k in classic.strings:
             strings[k], keys[k] = classic.strings[k], classic.keys[k]
-    return Catalog(catalog.name, catalog.where, strings, keys)
+    return StyleCatalog(catalog.name, catalog.where, strings, keys)
 
 
-def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> Catalog:
+def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> StyleCatalog:
     """bfcl-eval's experimental wording, read (never imported) from its default_prompts.py."""
     source = find_bfcl(bfcl_data, error=TemplateError)
     if source is None:
@@ -156,4 +160,4 @@ def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> Catalog:
     param_types = values.get("PARAM_TYPE_MAPPING")
     if isinstance(param_types, dict) and isinstance(param_types.get("verbose_xml"), str):
         strings["param_types"] = param_types["verbose_xml"]
-    return Catalog(BFCL_STYLE, where, strings, {k: f"{BFCL_STYLE}.{k}" for k in strings})
+    return StyleCatalog(BFCL_STYLE, where, strings, {k: f"{BFCL_STYLE}.{k}" for k in strings})

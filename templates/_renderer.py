@@ -50,7 +50,7 @@ from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, Variant
 from promptgrid.records import Case, Prompt
 from promptgrid.errors import TemplateError, closest
 
-from ._catalogs import BFCL_STYLE, Catalog, complete_style, load_bfcl_style, load_catalog_file
+from ._catalogs import BFCL_STYLE, StyleCatalog, complete_style, load_bfcl_style, load_catalog_file
 from ._docs import DocFlavour, render_function_docs
 from ._fill import CatalogText, split_placeholders
 from ._localization import Localization, MissingUnits, is_english, localize_functions
@@ -80,7 +80,7 @@ class _Plan:
 
     variant_id: str
     compiled: _Compiled
-    catalog: Catalog
+    catalog: StyleCatalog
     xml_return: bool
     instruction_language: str
     description_language: str
@@ -130,7 +130,7 @@ class Renderer:
         self._env.filters["fill"] = self._fill
         self._fill_parts: dict[str, tuple[tuple[str, str | None, str], ...]] = {}
         self._templates: dict[str, _Compiled] = {}
-        self._catalogs: dict[tuple[str, bool], Catalog] = {}
+        self._catalogs: dict[tuple[str, bool], StyleCatalog] = {}
         self._texts: dict[tuple[str, str, str], CatalogText] = {}
         self._docs: weakref.WeakKeyDictionary[Case, dict[tuple[str, DocFlavour, str], str]] = (
             weakref.WeakKeyDictionary()
@@ -224,7 +224,7 @@ class Renderer:
 
     # ------------------------------------------------------------------ catalogs
 
-    def _catalog(self, name: str, as_style: bool) -> Catalog:
+    def _catalog(self, name: str, as_style: bool) -> StyleCatalog:
         cached = self._catalogs.get((name, as_style))
         if cached is not None:
             return cached
@@ -247,7 +247,7 @@ class Renderer:
         self._catalogs[(name, as_style)] = catalog
         return catalog
 
-    def _text(self, catalog: Catalog, lang: str, missing: MissingUnits) -> CatalogText:
+    def _text(self, catalog: StyleCatalog, lang: str, missing: MissingUnits) -> CatalogText:
         english = is_english(lang)
         key = (catalog.name, catalog.where, "en" if english else lang)
         cached = self._texts.get(key)

@@ -18,8 +18,8 @@ translations one can trust:
 """
 
 from ._backends import CatalogBackend, TranslationBackend, make_backend
-from ._catalogs import Catalog, CatalogEntry, CatalogIndex, load_catalog, load_catalogs, shipped_catalogs
-from ._check import CheckCode, CheckResult, back_translation_similarity, check_translation, detect_language
+from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_catalog, load_catalogs, shipped_catalogs
+from ._check import CheckCode, TranslationCheck, back_translation_similarity, check_translation, detect_language
 from promptgrid.errors import CatalogError, TranslationError
 from ._localization import CatalogLocalization, default_localization
 from ._pipeline import TranslateReport, UnitResult, segment, translate_units
@@ -29,14 +29,12 @@ from ._units import Unit, UnitKind, description_units, english_catalog, instruct
 from ._verify import Finding, check_catalog, check_store
 
 __all__ = [
-    "Catalog",
     "CatalogBackend",
     "CatalogEntry",
     "CatalogError",
     "CatalogIndex",
     "CatalogLocalization",
     "CheckCode",
-    "CheckResult",
     "Finding",
     "Masked",
     "Span",
@@ -44,6 +42,8 @@ __all__ = [
     "StoredTranslation",
     "TranslateReport",
     "TranslationBackend",
+    "TranslationCatalog",
+    "TranslationCheck",
     "TranslationError",
     "TranslationStore",
     "Unit",

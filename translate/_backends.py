@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ._catalogs import Catalog, CatalogIndex, load_catalogs, shipped_catalogs
+from ._catalogs import CatalogIndex, TranslationCatalog, load_catalogs, shipped_catalogs
 from promptgrid.errors import TranslationError
 from ._units import UnitKind
 
@@ -56,7 +56,7 @@ class CatalogBackend:
 
     masks = False
 
-    def __init__(self, catalogs: Iterable[Catalog], *, name: str = "catalog", override: bool = False) -> None:
+    def __init__(self, catalogs: Iterable[TranslationCatalog], *, name: str = "catalog", override: bool = False) -> None:
         self.catalogs = tuple(catalogs)
         self.name = name
         self.override = override

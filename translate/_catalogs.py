@@ -37,9 +37,9 @@ from promptgrid.languages import lookup_languages
 from ._units import UnitKind
 
 __all__ = [
-    "Catalog",
     "CatalogEntry",
     "CatalogIndex",
+    "TranslationCatalog",
     "load_catalog",
     "load_catalogs",
     "shipped_catalogs",
@@ -59,8 +59,12 @@ class CatalogEntry:
 
 
 @dataclass(frozen=True)
-class Catalog:
-    """A parsed catalog file. ``dataset`` is set for description catalogs under ``descriptions/<dataset>/``."""
+class TranslationCatalog:
+    """A parsed translation catalog file (reviewed translations of English units, one language).
+
+    ``dataset`` is set for description catalogs under ``descriptions/<dataset>/``. Not to be confused
+    with a template's style catalog (``promptgrid.templates.StyleCatalog``), the English strings themselves.
+    """
 
     path: str
     language: str
@@ -87,7 +91,7 @@ def _key_lines(text: str) -> dict[str, int]:
 
 
 def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | None = None,
-                 shipped: bool = False) -> Catalog:
+                 shipped: bool = False) -> TranslationCatalog:
     """Parse and validate one catalog file; errors name the file, line and key."""
     where = str(path)
     if text is None:
@@ -134,10 +138,10 @@ def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | No
             raise CatalogError(f"{at}: unit {key!r} has unknown field {sorted(extra)[0]!r} (expected source, text)")
         entries[str(key)] = CatalogEntry(str(key), value["source"], value["text"], line)
     ds = dataset if dataset is not None else data.get("dataset")
-    return Catalog(where, language, kind, reviewed, entries, ds if isinstance(ds, str) else None, shipped)
+    return TranslationCatalog(where, language, kind, reviewed, entries, ds if isinstance(ds, str) else None, shipped)
 
 
-def _iter_shipped() -> Iterator[Catalog]:
+def _iter_shipped() -> Iterator[TranslationCatalog]:
     root = resources.files("promptgrid.translate").joinpath("catalogs")
     if not root.is_dir():
         return
@@ -157,14 +161,14 @@ def _iter_shipped() -> Iterator[Catalog]:
 
 
 @lru_cache(maxsize=1)
-def shipped_catalogs() -> tuple[Catalog, ...]:
+def shipped_catalogs() -> tuple[TranslationCatalog, ...]:
     """Every catalog shipped in ``translate/catalogs/`` (read once per process)."""
     return tuple(_iter_shipped())
 
 
-def load_catalogs(paths: Iterable[str | Path]) -> tuple[Catalog, ...]:
+def load_catalogs(paths: Iterable[str | Path]) -> tuple[TranslationCatalog, ...]:
     """Catalog files given by the user; a folder means every ``*.yaml`` under it."""
-    out: list[Catalog] = []
+    out: list[TranslationCatalog] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
@@ -184,7 +188,7 @@ class CatalogIndex:
     under different keys.
     """
 
-    def __init__(self, catalogs: Iterable[Catalog]) -> None:
+    def __init__(self, catalogs: Iterable[TranslationCatalog]) -> None:
         self._by_source: dict[tuple[UnitKind, str, str], list[tuple[str, str]]] = {}
         for catalog in catalogs:
             for entry in catalog.entries.values():

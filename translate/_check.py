@@ -59,8 +59,8 @@ from ._protect import Span, SpanKind, find_spans, mask, placeholders, tags, unma
 
 __all__ = [
     "CheckCode",
-    "CheckResult",
     "LENGTH_BOUNDS",
+    "TranslationCheck",
     "back_translation_similarity",
     "check_translation",
     "detect_language",
@@ -86,8 +86,8 @@ class CheckCode(str, Enum):
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    """The outcome of the checks: ``ok`` iff ``problems`` is empty.
+class TranslationCheck:
+    """The outcome of :func:`check_translation` on one translation: ``ok`` iff ``problems`` is empty.
 
     ``problems`` lists codes in a fixed order (the order of :class:`CheckCode`);
     ``details`` maps each code to a sentence saying what was found, plus a few
@@ -377,7 +377,7 @@ def check_translation(
     protected: Iterable[str] = (),
     *,
     back_translator: _Translator | None = None,
-) -> CheckResult:
+) -> TranslationCheck:
     """Check one translation; see the module docstring for each rule."""
     names = tuple(p for p in protected if isinstance(p, str) and p)
     problems: set[CheckCode] = set()
@@ -434,7 +434,7 @@ def check_translation(
             problems.add(CheckCode.BACK_TRANSLATION_LOW)
 
     ordered = [code for code in CheckCode if code in problems]
-    return CheckResult(not ordered, ordered, details)
+    return TranslationCheck(not ordered, ordered, details)
 
 
 def _back_translate(backend: _Translator, text: str, names: Sequence[str], source: str, target: str) -> str:

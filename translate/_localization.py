@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._catalogs import Catalog, CatalogIndex, shipped_catalogs
+from ._catalogs import CatalogIndex, TranslationCatalog, shipped_catalogs
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language, lookup_languages
 from ._store import TranslationStore, default_store_path
@@ -36,7 +36,7 @@ __all__ = ["CatalogLocalization", "default_localization"]
 class CatalogLocalization:
     """Translations from a store and from catalogs, in the precedence above."""
 
-    def __init__(self, catalogs: Iterable[Catalog] = (), store: TranslationStore | None = None) -> None:
+    def __init__(self, catalogs: Iterable[TranslationCatalog] = (), store: TranslationStore | None = None) -> None:
         catalogs = tuple(catalogs)
         self.store = store
         self._reviewed = CatalogIndex(c for c in catalogs if c.reviewed)
@@ -76,7 +76,7 @@ class CatalogLocalization:
 
 
 def default_localization(store: str | Path | None = None,
-                         catalogs: Iterable[Catalog] | None = None) -> CatalogLocalization:
+                         catalogs: Iterable[TranslationCatalog] | None = None) -> CatalogLocalization:
     """Shipped catalogs plus the translation store (default path when ``store`` is None).
 
     The store is opened read-only. The default store may not exist yet (it is

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._backends import TranslationBackend
-from ._check import CheckCode, CheckResult, check_translation
+from ._check import CheckCode, TranslationCheck, check_translation
 from promptgrid.errors import TranslationError
 from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
@@ -149,7 +149,7 @@ def translate_units(
     *,
     source_lang: str = "en",
     batch_size: int = 50,
-    checker: Callable[..., CheckResult] = check_translation,
+    checker: Callable[..., TranslationCheck] = check_translation,
     progress: Callable[[str], None] | None = None,
 ) -> TranslateReport:
     """Translate ``units`` into each target; see the module docstring."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._catalogs import Catalog
+from ._catalogs import TranslationCatalog
 from ._check import CheckCode, check_translation
 from ._store import TranslationStore
 from ._units import Unit
@@ -42,7 +42,7 @@ def _detail(details: Mapping[str, Any], problems: Iterable[str]) -> str:
     return "; ".join(parts)
 
 
-def check_catalog(catalog: Catalog, english: Mapping[str, Unit] | None = None, *,
+def check_catalog(catalog: TranslationCatalog, english: Mapping[str, Unit] | None = None, *,
                   required: Iterable[str] | None = None, back_translator: Any = None) -> list[Finding]:
     """Check each entry of ``catalog``.
 

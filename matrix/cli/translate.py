@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from tabulate import tabulate
 
 from promptgrid.translate._backends import make_backend
-from promptgrid.translate._catalogs import Catalog, shipped_catalogs
+from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
 from promptgrid.translate._check import check_translation
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language
@@ -93,7 +93,7 @@ def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if failed or missing else 0
 
 
-def _english_for(catalog: Catalog, instructions: dict[str, Unit], bfcl_data: str | None,
+def _english_for(catalog: TranslationCatalog, instructions: dict[str, Unit], bfcl_data: str | None,
                  cache: dict[str, dict[str, Unit] | None]) -> dict[str, Unit] | None:
     if catalog.kind is UnitKind.INSTRUCTIONS:
         return instructions
@@ -111,7 +111,7 @@ def _english_for(catalog: Catalog, instructions: dict[str, Unit], bfcl_data: str
 
 
 def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
-                           catalogs: Sequence[Catalog] | None = None) -> int:
+                           catalogs: Sequence[TranslationCatalog] | None = None) -> int:
     out = out or sys.stdout
     langs = set(_languages(args.lang)) if args.lang else None
     back = make_backend(args.back_translate) if args.back_translate else None

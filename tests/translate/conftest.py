@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from promptgrid.translate import CheckResult, TranslationStore
+from promptgrid.translate import TranslationCheck, TranslationStore
 
 
 @pytest.fixture(autouse=True)
@@ -27,12 +27,12 @@ def store(tmp_path: Path) -> Iterator[TranslationStore]:
         yield s
 
 
-def _accept_all(*_args: object, **_kwargs: object) -> CheckResult:
-    return CheckResult(True, [], {})
+def _accept_all(*_args: object, **_kwargs: object) -> TranslationCheck:
+    return TranslationCheck(True, [], {})
 
 
 @pytest.fixture
-def accept_all() -> Callable[..., CheckResult]:
+def accept_all() -> Callable[..., TranslationCheck]:
     """A checker that passes everything (for tests about sending and caching)."""
     return _accept_all
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from promptgrid.translate import (
-    Catalog,
     CatalogEntry,
     CatalogLocalization,
+    TranslationCatalog,
     TranslationError,
     TranslationStore,
     UnitKind,
@@ -22,8 +22,8 @@ from promptgrid.translate import (
 
 
 def catalog(lang: str, entries: dict[str, tuple[str, str]], reviewed: bool = True,
-            kind: UnitKind = UnitKind.INSTRUCTIONS) -> Catalog:
-    return Catalog(f"{lang}.yaml", lang, kind, reviewed,
+            kind: UnitKind = UnitKind.INSTRUCTIONS) -> TranslationCatalog:
+    return TranslationCatalog(f"{lang}.yaml", lang, kind, reviewed,
                    {k: CatalogEntry(k, s, t) for k, (s, t) in entries.items()})
 
 
