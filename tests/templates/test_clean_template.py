@@ -12,6 +12,8 @@ from promptgrid.templates import Renderer
 from promptgrid.records import Case
 from promptgrid.variants import Variant, load_grid
 
+from support.builders import make_case
+
 HINT = " Note that the provided function is in Python 3 syntax."
 
 
@@ -21,7 +23,7 @@ def renderer() -> Renderer:
 
 
 @pytest.fixture
-def quirky(make_case: Any) -> Case:
+def quirky() -> Case:
     return make_case([{
         "name": "geo.find",
         "description": "Find caf\u00e9s & <bars>." + HINT + HINT,
@@ -89,7 +91,7 @@ def test_consistent_blank_lines(renderer: Renderer, quirky: Case, variant: Varia
     assert not re.search(r"[ \t]\n", clean)  # no trailing spaces
 
 
-def test_case_system_message_appended_after_blank_line(renderer: Renderer, make_case: Any) -> None:
+def test_case_system_message_appended_after_blank_line(renderer: Renderer) -> None:
     case = make_case(turns=[{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}])
     for template in ("bfcl_v4", "bfcl_v4_clean"):
         messages = renderer.render(Variant(template=template), case).messages

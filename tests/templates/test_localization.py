@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 from promptgrid.templates import Localization, Renderer, description_units
 from promptgrid.records import Case
 from promptgrid.errors import MissingTranslationError
 from promptgrid.variants import Variant, load_grid
+
+from support.builders import make_case
 
 
 class FakeLocalization:
@@ -57,7 +58,7 @@ def test_description_units_keys() -> None:
 
 
 @pytest.mark.parametrize("doc", ["json", "python", "xml"])
-def test_full_translation(make_case: Any, doc: str) -> None:
+def test_full_translation(doc: str) -> None:
     loc = FakeLocalization()
     case = make_case([NESTED], language="de")
     variant = Variant(doc_format=doc, return_format="verbose_xml", tool_call_tag=True,
@@ -75,7 +76,7 @@ def test_full_translation(make_case: Any, doc: str) -> None:
     assert "trip.plan.stops[].city" in keys
 
 
-def test_partial_translation_uses_query_language(make_case: Any) -> None:
+def test_partial_translation_uses_query_language() -> None:
     loc = FakeLocalization()
     case = make_case([NESTED], language="ja")
     prompt = Renderer(localization=loc).render(Variant(description_language="query"), case)
@@ -86,14 +87,14 @@ def test_partial_translation_uses_query_language(make_case: Any) -> None:
     assert prompt.variant_id.endswith("&desc_lang=query")
 
 
-def test_english_and_regional_english_need_no_localization(make_case: Any) -> None:
+def test_english_and_regional_english_need_no_localization() -> None:
     case = make_case([NESTED], language="en-US")
     r = Renderer()  # no localization at all
     r.render(Variant(instruction_language="query", description_language="query"), case)
     r.render(Variant(instruction_language="en", description_language="en"), case)
 
 
-def test_missing_units_are_all_listed(make_case: Any) -> None:
+def test_missing_units_are_all_listed() -> None:
     loc = FakeLocalization(missing={"classic.task", "trip.plan.prefs.budget", "trip.plan.description"})
     case = make_case([NESTED], language="de")
     variant = Variant(instruction_language="de", description_language="de")
@@ -106,7 +107,7 @@ def test_missing_units_are_all_listed(make_case: Any) -> None:
     assert "case_1" in msg and variant.id in msg
 
 
-def test_no_localization_means_everything_missing(make_case: Any) -> None:
+def test_no_localization_means_everything_missing() -> None:
     case = make_case([NESTED], language="hi")
     with pytest.raises(MissingTranslationError) as info:
         Renderer().render(Variant(template="massive_one_shot", instruction_language="query",
@@ -116,7 +117,7 @@ def test_no_localization_means_everything_missing(make_case: Any) -> None:
     assert "--what instructions" in msg and "--what descriptions" in msg
 
 
-def test_lookups_are_cached_across_variants(make_case: Any) -> None:
+def test_lookups_are_cached_across_variants() -> None:
     loc = FakeLocalization()
     case = make_case([NESTED], language="de")
     renderer = Renderer(localization=loc)
@@ -126,7 +127,7 @@ def test_lookups_are_cached_across_variants(make_case: Any) -> None:
     assert max(loc.calls.values()) <= 3  # each unit asked once per (catalog, language) / per doc format
 
 
-def test_translated_massive_prompt(make_case: Any) -> None:
+def test_translated_massive_prompt() -> None:
     loc = FakeLocalization()
     case = make_case([NESTED], language="es", turns=[{"role": "user", "content": "Planifica un viaje"}])
     grid = load_grid("massive_translation")
@@ -138,7 +139,7 @@ def test_translated_massive_prompt(make_case: Any) -> None:
     assert 'Action: alarm.set(time="nine am", date="this week")' in text  # code is never translated
 
 
-def test_localized_catalog_keeps_placeholders_filled(make_case: Any) -> None:
+def test_localized_catalog_keeps_placeholders_filled() -> None:
     class Swap:
         def instruction(self, source: str, lang: str, key: str) -> str | None:
             return {"classic.available_tools": "Funktionen ({format}):\n{functions}\n"}.get(key, source)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 from promptgrid.templates import Renderer, render
 from promptgrid.records import Case
 from promptgrid.errors import TemplateError
 from promptgrid.variants import Variant, load_grid
+
+from support.builders import make_case
 
 PIRATE = textwrap.dedent("""\
     persona: "Arr, ye be a function pirate."
@@ -157,7 +158,7 @@ def test_bad_template_option(tmp_path: Path, case: Case) -> None:
         Renderer(tmp_path).render(Variant(template="opt"), case)
 
 
-def test_module_level_render_reuses_default_renderer(case: Case, make_case: Any) -> None:
+def test_module_level_render_reuses_default_renderer(case: Case) -> None:
     a = render(Variant(), case)
     b = render(Variant(), make_case())
     assert a.sha256 == b.sha256 and a.variant_id == Variant().id

@@ -14,13 +14,9 @@ from promptgrid.matrix.datasets import MINI_LANGUAGES, SPEC_FORMS, Dataset, list
 from promptgrid.records import Case
 from promptgrid.errors import DatasetError
 
+from support.builders import make_case
+
 _BFCL = "promptgrid.matrix.datasets._bfcl"
-
-
-def _case(case_id: str, language: str = "en", category: str = "simple", group: str = "") -> Case:
-    return Case(id=case_id, category=category, turns=({"role": "user", "content": "q"},),
-                functions=({"name": "f", "parameters": {"type": "dict", "properties": {}}},),
-                ground_truth=({"f": {}},) if category != "irrelevance" else (), language=language, group=group)
 
 
 def test_all_is_complete() -> None:
@@ -68,7 +64,7 @@ def test_bfcl_specs_dispatch_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def load_bfcl(category: str, bfcl_data: str | None = None) -> tuple[Case, ...]:
         calls.append((category, bfcl_data))
-        return (_case(f"{category}_0"),)
+        return (make_case(case_id=f"{category}_0"),)
 
     fake = types.ModuleType(_BFCL)
     fake.load_bfcl = load_bfcl  # type: ignore[attr-defined]
@@ -125,19 +121,21 @@ def test_installed_bfcl_eval_is_listed_and_loads() -> None:
 
 def test_dataset_rejects_duplicate_ids() -> None:
     with pytest.raises(DatasetError, match="two cases with id 'a'"):
-        Dataset(name="x", cases=(_case("a"), _case("a")))
+        Dataset(name="x", cases=(make_case(case_id="a"), make_case(case_id="a")))
 
 
 def test_case_lookup_suggests_close_ids() -> None:
-    ds = Dataset(name="x", cases=(_case("weather_01-de"), _case("weather_02-de")))
+    ds = Dataset(name="x", cases=(make_case(case_id="weather_01-de"), make_case(case_id="weather_02-de")))
     assert ds.case("weather_02-de").id == "weather_02-de"
     with pytest.raises(DatasetError, match=r"no case 'weather_1-de'\. Did you mean 'weather_01-de'\?"):
         ds.case("weather_1-de")
 
 
 def test_select_filters_in_dataset_order() -> None:
-    cases = (_case("a-en", "en", group="a"), _case("a-de", "de", group="a"),
-             _case("b-en", "en", "irrelevance", group="b"), _case("b-de", "de", "irrelevance", group="b"))
+    cases = (make_case(case_id="a-en", language="en", group="a"),
+             make_case(case_id="a-de", language="de", group="a"),
+             make_case(case_id="b-en", language="en", category="irrelevance", group="b"),
+             make_case(case_id="b-de", language="de", category="irrelevance", group="b"))
     ds = Dataset(name="x", cases=cases)
     assert ds.languages == ("en", "de") and ds.groups == ("a", "b")
     assert [c.id for c in ds.select(["b-de", "a-en"])] == ["a-en", "b-de"]
@@ -161,7 +159,7 @@ def test_select_filters_in_dataset_order() -> None:
     ],
 )
 def test_select_reports_every_unknown_value(kwargs: dict[str, Any], message: str) -> None:
-    ds = Dataset(name="x", cases=(_case("a-en", "en"), _case("a-de", "de")))
+    ds = Dataset(name="x", cases=(make_case(case_id="a-en", language="en"), make_case(case_id="a-de", language="de")))
     with pytest.raises(DatasetError) as info:
         ds.select(**kwargs)
     assert message in str(info.value), str(info.value)

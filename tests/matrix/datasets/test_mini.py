@@ -315,18 +315,12 @@ def test_non_ascii_places_accept_an_english_spelling() -> None:
 
 
 def _bfcl_ast_checker():
-    """bfcl-eval's AST checker, loaded without the provider SDKs its package imports (tests/bfcl_support.py)."""
+    """bfcl-eval's AST checker, loaded without the provider SDKs its package imports (support.bfcl)."""
     pytest.importorskip("bfcl_eval")
-    import importlib.util
-    from pathlib import Path
+    from support.bfcl import load_bfcl_modules
 
-    path = Path(__file__).parents[2] / "bfcl_support.py"
-    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
-    assert spec and spec.loader
-    support = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(support)
     try:
-        (module,) = support.load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker")
+        (module,) = load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker")
         from bfcl_eval.constants.enums import Language
     except ImportError as exc:  # pragma: no cover - another bfcl-eval layout
         pytest.skip(f"bfcl-eval's checker cannot be loaded here: {exc}")

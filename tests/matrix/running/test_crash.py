@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,13 +15,11 @@ import pytest
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.matrix.running.store import RunStore
 
-CHILD = str(Path(__file__).parent / "runner_child.py")
-
+from support.running import child_command, child_env
 
 def child(opts: dict, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, CHILD, json.dumps(opts)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return subprocess.Popen(child_command(opts), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), **kw)
 
 
 def stored_calls(run_dir: Path) -> int:

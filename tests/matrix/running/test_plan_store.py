@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runner_support import bfcl_variants, make_case, make_cases
 
 from promptgrid.matrix.running.plan import iter_jobs, job_key, repeat_params
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.store import CallResult, RunStore, case_from_dict, case_to_dict
 from promptgrid.records import Prompt
+
+from support.builders import bfcl_variants, numbered_case, numbered_cases
 
 params_st = st.dictionaries(st.sampled_from(["temperature", "max_tokens", "seed", "top_p"]),
                             st.integers(0, 1000), max_size=4)
@@ -47,7 +48,7 @@ class CountingRenderer:
 
 def test_plan_is_lazy_and_case_major() -> None:
     renderer = CountingRenderer()
-    jobs = iter_jobs("m", {"temperature": 0}, bfcl_variants(3), make_cases(1000), 2, renderer)
+    jobs = iter_jobs("m", {"temperature": 0}, bfcl_variants(3), numbered_cases(1000), 2, renderer)
     first = [next(jobs) for _ in range(6)]
     assert renderer.calls == 3  # one case rendered so far, each prompt once for both repeats
     assert [(j.case.id, j.repeat) for j in first] == [("case_0", 0), ("case_0", 1)] * 3
@@ -62,7 +63,7 @@ def test_store_roundtrip_and_rows(tmp_path: Path) -> None:
     with RunStore(tmp_path, create=True) as store:
         mid = store.add_models(["m"])["m"]
         vids = store.add_variants(bfcl_variants(2))
-        cids = store.add_cases([make_case(0, "de")])
+        cids = store.add_cases([numbered_case(0, "de")])
         v0, v1 = (vids[v.id] for v in bfcl_variants(2))
         c0 = cids["case_0"]
         store.add_jobs([(mid, v0, c0, 0, "k1"), (mid, v1, c0, 0, "k1")])  # two rows, one call
@@ -72,9 +73,10 @@ def test_store_roundtrip_and_rows(tmp_path: Path) -> None:
         assert store.lookup(["k1", "k2"]) == {"k1": "done"}
         assert store.scored(["k1"]) == {(mid, v0, c0, 0)}
         rows = list(store.rows())
-        assert len(rows) == 2 and {r["key"] for r in rows} == {"k1"}
-        scored = [r for r in rows if r["valid"] is not None]
-        assert scored[0]["extra"] == 1 and scored[0]["case_language"] == "de" and scored[0]["case_group"] == "g0"
+        assert len(rows) == 2 and {r.key for r in rows} == {"k1"}
+        scored = [r for r in rows if r.valid is not None]
+        assert scored[0].case_language == "de" and scored[0].case_group == "g0"
+        assert not hasattr(scored[0], "extra")  # a verdict key that is no ResultRow field is not read
         assert store.spend() == 0.5  # the shared call is counted once
         # Changing a row's key clears its verdict.
         store.add_jobs([(mid, v0, c0, 0, "k9")])
@@ -83,7 +85,7 @@ def test_store_roundtrip_and_rows(tmp_path: Path) -> None:
 
 
 def test_case_roundtrip() -> None:
-    case = make_case(3, "ja")
+    case = numbered_case(3, "ja")
     back = case_from_dict(json.loads(json.dumps(case_to_dict(case))))
     assert (back.id, back.turns, back.functions, back.ground_truth, back.language, back.group) == (
         case.id, case.turns, case.functions, case.ground_truth, case.language, case.group)

@@ -2,7 +2,7 @@
 
 For every (config, entry): a correct response in the config's format, built
 from the ground truth, and (for a seeded share of the pairs, all of them with
-PROMPTGRID_FULL_AGREEMENT=1) its corruptions (bfcl_reference.KINDS). Both
+PROMPTGRID_FULL_AGREEMENT=1) its corruptions (support.bfcl_reference.KINDS). Both
 scorers see every response: promptgrid's ``score()`` and bfcl-eval's own
 decoder + ``ast_checker`` called as its format-sensitivity runner calls them.
 Validity and error type must be identical, except where the parser reports a
@@ -24,6 +24,8 @@ import pytest
 from promptgrid.matrix.scoring.failure_modes import FailureMode as F
 from promptgrid.matrix.scoring.parse import Deviation, parse_response
 from promptgrid.matrix.scoring import bfcl_verdict, clear_caches, score
+
+from support import bfcl_reference as helper
 
 FULL = os.environ.get("PROMPTGRID_FULL_AGREEMENT") == "1"
 DEFAULT_FRACTION = 0.2  # of (config, entry) pairs that get corruptions in the default run
@@ -56,11 +58,10 @@ AGNOSTIC_VALID = {"correct", "swapped_order", "missing_tag", "per_call_functions
 
 
 @pytest.fixture(scope="module")
-def corpus(bfcl_reference: Any, bfcl_helper: Any) -> dict[str, Any]:
+def corpus(bfcl_reference: Any) -> dict[str, Any]:
     from promptgrid.matrix.datasets import load_dataset
     from promptgrid.variants import load_grid
 
-    helper = bfcl_helper
     configs, entries = helper.load_entries()
     started = time.perf_counter()
     items = helper.build_corpus(configs, entries, corrupt_fraction=1.0 if FULL else DEFAULT_FRACTION, seed=20250)

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from promptgrid.matrix.scoring.check import Mode, check_calls, compile_case, count_matches, standardize_string
 from promptgrid.matrix.scoring.verdict import ErrorCode
 
+from support.bfcl_reference import load_reference
+from support.builders import checked_case, fn
+
 E = ErrorCode
 
 
-def code(b: Any, category: str, functions: list[dict[str, Any]], gt: list[dict[str, Any]], calls: list[dict[str, Any]]
+def code(category: str, functions: list[dict[str, Any]], gt: list[dict[str, Any]], calls: list[dict[str, Any]]
          ) -> ErrorCode:
-    return check_calls(calls, b.case(category, functions, gt)).code
+    return check_calls(calls, checked_case(category, functions, gt)).code
 
 
 # --------------------------------------------------------------------------- strings
@@ -40,137 +43,137 @@ def test_standardize_string_is_idempotent(text: str) -> None:
 # --------------------------------------------------------------------------- simple rules
 
 
-def test_simple_valid_and_string_normalization(b: Any) -> None:
-    f = [b.fn("get_weather", ["city"], city="string", unit="string")]
+def test_simple_valid_and_string_normalization() -> None:
+    f = [fn("get_weather", ["city"], city="string", unit="string")]
     gt = [{"get_weather": {"city": ["New York City", "NYC"], "unit": ["", "celsius"]}}]
-    assert code(b, "simple", f, gt, [{"get_weather": {"city": "new york  city"}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"get_weather": {"city": "N.Y.C."}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"get_weather": {"city": "NYC", "unit": "Celsius"}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"get_weather": {"city": "Boston"}}]) is E.VALUE_ERROR_STRING
+    assert code("simple", f, gt, [{"get_weather": {"city": "new york  city"}}]) is E.VALID
+    assert code("simple", f, gt, [{"get_weather": {"city": "N.Y.C."}}]) is E.VALID
+    assert code("simple", f, gt, [{"get_weather": {"city": "NYC", "unit": "Celsius"}}]) is E.VALID
+    assert code("simple", f, gt, [{"get_weather": {"city": "Boston"}}]) is E.VALUE_ERROR_STRING
 
 
-def test_simple_error_codes(b: Any) -> None:
-    f = [b.fn("f", ["a"], a="integer", b="float", c="boolean")]
+def test_simple_error_codes() -> None:
+    f = [fn("f", ["a"], a="integer", b="float", c="boolean")]
     gt = [{"f": {"a": [3], "b": [2.0, ""], "c": [True]}}]
-    assert code(b, "simple", f, gt, []) is E.SIMPLE_WRONG_COUNT
-    assert code(b, "simple", f, gt, [{"f": {"a": 3, "c": True}}, {"f": {"a": 3, "c": True}}]) is E.SIMPLE_WRONG_COUNT
-    assert code(b, "simple", f, gt, [{"g": {"a": 3, "c": True}}]) is E.WRONG_FUNC_NAME
-    assert code(b, "simple", f, gt, [{"f": {"c": True}}]) is E.MISSING_REQUIRED
-    assert code(b, "simple", f, gt, [{"f": {"a": 3, "c": True, "zz": 1}}]) is E.UNEXPECTED_PARAM
-    assert code(b, "simple", f, gt, [{"f": {"a": "3", "c": True}}]) is E.TYPE_ERROR_SIMPLE
-    assert code(b, "simple", f, gt, [{"f": {"a": 3.0, "c": True}}]) is E.TYPE_ERROR_SIMPLE  # float for int: never
-    assert code(b, "simple", f, gt, [{"f": {"a": 4, "c": True}}]) is E.VALUE_ERROR_OTHERS
-    assert code(b, "simple", f, gt, [{"f": {"a": 3}}]) is E.MISSING_OPTIONAL  # c: optional in schema, needed here
-    assert code(b, "simple", f, gt, [{"f": {"a": 3, "c": True, "b": 2}}]) is E.VALID  # int for float: yes
-    assert code(b, "simple", f, gt, [{"f": {"a": True, "c": True}}]) is E.TYPE_ERROR_SIMPLE  # bool is not int
+    assert code("simple", f, gt, []) is E.SIMPLE_WRONG_COUNT
+    assert code("simple", f, gt, [{"f": {"a": 3, "c": True}}, {"f": {"a": 3, "c": True}}]) is E.SIMPLE_WRONG_COUNT
+    assert code("simple", f, gt, [{"g": {"a": 3, "c": True}}]) is E.WRONG_FUNC_NAME
+    assert code("simple", f, gt, [{"f": {"c": True}}]) is E.MISSING_REQUIRED
+    assert code("simple", f, gt, [{"f": {"a": 3, "c": True, "zz": 1}}]) is E.UNEXPECTED_PARAM
+    assert code("simple", f, gt, [{"f": {"a": "3", "c": True}}]) is E.TYPE_ERROR_SIMPLE
+    assert code("simple", f, gt, [{"f": {"a": 3.0, "c": True}}]) is E.TYPE_ERROR_SIMPLE  # float for int: never
+    assert code("simple", f, gt, [{"f": {"a": 4, "c": True}}]) is E.VALUE_ERROR_OTHERS
+    assert code("simple", f, gt, [{"f": {"a": 3}}]) is E.MISSING_OPTIONAL  # c: optional in schema, needed here
+    assert code("simple", f, gt, [{"f": {"a": 3, "c": True, "b": 2}}]) is E.VALID  # int for float: yes
+    assert code("simple", f, gt, [{"f": {"a": True, "c": True}}]) is E.TYPE_ERROR_SIMPLE  # bool is not int
 
 
-def test_parameter_in_schema_but_not_in_answer_is_unexpected(b: Any) -> None:
-    f = [b.fn("f", [], a="integer", b="integer")]
-    assert code(b, "simple", f, [{"f": {"a": [1]}}], [{"f": {"a": 1, "b": 2}}]) is E.UNEXPECTED_PARAM
+def test_parameter_in_schema_but_not_in_answer_is_unexpected() -> None:
+    f = [fn("f", [], a="integer", b="integer")]
+    assert code("simple", f, [{"f": {"a": [1]}}], [{"f": {"a": 1, "b": 2}}]) is E.UNEXPECTED_PARAM
 
 
-def test_lists_are_ordered_and_nested_types_checked(b: Any) -> None:
-    f = [b.fn("f", ["xs"], xs={"type": "array", "items": {"type": "string"}})]
+def test_lists_are_ordered_and_nested_types_checked() -> None:
+    f = [fn("f", ["xs"], xs={"type": "array", "items": {"type": "string"}})]
     gt = [{"f": {"xs": [["Paris", "Rome"]]}}]
-    assert code(b, "simple", f, gt, [{"f": {"xs": ["paris", "ROME"]}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"f": {"xs": ["Rome", "Paris"]}}]) is E.VALUE_ERROR_LIST
-    assert code(b, "simple", f, gt, [{"f": {"xs": ["Paris", 3]}}]) is E.TYPE_ERROR_NESTED
-    assert code(b, "simple", f, gt, [{"f": {"xs": ("Paris", "Rome")}}]) is E.TYPE_ERROR_SIMPLE  # a tuple is no array
+    assert code("simple", f, gt, [{"f": {"xs": ["paris", "ROME"]}}]) is E.VALID
+    assert code("simple", f, gt, [{"f": {"xs": ["Rome", "Paris"]}}]) is E.VALUE_ERROR_LIST
+    assert code("simple", f, gt, [{"f": {"xs": ["Paris", 3]}}]) is E.TYPE_ERROR_NESTED
+    assert code("simple", f, gt, [{"f": {"xs": ("Paris", "Rome")}}]) is E.TYPE_ERROR_SIMPLE  # a tuple is no array
 
 
-def test_tuple_schema_accepts_tuples_as_lists(b: Any) -> None:
-    f = [b.fn("f", ["t"], t={"type": "tuple", "items": {"type": "integer"}})]
+def test_tuple_schema_accepts_tuples_as_lists() -> None:
+    f = [fn("f", ["t"], t={"type": "tuple", "items": {"type": "integer"}})]
     gt = [{"f": {"t": [[1, 2]]}}]
-    assert code(b, "simple", f, gt, [{"f": {"t": (1, 2)}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"f": {"t": [2, 1]}}]) is E.VALUE_ERROR_LIST
+    assert code("simple", f, gt, [{"f": {"t": (1, 2)}}]) is E.VALID
+    assert code("simple", f, gt, [{"f": {"t": [2, 1]}}]) is E.VALUE_ERROR_LIST
 
 
-def test_dicts_by_key_presence_and_value(b: Any) -> None:
-    f = [b.fn("f", ["d"], d="dict")]
+def test_dicts_by_key_presence_and_value() -> None:
+    f = [fn("f", ["d"], d="dict")]
     gt = [{"f": {"d": [{"name": ["John Doe"], "email": ["j@x.com"], "age": ["", 30]}]}}]
-    assert code(b, "simple", f, gt, [{"f": {"d": {"email": "j@x.com", "name": "john doe"}}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"f": {"d": {"name": "John Doe"}}}]) is E.VALUE_ERROR_DICT_KEY
-    assert code(b, "simple", f, gt, [{"f": {"d": {"name": "Jane", "email": "j@x.com"}}}]) is E.VALUE_ERROR_DICT_VALUE
-    assert code(b, "simple", f, gt, [{"f": {"d": {"name": "John Doe", "email": "j@x.com", "zz": 1}}}]) \
+    assert code("simple", f, gt, [{"f": {"d": {"email": "j@x.com", "name": "john doe"}}}]) is E.VALID
+    assert code("simple", f, gt, [{"f": {"d": {"name": "John Doe"}}}]) is E.VALUE_ERROR_DICT_KEY
+    assert code("simple", f, gt, [{"f": {"d": {"name": "Jane", "email": "j@x.com"}}}]) is E.VALUE_ERROR_DICT_VALUE
+    assert code("simple", f, gt, [{"f": {"d": {"name": "John Doe", "email": "j@x.com", "zz": 1}}}]) \
         is E.VALUE_ERROR_DICT_KEY
 
 
-def test_list_of_dicts(b: Any) -> None:
-    f = [b.fn("f", ["rows"], rows={"type": "array", "items": {"type": "dict"}})]
+def test_list_of_dicts() -> None:
+    f = [fn("f", ["rows"], rows={"type": "array", "items": {"type": "dict"}})]
     gt = [{"f": {"rows": [[{"k": ["a"]}, {"k": ["b"]}]]}}]
-    assert code(b, "simple", f, gt, [{"f": {"rows": [{"k": "A"}, {"k": "b"}]}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"f": {"rows": [{"k": "a"}]}}]) is E.VALUE_ERROR_LIST_DICT_COUNT
-    assert code(b, "simple", f, gt, [{"f": {"rows": [{"k": "b"}, {"k": "a"}]}}]) is E.VALUE_ERROR_DICT_VALUE
+    assert code("simple", f, gt, [{"f": {"rows": [{"k": "A"}, {"k": "b"}]}}]) is E.VALID
+    assert code("simple", f, gt, [{"f": {"rows": [{"k": "a"}]}}]) is E.VALUE_ERROR_LIST_DICT_COUNT
+    assert code("simple", f, gt, [{"f": {"rows": [{"k": "b"}, {"k": "a"}]}}]) is E.VALUE_ERROR_DICT_VALUE
 
 
-def test_variable_answers_compare_raw(b: Any) -> None:
+def test_variable_answers_compare_raw() -> None:
     # A ground truth holding a variable name where the schema wants an array.
-    f = [b.fn("fit", ["x"], x={"type": "array", "items": {"type": "float"}})]
+    f = [fn("fit", ["x"], x={"type": "array", "items": {"type": "float"}})]
     gt = [{"fit": {"x": ["data['sales']"]}}]
-    assert code(b, "simple", f, gt, [{"fit": {"x": "data['sales']"}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"fit": {"x": "data['Sales']"}}]) is E.VALUE_ERROR_OTHERS
-    assert code(b, "simple", f, gt, [{"fit": {"x": [1.0]}}]) is E.VALUE_ERROR_OTHERS  # still a variable answer
+    assert code("simple", f, gt, [{"fit": {"x": "data['sales']"}}]) is E.VALID
+    assert code("simple", f, gt, [{"fit": {"x": "data['Sales']"}}]) is E.VALUE_ERROR_OTHERS
+    assert code("simple", f, gt, [{"fit": {"x": [1.0]}}]) is E.VALUE_ERROR_OTHERS  # still a variable answer
 
 
-def test_number_and_object_types_are_read(b: Any) -> None:
-    f = [b.fn("f", ["x", "o"], x="number", o="object")]
+def test_number_and_object_types_are_read() -> None:
+    f = [fn("f", ["x", "o"], x="number", o="object")]
     gt = [{"f": {"x": [1.5, 2.0], "o": [{"a": [1]}]}}]
-    assert code(b, "simple", f, gt, [{"f": {"x": 2, "o": {"a": 1}}}]) is E.VALID
-    assert code(b, "simple", f, gt, [{"f": {"x": "2", "o": {"a": 1}}}]) is E.TYPE_ERROR_SIMPLE
+    assert code("simple", f, gt, [{"f": {"x": 2, "o": {"a": 1}}}]) is E.VALID
+    assert code("simple", f, gt, [{"f": {"x": "2", "o": {"a": 1}}}]) is E.TYPE_ERROR_SIMPLE
 
 
 # --------------------------------------------------------------------------- categories
 
 
-def test_multiple_checks_the_expected_function(b: Any) -> None:
-    f = [b.fn("a", ["x"], x="integer"), b.fn("b", ["x"], x="integer")]
+def test_multiple_checks_the_expected_function() -> None:
+    f = [fn("a", ["x"], x="integer"), fn("b", ["x"], x="integer")]
     gt = [{"b": {"x": [1]}}]
-    assert code(b, "multiple", f, gt, [{"b": {"x": 1}}]) is E.VALID
-    assert code(b, "multiple", f, gt, [{"a": {"x": 1}}]) is E.WRONG_FUNC_NAME
-    assert code(b, "multiple", f, gt, [{"b": {"x": 1}}, {"a": {"x": 1}}]) is E.MULTIPLE_WRONG_COUNT
+    assert code("multiple", f, gt, [{"b": {"x": 1}}]) is E.VALID
+    assert code("multiple", f, gt, [{"a": {"x": 1}}]) is E.WRONG_FUNC_NAME
+    assert code("multiple", f, gt, [{"b": {"x": 1}}, {"a": {"x": 1}}]) is E.MULTIPLE_WRONG_COUNT
 
 
-def test_parallel_any_order_all_or_nothing(b: Any) -> None:
-    f = [b.fn("w", ["city"], city="string")]
+def test_parallel_any_order_all_or_nothing() -> None:
+    f = [fn("w", ["city"], city="string")]
     gt = [{"w": {"city": ["Paris"]}}, {"w": {"city": ["Rome"]}}]
-    assert code(b, "parallel", f, gt, [{"w": {"city": "Rome"}}, {"w": {"city": "Paris"}}]) is E.VALID
-    assert code(b, "parallel", f, gt, [{"w": {"city": "Rome"}}]) is E.PARALLEL_WRONG_COUNT
-    result = check_calls([{"w": {"city": "Rome"}}, {"w": {"city": "Oslo"}}], b.case("parallel", f, gt))
+    assert code("parallel", f, gt, [{"w": {"city": "Rome"}}, {"w": {"city": "Paris"}}]) is E.VALID
+    assert code("parallel", f, gt, [{"w": {"city": "Rome"}}]) is E.PARALLEL_WRONG_COUNT
+    result = check_calls([{"w": {"city": "Rome"}}, {"w": {"city": "Oslo"}}], checked_case("parallel", f, gt))
     assert result.code is E.PARALLEL_NO_MATCH
     assert result.detail is E.VALUE_ERROR_STRING  # what did not match, for failure modes
-    assert code(b, "parallel_multiple", f, gt, [{"w": {"city": "Paris"}}, {"w": {"city": "Rome"}}]) is E.VALID
+    assert code("parallel_multiple", f, gt, [{"w": {"city": "Paris"}}, {"w": {"city": "Rome"}}]) is E.VALID
 
 
-def test_parallel_matching_is_greedy_like_bfcl(b: Any) -> None:
+def test_parallel_matching_is_greedy_like_bfcl() -> None:
     # Expected 0 accepts both predicted calls, expected 1 only the first; bfcl-eval
     # gives the first to expected 0 and fails. We keep that for agreement.
-    f = [b.fn("w", ["city"], city="string")]
+    f = [fn("w", ["city"], city="string")]
     gt = [{"w": {"city": ["Paris", "Rome"]}}, {"w": {"city": ["Paris"]}}]
-    assert code(b, "parallel", f, gt, [{"w": {"city": "Paris"}}, {"w": {"city": "Rome"}}]) is E.PARALLEL_NO_MATCH
+    assert code("parallel", f, gt, [{"w": {"city": "Paris"}}, {"w": {"city": "Rome"}}]) is E.PARALLEL_NO_MATCH
 
 
-def test_irrelevance_and_relevance(b: Any) -> None:
-    f = [b.fn("w", ["city"], city="string")]
-    assert code(b, "irrelevance", f, [], []) is E.VALID
-    assert code(b, "irrelevance", f, [], [{}]) is E.VALID
-    assert code(b, "irrelevance", f, [], [{"w": {"city": "x"}}]) is E.IRRELEVANCE_DECODER_SUCCESS
-    assert code(b, "relevance", f, [], [{"w": {"city": "x"}}]) is E.VALID
-    assert code(b, "relevance", f, [], []) is E.RELEVANCE_DECODER_FAILED
-    assert compile_case(b.case("simple", f, [])).mode is Mode.IRRELEVANCE  # no ground truth: no call expected
+def test_irrelevance_and_relevance() -> None:
+    f = [fn("w", ["city"], city="string")]
+    assert code("irrelevance", f, [], []) is E.VALID
+    assert code("irrelevance", f, [], [{}]) is E.VALID
+    assert code("irrelevance", f, [], [{"w": {"city": "x"}}]) is E.IRRELEVANCE_DECODER_SUCCESS
+    assert code("relevance", f, [], [{"w": {"city": "x"}}]) is E.VALID
+    assert code("relevance", f, [], []) is E.RELEVANCE_DECODER_FAILED
+    assert compile_case(checked_case("simple", f, [])).mode is Mode.IRRELEVANCE  # no ground truth: no call expected
 
 
-def test_compile_is_cached_per_case(b: Any) -> None:
-    c = b.case("simple", [b.fn("w", ["city"], city="string")], [{"w": {"city": ["x"]}}])
+def test_compile_is_cached_per_case() -> None:
+    c = checked_case("simple", [fn("w", ["city"], city="string")], [{"w": {"city": ["x"]}}])
     assert compile_case(c) is compile_case(c)
 
 
 # --------------------------------------------------------------------------- counts
 
 
-def test_counts_for_fsa_and_itc(b: Any) -> None:
-    f = [b.fn("a", ["x"], x="integer", y="string"), b.fn("b", ["x"], x="integer")]
-    c = b.case("parallel_multiple", f, [{"a": {"x": [1], "y": ["", "q"]}}, {"b": {"x": [2]}}])
+def test_counts_for_fsa_and_itc() -> None:
+    f = [fn("a", ["x"], x="integer", y="string"), fn("b", ["x"], x="integer")]
+    c = checked_case("parallel_multiple", f, [{"a": {"x": [1], "y": ["", "q"]}}, {"b": {"x": [2]}}])
     m = count_matches([{"a": {"x": 1, "y": "q"}}, {"b": {"x": 3}}], c)
     assert m.function_selection_correct
     assert (m.tool_tp, m.tool_fp, m.tool_fn) == (2, 0, 0)
@@ -182,7 +185,7 @@ def test_counts_for_fsa_and_itc(b: Any) -> None:
     assert (m.arg_tp, m.arg_fp, m.arg_fn) == (1, 1, 1)
     m = count_matches(None, c)
     assert (m.tool_tp, m.tool_fp, m.tool_fn, m.arg_fn) == (0, 0, 2, 2)
-    irr = b.case("irrelevance", f, [])
+    irr = checked_case("irrelevance", f, [])
     assert count_matches([], irr).function_selection_correct
     assert count_matches([{"a": {"x": 1}}], irr).tool_fp == 1
 
@@ -278,7 +281,7 @@ def _scenario(draw: Any) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenario())
-def test_checker_agrees_with_bfcl_ast_checker(bfcl_reference: Any, b: Any,
+def test_checker_agrees_with_bfcl_ast_checker(bfcl_reference: Any,
                                                scenario: tuple[str, Any, Any, Any]) -> None:
     category, functions, gts, calls = scenario
     try:
@@ -287,7 +290,7 @@ def test_checker_agrees_with_bfcl_ast_checker(bfcl_reference: Any, b: Any,
     except Exception:  # noqa: BLE001 - inputs bfcl-eval crashes on are out of scope
         assume(False)
         return
-    ours = check_calls(calls, b.case(category, functions, gts))
+    ours = check_calls(calls, checked_case(category, functions, gts))
     assert ours.valid == theirs["valid"]
     assert ours.code.bfcl_error_type == (None if theirs["valid"] else theirs["error_type"])
 
@@ -311,11 +314,11 @@ def test_error_codes_cover_bfcl_error_types() -> None:
     assert len(ours) == len(ErrorCode)  # one-to-one
 
 
-def test_reference_loader_leaves_no_stubs_behind(bfcl_reference: Any, bfcl_helper: Any) -> None:
+def test_reference_loader_leaves_no_stubs_behind(bfcl_reference: Any) -> None:
     import importlib.util
     import sys
 
-    bfcl_helper.load_reference()
+    load_reference()
     assert "bfcl_eval.constants.model_config" not in sys.modules
     assert "bfcl_eval.model_handler.utils" not in sys.modules
     if importlib.util.find_spec("tenacity") is None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from promptgrid.matrix.scoring import clear_caches, score, score_uncached
 from promptgrid.variants import Variant
+
+from support.builders import checked_case, fn
 
 RESPONSES = [
     "[math.gcd(num1=40, num2=50)]",
@@ -24,9 +24,9 @@ RESPONSES = [
 
 @pytest.mark.parametrize("fmt", ["python", "json", "verbose_xml", "concise_xml"])
 @pytest.mark.parametrize("tag", [False, True])
-def test_uncached_equals_memoized(b: Any, fmt: str, tag: bool) -> None:
-    gcd = b.case("simple", [b.fn("math.gcd", ["num1", "num2"], num1="integer", num2="integer")],
-                 [{"math.gcd": {"num1": [40], "num2": [50]}}], case_id="simple_19")
+def test_uncached_equals_memoized(fmt: str, tag: bool) -> None:
+    gcd = checked_case("simple", [fn("math.gcd", ["num1", "num2"], num1="integer", num2="integer")],
+                       [{"math.gcd": {"num1": [40], "num2": [50]}}], case_id="simple_19")
     clear_caches()
     for text in RESPONSES:
         memo = score(text, Variant(return_format=fmt, tool_call_tag=tag), gcd)

@@ -14,6 +14,8 @@ from promptgrid.matrix.scoring import clear_caches, score
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 from promptgrid.variants import Variant
 
+from support.builders import checked_case, fn
+
 E = ErrorCode
 
 
@@ -22,17 +24,17 @@ def V(ret: str = "python", tag: bool = False, doc: str = "json") -> Variant:
 
 
 @pytest.fixture
-def gcd(b: Any) -> Any:
-    return b.case("simple", [b.fn("math.gcd", ["num1", "num2"], num1="integer", num2="integer")],
-                  [{"math.gcd": {"num1": [40], "num2": [50]}}], case_id="simple_19")
+def gcd() -> Any:
+    return checked_case("simple", [fn("math.gcd", ["num1", "num2"], num1="integer", num2="integer")],
+                        [{"math.gcd": {"num1": [40], "num2": [50]}}], case_id="simple_19")
 
 
 @pytest.fixture
-def paint(b: Any) -> Any:
-    f = [b.fn("paint_color_mixture", ["paint_type", "color"], paint_type="string", color="string")]
+def paint() -> Any:
+    f = [fn("paint_color_mixture", ["paint_type", "color"], paint_type="string", color="string")]
     gt = [{"paint_color_mixture": {"paint_type": ["Watercolor"], "color": ["magenta"]}},
           {"paint_color_mixture": {"paint_type": ["Acrylic"], "color": ["navy"]}}]
-    return b.case("parallel", f, gt, case_id="parallel_36")
+    return checked_case("parallel", f, gt, case_id="parallel_36")
 
 
 def test_valid_python_answer_fills_every_field(gcd: Any) -> None:
@@ -72,12 +74,12 @@ def test_blog_per_call_functions_wrapping(paint: Any) -> None:
     assert v.n_predicted_calls == 1  # bfcl-eval reads the first block only
 
 
-def test_blog_per_call_toolcall_wrapping(b: Any) -> None:
-    f = [b.fn("alimony_calculator.ca.calculate", ["payor_income", "recipient_income", "duration"],
+def test_blog_per_call_toolcall_wrapping() -> None:
+    f = [fn("alimony_calculator.ca.calculate", ["payor_income", "recipient_income", "duration"],
               payor_income="integer", recipient_income="integer", duration="integer")]
     gt = [{"alimony_calculator.ca.calculate": {"payor_income": [10000], "recipient_income": [3000], "duration": [d]}}
           for d in (10, 20)]
-    c = b.case("parallel", f, gt)
+    c = checked_case("parallel", f, gt)
     text = ("<TOOLCALL>\nalimony_calculator.ca.calculate(payor_income=10000, recipient_income=3000, duration=10)\n"
             "</TOOLCALL>\n<TOOLCALL>\nalimony_calculator.ca.calculate(payor_income=10000, recipient_income=3000, "
             "duration=20)\n</TOOLCALL>")
@@ -86,10 +88,10 @@ def test_blog_per_call_toolcall_wrapping(b: Any) -> None:
     assert v.format_agnostic_valid
 
 
-def test_blog_python_answer_to_json_prompt(b: Any) -> None:
-    f = [b.fn("lawsuit_search", ["company", "start_date", "location"], company="string", start_date="string",
+def test_blog_python_answer_to_json_prompt() -> None:
+    f = [fn("lawsuit_search", ["company", "start_date", "location"], company="string", start_date="string",
               location="string", status="string")]
-    c = b.case("simple", f, [{"lawsuit_search": {"company": ["Google"], "start_date": ["01-01-2021"],
+    c = checked_case("simple", f, [{"lawsuit_search": {"company": ["Google"], "start_date": ["01-01-2021"],
                                                  "location": ["California"], "status": ["ongoing", ""]}}])
     text = '<TOOLCALL>\n[lawsuit_search(company="Google", start_date="01-01-2021", location="California")]\n</TOOLCALL>'
     v = score(text, V("json", True, "xml"), c)
@@ -100,10 +102,10 @@ def test_blog_python_answer_to_json_prompt(b: Any) -> None:
     assert score(good, V("json", True, "xml"), c).valid
 
 
-def test_blog_unclosed_params_tag(b: Any) -> None:
-    f = [b.fn("update_user_info", ["user_id", "update_info"], user_id="integer", update_info="dict",
+def test_blog_unclosed_params_tag() -> None:
+    f = [fn("update_user_info", ["user_id", "update_info"], user_id="integer", update_info="dict",
               database="string")]
-    c = b.case("simple", f, [{"update_user_info": {"user_id": [43523], "update_info": [
+    c = checked_case("simple", f, [{"update_user_info": {"user_id": [43523], "update_info": [
         {"name": ["John Doe"], "email": ["johndoe@email.com"]}], "database": ["CustomerInfo", ""]}}])
     text = ('<TOOLCALL>\n<functions>\n<function name="update_user_info">\n<params>\n'
             '<param name="user_id" value="43523" type="integer"/>\n'
@@ -128,9 +130,9 @@ def test_tag_missing_and_prose(gcd: Any) -> None:
     assert score("", V(), gcd).failure_mode is F.NO_CALL
 
 
-def test_content_failure_modes(b: Any) -> None:
-    f = [b.fn("a", ["x"], x="integer", y="string"), b.fn("b", ["x"], x="integer")]
-    c = b.case("multiple", f, [{"b": {"x": [2]}}])
+def test_content_failure_modes() -> None:
+    f = [fn("a", ["x"], x="integer", y="string"), fn("b", ["x"], x="integer")]
+    c = checked_case("multiple", f, [{"b": {"x": [2]}}])
     assert score("[zzz(x=2)]", V(), c).failure_mode is F.HALLUCINATED_FUNCTION
     wrong = score("[a(x=2)]", V(), c)
     assert wrong.failure_mode is F.WRONG_FUNCTION and not wrong.function_selection_correct
@@ -144,9 +146,9 @@ def test_content_failure_modes(b: Any) -> None:
     assert (v.arg_tp, v.arg_fp, v.arg_fn) == (0, 1, 1)
 
 
-def test_irrelevance_cases(b: Any) -> None:
-    f = [b.fn("weather.get", ["city"], city="string")]
-    c = b.case("irrelevance", f, [], language="de")
+def test_irrelevance_cases() -> None:
+    f = [fn("weather.get", ["city"], city="string")]
+    c = checked_case("irrelevance", f, [], language="de")
     v = score("Dafür habe ich leider keine passende Funktion, ich kann das Rezept nicht suchen.", V(), c)
     assert v.valid and v.failure_mode is None and v.format_match is None and v.format_agnostic_valid
     assert v.response_language == "de" and v.language_match is True

@@ -3,7 +3,7 @@
 ``bfcl_eval.model_handler.utils`` imports tree-sitter parsers (Java/JS) and
 tenacity, which a ``--no-deps`` install lacks. The file is loaded here under a
 private name with those imports stubbed only while it executes
-(``tests/bfcl_support.py``); nothing is left stubbed in ``sys.modules``
+(``support.bfcl``); nothing is left stubbed in ``sys.modules``
 afterwards. Tests that need it skip cleanly when bfcl-eval is not installed.
 
 Safety: bfcl-eval ``eval()``s arithmetic in Python-format values. ``bfcl_safe``
@@ -14,18 +14,18 @@ literal arithmetic, a lambda, or anything else it would evaluate.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import math
 import re
 import types
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from promptgrid.matrix.scoring.parse import BFCL_DECODER_FAILED, BFCL_WRONG_OUTPUT_FORMAT, ParseResult, parse_response
+
+from support.bfcl import load_bfcl_modules
 
 Outcome = tuple[str, Any]  # ("raise", message) | ("wrong_format", value) | ("ok", calls)
 
@@ -36,12 +36,7 @@ def _load_bfcl() -> types.SimpleNamespace | None:
         from bfcl_eval.constants.enums import ReturnFormat
     except ImportError:
         return None
-    path = Path(__file__).parents[3] / "bfcl_support.py"
-    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
-    assert spec is not None and spec.loader is not None
-    support = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(support)
-    (module,) = support.load_bfcl_modules("bfcl_eval.model_handler.utils")
+    (module,) = load_bfcl_modules("bfcl_eval.model_handler.utils")
     from bfcl_eval.utils import is_function_calling_format_output
 
     return types.SimpleNamespace(

@@ -1,4 +1,4 @@
-"""bfcl-eval as a reference scorer, and the agreement corpus (shared by the test and benchmarks/score.py).
+"""bfcl-eval as a reference scorer, and the agreement corpus (shared by the tests and benchmarks/score.py).
 
 Not a test module. It loads bfcl-eval 2026.3.23's own ``default_decode_ast_prompting``
 and ``ast_checker`` and calls them as ``format_sensitivity_runner`` does
@@ -8,7 +8,7 @@ then ``ast_checker`` with the entry id as the category and Python rules).
 bfcl-eval is installed ``--no-deps``: importing its checker pulls the model
 registry (provider SDKs), tenacity and tree-sitter. ``load_reference`` runs the
 two bfcl-eval modules with stand-ins for exactly those modules
-(``tests/bfcl_support.py``), which are in ``sys.modules`` only while they run;
+(``support.bfcl``), which are in ``sys.modules`` only while they run;
 the two modules themselves are loaded under private names, so nothing else in
 the test session sees a stand-in or a half-stubbed module.
 
@@ -21,15 +21,15 @@ left out), plus corrupted variants of it (``KINDS``).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
+
+from support.bfcl import load_bfcl_modules
 
 # --------------------------------------------------------------------------- bfcl-eval reference
 
@@ -59,12 +59,7 @@ class Reference:
 
 def load_reference() -> Reference | None:
     """bfcl-eval's decoder and checker, or ``None`` when bfcl-eval is not installed."""
-    path = Path(__file__).parents[2] / "bfcl_support.py"
-    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", path)
-    assert spec is not None and spec.loader is not None
-    support = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(support)
-    loaded = support.load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl_eval.model_handler.utils")
+    loaded = load_bfcl_modules("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl_eval.model_handler.utils")
     if loaded is None:
         return None
     checker, utils = loaded

@@ -52,8 +52,8 @@ def test_run_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["run", str(cfg), "--no-progress"]) == 0
     with RunStore(tmp_path / "out") as store:
         rows = list(store.rows())
-    assert len(rows) == 1 and rows[0]["params"] == {"max_tokens": 64, "seed": 1, "temperature": 0.0}
-    assert rows[0]["dimensions"]["return_format"] == "json"
+    assert len(rows) == 1 and rows[0].params == {"max_tokens": 64, "seed": 1, "temperature": 0.0}
+    assert rows[0].dimensions["return_format"] == "json"
 
 
 def test_user_errors_exit_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

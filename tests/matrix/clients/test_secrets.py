@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,8 @@ from promptgrid.matrix.clients import REDACTED, Redactor
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.matrix.running.store import RunStore
 
-CHILD = str(Path(__file__).parent / "runner_child.py")
+from support.running import child_command, child_env
+
 KEY = "sk-planted-xyz"
 
 
@@ -27,11 +25,11 @@ def grep_dir(run_dir: Path, needle: bytes) -> list[str]:
 def test_planted_key_appears_nowhere(tmp_path: Path) -> None:
     # Half the calls fail with a 500 whose message quotes the Authorization header.
     script = FakeScript(p_server_error=0.5, echo_auth_in_error=True, latency_s=0.03, seed=3)
-    env = {**os.environ, "OPENAI_API_KEY": KEY, "PYTHONUNBUFFERED": "1"}
+    env = child_env(OPENAI_API_KEY=KEY)
     with FakeServer.subprocess(script) as srv:
         opts = {"run_dir": str(tmp_path), "api_base": srv.url, "cases": 6, "variants": 26, "concurrency": 4,
                 "max_retries": 0}
-        proc = subprocess.Popen([sys.executable, CHILD, json.dumps(opts)], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(child_command(opts), env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         # Kill it half-way so the WAL is left on disk, then grep every file.
         import time
@@ -46,7 +44,7 @@ def test_planted_key_appears_nowhere(tmp_path: Path) -> None:
         out1, err1 = proc.communicate()
         assert (tmp_path / "store.sqlite3-wal").exists()
         assert grep_dir(tmp_path, KEY.encode()) == []
-        proc = subprocess.Popen([sys.executable, CHILD, json.dumps(opts)], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(child_command(opts), env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         out2, err2 = proc.communicate(timeout=300)
         assert proc.returncode == 0, err2
@@ -56,7 +54,7 @@ def test_planted_key_appears_nowhere(tmp_path: Path) -> None:
     for stream in (out1, err1, out2, err2):
         assert KEY.encode() not in stream
     with RunStore(tmp_path) as store:
-        errors = [r["error"] for r in store.rows() if r["error"]]
+        errors = [r.error for r in store.rows() if r.error]
     assert errors and all(REDACTED in e for e in errors)  # the message is kept, the key is not
 
 

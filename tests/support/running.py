@@ -1,37 +1,26 @@
-"""Builders shared by the runner tests: cases, a stand-in scorer, a prepared run."""
+"""Builders shared by the runner tests: a run config, a prepared run, a stand-in scorer, the fake server.
+
+The cases are ``support.builders.numbered_case``: "Please call func_<i> with
+x=<i>.", which ``answer_right`` answers correctly.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+import os
+import re
+import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from promptgrid.matrix.running.session import Prepared
 from promptgrid.matrix.running.config import ModelSpec, RunConfig, model_params
-from promptgrid.matrix.cli.run import Prepared
+from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.records import Case
-from promptgrid.variants import Variant, load_grid
+from promptgrid.variants import Variant
 
-
-def make_case(i: int, language: str = "en") -> Case:
-    name = f"func_{i}"
-    return Case(
-        id=f"case_{i}", category="simple", language=language, group=f"g{i}",
-        turns=({"role": "user", "content": f"Please call {name} with x={i}."},),
-        functions=({"name": name, "description": f"Function number {i}.",
-                    "parameters": {"type": "dict", "properties": {"x": {"type": "integer", "description": "x"}},
-                                   "required": ["x"]}},),
-        ground_truth=({name: {"x": [i]}},),
-    )
-
-
-def make_cases(n: int) -> list[Case]:
-    return [make_case(i) for i in range(n)]
-
-
-def bfcl_variants(n: int | None = None) -> list[Variant]:
-    variants = list(load_grid("bfcl_v4").variants)
-    return variants if n is None else variants[:n]
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
 class StandInVerdict:
@@ -66,20 +55,29 @@ def prepared(cfg: RunConfig, variants: list[Variant], cases: list[Case]) -> Prep
     return Prepared(cfg, "bfcl_v4", variants, cases, Renderer())
 
 
-def language_twins() -> list[Variant]:
-    """Two variants that render identically for English cases (instruction language en vs query)."""
-    base = Variant()
-    return [base, replace(base, instruction_language="query")]
-
-
 def answer_right(request: dict[str, Any]) -> str:
     """Fake-server answer function: call the function the user asks for, in Python syntax."""
-    import re
-
     user = request["messages"][-1]["content"]
     m = re.search(r"call (func_\d+) with x=(\d+)", user)
     return f"[{m.group(1)}(x={m.group(2)})]" if m else "no idea"
 
 
+def answering_server() -> AbstractContextManager[FakeServer]:
+    """A fake server in a thread, without faults, answering every numbered case right (use with ``with``)."""
+    return FakeServer.thread(FakeScript(), answer_fn=answer_right)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def child_command(opts: dict[str, Any]) -> list[str]:
+    """The command line of a ``support.runner_child`` run with these options (start it with ``child_env``)."""
+    return [sys.executable, "-m", "support.runner_child", json.dumps(opts)]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment plus ``extra``, with ``tests/`` on PYTHONPATH so the child finds ``support``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), env.get("PYTHONPATH", "")) if p)
+    return env

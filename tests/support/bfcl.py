@@ -14,9 +14,8 @@ held before, plus the ordinary bfcl-eval modules they imported on the way
 modules themselves are never in it, so nothing else in the process sees a
 stand-in. Nothing of bfcl-eval's is patched.
 
-``tests`` is not a package (pytest runs with ``--import-mode=importlib``, and
-the benchmarks run as scripts), so callers load this file by path with
-``importlib.util.spec_from_file_location``.
+Tests import it as ``support.bfcl``; the benchmarks, which run as scripts, put
+``tests/`` on ``sys.path`` first.
 """
 
 from __future__ import annotations
