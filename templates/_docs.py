@@ -21,11 +21,14 @@ Two flavours:
     * json: ``ensure_ascii=False`` (translated descriptions stay readable);
     * python: one blank line between functions, no trailing newlines;
       ``\"\"\"`` inside a description is escaped so the docstring stays closed;
-    * xml: text and attributes escaped, commas kept, defaults written as the
-      value itself (strings) or JSON (everything else), characters XML 1.0
-      cannot carry replaced by U+FFFD, CR (and, in attributes, LF and TAB)
-      written as character references,
-      one blank line between functions and no trailing newline;
+    * xml: written by ``xmltodict.unparse`` (the standard library's
+      ``XMLGenerator``), so text and attributes are escaped as XML requires;
+      commas kept, defaults written as the value itself (strings) or JSON
+      (everything else), characters XML 1.0 cannot carry replaced by U+FFFD,
+      CR (and, in attributes, LF and TAB) written as character references, an
+      attribute holding ``"`` quoted with ``'``, a function without
+      parameters written ``<params></params>``; one blank line between
+      functions and no trailing newline;
     * all formats: the language hint bfcl-eval appends twice to format-
       sensitivity entries (" Note that the provided function is in Python 3
       syntax." x2) is kept once.
@@ -43,6 +46,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import xmltodict
 
 __all__ = ["DOC_FORMATS", "DocFlavour", "dedupe_language_hint", "render_function_docs"]
 
@@ -182,18 +187,6 @@ def _python_docs(functions: Sequence[Mapping[str, Any]], flavour: DocFlavour) ->
 # --------------------------------------------------------------------------- xml
 
 
-def _xml_text(value: str) -> str:
-    value = _XML_ILLEGAL.sub("\ufffd", value)
-    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    # a raw CR would be read back as LF (XML end-of-line handling); a reference keeps it
-    return value.replace("\r", "&#13;")
-
-
-def _xml_attr(value: str) -> str:
-    # attribute-value normalization would turn a raw TAB or LF into a space
-    return _xml_text(value).replace('"', "&quot;").replace("\n", "&#10;").replace("\t", "&#9;")
-
-
 def _xml_type(schema: Mapping[str, Any]) -> str:
     name = _type_name(schema)
     items = schema.get("items")
@@ -206,62 +199,93 @@ def _xml_type(schema: Mapping[str, Any]) -> str:
     return name
 
 
-def _xml_param(name: str, schema: Any, required: Any, level: int, out: list[str], clean: bool) -> None:
-    schema = _as_schema(schema)
-    pad = " " * (2 * level)
-    is_required = "true" if required is None or (_is_container(required) and name in required) else "false"
-    p_type = _xml_type(schema)
-    desc = _description(schema)
-    if clean:
-        attrs = f'name="{_xml_attr(name)}" type="{_xml_attr(p_type)}" required="{is_required}"'
-        if "default" in schema:
-            attrs += f' default="{_xml_attr(_default_text(schema["default"]))}"'
-        desc = _xml_text(desc)
-    else:
-        attrs = f'name="{name}", type="{p_type}", required="{is_required}"'
-        if "default" in schema:
-            attrs += f' default="{schema["default"]!r}"'
-        attrs = attrs.replace(",", "")
-    out.append(f"{pad}<param {attrs}>\n")
-    out.append(f"{pad}  <desc>{desc}</desc>\n")
-    props = _properties(schema)
-    if "properties" in schema:
-        child_required = schema.get("required")
-        out.append(f"{pad}  <params>\n")
-        for child, child_schema in props.items():
-            _xml_param(_text(child), child_schema, child_required, level + 2, out, clean)
-        out.append(f"{pad}  </params>\n")
-    out.append(f"{pad}</param>\n")
+def _is_required(name: str, required: Any) -> str:
+    return "true" if required is None or (_is_container(required) and name in required) else "false"
 
 
 def _is_container(value: Any) -> bool:
     return isinstance(value, (list, tuple, set, frozenset, Mapping, str))
 
 
-def _default_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(_plain(value), ensure_ascii=False, default=str)
+def _bfcl_xml_param(name: str, schema: Any, required: Any, level: int, out: list[str]) -> None:
+    """bfcl-eval's bytes: nothing escaped, commas dropped from the attributes, defaults as ``repr``."""
+    schema = _as_schema(schema)
+    pad = " " * (2 * level)
+    attrs = f'name="{name}", type="{_xml_type(schema)}", required="{_is_required(name, required)}"'
+    if "default" in schema:
+        attrs += f' default="{schema["default"]!r}"'
+    attrs = attrs.replace(",", "")
+    out.append(f"{pad}<param {attrs}>\n")
+    out.append(f"{pad}  <desc>{_description(schema)}</desc>\n")
+    if "properties" in schema:
+        child_required = schema.get("required")
+        out.append(f"{pad}  <params>\n")
+        for child, child_schema in _properties(schema).items():
+            _bfcl_xml_param(_text(child), child_schema, child_required, level + 2, out)
+        out.append(f"{pad}  </params>\n")
+    out.append(f"{pad}</param>\n")
 
 
-def _xml_block(fn: Mapping[str, Any], clean: bool) -> str:
-    name = _text(fn.get("name", ""))
-    desc = _text(fn.get("description", ""))
-    if clean:
-        name, desc = _xml_attr(name), _xml_text(desc)
+def _bfcl_xml_block(fn: Mapping[str, Any]) -> str:
     params = _as_schema(fn.get("parameters"))
-    out = [f'<function name="{name}">\n', f"  <desc>{desc}</desc>\n", "  <params>\n"]
+    out = [f'<function name="{_text(fn.get("name", ""))}">\n', f"  <desc>{_text(fn.get('description', ''))}</desc>\n",
+           "  <params>\n"]
     required = params.get("required")
     for pname, schema in _properties(params).items():
-        _xml_param(_text(pname), schema, required, 2, out, clean)
+        _bfcl_xml_param(_text(pname), schema, required, 2, out)
     out.append("  </params>\n</function>\n")
     return "".join(out)
 
 
+# XMLGenerator writes a CR in element text raw, and an XML reader gives it back
+# as LF (end-of-line handling). So every CR goes through the generator as NUL
+# (absent from the values: XML 1.0 cannot carry it, _XML_ILLEGAL replaced it)
+# and is written as the reference ``&#13;`` afterwards; in attributes
+# XMLGenerator would have written that same reference.
+_CR_STAND_IN = "\x00"
+
+
+def _xml_value(value: Any) -> str:
+    """A string XML 1.0 can carry: illegal characters replaced by U+FFFD, CR by its stand-in."""
+    return _XML_ILLEGAL.sub("\ufffd", _text(value)).replace("\r", _CR_STAND_IN)
+
+
+def _default_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(_plain(value), ensure_ascii=False, default=str)
+
+
+def _clean_xml_param(name: str, schema: Any, required: Any) -> dict[str, Any]:
+    """One ``<param>`` as xmltodict's input: ``@`` keys are attributes, in order."""
+    schema = _as_schema(schema)
+    node: dict[str, Any] = {"@name": _xml_value(name), "@type": _xml_value(_xml_type(schema)),
+                            "@required": _is_required(name, required)}
+    if "default" in schema:
+        node["@default"] = _xml_value(_default_text(schema["default"]))
+    node["desc"] = _xml_value(_description(schema))
+    if "properties" in schema:
+        child_required = schema.get("required")
+        node["params"] = {"param": [_clean_xml_param(_text(child), child_schema, child_required)
+                                    for child, child_schema in _properties(schema).items()]}
+    return node
+
+
+def _clean_xml_block(fn: Mapping[str, Any]) -> str:
+    params = _as_schema(fn.get("parameters"))
+    required = params.get("required")
+    function = {
+        "@name": _xml_value(fn.get("name", "")),
+        "desc": _xml_value(fn.get("description", "")),
+        "params": {"param": [_clean_xml_param(_text(pname), schema, required)
+                             for pname, schema in _properties(params).items()]},
+    }
+    xml = xmltodict.unparse({"function": function}, full_document=False, pretty=True, indent="  ")
+    return xml.replace(_CR_STAND_IN, "&#13;")
+
+
 def _xml_docs(functions: Sequence[Mapping[str, Any]], flavour: DocFlavour) -> str:
-    clean = flavour is DocFlavour.CLEAN
-    blocks = [_xml_block(fn, clean) for fn in functions]
-    if clean:
-        return "\n".join(blocks).rstrip("\n")
-    return "\n".join(blocks)
+    if flavour is DocFlavour.CLEAN:
+        return "\n\n".join(_clean_xml_block(fn) for fn in functions)
+    return "\n".join(_bfcl_xml_block(fn) for fn in functions)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -72,7 +72,9 @@ def test_bfcl_xml_quirks() -> None:
 def test_clean_fixes() -> None:
     xml = render_function_docs([FN, FN2], "xml", "clean")
     assert "<desc>Find caf\u00e9s &amp; bars &lt;nearby&gt;." in xml
-    assert 'default="km, metric"' in xml and 'default="[&quot;a&quot;, &quot;b&quot;]"' in xml
+    # written by xmltodict.unparse (XMLGenerator): an attribute holding '"' is quoted with "'"
+    assert 'default="km, metric"' in xml and """default='["a", "b"]'""" in xml
+    assert '<function name="ping">\n  <desc>Ping.</desc>\n  <params></params>\n</function>' in xml
     assert xml.count(HINT) == 1 and not xml.endswith("\n") and "\n\n\n" not in xml
     parsed = xmltodict.parse(f"<root>{xml}</root>")["root"]["function"]
     assert parsed[0]["desc"] == "Find caf\u00e9s & bars <nearby>." + HINT
@@ -80,6 +82,16 @@ def test_clean_fixes() -> None:
     assert "caf\u00e9" in js and json.loads(js)[0]["description"].count(HINT) == 1
     py = render_function_docs([FN, FN2], "python", "clean")
     assert py.count(HINT) == 1 and '    """\n\n# Function: ping' in py and py.endswith('"""')
+
+
+def test_clean_xml_quotes_and_line_ends() -> None:
+    fn = {"name": "f", "description": "a\r\nb", "parameters": {"type": "dict", "properties": {
+        "p": {"type": "string", "description": "x", "default": "it's \"q\"\tz"}}}}
+    xml = render_function_docs([fn], "xml", "clean")
+    assert "<desc>a&#13;\nb</desc>" in xml  # a CR survives a parse as CR, not LF
+    assert 'default="it\'s &quot;q&quot;&#9;z"' in xml  # both quotes in the value: '"' escaped
+    parsed = xmltodict.parse(xml)["function"]
+    assert parsed["desc"] == "a\r\nb" and parsed["params"]["param"]["@default"] == "it's \"q\"\tz"
 
 
 def test_dedupe_language_hint() -> None:
