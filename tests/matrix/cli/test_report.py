@@ -6,13 +6,14 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.report import synthetic_rows
+
+from support.rows import make_row, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +83,12 @@ def test_compare_two_runs(run_a: Path, run_b: Path, tmp_path: Path, capsys: pyte
 
 
 def test_compare_without_shared_variants(
-    run_a: Path, tmp_path: Path, build: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+    run_a: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from promptgrid.variants import Variant
 
     other = tmp_path / "other.jsonl"
-    build.write_jsonl(other, [build.row(Variant(template="massive_one_shot"), case_id="case_000")])
+    write_jsonl(other, [make_row(Variant(template="massive_one_shot"), case_id="case_000")])
     assert main(["compare", str(run_a), str(other)]) == 2
     assert "share no variant" in capsys.readouterr().err
 
