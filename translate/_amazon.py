@@ -29,6 +29,7 @@ from typing import Any
 from promptgrid.errors import MissingDependencyError
 
 from promptgrid.errors import TranslationError
+from promptgrid.providers import RetryPolicy
 from promptgrid.languages import base_language
 from ._protect import TOKEN_RE
 
@@ -79,9 +80,8 @@ class AmazonTranslateBackend:
         self.region = region
         self.formality = formality.upper() if formality else None
         self._client = client
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
+        # Equal jitter: one caller retrying in sequence always waits half the window.
+        self.retry = RetryPolicy(max_attempts=max_attempts, base=base_delay, cap=max_delay, jitter=0.5)
         self.max_bytes = max_bytes
         self._sleep = sleep
         self._rng = rng
@@ -211,25 +211,21 @@ class AmazonTranslateBackend:
         from botocore.exceptions import BotoCoreError, ClientError
 
         client = self.client
-        for attempt in range(self.max_attempts):
+        attempts = 0
+        while True:
+            attempts += 1
             try:
                 self.requests += 1
                 response = client.translate_text(**params)
                 return self.from_html(response["TranslatedText"])
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
-                if code in _RETRYABLE and attempt + 1 < self.max_attempts:
-                    self._sleep(self._backoff(attempt))
+                if code in _RETRYABLE and self.retry.allows(attempts):
+                    self._sleep(self.retry.delay(attempts, rand=self._rng))
                     continue
                 raise _convert(exc, source, target) from exc
             except BotoCoreError as exc:
                 raise _convert(exc, source, target) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _backoff(self, attempt: int) -> float:
-        """Exponential backoff with jitter: half the step fixed, half random."""
-        step = min(self.max_delay, self.base_delay * 2 ** attempt)
-        return float(step / 2 + self._rng() * step / 2)
 
 
 def _convert(exc: Exception, source: str = "", target: str = "") -> TranslationError:

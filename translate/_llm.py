@@ -9,13 +9,17 @@ back damaged, and batches whose answer cannot be parsed, are asked again
 once; after that, a damaged text is returned as it is (the caller records
 the damage for that unit) and an unusable answer raises ``TranslationError``.
 Model output is data: it is parsed as JSON, never evaluated.
+
+Provider errors are classified by ``promptgrid.providers`` (the mapping the
+runner uses too); rate limits and transient failures are retried by its
+``RetryPolicy`` with equal jitter (one caller retrying in sequence: every
+wait is at least half the backoff window, and never shorter than the
+server's Retry-After).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import random
 import re
 import time
 from collections import Counter
@@ -27,6 +31,7 @@ from typing import Any
 import yaml
 
 from promptgrid.errors import TranslationError
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, convert_exception, import_litellm
 from promptgrid.languages import language_name
 from ._protect import TOKEN_RE
 
@@ -48,7 +53,9 @@ class LLMBackend:
 
     ``completion`` defaults to ``litellm.completion``; tests pass a wrapper
     that adds ``mock_response``. ``completion_kwargs`` go to every call
-    (``api_base``, ``temperature``, ...).
+    (``api_base``, ``temperature``, ...). A call is sent at most
+    ``max_attempts`` times, waiting about ``base_delay * 2**n`` seconds
+    (``sleep``, replaceable in tests) before retry ``n + 1``.
     """
 
     masks = True
@@ -61,8 +68,7 @@ class LLMBackend:
         self.model = model
         self.batch_size = batch_size
         self._completion = completion
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
+        self.retry = RetryPolicy(max_attempts=max_attempts, base=base_delay, jitter=0.5)
         self._sleep = sleep
         self.completion_kwargs = {"temperature": 0.0, **completion_kwargs}
         self.requests = 0
@@ -73,11 +79,7 @@ class LLMBackend:
 
     def _complete(self) -> Callable[..., Any]:
         if self._completion is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            litellm.suppress_debug_info = True  # no "Give Feedback" banners on our users' terminals
-            self._completion = litellm.completion
+            self._completion = import_litellm().completion
         return self._completion
 
     def translate(self, texts: list[str], source: str, target: str) -> list[str]:
@@ -123,32 +125,19 @@ class LLMBackend:
     def _call(self, messages: list[dict[str, str]]) -> Any:
         """One completion; rate limits and transient failures are retried with backoff and jitter."""
         completion = self._complete()
-        for attempt in range(self.max_attempts):
+        attempts = 0
+        while True:
+            attempts += 1
             self.requests += 1
             try:
                 return completion(model=self.model, messages=messages, response_format={"type": "json_object"},
                                   drop_params=True, **self.completion_kwargs)
             except Exception as exc:  # litellm raises many provider exception types; convert them all once
-                if _transient(exc) and attempt + 1 < self.max_attempts:
-                    step = self.base_delay * 2 ** attempt
-                    self._sleep(step / 2 + random.random() * step / 2)
+                error = convert_exception(exc)
+                if error.retryable and self.retry.allows(attempts):
+                    self._sleep(self.retry.delay(attempts, error.retry_after))
                     continue
-                raise _convert(exc, self.model) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-_TRANSIENT = frozenset({"RateLimitError", "APIConnectionError", "Timeout", "ServiceUnavailableError",
-                        "InternalServerError"})
-
-
-def _missing_credentials(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "api_key" in text or "missing credentials" in text or "api key" in text
-
-
-def _transient(exc: Exception) -> bool:
-    """Worth retrying: rate limits and provider hiccups, but not a missing key reported as a 500."""
-    return type(exc).__name__ in _TRANSIENT and not _missing_credentials(exc)
+                raise _translation_error(exc, error, self.model) from exc
 
 
 class _Violation(Exception):
@@ -183,19 +172,20 @@ def _tokens_intact(source: str, translation: str) -> bool:
     return tokens(source) == tokens(translation) and "⟦" not in stray and "⟧" not in stray
 
 
-def _convert(exc: Exception, model: str) -> TranslationError:
-    """A litellm/provider exception -> TranslationError with what to do."""
-    kind = type(exc).__name__
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
-    if kind == "AuthenticationError" or _missing_credentials(exc):
+def _translation_error(exc: Exception, error: CallError, model: str) -> TranslationError:
+    """A provider exception, classified as ``error``, -> TranslationError with what to do."""
+    name = type(exc).__name__
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+    kind = error.kind
+    if kind is ErrorKind.AUTH:
         return TranslationError(f"{model}: no usable API key ({message}). Set the provider's key "
                                 "(e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) or AWS credentials for bedrock/ models.")
-    if kind in ("NotFoundError", "BadRequestError") and "model" in message.lower():
+    if kind in (ErrorKind.NOT_FOUND, ErrorKind.BAD_REQUEST) and "model" in message.lower():
         return TranslationError(f"{model}: unknown or unusable model ({message}). Use a litellm model string "
                                 "such as openai/gpt-4o-mini.")
-    if kind == "RateLimitError":
+    if kind is ErrorKind.RATE_LIMIT:
         return TranslationError(f"{model}: rate limited after retries ({message}); try again later. "
                                 "Finished translations are kept in the store.")
-    if kind in ("APIConnectionError", "Timeout", "ServiceUnavailableError", "InternalServerError"):
-        return TranslationError(f"{model}: the provider could not be reached or failed ({kind}: {message}).")
-    return TranslationError(f"{model}: translation request failed ({kind}: {message})")
+    if error.retryable:
+        return TranslationError(f"{model}: the provider could not be reached or failed ({name}: {message}).")
+    return TranslationError(f"{model}: translation request failed ({name}: {message})")

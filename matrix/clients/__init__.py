@@ -1,10 +1,14 @@
 """Model access: a small client protocol, with litellm, local (llama-cpp) and fake implementations.
 
-Implementations are imported lazily by ``make_client``: litellm takes seconds
-to import, and llama-cpp-python is an optional extra (``promptgrid[local]``).
+The call errors are ``promptgrid.providers``' (shared with the translation
+backend), re-exported here for client authors. Implementations are imported
+lazily by ``make_client``: litellm takes seconds to import, and
+llama-cpp-python is an optional extra (``promptgrid[local]``).
 """
 
-from ._base import CallError, Completion, ErrorKind, FatalError, ModelClient, RetryableError, call_error
+from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableError, call_error
+
+from ._base import Completion, ModelClient
 from ._redact import REDACTED, Redactor
 from ._registry import make_client, provider_of
 

@@ -2,7 +2,8 @@
 
 litellm is imported on first use (it takes seconds), with its bundled price
 map (``LITELLM_LOCAL_MODEL_COST_MAP=True``: no network at import). Its
-exceptions are converted here, once, into ``CallError`` subclasses. Retries
+exceptions are converted here, once, into ``CallError`` subclasses
+(``promptgrid.providers.convert_exception``). Retries
 are the runner's job, so the SDK's own retries are off (``max_retries=0``).
 Tool definitions are never passed (``tools=``): the functions are in the
 prompt, as BFCL's prompting mode does.
@@ -14,106 +15,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import CallError, Completion, ErrorKind, Messages, call_error
+from promptgrid.providers import CallError, ErrorKind, call_error, convert_exception, import_litellm
+
+from ._base import Completion, Messages
 from ._redact import Redactor
 
-__all__ = ["LiteLLMClient", "convert_exception", "import_litellm"]
-
-_litellm: Any = None
-
-
-def import_litellm() -> Any:
-    """Import litellm once, offline, quietly."""
-    global _litellm
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        os.environ.setdefault("LITELLM_LOG", "ERROR")
-        import litellm
-
-        litellm.suppress_debug_info = True
-        _litellm = litellm
-    return _litellm
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from the Retry-After (or retry-after-ms) header of a failed response."""
-    for attr in ("litellm_response_headers", "headers"):
-        headers = getattr(exc, attr, None)
-        if not headers:
-            continue
-        try:
-            ms = headers.get("retry-after-ms")
-            if ms is not None:
-                return max(0.0, float(ms) / 1000)
-            value = headers.get("retry-after")
-            if value is not None:
-                return max(0.0, float(value))
-        except (TypeError, ValueError):
-            continue  # an HTTP date: rare from LLM APIs; fall back to backoff
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers:
-        try:
-            value = headers.get("retry-after")
-            return None if value is None else max(0.0, float(value))
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
-def _kind_from_status(status: int | None) -> ErrorKind:
-    if status is None:
-        return ErrorKind.UNKNOWN
-    if status == 429:
-        return ErrorKind.RATE_LIMIT
-    if status in (408, 504):
-        return ErrorKind.TIMEOUT
-    if status >= 500:
-        return ErrorKind.SERVER
-    if status in (401, 403):
-        return ErrorKind.AUTH
-    if status == 404:
-        return ErrorKind.NOT_FOUND
-    if 400 <= status < 500:
-        return ErrorKind.BAD_REQUEST
-    return ErrorKind.UNKNOWN
-
-
-def convert_exception(exc: BaseException, redact: Redactor) -> CallError:
-    """Map a litellm/openai/httpx exception to our ``CallError`` (message redacted)."""
-    lt = import_litellm()
-    ex = lt.exceptions
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    message = redact(f"{type(exc).__name__}: {exc}")
-    kind: ErrorKind
-    if isinstance(exc, ex.ContextWindowExceededError):
-        kind = ErrorKind.CONTEXT_LENGTH
-    elif isinstance(exc, ex.ContentPolicyViolationError):
-        kind = ErrorKind.CONTENT_FILTER
-    elif isinstance(exc, ex.RateLimitError):
-        kind = ErrorKind.RATE_LIMIT
-    elif isinstance(exc, (ex.Timeout, TimeoutError)):
-        kind = ErrorKind.TIMEOUT
-    elif isinstance(exc, (ex.AuthenticationError, ex.PermissionDeniedError)):
-        kind = ErrorKind.AUTH
-    elif isinstance(exc, ex.NotFoundError):
-        kind = ErrorKind.NOT_FOUND
-    elif isinstance(exc, (ex.BadRequestError, ex.UnprocessableEntityError, ex.UnsupportedParamsError)):
-        kind = ErrorKind.BAD_REQUEST
-    elif isinstance(exc, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)):
-        low = str(exc).lower()
-        kind = ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low) else ErrorKind.SERVER
-    elif isinstance(exc, ex.APIConnectionError):
-        kind = ErrorKind.CONNECTION
-    elif isinstance(exc, (ConnectionError, OSError)):
-        kind = ErrorKind.CONNECTION
-    elif isinstance(exc, ValueError) and "json" in str(exc).lower():
-        kind = ErrorKind.MALFORMED
-    else:
-        kind = _kind_from_status(status)
-    retry_after = _retry_after(exc) if kind.retryable else None
-    return call_error(kind, message, status=status, retry_after=retry_after)
+__all__ = ["LiteLLMClient"]
 
 
 class LiteLLMClient:

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import LocalModelError, MissingDependencyError, PromptgridError
+from promptgrid.providers import ErrorKind, call_error
 
-from ._base import Completion, ErrorKind, Messages, call_error
+from ._base import Completion, Messages
 
 __all__ = ["LocalClient", "resolve_local_model"]
 

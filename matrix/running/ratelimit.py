@@ -1,24 +1,20 @@
-"""Request and token rate limits, and retry delays.
+"""Request and token rate limits.
 
 ``TokenBucket`` paces calls to one model: one bucket for requests per minute,
 one for tokens per minute. A call takes its estimated tokens (prompt
 chars / 4 + max_tokens, which is how providers count against TPM) before it
 is sent and gives back the difference once the real usage is known. A call
 bigger than the whole bucket is let through when the bucket is full (the
-level goes negative), so a small limit never deadlocks.
-
-``backoff_delay`` is exponential backoff with full jitter (AWS architecture
-blog, "Exponential Backoff And Jitter"): uniform in [0, min(cap, base * 2**n)],
-and never shorter than the server's Retry-After.
+level goes negative), so a small limit never deadlocks. (Retry delays are
+``promptgrid.providers.RetryPolicy``'s, shared with the translation backend.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 
-__all__ = ["TokenBucket", "backoff_delay"]
+__all__ = ["TokenBucket"]
 
 
 class TokenBucket:
@@ -55,13 +51,3 @@ class TokenBucket:
         self._refill()
         self.level = min(self.capacity, self.level + amount)
 
-
-def backoff_delay(attempt: int, *, base: float, cap: float, retry_after: float | None = None,
-                  rng: random.Random | None = None) -> float:
-    """Seconds to wait before retry number ``attempt`` (1 = first retry)."""
-    r = rng or random
-    delay = r.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
-    if retry_after is not None:
-        # Honour the server, plus a little jitter so waiters do not return in lockstep.
-        delay = max(delay, retry_after + r.uniform(0.0, min(1.0, 0.1 * retry_after + 0.05)))
-    return delay

@@ -45,10 +45,12 @@ from typing import Any
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
-from promptgrid.matrix.clients import CallError, ErrorKind, ModelClient, Redactor, call_error
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
+
+from promptgrid.matrix.clients import ModelClient, Redactor
 from .plan import Job, Renders, iter_jobs
 from .progress import Progress
-from .ratelimit import TokenBucket, backoff_delay
+from .ratelimit import TokenBucket
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from .store import DONE, ERROR, CallResult, RunStore
 
@@ -172,6 +174,8 @@ class Runner:
         self._first_send: float | None = None
         self._last_done: float | None = None
         self._rng = random.Random(seed)
+        self._retry = RetryPolicy(max_attempts=max(1, config.max_retries + 1), base=config.backoff_base_s,
+                                  cap=config.backoff_max_s)
 
     # ------------------------------------------------------------------ public
 
@@ -414,10 +418,8 @@ class Runner:
                         output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
                         latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)
                     break
-                if error.retryable and attempts <= self.config.max_retries and self._stop is None:
-                    await asyncio.sleep(backoff_delay(attempts, base=self.config.backoff_base_s,
-                                                      cap=self.config.backoff_max_s,
-                                                      retry_after=error.retry_after, rng=self._rng))
+                if error.retryable and self._retry.allows(attempts) and self._stop is None:
+                    await asyncio.sleep(self._retry.delay(attempts, error.retry_after, rand=self._rng.random))
                     if self._stop is not None:
                         self._inflight.pop(job.key, None)
                         return

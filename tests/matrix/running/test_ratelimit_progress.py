@@ -1,17 +1,13 @@
-"""Token buckets, backoff delays, progress rendering."""
+"""Token buckets, progress rendering."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import random
 import time
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from promptgrid.matrix.running.progress import Progress
-from promptgrid.matrix.running.ratelimit import TokenBucket, backoff_delay
+from promptgrid.matrix.running.ratelimit import TokenBucket
 
 
 def test_bucket_paces_requests() -> None:
@@ -35,17 +31,6 @@ def test_oversized_request_does_not_deadlock() -> None:
         assert bucket.level == bucket.capacity
 
     asyncio.run(go())
-
-
-@given(attempt=st.integers(1, 30), base=st.floats(0.001, 5), cap=st.floats(0.01, 120),
-       retry_after=st.none() | st.floats(0, 60), seed=st.integers())
-def test_backoff_bounds(attempt: int, base: float, cap: float, retry_after: float | None, seed: int) -> None:
-    d = backoff_delay(attempt, base=base, cap=cap, retry_after=retry_after, rng=random.Random(seed))
-    assert d >= 0
-    if retry_after is not None:
-        assert retry_after <= d <= max(min(cap, base * 2 ** (attempt - 1)), retry_after + 0.1 * retry_after + 1.05)
-    else:
-        assert d <= min(cap, base * 2 ** (attempt - 1))
 
 
 def test_progress_lines() -> None:

@@ -1,0 +1,257 @@
+"""Calling LLM providers: the error taxonomy, the one provider-error mapping, the one retry policy.
+
+Shared by every layer that calls a provider -- the run's model clients
+(``promptgrid.matrix.clients``), the runner (``promptgrid.matrix.running``)
+and the translation LLM backend (``promptgrid.translate``) -- so it lives in
+the package root, below all of them. Third-party exceptions are converted
+once, by :func:`convert_exception`, into this hierarchy::
+
+    CallError                    a provider call failed; stored as data, never crashes a run
+    +-- RetryableError           sending the same request again may succeed
+    |     (RATE_LIMIT 429, SERVER 5xx, TIMEOUT, CONNECTION, MALFORMED body)
+    +-- FatalError               sending it again would fail the same way; recorded at once
+          (AUTH, BAD_REQUEST, CONTEXT_LENGTH, NOT_FOUND, CONTENT_FILTER, UNKNOWN)
+
+``CallError`` is not a ``PromptgridError``: it is not the user's fault, and
+the CLI never shows it as a failure of the command. Whether to try again, and
+after how long, is :class:`RetryPolicy`'s answer for everyone.
+
+litellm is imported on first use only (:func:`import_litellm`; it takes
+seconds): importing this module imports no provider SDK.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CallError",
+    "ErrorKind",
+    "FatalError",
+    "RetryPolicy",
+    "RetryableError",
+    "call_error",
+    "convert_exception",
+    "import_litellm",
+]
+
+
+class ErrorKind(str, enum.Enum):
+    """Machine-readable class of a failed call (stored in the run's ``error_kind``)."""
+
+    RATE_LIMIT = "rate_limit"
+    SERVER = "server"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    MALFORMED = "malformed"
+    AUTH = "auth"
+    BAD_REQUEST = "bad_request"
+    CONTEXT_LENGTH = "context_length"
+    NOT_FOUND = "not_found"
+    CONTENT_FILTER = "content_filter"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        return self in _RETRYABLE
+
+
+_RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.SERVER, ErrorKind.TIMEOUT,
+                        ErrorKind.CONNECTION, ErrorKind.MALFORMED})
+
+
+class CallError(Exception):
+    """A provider call failed. ``kind`` says why; ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind.retryable
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
+
+
+class RetryableError(CallError):
+    """The same request may succeed if sent again (after ``retry_after`` seconds if given)."""
+
+
+class FatalError(CallError):
+    """The same request would fail again; it is recorded (or reported) without retrying."""
+
+
+def call_error(kind: ErrorKind, message: str, *, status: int | None = None,
+               retry_after: float | None = None) -> CallError:
+    """Build the right subclass for ``kind``."""
+    cls = RetryableError if kind.retryable else FatalError
+    return cls(kind, message, status=status, retry_after=retry_after)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often to send a failed request again, and how long to wait before each retry.
+
+    ``max_attempts`` counts the first try. The wait before retry ``n`` (1 =
+    the first retry) is exponential backoff with jitter (AWS architecture
+    blog, "Exponential Backoff And Jitter"): the window ``min(cap, base *
+    2**(n-1))``, of which the share ``jitter`` is random -- ``jitter=1`` (the
+    default) is full jitter, uniform in [0, window], right for many
+    concurrent callers (the runner); ``jitter=0.5`` is "equal jitter",
+    [window/2, window], a guaranteed wait for one caller retrying in sequence
+    (the translation backend). Never shorter than the server's Retry-After.
+    """
+
+    max_attempts: int = 4
+    base: float = 1.0
+    cap: float = 60.0
+    jitter: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if self.base < 0 or self.cap < 0:
+            raise ValueError(f"base and cap must not be negative (base={self.base}, cap={self.cap})")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter is a share of the window, from 0 to 1, not {self.jitter}")
+
+    def allows(self, attempts: int) -> bool:
+        """Whether a request that has been sent ``attempts`` times may be sent again."""
+        return attempts < self.max_attempts
+
+    def delay(self, attempt: int, retry_after: float | None = None, *,
+              rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before retry number ``attempt`` (1 = first retry).
+
+        ``rand`` draws uniformly from [0, 1) (a seeded ``random.Random().random``
+        makes the waits reproducible).
+        """
+        window = min(self.cap, self.base * (2 ** (attempt - 1)))
+        delay = window * (1.0 - self.jitter) + rand() * window * self.jitter
+        if retry_after is not None:
+            # Honour the server, plus a little jitter so waiters do not return in lockstep.
+            delay = max(delay, retry_after + rand() * min(1.0, 0.1 * retry_after + 0.05))
+        return delay
+
+
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm once, offline (its bundled price map), quietly."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.suppress_debug_info = True  # no "Give Feedback" banners on our users' terminals
+        _litellm = litellm
+    return _litellm
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from the Retry-After (or retry-after-ms) header of a failed response."""
+    for attr in ("litellm_response_headers", "headers"):
+        headers = getattr(exc, attr, None)
+        if not headers:
+            continue
+        try:
+            ms = headers.get("retry-after-ms")
+            if ms is not None:
+                return max(0.0, float(ms) / 1000)
+            value = headers.get("retry-after")
+            if value is not None:
+                return max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue  # an HTTP date: rare from LLM APIs; fall back to backoff
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers:
+        try:
+            value = headers.get("retry-after")
+            return None if value is None else max(0.0, float(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _kind_from_status(status: int | None) -> ErrorKind:
+    if status is None:
+        return ErrorKind.UNKNOWN
+    if status == 429:
+        return ErrorKind.RATE_LIMIT
+    if status in (408, 504):
+        return ErrorKind.TIMEOUT
+    if status >= 500:
+        return ErrorKind.SERVER
+    if status in (401, 403):
+        return ErrorKind.AUTH
+    if status == 404:
+        return ErrorKind.NOT_FOUND
+    if 400 <= status < 500:
+        return ErrorKind.BAD_REQUEST
+    return ErrorKind.UNKNOWN
+
+
+# Kinds a provider may report a missing or rejected key as (a 500 from a proxy, a 400).
+_CREDENTIAL_SUSPECTS = frozenset({ErrorKind.SERVER, ErrorKind.CONNECTION, ErrorKind.BAD_REQUEST, ErrorKind.UNKNOWN})
+
+
+def _missing_credentials(text: str) -> bool:
+    low = text.lower()
+    return "api_key" in low or "missing credentials" in low or "api key" in low
+
+
+def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = None) -> CallError:
+    """Map a litellm/openai/httpx exception to our ``CallError``, its message passed through ``redact``.
+
+    A missing key that a provider reports as a server, connection or request
+    failure is ``AUTH``: sending it again cannot help.
+    """
+    ex = import_litellm().exceptions
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    text = f"{type(exc).__name__}: {exc}"
+    message = redact(text) if redact is not None else text
+    kind: ErrorKind
+    if isinstance(exc, ex.ContextWindowExceededError):
+        kind = ErrorKind.CONTEXT_LENGTH
+    elif isinstance(exc, ex.ContentPolicyViolationError):
+        kind = ErrorKind.CONTENT_FILTER
+    elif isinstance(exc, ex.RateLimitError):
+        kind = ErrorKind.RATE_LIMIT
+    elif isinstance(exc, (ex.Timeout, TimeoutError)):
+        kind = ErrorKind.TIMEOUT
+    elif isinstance(exc, (ex.AuthenticationError, ex.PermissionDeniedError)):
+        kind = ErrorKind.AUTH
+    elif isinstance(exc, ex.NotFoundError):
+        kind = ErrorKind.NOT_FOUND
+    elif isinstance(exc, (ex.BadRequestError, ex.UnprocessableEntityError, ex.UnsupportedParamsError)):
+        kind = ErrorKind.BAD_REQUEST
+    elif isinstance(exc, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)):
+        low = str(exc).lower()
+        kind = ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low) else ErrorKind.SERVER
+    elif isinstance(exc, ex.APIConnectionError):
+        kind = ErrorKind.CONNECTION
+    elif isinstance(exc, (ConnectionError, OSError)):
+        kind = ErrorKind.CONNECTION
+    elif isinstance(exc, ValueError) and "json" in str(exc).lower():
+        kind = ErrorKind.MALFORMED
+    else:
+        kind = _kind_from_status(status)
+    if kind in _CREDENTIAL_SUSPECTS and _missing_credentials(str(exc)):
+        kind = ErrorKind.AUTH
+    retry_after = _retry_after(exc) if kind.retryable else None
+    return call_error(kind, message, status=status, retry_after=retry_after)

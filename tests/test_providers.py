@@ -1,0 +1,106 @@
+"""The shared provider layer: retry policy, error mapping, lazy litellm."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptgrid.providers import (
+    CallError,
+    ErrorKind,
+    FatalError,
+    RetryableError,
+    RetryPolicy,
+    call_error,
+    convert_exception,
+)
+
+
+@given(attempt=st.integers(1, 30), base=st.floats(0.001, 5), cap=st.floats(0.01, 120),
+       retry_after=st.none() | st.floats(0, 60), seed=st.integers())
+def test_backoff_bounds(attempt: int, base: float, cap: float, retry_after: float | None, seed: int) -> None:
+    policy = RetryPolicy(base=base, cap=cap)
+    d = policy.delay(attempt, retry_after, rand=random.Random(seed).random)
+    assert d >= 0
+    if retry_after is not None:
+        assert retry_after <= d <= max(min(cap, base * 2 ** (attempt - 1)), retry_after + 0.1 * retry_after + 1.05)
+    else:
+        assert d <= min(cap, base * 2 ** (attempt - 1))
+
+
+@given(attempt=st.integers(1, 30), seed=st.integers())
+def test_equal_jitter_waits_at_least_half_the_window(attempt: int, seed: int) -> None:
+    policy = RetryPolicy(base=0.5, cap=20.0, jitter=0.5)
+    window = min(20.0, 0.5 * 2 ** (attempt - 1))
+    assert window / 2 <= policy.delay(attempt, rand=random.Random(seed).random) <= window
+
+
+def test_delay_is_reproducible_with_a_seeded_source() -> None:
+    policy = RetryPolicy(base=1.0, cap=60.0)
+    first = [policy.delay(n, rand=random.Random(7).random) for n in range(1, 6)]
+    assert first == [policy.delay(n, rand=random.Random(7).random) for n in range(1, 6)]
+    assert RetryPolicy(jitter=0.5).delay(1, rand=lambda: 1.0) == 1.0  # the top of the first window
+
+
+def test_attempts_are_bounded() -> None:
+    policy = RetryPolicy(max_attempts=3)
+    assert [policy.allows(n) for n in (1, 2, 3)] == [True, True, False]
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=1.5)
+
+
+def test_call_error_picks_the_subclass() -> None:
+    assert isinstance(call_error(ErrorKind.RATE_LIMIT, "slow down"), RetryableError)
+    err = call_error(ErrorKind.AUTH, "no key", status=401)
+    assert isinstance(err, FatalError) and not err.retryable and str(err) == "auth: no key"
+
+
+def test_importing_providers_does_not_import_litellm() -> None:
+    code = "import sys, promptgrid.providers; print('litellm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+litellm = pytest.importorskip("litellm")
+
+
+def _exc(name: str, message: str = "boom", **kw: Any) -> BaseException:
+    cls = getattr(litellm.exceptions, name)
+    return cls(message=message, llm_provider="openai", model="gpt-x", **kw)
+
+
+@pytest.mark.parametrize(("exc", "kind"), [
+    (lambda: _exc("RateLimitError"), ErrorKind.RATE_LIMIT),
+    (lambda: _exc("Timeout"), ErrorKind.TIMEOUT),
+    (lambda: _exc("AuthenticationError"), ErrorKind.AUTH),
+    (lambda: _exc("NotFoundError"), ErrorKind.NOT_FOUND),
+    (lambda: _exc("ContextWindowExceededError"), ErrorKind.CONTEXT_LENGTH),
+    (lambda: _exc("InternalServerError"), ErrorKind.SERVER),
+    (lambda: _exc("InternalServerError", "Unterminated string in JSON"), ErrorKind.MALFORMED),
+    (lambda: _exc("InternalServerError", "OPENAI_API_KEY: missing credentials"), ErrorKind.AUTH),
+    (lambda: _exc("APIConnectionError"), ErrorKind.CONNECTION),
+    (lambda: ConnectionResetError("reset"), ErrorKind.CONNECTION),
+    (lambda: KeyError("x"), ErrorKind.UNKNOWN),
+])
+def test_provider_exceptions_map_once(exc: Any, kind: ErrorKind) -> None:
+    err = convert_exception(exc())
+    assert isinstance(err, CallError) and err.kind is kind
+    assert isinstance(err, RetryableError) is kind.retryable
+
+
+def test_retry_after_header_and_redaction() -> None:
+    class Limited(Exception):
+        headers = {"retry-after": "2.5"}
+        status_code = 429
+
+    err = convert_exception(Limited("key sk-secret was rate limited"), lambda s: s.replace("sk-secret", "***"))
+    assert err.kind is ErrorKind.RATE_LIMIT and err.status == 429 and err.retry_after == 2.5
+    assert "sk-secret" not in err.message and "***" in err.message
