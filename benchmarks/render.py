@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bfcl_modules() -> tuple[Any, Any]:
-    """bfcl_eval.utils and bfcl-eval's model_handler/utils.py (run with stand-ins, see tests/bfcl_support.py)."""
-    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", ROOT / "tests" / "bfcl_support.py")
+    """bfcl_eval.utils and bfcl-eval's model_handler/utils.py (run with stand-ins, see tests/support/bfcl.py)."""
+    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_support", ROOT / "tests" / "support" / "bfcl.py")
     assert spec is not None and spec.loader is not None
     support = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(support)

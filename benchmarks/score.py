@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
+import importlib
 import os
 import sys
 import time
@@ -65,13 +65,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _helper() -> ModuleType:
-    path = ROOT / "tests" / "matrix" / "scoring" / "bfcl_reference.py"
-    spec = importlib.util.spec_from_file_location("_promptgrid_bfcl_reference", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """tests/support/bfcl_reference.py (the tests' reference scorer and corpus), imported as pytest does."""
+    sys.path.insert(0, str(ROOT / "tests"))  # pytest's pythonpath setting; this script runs outside pytest
+    return importlib.import_module("support.bfcl_reference")
 
 
 def _time(fn: Callable[[], Any]) -> float:

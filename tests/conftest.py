@@ -1,8 +1,12 @@
-"""Shared test set-up: no network, no keys, litellm offline."""
+"""Shared test set-up: no network, no keys, litellm offline; hypothesis profiles (support/profiles.py)."""
 
 from __future__ import annotations
 
 import os
+
+from support import profiles
+
+profiles.load(os.environ)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
