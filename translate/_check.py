@@ -10,6 +10,15 @@ here, and never tuned to a particular sentence:
     multisets: a dropped, renamed, translated or duplicated placeholder).
 ``tag_missing``
     The markup tags (``<TOOLCALL>``, ``</TOOLCALL>``, ...) differ (multiset).
+``markup_changed``
+    The same tags and placeholders, but not the same elements: when the
+    source has markup, its element structure (which tags pair up, their
+    nesting and order, the placeholders inside each) must survive. Tags
+    that pair up (``<a>...</a>``, ``<a/>``) are elements; a tag without a
+    partner (``the <TOOLCALL> section``) is prose that names one. The
+    elements are read by ``xmltodict.parse``; a text declaring a DTD or
+    entity is refused before parsing, and texts over
+    :data:`MAX_MARKUP_CHARS` are not compared.
 ``protected_changed``
     A protected span of the source is not verbatim in the translation: the
     names the caller passes (function/parameter names, enum values) and the
@@ -52,14 +61,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
+from xml.parsers.expat import ExpatError
+
+import xmltodict
 
 from promptgrid.languages import SUPPORTED_LANGUAGES, base_language, identify_language, script_of
 
-from ._protect import Span, SpanKind, find_spans, mask, placeholders, tags, unmask
+from ._protect import TAG_RE, Span, SpanKind, find_spans, mask, placeholders, tags, unmask
 
 __all__ = [
     "CheckCode",
     "LENGTH_BOUNDS",
+    "MAX_MARKUP_CHARS",
     "TranslationCheck",
     "back_translation_similarity",
     "check_translation",
@@ -72,6 +85,7 @@ class CheckCode(str, Enum):
 
     PLACEHOLDER_MISSING = "placeholder_missing"
     TAG_MISSING = "tag_missing"
+    MARKUP_CHANGED = "markup_changed"
     PROTECTED_CHANGED = "protected_changed"
     WRONG_LANGUAGE = "wrong_language"
     UNTRANSLATED = "untranslated"
@@ -313,6 +327,119 @@ def _structure_problem(source: str, translation: str) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- markup
+
+#: Longest text (source or translation) whose element structure is compared: the
+#: parse is bounded; prompt strings are a few hundred characters.
+MAX_MARKUP_CHARS = 20_000
+# Declarations that make an XML parser expand entities (billion laughs) or read files.
+_DTD_RE = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+# The wrapper element around a text, so that several top-level elements parse.
+_ROOT = "promptgrid-markup"
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _as_xml(text: str) -> str:
+    """``text`` as an XML document whose elements are its paired tags; all else is escaped text.
+
+    A closing tag pairs with the nearest open tag of its name; open tags
+    between them, and tags that find no partner, are prose (escaped).
+    """
+    matches = list(TAG_RE.finditer(text))
+    paired = [False] * len(matches)
+    open_tags: list[tuple[str, int]] = []
+    for i, m in enumerate(matches):
+        tag = m.group()
+        name = tag.strip("</>").split()[0]
+        if tag.endswith("/>"):
+            paired[i] = True
+        elif not tag.startswith("</"):
+            open_tags.append((name, i))
+        else:
+            for depth in range(len(open_tags) - 1, -1, -1):
+                if open_tags[depth][0] == name:
+                    paired[i] = paired[open_tags[depth][1]] = True
+                    del open_tags[depth:]
+                    break
+    out, pos = [f"<{_ROOT}>"], 0
+    for m, keep in zip(matches, paired):
+        if keep:
+            out += [_escape(text[pos:m.start()]), m.group()]
+            pos = m.end()
+    out += [_escape(text[pos:]), f"</{_ROOT}>"]
+    return "".join(out)
+
+
+def _elements(node: Any) -> tuple[Any, ...]:
+    """The element structure of an ``xmltodict.parse`` result.
+
+    Per element: its attributes, its child elements (by name, in order) and
+    the placeholders in its text (``<TOOLCALL>{output_format}</TOOLCALL>``
+    must keep ``{output_format}`` inside); the rest of the text is left out.
+    """
+    if node is None:
+        return ()
+    if isinstance(node, str):
+        return tuple(("{}", name) for name in sorted(placeholders(node).elements()))
+    out: list[Any] = []
+    for key, value in node.items():
+        if key == "#text":
+            out += _elements(value)
+        elif key.startswith("@"):
+            out.append((key, value))
+        else:
+            out += [(key, _elements(child)) for child in (value if isinstance(value, list) else [value])]
+    return tuple(out)
+
+
+def _markup(text: str) -> tuple[Any, ...]:
+    """The element structure of ``text`` (``ValueError`` if its markup does not parse)."""
+    try:
+        parsed = xmltodict.parse(_as_xml(text), disable_entities=True)
+    except ExpatError as exc:
+        raise ValueError(f"its markup does not parse ({exc})") from None
+    return _elements(parsed[_ROOT])
+
+
+def _show(elements: tuple[Any, ...]) -> str:
+    """``<a>(<b> {x})``: elements with what they contain, placeholders; attributes left out."""
+    parts = []
+    for key, inner in elements:
+        if key == "{}":
+            parts.append(inner)
+        elif not key.startswith("@"):
+            shown = _show(inner)
+            parts.append(f"<{key}>({shown})" if shown else f"<{key}>")
+    return " ".join(parts)
+
+
+def _markup_problem(source: str, translation: str) -> str | None:
+    """Why the translation does not keep the source's element structure (``None``: it does, or no markup).
+
+    Only called when both have the same tags and placeholders; a source
+    that cannot be compared (a DTD, over the size bound, markup that does
+    not parse) is not judged.
+    """
+    if len(source) > MAX_MARKUP_CHARS or len(translation) > MAX_MARKUP_CHARS or _DTD_RE.search(source):
+        return None
+    if _DTD_RE.search(translation):
+        return "the translation declares a DTD or entity (refused, not parsed)"
+    try:
+        want = _markup(source)
+    except ValueError:
+        return None
+    try:
+        got = _markup(translation)
+    except ValueError as exc:
+        return f"in the translation, {exc}"
+    if got != want:
+        return f"elements {_show(want)} in the source but {_show(got)} in the translation"
+    return None
+
+
 # --------------------------------------------------------------------------- protected
 
 def _required(span: Span) -> str:
@@ -393,6 +520,11 @@ def check_translation(
     if src_tags != tr_tags:
         problems.add(CheckCode.TAG_MISSING)
         details["tag_missing"] = _diff_message("tag", src_tags - tr_tags, tr_tags - src_tags)
+    elif src_tags and CheckCode.PLACEHOLDER_MISSING not in problems:  # one damage, one code
+        markup = _markup_problem(source, translation)
+        if markup:
+            problems.add(CheckCode.MARKUP_CHANGED)
+            details["markup_changed"] = markup
     missing = _protected_problems(source, translation, names)
     if missing:
         problems.add(CheckCode.PROTECTED_CHANGED)

@@ -39,6 +39,7 @@ __all__ = [
     "Masked",
     "Span",
     "SpanKind",
+    "TAG_RE",
     "TOKEN_RE",
     "find_spans",
     "is_identifier_like",
@@ -76,7 +77,7 @@ class Span:
 _FENCE_RE = re.compile(r"```.*?```", re.S)
 _BACKTICK_RE = re.compile(r"`[^`\n]+`")
 _URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-_TAG_RE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>")
+TAG_RE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>")
 _PLACEHOLDER_RE = re.compile(r"\{[A-Za-z_][\w.]*\}")
 _BRACE_CODE_RE = re.compile(r"\{[^{}\n]*[:'\"][^{}\n]*\}")
 _CALL = r"[A-Za-z_][\w.]*\([^()\n]*\)"
@@ -137,7 +138,7 @@ def placeholders(text: str) -> Counter[str]:
 
 def tags(text: str) -> Counter[str]:
     """The multiset of markup tags in ``text`` (outside inline code)."""
-    return Counter(_TAG_RE.findall(text))
+    return Counter(TAG_RE.findall(text))
 
 
 def find_spans(text: str, names: Iterable[str] = ()) -> list[Span]:
@@ -164,7 +165,7 @@ def find_spans(text: str, names: Iterable[str] = ()) -> list[Span]:
     add_all(_FENCE_RE, SpanKind.CODE)
     add_all(_BACKTICK_RE, SpanKind.CODE)
     add_all(_URL_RE, SpanKind.URL)
-    add_all(_TAG_RE, SpanKind.TAG)
+    add_all(TAG_RE, SpanKind.TAG)
     add_all(_PLACEHOLDER_RE, SpanKind.PLACEHOLDER)
     add_all(_BRACE_CODE_RE, SpanKind.CODE)
     add_all(_CALL_LIST_RE, SpanKind.CALL)

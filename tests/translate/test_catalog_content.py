@@ -23,8 +23,8 @@ import yaml
 
 LANGUAGES = ("it", "de", "es", "ja", "hi", "zh", "fr", "pt")
 ENGLISH_CATALOGS = ("classic", "experimental", "bfcl_v1_zero_shot", "massive_one_shot")
-CODES = {"placeholder_missing", "tag_missing", "protected_changed", "wrong_language", "untranslated",
-         "length_ratio", "structure_changed"}
+CODES = {"placeholder_missing", "tag_missing", "markup_changed", "protected_changed", "wrong_language",
+         "untranslated", "length_ratio", "structure_changed"}
 CORPUS = Path(__file__).parent / "corpus"
 
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")

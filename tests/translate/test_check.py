@@ -157,3 +157,68 @@ def test_dropping_a_placeholder_or_tag_is_always_caught(body: list[str], token: 
     translation = " ".join(body)
     codes = {p.value for p in check_translation(source, translation, "en", "de").problems}
     assert ("placeholder_missing" if token.startswith("{") else "tag_missing") in codes
+
+
+# --------------------------------------------------------------------------- markup structure (xmltodict)
+
+CALLS = 'Answer only with <calls><call name="f">{arguments}</call></calls>, nothing else.'
+CALLS_DE = 'Antworten Sie nur mit <calls><call name="f">{arguments}</call></calls>, sonst nichts.'
+
+
+@pytest.mark.parametrize(("source", "translation", "lang"), [
+    (TOOL_CALL, TOOL_CALL_DE, "de"),  # "the <TOOLCALL> section" names a tag: prose, not an element
+    (CALLS, CALLS_DE, "de"),
+    ("Wrap it: <a>{x}</a> & <b/> < c", "Umschließen Sie es: <a>{x}</a> & <b/> < c", "de"),  # stray & and <
+])
+def test_markup_kept(source: str, translation: str, lang: str) -> None:
+    result = check_translation(source, translation, "en", lang)
+    assert CheckCode.MARKUP_CHANGED not in result.problems, result.details
+
+
+@pytest.mark.parametrize(("translation", "shown"), [
+    # the same tags, swapped: {output_format} is no longer inside <TOOLCALL>
+    (TOOL_CALL_DE.replace("<TOOLCALL>{output_format}</TOOLCALL>", "</TOOLCALL>{output_format}<TOOLCALL>"),
+     "<TOOLCALL>({output_format}) {param_types} in the source but <TOOLCALL> {output_format} {param_types}"),
+    (CALLS_DE.replace('<calls><call name="f">{arguments}</call></calls>',
+                      '<calls></calls><call name="f">{arguments}</call>'),
+     "<calls>(<call>({arguments})) in the source but <calls> <call>({arguments})"),
+    (CALLS_DE.replace('<call name="f">{arguments}</call>', '{arguments}<call name="f"></call>'),
+     "<calls>(<call>({arguments})) in the source but <calls>(<call> {arguments})"),
+])
+def test_markup_broken(translation: str, shown: str) -> None:
+    source = TOOL_CALL if "TOOLCALL" in translation else CALLS
+    result = check_translation(source, translation, "en", "de")
+    assert result.problems == [CheckCode.MARKUP_CHANGED], result.details
+    assert shown in result.details["markup_changed"]
+
+
+def test_markup_is_judged_only_when_tags_and_placeholders_agree() -> None:
+    dropped = check_translation(CALLS, CALLS_DE.replace("</calls>", ""), "en", "de")
+    assert dropped.problems == [CheckCode.TAG_MISSING]
+    renamed = check_translation(CALLS, CALLS_DE.replace("{arguments}", "{argumente}"), "en", "de")
+    assert renamed.problems == [CheckCode.PLACEHOLDER_MISSING]
+
+
+def test_markup_dtd_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.translate import _check
+
+    def no_parse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a text with a DTD reached the XML parser")
+
+    monkeypatch.setattr(_check.xmltodict, "parse", no_parse)
+    bomb = '<!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    result = check_translation(CALLS, bomb + CALLS_DE, "en", "de")
+    assert result.problems == [CheckCode.MARKUP_CHANGED]
+    assert "DTD or entity" in result.details["markup_changed"]
+    # a source with a declaration is not parsed either (and not judged)
+    assert check_translation(bomb + CALLS, bomb + CALLS_DE, "en", "de").ok
+
+
+def test_markup_not_compared_past_the_size_bound() -> None:
+    from promptgrid.translate._check import MAX_MARKUP_CHARS
+
+    filler = " Bitte." * (MAX_MARKUP_CHARS // 7)
+    swapped = CALLS_DE.replace('<calls><call name="f">{arguments}</call></calls>',
+                               '<calls></calls><call name="f">{arguments}</call>')
+    assert CheckCode.MARKUP_CHANGED in check_translation(CALLS, swapped, "en", "de").problems
+    assert CheckCode.MARKUP_CHANGED not in check_translation(CALLS, swapped + filler, "en", "de").problems
