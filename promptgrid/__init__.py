@@ -17,7 +17,8 @@ called)::
     verdict = pg.score(response_text, variant, case)
 
 The package root also holds what every layer shares: ``promptgrid.errors``
-(the exception hierarchy) and ``promptgrid.records`` (``Case``, ``Prompt``).
+(the exception hierarchy), ``promptgrid.records`` (``Case``, ``Prompt``) and
+``promptgrid.languages`` (language codes, scripts, the language identifier).
 The four folders are its subpackages, with this dependency direction:
 variants <- templates <- translate <- matrix (see docs/architecture.md).
 """
