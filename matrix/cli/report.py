@@ -1,49 +1,41 @@
 """Handlers of ``promptgrid report`` and ``promptgrid compare``.
 
-RUN_DIR is a run directory (rows read from its store through
-``promptgrid.matrix.running.store.RunStore``, imported only here) or, for convenience,
-a JSONL file written by ``promptgrid export``.
+RUN_DIR is a run directory (rows read from its store, ``RunStore.rows``) or,
+for convenience, a JSONL file written by ``promptgrid export`` (``read_results``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
-from typing import Any
 
-from promptgrid.matrix.report import ReportError, build_report, compare_runs, load_jsonl
+from promptgrid.errors import ReportError
+from promptgrid.matrix.report import build_report, compare_runs
+from promptgrid.matrix.running.results import ResultRow, read_results
+from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 __all__ = ["cmd_compare", "cmd_report", "load_rows"]
 
-_STORE_FILE = "store.sqlite3"
 
-
-def load_rows(source: str | Path) -> list[dict[str, Any]]:
+def load_rows(source: str | Path) -> list[ResultRow]:
     """Rows of a run directory (its store) or of an exported JSONL file."""
     p = Path(source)
     if p.is_file():
         if p.suffix in (".jsonl", ".json", ".ndjson"):
-            return load_jsonl(p)
+            return read_results(p)
         raise ReportError(
             f"{p} is a file but not a JSONL export; give a run directory or a file from promptgrid export."
         )
     if not p.is_dir():
         raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL export.")
-    if not (p / _STORE_FILE).exists():
+    if not (p / STORE_FILE).exists():
         raise ReportError(
-            f"{p} has no {_STORE_FILE}: it is not a run directory. Give the directory a run wrote "
+            f"{p} has no {STORE_FILE}: it is not a run directory. Give the directory a run wrote "
             "(promptgrid run --run-dir DIR) or a JSONL export (promptgrid export DIR --output FILE)."
         )
-    try:
-        store_module = importlib.import_module("promptgrid.matrix.running.store")
-    except ImportError as exc:
-        raise ReportError(
-            f"cannot read the run store ({exc}); export the run to JSONL and report on that file."
-        ) from None
-    with store_module.RunStore(p) as store:
-        return [dict(r) for r in store.rows()]
+    with RunStore(p) as store:
+        return list(store.rows())
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from promptgrid.records import Case
 from promptgrid.variants import Variant, load_grid
 
 from promptgrid.matrix.running.config import DEFAULT_CONCURRENCY, ModelSpec, RunConfig, RunError, default_run_dir, load_run_config, model_params
+from promptgrid.matrix.running.results import ResultRow, dump_results, write_results
 from promptgrid.matrix.running.store import STORE_FILE, RunLock, RunStore, case_from_dict
 
 __all__ = [
@@ -415,7 +416,7 @@ def _report_run(summary: Any, counts: Mapping[str, int], store: RunStore, config
 # --------------------------------------------------------------------------- tables
 
 
-def accuracy_table(rows: Iterable[Mapping[str, Any]]) -> str:
+def accuracy_table(rows: Iterable[ResultRow]) -> str:
     """Accuracy per variant (rows) x model (columns), counted from streamed rows.
 
     Uses ``promptgrid.matrix.report``'s table when that module offers one.
@@ -434,16 +435,16 @@ def accuracy_table(rows: Iterable[Mapping[str, Any]]) -> str:
     labels: dict[str, str] = {}
     models: list[str] = []
     for r in rows:
-        if r.get("status") == "pending":
+        if r.status == "pending":
             continue
-        key = (r["variant_id"], r["model"])
+        key = (r.variant_id, r.model)
         c = counts.setdefault(key, [0, 0, 0])
         c[0] += 1
-        c[1] += bool(r.get("valid"))
-        c[2] += r.get("error") is not None
-        labels.setdefault(r["variant_id"], r.get("label") or r["variant_id"])
-        if r["model"] not in models:
-            models.append(r["model"])
+        c[1] += bool(r.valid)
+        c[2] += r.error is not None
+        labels.setdefault(r.variant_id, r.label or r.variant_id)
+        if r.model not in models:
+            models.append(r.model)
     if not counts:
         return ""
     body = []
@@ -539,22 +540,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 1 if stats["failed"] else 0
 
 
-EXPORT_FIELDS = ("model", "variant_id", "case_id", "repeat", "response", "error", "valid", "error_code",
-                 "latency_s", "input_tokens", "output_tokens", "cost_usd")
-
-
 def cmd_export(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
-    with RunStore(run_dir) as store:
-        stream = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
-        n = 0
-        try:
-            for row in store.rows():
-                stream.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                n += 1
-        finally:
-            if args.output:
-                stream.close()
+    with RunStore(Path(args.run_dir)) as store:
+        if args.output:
+            n = write_results(store.rows(), args.output)
+        else:
+            dump_results(store.rows(), sys.stdout)
     if args.output:
         print(f"exported {n} jobs to {args.output}", file=sys.stderr)
     return 0

@@ -1,7 +1,8 @@
 """Sensitivity reports: statistics, tables, figures and one self-contained HTML page.
 
-``build_report(rows, out_dir, baseline=..., formats=...)`` works from job rows
-(docs/CONTRACTS.md), so it runs on a finished run, an exported JSONL file or
+``build_report(rows, out_dir, baseline=..., formats=...)`` works from result
+rows (``ResultRow``: ``RunStore.rows()``, ``read_results`` of an exported JSONL
+file, or ``synthetic_rows``), so it runs on a finished run, an export or
 synthetic rows alike. ``compare_runs`` pairs two runs of the same grid.
 matplotlib is imported only when figures are drawn.
 """
@@ -27,7 +28,6 @@ from ._model import (
     TranslationDelta,
     VariantInfo,
 )
-from ._rows import load_jsonl
 from ._synthetic import synthetic_rows
 
 __all__ = [
@@ -55,6 +55,5 @@ __all__ = [
     "build_report",
     "compare_runs",
     "expand_formats",
-    "load_jsonl",
     "synthetic_rows",
 ]

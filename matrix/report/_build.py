@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from promptgrid.errors import ReportError
 from ._latex import latex_tables
 from ._markdown import console_table, markdown_report
 from ._model import FigureRef, ReportData
+from ._rows import Rows
 
 __all__ = ["FORMATS", "ReportResult", "build_report", "expand_formats"]
 
@@ -46,7 +47,7 @@ class ReportResult:
 
 
 def build_report(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Rows,
     out_dir: Path | None,
     *,
     baseline: str | None,
@@ -56,7 +57,7 @@ def build_report(
     confidence: float = stats.DEFAULT_CONFIDENCE,
     mid_p: bool = False,
 ) -> ReportResult:
-    """Aggregate ``rows`` and write the requested formats into ``out_dir``.
+    """Aggregate ``rows`` (``ResultRow``, or dicts as exported) and write the requested formats into ``out_dir``.
 
     Output is deterministic: the same rows and options give byte-identical
     files (seeded bootstrap, fixed figure metadata, no timestamps).

@@ -12,20 +12,20 @@ mean accuracy, spread and std across variants are compared the same way.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from promptgrid.matrix.report import stats
+from promptgrid.matrix.running.results import ResultRow
 from ._csv import _write
 from promptgrid.errors import ReportError
 from ._format import pct, pval, with_ci
 from ._matrix import Resampler, paired, quiet_nan
 from ._order import order_variants
-from ._rows import Job, normalize_rows
+from ._rows import Rows, as_results
 from ._tables import Table, markdown_table
 
 __all__ = ["CompareResult", "PairSummary", "VariantDiff", "compare_runs"]
@@ -79,7 +79,7 @@ class CompareResult:
     console: str
 
 
-def _sums(jobs: Iterable[Job], model: str, cases: list[str], vids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _sums(jobs: Iterable[ResultRow], model: str, cases: list[str], vids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     ci = {c: i for i, c in enumerate(cases)}
     vi = {v: i for i, v in enumerate(vids)}
     num, den = np.zeros((len(cases), len(vids))), np.zeros((len(cases), len(vids)))
@@ -103,8 +103,8 @@ def _spread(x: np.ndarray) -> np.ndarray:
 
 
 def compare_runs(
-    rows_a: Iterable[Mapping[str, Any]],
-    rows_b: Iterable[Mapping[str, Any]],
+    rows_a: Rows,
+    rows_b: Rows,
     out_dir: Path | None = None,
     *,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
@@ -114,7 +114,7 @@ def compare_runs(
     names: tuple[str, str] = ("A", "B"),
 ) -> CompareResult:
     """Paired differences between two runs; raises ``ReportError`` when they share no variant or case."""
-    jobs_a, jobs_b = normalize_rows(rows_a), normalize_rows(rows_b)
+    jobs_a, jobs_b = as_results(rows_a), as_results(rows_b)
     infos = {v.id: v for v in order_variants(jobs_a + jobs_b)}
     order = list(infos)
     va = {j.variant_id for j in jobs_a if j.scored}

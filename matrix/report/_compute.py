@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from promptgrid.variants import DIMENSIONS
 
 from promptgrid.matrix.report import stats
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.errors import ReportError
-from ._languages import language_stats, pass_k_stats, translation_kind
+from ._languages import language_match_stats, language_stats, pass_k_stats, translation_kind
 from ._matrix import (
     ModelData,
     Resampler,
@@ -47,7 +47,7 @@ from ._model import (
     VariantInfo,
 )
 from ._order import dimension_names, language_order, order_variants, resolve_baseline, value_str
-from ._rows import Job, normalize_rows
+from ._rows import Rows, as_results
 from ._usage import cost_summary, failure_stats, speed_points
 
 __all__ = ["aggregate", "order_variants", "resolve_baseline"]
@@ -57,8 +57,8 @@ def _f1(tp: int, fp: int, fn: int) -> float:
     return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) > 0 else math.nan
 
 
-def _cells(md: ModelData, jobs: Sequence[Job], infos: Mapping[str, VariantInfo], settings: Settings) -> list[Cell]:
-    by_variant: dict[str, list[Job]] = defaultdict(list)
+def _cells(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], settings: Settings) -> list[Cell]:
+    by_variant: dict[str, list[ResultRow]] = defaultdict(list)
     for j in jobs:
         by_variant[j.variant_id].append(j)
     out = []
@@ -81,8 +81,8 @@ def _cells(md: ModelData, jobs: Sequence[Job], infos: Mapping[str, VariantInfo],
         fsa, fsa_ci = rate_ci("fsa")
         fm, fm_ci = rate_ci("format_match")
         fa, fa_ci = rate_ci("format_agnostic")
-        tool = [sum(j.tool[i] for j in scored) for i in range(3)]
-        arg = [sum(j.arg[i] for j in scored) for i in range(3)]
+        tool = [sum(j.tool_tp for j in scored), sum(j.tool_fp for j in scored), sum(j.tool_fn for j in scored)]
+        arg = [sum(j.arg_tp for j in scored), sum(j.arg_fp for j in scored), sum(j.arg_fn for j in scored)]
         out.append(
             Cell(
                 model=md.model,
@@ -249,7 +249,7 @@ def _baseline_tests(
 
 
 def aggregate(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Rows,
     *,
     baseline: str | None = None,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
@@ -258,23 +258,23 @@ def aggregate(
     alpha: float = 0.05,
     mid_p: bool = False,
 ) -> ReportData:
-    """Compute every table of the report from job rows (the row contract in docs/CONTRACTS.md)."""
+    """Compute every table of the report from result rows (``ResultRow``, or dicts as exported)."""
     if n_resamples < 100:
         raise ReportError(f"n_resamples must be at least 100 for a usable interval, got {n_resamples}.")
     settings = Settings(n_resamples=n_resamples, seed=seed, confidence=confidence, alpha=alpha, mid_p=mid_p)
     # A canonical job order makes every number independent of the order the store returns rows in
     # (float sums included); variant order comes from the grid, not from this sort.
-    given = normalize_rows(rows)
+    given = as_results(rows)
     variant_infos = order_variants(given)  # grid order, else the order the rows first name them
     jobs = sorted(given, key=lambda j: (j.model, j.case_id, j.variant_id, j.repeat))
     infos = {v.id: v for v in variant_infos}
     order = [v.id for v in variant_infos]
     base = resolve_baseline(baseline, variant_infos)
     models = sorted({j.model for j in jobs})
-    by_model: dict[str, list[Job]] = defaultdict(list)
+    by_model: dict[str, list[ResultRow]] = defaultdict(list)
     for j in jobs:
         by_model[j.model].append(j)
-    languages = language_order(j.language for j in jobs if j.scored)
+    languages = language_order(j.case_language for j in jobs if j.scored)
     varies_language = any(translation_kind(v.dimensions) is not None for v in variant_infos)
     do_languages = len(languages) > 1 or varies_language
 
@@ -345,6 +345,7 @@ def aggregate(
         language_cells=tuple(lcells),
         language_summaries=tuple(lsum),
         translation=tuple(deltas),
+        language_match=tuple(language_match_stats(jobs, confidence)),
         pass_k=tuple(passk),
         failure_counts=tuple(fcounts),
         failure_examples=tuple(fexamples),

@@ -1,8 +1,8 @@
 """CSV files: raw numbers (fractions 0..1, full precision), one file per table.
 
 ``results.csv`` is the main file (one row per model x variant); the others
-hold the sensitivity, effects, paired tests, language, pass^k, failure and
-cost tables. Differences are fractions too (x100 for percentage points).
+hold the sensitivity, effects, paired tests, language (accuracy, summary,
+translation, language match), pass^k, failure and cost tables. Differences are fractions too (x100 for percentage points).
 Empty cells mean "not computable".
 """
 
@@ -340,6 +340,11 @@ def csv_files(data: ReportData) -> dict[str, str]:
                 ]
                 for d in data.translation
             ),
+        )
+    if data.language_match:
+        out["language_match.csv"] = _write(
+            ["model", "language", "answers", "n", "matched", "rate", "ci_low", "ci_high"],
+            ([x.model, x.language, x.answers, x.n, x.matched, x.rate, *x.ci] for x in data.language_match),
         )
     if data.pass_k:
         out["pass_k.csv"] = _write(

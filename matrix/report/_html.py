@@ -29,6 +29,7 @@ from ._tables import (
     effects_tables,
     failure_tables,
     language_accuracy_table,
+    language_match_table,
     language_summary_table,
     pass_k_table,
     results_table,
@@ -230,12 +231,16 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
         )
     if data.baseline_tests:
         sections.append(("baseline-section", "Against the baseline", "".join(_table(t) for t in baseline_tables(data))))
-    if data.language_cells:
-        body = _figure(figs.get("languages")) + _table(language_accuracy_table(data))
+    if data.language_cells or data.language_match:
+        body = ""
+        if data.language_cells:
+            body += _figure(figs.get("languages")) + _table(language_accuracy_table(data))
         if data.language_summaries:
             body += _table(language_summary_table(data))
         if data.translation:
             body += _figure(figs.get("translation")) + "".join(_table(t) for t in translation_tables(data))
+        if data.language_match:
+            body += _table(language_match_table(data))
         sections.append(("languages-section", "Languages", body))
     if data.pass_k:
         sections.append(("pass-k-section", "Consistency (pass^k)", _table(pass_k_table(data))))

@@ -1,4 +1,5 @@
-"""Language statistics: per-language accuracy, MASSIVE-Agents Table 2 and Fig. 4, Ticket-Bench pass^k.
+"""Language statistics: per-language accuracy, MASSIVE-Agents Table 2 and Fig. 4, Ticket-Bench pass^k,
+ITC language match.
 
 Language statistics resample cases within each language (stratified
 bootstrap): the languages are fixed by the design, not sampled.
@@ -15,10 +16,11 @@ import numpy as np
 from promptgrid.matrix.scoring import metrics
 from promptgrid.matrix.report import stats
 from ._matrix import ModelData, Resampler, boundary_interval, ci_of, paired, quiet_nan
-from ._model import LanguageCell, LanguageSummary, PassK, Settings, TranslationDelta, VariantInfo
-from ._order import value_str
+from promptgrid.matrix.running.results import ResultRow
+from ._model import LanguageCell, LanguageMatch, LanguageSummary, PassK, Settings, TranslationDelta, VariantInfo
+from ._order import language_order, value_str
 
-__all__ = ["LANG_DIMS", "language_stats", "pass_k_stats", "translation_kind"]
+__all__ = ["LANG_DIMS", "language_match_stats", "language_stats", "pass_k_stats", "translation_kind"]
 
 LANG_DIMS = ("instruction_language", "description_language")
 
@@ -184,4 +186,33 @@ def pass_k_stats(
                         int(sub_have.sum()),
                     )
                 )
+    return out
+
+
+def language_match_stats(jobs: Sequence[ResultRow], confidence: float) -> list[LanguageMatch]:
+    """ITC language match per model and case language, over the answers where it was measured.
+
+    The scorer measures it only on free-text answers (no call), so ``n`` is
+    often far below ``answers``; the interval is Wilson over those answers
+    (repeats of a case count as separate answers). Empty when no answer was
+    free text.
+    """
+    counts: dict[tuple[str, str], list[int]] = {}
+    for j in jobs:
+        if j.valid is None or j.error is not None:
+            continue
+        c = counts.setdefault((j.model, j.case_language), [0, 0, 0])
+        c[0] += 1
+        if j.language_match is not None:
+            c[1] += 1
+            c[2] += j.language_match
+    if not any(n for _, n, _ in counts.values()):
+        return []
+    out = []
+    for model in sorted({m for m, _ in counts}):
+        for lang in language_order(lang for m, lang in counts if m == model):
+            answers, n, matched = counts[(model, lang)]
+            rate = matched / n if n else math.nan
+            ci = stats.wilson_interval(matched, n, confidence)
+            out.append(LanguageMatch(model, lang, answers, n, matched, rate, ci))
     return out

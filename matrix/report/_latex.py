@@ -16,6 +16,7 @@ from ._tables import (
     cost_table,
     effects_tables,
     failure_tables,
+    language_match_table,
     language_summary_table,
     pass_k_table,
     results_table,
@@ -84,6 +85,8 @@ def latex_tables(data: ReportData) -> str:
     if data.language_summaries:
         tables.append(language_summary_table(data))
     tables += translation_tables(data)
+    if data.language_match:
+        tables.append(language_match_table(data))
     if data.pass_k:
         tables.append(pass_k_table(data))
     tables += failure_tables(data)

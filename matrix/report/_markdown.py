@@ -18,6 +18,7 @@ from ._tables import (
     effects_tables,
     failure_tables,
     language_accuracy_table,
+    language_match_table,
     language_summary_table,
     markdown_table,
     pass_k_table,
@@ -82,14 +83,18 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
         lines += ["## Paired comparison with the baseline", ""]
         for t in baseline_tables(data):
             lines += _section(t)
+    if data.language_cells or data.language_match:
+        lines += ["## Languages", ""]
     if data.language_cells:
-        lines += ["## Languages", ""] + image("languages") + _section(language_accuracy_table(data))
+        lines += image("languages") + _section(language_accuracy_table(data))
         if data.language_summaries:
             lines += _section(language_summary_table(data))
         if data.translation:
             lines += image("translation")
             for t in translation_tables(data):
                 lines += _section(t)
+    if data.language_match:
+        lines += _section(language_match_table(data))
     if data.pass_k:
         lines += ["## Consistency over repeats (pass^k)", ""] + _section(pass_k_table(data))
     lines += ["## Failure modes", ""]

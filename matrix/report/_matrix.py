@@ -22,7 +22,7 @@ import numpy as np
 
 from promptgrid.matrix.report import stats
 from ._model import Interval
-from ._rows import Job
+from promptgrid.matrix.running.results import ResultRow
 
 __all__ = [
     "METRICS",
@@ -117,12 +117,12 @@ class ModelData:
         return self._boot[metric]
 
 
-def model_data(model: str, jobs: Sequence[Job], order: Sequence[str], n_resamples: int, seed: int) -> ModelData:
+def model_data(model: str, jobs: Sequence[ResultRow], order: Sequence[str], n_resamples: int, seed: int) -> ModelData:
     scored = [j for j in jobs if j.scored]
     cases = sorted({j.case_id for j in scored})
     lang: dict[str, str] = {}
     for j in scored:
-        lang.setdefault(j.case_id, j.language)
+        lang.setdefault(j.case_id, j.case_language)
     present = {j.variant_id for j in scored}
     vids = [v for v in order if v in present]
     ci = {c: i for i, c in enumerate(cases)}
@@ -133,8 +133,15 @@ def model_data(model: str, jobs: Sequence[Job], order: Sequence[str], n_resample
         r, c = ci[j.case_id], vi[j.variant_id]
         num["accuracy"][r, c] += j.correct
         den["accuracy"][r, c] += 1
-        for metric, value in (("fsa", j.fsa), ("format_match", j.format_match), ("format_agnostic", j.format_agnostic)):
-            if value is not None:
+        failed = j.error is not None
+        for metric, value in (
+            ("fsa", j.function_selection_correct),
+            ("format_match", j.format_match),
+            ("format_agnostic", j.format_agnostic_valid),
+        ):
+            if failed:  # a failed call counts as incorrect in every rate
+                den[metric][r, c] += 1
+            elif value is not None:
                 num[metric][r, c] += value
                 den[metric][r, c] += 1
     resampler = Resampler(len(cases), n_resamples, stats.seed_for(model, base=seed))

@@ -24,6 +24,7 @@ __all__ = [
     "FigureRef",
     "Interval",
     "LanguageCell",
+    "LanguageMatch",
     "LanguageSummary",
     "PairedTest",
     "PassK",
@@ -188,6 +189,23 @@ class LanguageCell:
 
 
 @dataclass(frozen=True)
+class LanguageMatch:
+    """ITC language match of one model on one language's cases, over its free-text answers.
+
+    Only answers that hold no function call are measured (``ResultRow.language_match``):
+    ``n`` counts those, ``answers`` every scored answer (failed calls aside) for context.
+    """
+
+    model: str
+    language: str
+    answers: int
+    n: int
+    matched: int
+    rate: float
+    ci: Interval
+
+
+@dataclass(frozen=True)
 class LanguageSummary:
     """MASSIVE-Agents Table 2 (macro average, best, worst) and Ticket-Bench gap and std."""
 
@@ -327,6 +345,7 @@ class ReportData:
     language_cells: tuple[LanguageCell, ...]
     language_summaries: tuple[LanguageSummary, ...]
     translation: tuple[TranslationDelta, ...]
+    language_match: tuple[LanguageMatch, ...]
     pass_k: tuple[PassK, ...]
     failure_counts: tuple[FailureCount, ...]
     failure_examples: tuple[FailureExample, ...]

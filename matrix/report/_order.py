@@ -10,12 +10,12 @@ from promptgrid.errors import closest
 
 from promptgrid.errors import ReportError
 from ._model import VariantInfo
-from ._rows import Job
+from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["dimension_names", "language_order", "order_variants", "resolve_baseline", "value_str"]
 
 
-def order_variants(jobs: Sequence[Job]) -> list[VariantInfo]:
+def order_variants(jobs: Sequence[ResultRow]) -> list[VariantInfo]:
     """Variants in their grid's order when one built-in grid holds them all, else as first seen.
 
     The store may return rows in any order; the grid order is what BFCL's
@@ -24,7 +24,7 @@ def order_variants(jobs: Sequence[Job]) -> list[VariantInfo]:
     infos: dict[str, VariantInfo] = {}
     for j in jobs:
         if j.variant_id not in infos:
-            infos[j.variant_id] = VariantInfo(j.variant_id, j.label, dict(j.dimensions))
+            infos[j.variant_id] = VariantInfo(j.variant_id, j.label or j.variant_id, dict(j.dimensions))
     ids = set(infos)
     best: list[str] | None = None
     for name in builtin_grids():

@@ -1,12 +1,11 @@
-"""Synthetic job rows: realistic, seeded, for tests, benchmarks and a report preview.
+"""Synthetic result rows (``ResultRow``): realistic, seeded, for tests, benchmarks and a report preview.
 
 The generator follows the trends the BFCL V4 blog reports (section 4: XML
 return formats and Python function docs hurt, tool-call tags cost a little,
 markdown and paraphrase change little) and the MASSIVE-Agents ones (lower
 accuracy on non-Latin scripts, translation helping strong models and hurting
 weak ones), so a report of synthetic rows looks like a report of a real run.
-The rows follow the row contract in docs/CONTRACTS.md; nothing here is a
-measurement.
+The rows are what a run's store would yield; nothing here is a measurement.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from typing import Any
 
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import Variant, load_grid
 
 __all__ = ["synthetic_rows"]
@@ -71,12 +70,12 @@ def synthetic_rows(
     repeats: int = 1,
     error_rate: float = 0.01,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[ResultRow]:
     """Rows for models x grid variants x cases (per language) x repeats, deterministic for a seed."""
     rng = random.Random(seed)
     variants = load_grid(grid).variants
     difficulty = [rng.gauss(0.0, 1.2) for _ in range(n_cases)]
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     for mi, model in enumerate(models):
         skill = 1.0 - 0.6 * mi / max(1, len(models) - 1) if len(models) > 1 else 0.8
         speed = 60.0 + 90.0 * mi
@@ -101,41 +100,46 @@ def synthetic_rows(
                         elif mode == "unparseable":
                             response = "I cannot <help> with that & more"
                         rows.append(
-                            {
-                                "model": model,
-                                "variant_id": v.id,
-                                "label": v.label,
-                                "dimensions": v.dimensions(),
-                                "case_id": case_id,
-                                "case_group": f"case_{ci:03d}",
-                                "case_language": lang,
-                                "case_category": ("simple", "multiple", "parallel", "parallel_multiple")[ci % 4],
-                                "repeat": r,
-                                "response": None if failed_call else response,
-                                "error": "RateLimitError: 429 Too Many Requests" if failed_call else None,
-                                "valid": None if failed_call else ok,
-                                "error_code": None if failed_call else ("VALID" if ok else mode.upper()),  # type: ignore[union-attr]
-                                "bfcl_error_type": None,
-                                "failure_mode": mode,
-                                "format_agnostic_valid": None if failed_call else (ok or mode == "wrong_format"),
-                                "format_match": None
+                            ResultRow(
+                                model=model,
+                                variant_id=v.id,
+                                case_id=case_id,
+                                repeat=r,
+                                status="error" if failed_call else "done",
+                                response=None if failed_call else response,
+                                error="RateLimitError: 429 Too Many Requests" if failed_call else None,
+                                error_kind="rate_limit" if failed_call else None,
+                                valid=False if failed_call else ok,  # a failed call is stored as invalid
+                                error_code=None if failed_call else ("VALID" if ok else mode.upper()),  # type: ignore[union-attr]
+                                failure_mode=mode,
+                                format_agnostic_valid=None if failed_call else (ok or mode == "wrong_format"),
+                                format_match=None
                                 if failed_call
                                 else mode not in ("wrong_format", "missing_tool_call_tag"),
-                                "function_selection_correct": None
+                                function_selection_correct=None
                                 if failed_call
                                 else mode not in ("wrong_function", "unparseable"),
-                                "tool_tp": 0 if failed_call or mode in ("wrong_function", "unparseable") else 1,
-                                "tool_fp": 1 if mode == "wrong_function" else 0,
-                                "tool_fn": 0 if ok else 1 if mode in ("wrong_function", "unparseable") else 0,
-                                "arg_tp": 2 if ok else 1 if mode == "wrong_arguments" else 0,
-                                "arg_fp": 1 if mode == "wrong_arguments" else 0,
-                                "arg_fn": 0 if ok else 1,
-                                "latency_s": None if failed_call else round(latency, 4),
-                                "input_tokens": 0 if failed_call else 350 + 7 * ci,
-                                "output_tokens": 0 if failed_call else out_tokens,
-                                "cost_usd": 0.0
+                                tool_tp=0 if failed_call or mode in ("wrong_function", "unparseable") else 1,
+                                tool_fp=1 if mode == "wrong_function" else 0,
+                                tool_fn=0 if ok else 1 if mode in ("wrong_function", "unparseable") else 0,
+                                arg_tp=2 if ok else 1 if mode == "wrong_arguments" else 0,
+                                arg_fp=1 if mode == "wrong_arguments" else 0,
+                                arg_fn=0 if ok else 1,
+                                # The one free-text answer (no call) is English: ITC language match is
+                                # measured on it alone, against the case's language.
+                                response_language="en" if mode == "unparseable" else None,
+                                language_match=lang == "en" if mode == "unparseable" else None,
+                                latency_s=None if failed_call else round(latency, 4),
+                                input_tokens=0 if failed_call else 350 + 7 * ci,
+                                output_tokens=0 if failed_call else out_tokens,
+                                cost_usd=0.0
                                 if failed_call
                                 else round((350 + 7 * ci) * 1e-7 * (3 - mi) + out_tokens * 4e-7, 8),
-                            }
+                                dimensions=v.dimensions(),
+                                label=v.label,
+                                case_language=lang,
+                                case_category=("simple", "multiple", "parallel", "parallel_multiple")[ci % 4],
+                                case_group=f"case_{ci:03d}",
+                            )
                         )
     return rows

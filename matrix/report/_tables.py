@@ -27,6 +27,7 @@ __all__ = [
     "effects_tables",
     "failure_tables",
     "language_accuracy_table",
+    "language_match_table",
     "language_summary_table",
     "markdown_table",
     "pass_k_table",
@@ -273,6 +274,24 @@ def language_accuracy_table(data: ReportData) -> Table:
         rows,
         [False, False] + [True] * len(data.languages),
         _ci_note(data),
+    )
+
+
+def language_match_table(data: ReportData) -> Table:
+    rows = [
+        [x.model, x.language, fmt_num(x.answers), fmt_num(x.n), fmt_num(x.matched), with_ci(x.rate, x.ci)]
+        for x in data.language_match
+    ]
+    return _table(
+        "language-match",
+        "Language match of free-text answers (ITC LM)",
+        ["Model", "Test language", "Answers", "Free text (n)", "Matched", "LM % [CI]"],
+        rows,
+        [False, False, True, True, True, True],
+        "Language match: the share of free-text answers written in the language of the test case's query "
+        "(identified with langid). It is defined only for answers that hold no function call: n counts those, "
+        "out of every scored answer in that language (failed calls aside); answers with a call are not measured. "
+        "Interval: Wilson over answers (repeats of a case count as separate answers).",
     )
 
 

@@ -13,7 +13,7 @@ from promptgrid.variants import DIMENSIONS
 from promptgrid.matrix.report import stats
 from ._matrix import ModelData, ci_of, quiet_nan
 from ._model import Cell, CostSummary, FailureCount, FailureExample, SpeedPoint, VariantInfo
-from ._rows import Job
+from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["EXAMPLES_PER_MODE", "EXAMPLE_CHARS", "cost_summary", "failure_stats", "speed_points"]
 
@@ -21,7 +21,7 @@ EXAMPLES_PER_MODE = 3
 EXAMPLE_CHARS = 400
 
 
-def failure_mode(j: Job) -> str:
+def failure_mode(j: ResultRow) -> str:
     if j.failure_mode:
         return j.failure_mode
     if j.error is not None:
@@ -30,7 +30,7 @@ def failure_mode(j: Job) -> str:
 
 
 def failure_stats(
-    jobs: Sequence[Job], order: Sequence[str], infos: Mapping[str, VariantInfo], cells: Sequence[Cell]
+    jobs: Sequence[ResultRow], order: Sequence[str], infos: Mapping[str, VariantInfo], cells: Sequence[Cell]
 ) -> tuple[list[FailureCount], list[FailureExample]]:
     rank = {v: i for i, v in enumerate(order)}
     failed = [j for j in jobs if j.scored and not j.correct]
@@ -44,7 +44,7 @@ def failure_stats(
         )
     ]
     examples: list[FailureExample] = []
-    by_mode: dict[str, list[Job]] = defaultdict(list)
+    by_mode: dict[str, list[ResultRow]] = defaultdict(list)
     for j in failed:
         by_mode[failure_mode(j)].append(j)
     for mode in sorted(by_mode, key=lambda m: (-len(by_mode[m]), m)):
@@ -52,7 +52,7 @@ def failure_stats(
         queues = defaultdict(list)
         for j in by_mode[mode]:
             queues[j.model].append(j)
-        picked: list[Job] = []
+        picked: list[ResultRow] = []
         seen: set[tuple[str, str]] = set()
         for distinct in (True, False):
             progress = True
@@ -69,7 +69,7 @@ def failure_stats(
                     if len(picked) >= EXAMPLES_PER_MODE:
                         break
         for j in picked:
-            text = f"error: {j.error}" if j.error is not None else j.response
+            text = f"error: {j.error}" if j.error is not None else j.response or ""
             if len(text) > EXAMPLE_CHARS:
                 text = text[:EXAMPLE_CHARS] + " [...]"
             examples.append(
@@ -78,7 +78,7 @@ def failure_stats(
     return out_counts, examples
 
 
-def calls_of(jobs: Iterable[Job]) -> list[Job]:
+def calls_of(jobs: Iterable[ResultRow]) -> list[ResultRow]:
     """One job per model call: identical prompts across variants share a call (same key) and its cost."""
     seen: set[tuple[str, str]] = set()
     out = []
@@ -91,7 +91,7 @@ def calls_of(jobs: Iterable[Job]) -> list[Job]:
     return out
 
 
-def speed_of(jobs: Iterable[Job]) -> float:
+def speed_of(jobs: Iterable[ResultRow]) -> float:
     out_tok = lat = 0.0
     for j in calls_of(jobs):
         if j.error is None and j.output_tokens is not None and j.latency_s and j.latency_s > 0:
@@ -100,7 +100,7 @@ def speed_of(jobs: Iterable[Job]) -> float:
     return out_tok / lat if lat > 0 else math.nan
 
 
-def cost_summary(model: str, all_jobs: Sequence[Job]) -> CostSummary:
+def cost_summary(model: str, all_jobs: Sequence[ResultRow]) -> CostSummary:
     jobs = calls_of(all_jobs)
     costs = [j.cost_usd for j in jobs if j.cost_usd is not None]
     lat = [j.latency_s for j in jobs if j.latency_s is not None]
@@ -117,7 +117,7 @@ def cost_summary(model: str, all_jobs: Sequence[Job]) -> CostSummary:
     )
 
 
-def speed_points(md: ModelData, jobs: Sequence[Job], infos: Mapping[str, VariantInfo], conf: float) -> list[SpeedPoint]:
+def speed_points(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], conf: float) -> list[SpeedPoint]:
     by_template: dict[str, list[int]] = defaultdict(list)
     for col, vid in enumerate(md.vids):
         by_template[str(infos[vid].dimensions.get("template", DIMENSIONS["template"].default))].append(col)

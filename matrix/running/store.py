@@ -40,6 +40,7 @@ from promptgrid.records import Case
 from promptgrid.variants import Variant
 
 from promptgrid.matrix.running.config import RunError
+from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["CallResult", "RunLock", "RunStore", "SCHEMA_VERSION", "STORE_FILE", "case_from_dict", "case_to_dict"]
 
@@ -70,6 +71,7 @@ CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
 
 DONE = "done"
 ERROR = "error"
+_NO_VERDICT: Mapping[str, Any] = {}  # a failed or pending call has none: the verdict fields keep their defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,19 +333,19 @@ class RunStore:
 
     # ------------------------------------------------------------------ export
 
-    def rows(self, *, include_pending: bool = False) -> Iterator[dict[str, Any]]:
-        """One dict per (model, variant, case, repeat) with a result (the export and report rows).
+    def rows(self, *, include_pending: bool = False) -> Iterator[ResultRow]:
+        """One ``ResultRow`` per (model, variant, case, repeat) with a result (all of them with
+        ``include_pending``), ordered by model, case, variant and repeat.
 
-        Fields: model, variant_id, case_id, repeat, key, status (done|error|pending),
-        response, error, error_kind, valid, error_code, latency_s, input_tokens,
-        output_tokens, cost_usd, attempts, finish_reason, raw_model, params, then
-        every verdict field, then dimensions, label, case_language,
-        case_category, case_group. Several rows may share one call (same
-        ``key``): to total cost or tokens, count each key once (``spend()``).
+        Built straight from the SQL row and the stored verdict JSON. ``valid`` and
+        ``error_code`` come from their own columns (what re-scoring updates).
         """
         variants = self.variants()
         cases = {i: row[:4] for i, row in self.cases().items()}
         models = {i: n for i, n in self.db.execute("SELECT id, name FROM models")}
+        params_of: dict[str, Any] = {}  # one parsed dict per distinct params string (shared by its rows)
+        make = ResultRow._make
+        loads = json.loads
         join = "LEFT JOIN" if include_pending else "JOIN"
         cur = self.db.execute(
             'SELECT j.model, j.variant, j."case", j.repeat, j.key, j.verdict, j.valid, j.error_code, '
@@ -358,18 +360,27 @@ class RunStore:
                  cost, attempts, finish, raw_model, params) in batch:
                 vid, label, dims = variants[v]
                 case_id, lang, category, group = cases[c]
-                row: dict[str, Any] = {
+                d = loads(verdict) if verdict else _NO_VERDICT
+                if params is None:
+                    p = None
+                elif (p := params_of.get(params)) is None:
+                    p = params_of[params] = loads(params)
+                # Keys in ResultRow's field order (``_make`` fills the row's __dict__ as given).
+                yield make({
                     "model": models[m], "variant_id": vid, "case_id": case_id, "repeat": rep, "key": key,
                     "status": status or "pending", "response": response, "error": error, "error_kind": kind,
                     "valid": None if valid is None else bool(valid), "error_code": code,
+                    "bfcl_error_type": d.get("bfcl_error_type"), "failure_mode": d.get("failure_mode"),
+                    "format_agnostic_valid": d.get("format_agnostic_valid"),
+                    "detected_format": d.get("detected_format"), "format_match": d.get("format_match"),
+                    "function_selection_correct": d.get("function_selection_correct"),
+                    "tool_tp": d.get("tool_tp", 0), "tool_fp": d.get("tool_fp", 0), "tool_fn": d.get("tool_fn", 0),
+                    "arg_tp": d.get("arg_tp", 0), "arg_fp": d.get("arg_fp", 0), "arg_fn": d.get("arg_fn", 0),
+                    "n_expected_calls": d.get("n_expected_calls", 0),
+                    "n_predicted_calls": d.get("n_predicted_calls", 0), "message": d.get("message", ""),
+                    "response_language": d.get("response_language"), "language_match": d.get("language_match"),
                     "latency_s": latency, "input_tokens": tin, "output_tokens": tout, "cost_usd": cost,
-                    "attempts": attempts, "finish_reason": finish, "raw_model": raw_model,
-                    "params": json.loads(params) if params else None,
-                }
-                if verdict:
-                    for k, value in json.loads(verdict).items():
-                        row.setdefault(k, value)
-                    row["valid"] = None if valid is None else bool(valid)
-                    row["error_code"] = code
-                row.update(dimensions=dims, label=label, case_language=lang, case_category=category, case_group=group)
-                yield row
+                    "attempts": attempts, "finish_reason": finish, "raw_model": raw_model, "params": p,
+                    "dimensions": dims, "label": label, "case_language": lang, "case_category": category,
+                    "case_group": group,
+                })

@@ -12,6 +12,7 @@ import pytest
 
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.report import synthetic_rows
+from promptgrid.matrix.running.results import write_results
 
 from support.rows import make_row, write_jsonl
 
@@ -20,7 +21,7 @@ from support.rows import make_row, write_jsonl
 def run_a(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = synthetic_rows(models=("acme/m-1",), n_cases=20, seed=1)
     path = tmp_path_factory.mktemp("a") / "run_a.jsonl"
-    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_results(rows, path)
     return path
 
 
@@ -28,7 +29,7 @@ def run_a(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = synthetic_rows(models=("acme/m-2",), n_cases=20, seed=2)
     path = tmp_path_factory.mktemp("b") / "run_b.jsonl"
-    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_results(rows, path)
     return path
 
 

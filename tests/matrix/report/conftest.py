@@ -9,19 +9,20 @@ from typing import Any
 import pytest
 
 from promptgrid.matrix.report import synthetic_rows
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import Variant
 
 from support.rows import make_row, rows_with_accuracy, write_jsonl
 
 
 @pytest.fixture(scope="session")
-def bfcl_rows() -> list[dict[str, Any]]:
+def bfcl_rows() -> list[ResultRow]:
     """2 models x 26 bfcl_v4 variants x 40 cases, ~1 % failed calls."""
     return synthetic_rows(seed=7)
 
 
 @pytest.fixture(scope="session")
-def language_rows() -> list[dict[str, Any]]:
+def language_rows() -> list[ResultRow]:
     """2 models x 3 massive_translation variants x 12 cases x 4 languages x 3 repeats."""
     return synthetic_rows(grid="massive_translation", languages=("en", "de", "ja", "hi"), repeats=3, n_cases=12, seed=3)
 

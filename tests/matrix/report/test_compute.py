@@ -14,6 +14,7 @@ import pytest
 from promptgrid.matrix.scoring import metrics
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report import ReportError, aggregate
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import Variant, load_grid
 
 FAST = {"n_resamples": 400}
@@ -81,7 +82,7 @@ def test_dimension_effects_matched_pairs(build: SimpleNamespace, product_variant
     assert lo <= eff[("return_format", "json")].diff <= hi
 
 
-def test_dimension_effect_uses_only_variants_where_it_varies(bfcl_rows: list[dict[str, Any]]) -> None:
+def test_dimension_effect_uses_only_variants_where_it_varies(bfcl_rows: list[ResultRow]) -> None:
     data = aggregate(bfcl_rows, **FAST)
     eff = {(e.model, e.dimension, e.value): e for e in data.effects}
     model = data.models[0]
@@ -95,7 +96,7 @@ def test_dimension_effect_uses_only_variants_where_it_varies(bfcl_rows: list[dic
     assert eff[(model, "return_format", "python")].n_variants == 6
 
 
-def test_baseline_default_and_tests_match_statsmodels(bfcl_rows: list[dict[str, Any]]) -> None:
+def test_baseline_default_and_tests_match_statsmodels(bfcl_rows: list[ResultRow]) -> None:
     contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
     multitest = pytest.importorskip("statsmodels.stats.multitest")
     data = aggregate(bfcl_rows, **FAST)
@@ -106,8 +107,8 @@ def test_baseline_default_and_tests_match_statsmodels(bfcl_rows: list[dict[str, 
     # Recompute the discordant pairs from the rows, independently of the report code.
     correct: dict[tuple[str, str], bool] = {}
     for r in bfcl_rows:
-        if r["model"] == model:
-            correct[(r["variant_id"], r["case_id"])] = bool(r["valid"]) and r["error"] is None
+        if r.model == model:
+            correct[(r.variant_id, r.case_id)] = r.valid is True and r.error is None
     cases = sorted({c for _, c in correct})
     pvals = []
     for t in tests:
@@ -122,7 +123,7 @@ def test_baseline_default_and_tests_match_statsmodels(bfcl_rows: list[dict[str, 
     assert all(t.significant == (t.p_holm < 0.05) for t in tests)
 
 
-def test_explicit_baseline_and_unknown_baseline(bfcl_rows: list[dict[str, Any]]) -> None:
+def test_explicit_baseline_and_unknown_baseline(bfcl_rows: list[ResultRow]) -> None:
     vid = Variant(return_format="json").id
     data = aggregate(bfcl_rows, baseline=vid, **FAST)
     assert data.baseline == vid and all(t.baseline_id == vid for t in data.baseline_tests)
@@ -130,13 +131,13 @@ def test_explicit_baseline_and_unknown_baseline(bfcl_rows: list[dict[str, Any]])
         aggregate(bfcl_rows, baseline=vid.replace("json", "jsn"), **FAST)
 
 
-def test_translation_grid_baseline_is_english_only(language_rows: list[dict[str, Any]]) -> None:
+def test_translation_grid_baseline_is_english_only(language_rows: list[ResultRow]) -> None:
     data = aggregate(language_rows, **FAST)
     base = data.variant(data.baseline)
     assert base.dimensions["instruction_language"] == "en" and base.dimensions["description_language"] == "en"
 
 
-def test_variant_order_follows_the_grid(bfcl_rows: list[dict[str, Any]]) -> None:
+def test_variant_order_follows_the_grid(bfcl_rows: list[ResultRow]) -> None:
     shuffled = list(bfcl_rows)
     random.Random(0).shuffle(shuffled)
     data = aggregate(shuffled, **FAST)
@@ -145,16 +146,16 @@ def test_variant_order_follows_the_grid(bfcl_rows: list[dict[str, Any]]) -> None
     assert data.to_dict() == aggregate(bfcl_rows, **FAST).to_dict()
 
 
-def test_languages_table2_and_fig4(language_rows: list[dict[str, Any]]) -> None:
+def test_languages_table2_and_fig4(language_rows: list[ResultRow]) -> None:
     data = aggregate(language_rows, **FAST)
     assert data.languages == ("en", "de", "hi", "ja")
     # Per-language accuracy recomputed from rows.
     tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     for r in language_rows:
-        if r["valid"] is None and r["error"] is None:
+        if r.valid is None and r.error is None:
             continue
-        t = tally[(r["model"], r["variant_id"], r["case_language"])]
-        t[0] += bool(r["valid"]) and r["error"] is None
+        t = tally[(r.model, r.variant_id, r.case_language)]
+        t[0] += r.valid is True and r.error is None
         t[1] += 1
     for c in data.language_cells:
         k, n = tally[(c.model, c.variant_id, c.language)]
@@ -179,14 +180,14 @@ def test_languages_table2_and_fig4(language_rows: list[dict[str, Any]]) -> None:
         assert d.delta_ci[0] <= d.delta + 1e-12 and d.delta <= d.delta_ci[1] + 1e-12
 
 
-def test_pass_k_matches_metrics(language_rows: list[dict[str, Any]]) -> None:
+def test_pass_k_matches_metrics(language_rows: list[ResultRow]) -> None:
     data = aggregate(language_rows, **FAST)
     assert {p.k for p in data.pass_k} == {1, 2, 3}
     outcomes: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
     lang: dict[str, str] = {}
     for r in language_rows:
-        outcomes[(r["model"], r["variant_id"], r["case_id"])].append(bool(r["valid"]) and r["error"] is None)
-        lang[r["case_id"]] = r["case_language"]
+        outcomes[(r.model, r.variant_id, r.case_id)].append(r.valid is True and r.error is None)
+        lang[r.case_id] = r.case_language
     for p in data.pass_k:
         runs = [
             o
@@ -200,7 +201,7 @@ def test_pass_k_matches_metrics(language_rows: list[dict[str, Any]]) -> None:
         assert p.value == pytest.approx(data.cell(p.model, p.variant_id).accuracy)
 
 
-def test_failure_counts_add_up(bfcl_rows: list[dict[str, Any]]) -> None:
+def test_failure_counts_add_up(bfcl_rows: list[ResultRow]) -> None:
     data = aggregate(bfcl_rows, **FAST)
     for c in data.cells:
         failed = sum(f.count for f in data.failure_counts if (f.model, f.variant_id) == (c.model, c.variant_id))
@@ -233,7 +234,7 @@ def test_cost_counts_each_call_once(build: SimpleNamespace) -> None:
     assert cost.latency_p50 == pytest.approx(1.0)
 
 
-def test_repeats_use_cluster_bootstrap(language_rows: list[dict[str, Any]]) -> None:
+def test_repeats_use_cluster_bootstrap(language_rows: list[ResultRow]) -> None:
     data = aggregate(language_rows, **FAST)
     assert data.max_repeats == 3
     assert all(c.ci_method == "bootstrap" and c.repeats == 3 for c in data.cells)
@@ -244,8 +245,9 @@ def test_repeats_use_cluster_bootstrap(language_rows: list[dict[str, Any]]) -> N
     [
         ({"model": None}, "row 1: field 'model' is missing"),
         ({"case_id": ""}, "field 'case_id' is missing"),
-        ({"valid": "maybe"}, "field 'valid'"),
-        ({"dimensions": [1]}, "'dimensions' must be an object"),
+        ({"valid": "maybe"}, "field 'valid' must be true, false or null"),
+        ({"dimensions": [1]}, "field 'dimensions' must be an object"),
+        ({"status": "lost"}, "field 'status' is 'lost'"),
     ],
 )
 def test_bad_rows_name_row_and_field(build: SimpleNamespace, bad: dict[str, Any], message: str) -> None:
@@ -258,10 +260,42 @@ def test_no_rows() -> None:
         aggregate([], **FAST)
 
 
-def test_sqlite_style_values_are_accepted(build: SimpleNamespace) -> None:
-    rows = [build.row(case_id="a", valid=1, format_match=0), build.row(case_id="b", valid=0)]
+def test_loose_values_are_rejected(build: SimpleNamespace) -> None:
+    # Rows are ResultRow: a dict in the export's layout is read with its types (the store yields real
+    # booleans, so SQLite's 0/1 never reach the report); a 1 for true is a mistake worth naming.
+    with pytest.raises(ReportError, match="row 2: field 'valid' must be true, false or null, got 1"):
+        aggregate([build.row(case_id="a"), build.row(case_id="b", valid=1)], **FAST)
+    with pytest.raises(ReportError, match="field 'format_match' must be true, false or null, got 0"):
+        aggregate([build.row(case_id="a", format_match=0)], **FAST)
+
+
+def test_result_rows_and_dicts_give_the_same_report(build: SimpleNamespace, product_variants: list[Variant]) -> None:
+    rows = [build.row(v, case_id=f"c{i}", valid=(i + k) % 3 > 0) for k, v in enumerate(product_variants)
+            for i in range(8)]
+    typed = [ResultRow.from_dict(r) for r in rows]
+    assert aggregate(typed, **FAST).to_dict() == aggregate(rows, **FAST).to_dict()
+
+
+def test_language_match_per_language_and_model(build: SimpleNamespace) -> None:
+    prose = {"response": "Es tut mir leid.", "format_match": None}
+    rows = [
+        build.row(case_id="a", language="de", valid=False, response_language="de", language_match=True, **prose),
+        build.row(case_id="b", language="de", valid=False, response_language="en", language_match=False, **prose),
+        build.row(case_id="c", language="de", valid=True),  # holds a call: not measured
+        build.row(case_id="d", language="de", error="timeout"),  # failed call: not an answer
+        build.row(case_id="e", language="en", valid=False, response_language="en", language_match=True, **prose),
+        build.row(case_id="f", language="en", valid=None),  # unscored
+    ]
     data = aggregate(rows, **FAST)
-    assert data.cells[0].correct == 1 and data.cells[0].format_match == 0.0
+    got = {(x.model, x.language): (x.answers, x.n, x.matched, x.rate) for x in data.language_match}
+    assert got == {("m", "en"): (1, 1, 1, 1.0), ("m", "de"): (3, 2, 1, 0.5)}
+    assert [x.language for x in data.language_match] == ["en", "de"]
+    de = next(x for x in data.language_match if x.language == "de")
+    assert de.ci == stats.wilson_interval(1, 2)
+
+
+def test_no_language_match_without_free_text(build: SimpleNamespace) -> None:
+    assert aggregate([build.row(case_id=f"c{i}", valid=i % 2 == 0) for i in range(4)], **FAST).language_match == ()
 
 
 def test_incomplete_variants_are_noted(build: SimpleNamespace, product_variants: list[Variant]) -> None:

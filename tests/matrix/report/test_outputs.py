@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.report import ReportError, build_report, load_jsonl
+from promptgrid.matrix.report import ReportError, build_report
+from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.report._csv import RESULTS_COLUMNS
 from promptgrid.matrix.report._latex import latex_escape
 from promptgrid.variants import Variant
@@ -21,9 +22,9 @@ XSS = "<script>alert('pwned')</script><img src=x onerror=alert(1)>"
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory: pytest.TempPathFactory, bfcl_rows: list[dict[str, Any]]) -> Path:
+def export(tmp_path_factory: pytest.TempPathFactory, bfcl_rows: list[ResultRow]) -> Path:
     """The synthetic run exported as JSONL, with unscored jobs and hostile text mixed in."""
-    rows = [dict(r) for r in bfcl_rows]
+    rows = [r.to_dict() for r in bfcl_rows]
     for r in rows[5:9]:
         r.update(valid=None, error=None, error_code=None, failure_mode=None)  # not scored yet
     rows[20].update(valid=False, error=None, failure_mode="wrong_format", response=XSS)
@@ -38,7 +39,7 @@ def export(tmp_path_factory: pytest.TempPathFactory, bfcl_rows: list[dict[str, A
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, export: Path) -> SimpleNamespace:
     out = tmp_path_factory.mktemp("report")
-    result = build_report(load_jsonl(export), out, baseline=None, formats={"all"})
+    result = build_report(read_results(export), out, baseline=None, formats={"all"})
     return SimpleNamespace(out=out, result=result)
 
 
@@ -151,6 +152,26 @@ def test_latex_escape(text: str, expected: str) -> None:
     assert latex_escape(text) == expected
 
 
+def test_language_match_table_in_every_format(report: SimpleNamespace, export: Path) -> None:
+    # The synthetic run's free-text answers (no call) carry a language match: reported with n.
+    lines = [json.loads(line) for line in export.open(encoding="utf-8")]
+    measured = [r for r in lines if r["language_match"] is not None and r["valid"] is not None and not r["error"]]
+    assert measured
+    title = "Language match of free-text answers (ITC LM)"
+    md = (report.out / "report.md").read_text(encoding="utf-8")
+    assert "## Languages" in md and f"### {title}" in md and "defined only for answers that hold no" in md
+    assert title in (report.out / "report.html").read_text(encoding="utf-8")
+    assert "Language match of free-text answers (ITC LM)" in (report.out / "tables.tex").read_text(encoding="utf-8")
+    with (report.out / "language_match.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["model", "language", "answers", "n", "matched", "rate", "ci_low", "ci_high"]
+    assert sum(int(r["n"]) for r in rows) == len(measured)
+    assert sum(int(r["matched"]) for r in rows) == sum(r["language_match"] for r in measured)
+    for r in rows:  # a model with no free-text answer in a language: no rate (empty cell)
+        assert r["rate"] == "" if r["n"] == "0" else float(r["rate"]) == int(r["matched"]) / int(r["n"])
+        assert int(r["n"]) <= int(r["answers"])
+
+
 def test_json_has_no_nan(report: SimpleNamespace) -> None:
     data = json.loads((report.out / "report.json").read_text(encoding="utf-8"))
     assert data["baseline"] and len(data["cells"]) == 52 + 1  # + the renamed model's one cell
@@ -169,7 +190,7 @@ def test_only_requested_formats(tmp_path: Path, build: SimpleNamespace) -> None:
 
 @pytest.mark.slow
 def test_files_are_deterministic(tmp_path: Path, export: Path, report: SimpleNamespace) -> None:
-    again = build_report(load_jsonl(export), tmp_path, baseline=None, formats={"all"})
+    again = build_report(read_results(export), tmp_path, baseline=None, formats={"all"})
     for path in again.files:
         rel = path.relative_to(tmp_path)
         assert path.read_bytes() == (report.out / rel).read_bytes(), rel
