@@ -47,8 +47,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import xmltodict
-
 __all__ = ["DOC_FORMATS", "DocFlavour", "dedupe_language_hint", "render_function_docs"]
 
 DOC_FORMATS = ("json", "python", "xml")
@@ -270,6 +268,8 @@ def _clean_xml_param(name: str, schema: Any, required: Any) -> dict[str, Any]:
 
 
 def _clean_xml_block(fn: Mapping[str, Any]) -> str:
+    import xmltodict  # on first use: its xml.sax.saxutils imports urllib.request (~25 ms)
+
     params = _as_schema(fn.get("parameters"))
     required = params.get("required")
     function = {

@@ -63,8 +63,6 @@ from enum import Enum
 from typing import Any, Protocol
 from xml.parsers.expat import ExpatError
 
-import xmltodict
-
 from promptgrid.languages import SUPPORTED_LANGUAGES, base_language, identify_language, script_of
 
 from ._protect import TAG_RE, Span, SpanKind, find_spans, mask, placeholders, tags, unmask
@@ -397,6 +395,8 @@ def _elements(node: Any) -> tuple[Any, ...]:
 
 def _markup(text: str) -> tuple[Any, ...]:
     """The element structure of ``text`` (``ValueError`` if its markup does not parse)."""
+    import xmltodict  # on first use: its xml.sax.saxutils imports urllib.request (~25 ms)
+
     try:
         parsed = xmltodict.parse(_as_xml(text), disable_entities=True)
     except ExpatError as exc:

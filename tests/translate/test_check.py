@@ -200,12 +200,12 @@ def test_markup_is_judged_only_when_tags_and_placeholders_agree() -> None:
 
 
 def test_markup_dtd_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgrid.translate import _check
+    import xmltodict
 
     def no_parse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a text with a DTD reached the XML parser")
 
-    monkeypatch.setattr(_check.xmltodict, "parse", no_parse)
+    monkeypatch.setattr(xmltodict, "parse", no_parse)
     bomb = '<!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
     result = check_translation(CALLS, bomb + CALLS_DE, "en", "de")
     assert result.problems == [CheckCode.MARKUP_CHANGED]
