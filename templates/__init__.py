@@ -17,7 +17,7 @@ from ._catalogs import (
     load_bfcl_style,
     load_catalog_file,
 )
-from ._docs import DOC_FORMATS, DocFlavour, dedupe_language_hint, render_function_docs
+from ._docs import DocFlavour, dedupe_language_hint, render_function_docs
 from ._fill import fill
 from ._localization import Localization, description_units, is_english, localize_functions
 from ._renderer import Renderer, answer_prefix, render
@@ -26,7 +26,6 @@ __all__ = [
     "BFCL_DATA_ENV",
     "BFCL_INSTALL_HINT",
     "BFCL_STYLE",
-    "DOC_FORMATS",
     "STYLE_OPTIONAL",
     "STYLE_REQUIRED",
     "BfclSource",

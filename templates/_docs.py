@@ -47,9 +47,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["DOC_FORMATS", "DocFlavour", "dedupe_language_hint", "render_function_docs"]
+from promptgrid.variants import DocFormat
 
-DOC_FORMATS = ("json", "python", "xml")
+__all__ = ["DocFlavour", "dedupe_language_hint", "render_function_docs"]
 
 
 class DocFlavour(str, enum.Enum):
@@ -290,7 +290,7 @@ def _xml_docs(functions: Sequence[Mapping[str, Any]], flavour: DocFlavour) -> st
 
 # --------------------------------------------------------------------------- entry point
 
-_RENDERERS = {"json": _json_docs, "python": _python_docs, "xml": _xml_docs}
+_RENDERERS = {DocFormat.JSON: _json_docs, DocFormat.PYTHON: _python_docs, DocFormat.XML: _xml_docs}
 
 
 def _dedupe_hints(functions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -305,18 +305,18 @@ def _dedupe_hints(functions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 
 def render_function_docs(
     functions: Sequence[Mapping[str, Any]],
-    doc_format: str,
+    doc_format: DocFormat | str,
     flavour: DocFlavour | str = DocFlavour.BFCL,
 ) -> str:
     """The documentation of ``functions`` (BFCL JSON-schema dicts) in ``doc_format``.
 
-    ``doc_format`` is one of json, python, xml; ``flavour`` bfcl (bfcl-eval's
+    ``doc_format`` is a ``DocFormat`` (or its value); ``flavour`` bfcl (bfcl-eval's
     exact bytes) or clean. Raises ``ValueError`` for an unknown format or flavour.
     """
     try:
         render = _RENDERERS[doc_format]
     except KeyError:
-        raise ValueError(f"unknown doc format {doc_format!r}; expected one of {', '.join(DOC_FORMATS)}") from None
+        raise ValueError(f"unknown doc format {doc_format!r}; expected one of {', '.join(DocFormat)}") from None
     flavour = DocFlavour(flavour)
     if flavour is DocFlavour.CLEAN:
         functions = _dedupe_hints(functions)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, Variant
+from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, XML_RETURN_FORMATS, Variant
 from promptgrid.records import Case, Prompt
 from promptgrid.errors import TemplateError, closest
 
@@ -57,7 +57,6 @@ from ._localization import Localization, MissingUnits, is_english, localize_func
 
 __all__ = ["Renderer", "answer_prefix", "render"]
 
-_XML_RETURN_FORMATS = ("verbose_xml", "concise_xml")
 _OPTIONS = re.compile(r"^\s*\{#-?\s*promptgrid:(?P<opts>[^#]*?)-?#\}")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -328,7 +327,7 @@ class Renderer:
             "formats": formats,
             "variant": variant,
         })
-        plan = _Plan(variant.id, compiled, catalog, variant.return_format in _XML_RETURN_FORMATS,
+        plan = _Plan(variant.id, compiled, catalog, variant.return_format in XML_RETURN_FORMATS,
                      variant.instruction_language, variant.description_language, base)
         self._plans[variant] = plan
         return plan

@@ -1,6 +1,16 @@
-"""Variant grids: dimensions, the Variant record, grid YAML loading and expansion."""
+"""Variant grids: dimensions (their value enums), the Variant record, grid YAML loading and expansion."""
 
-from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS, QUERY_LANGUAGE, Dimension
+from ._dimensions import (
+    BUILTIN_STYLES,
+    BUILTIN_TEMPLATES,
+    DIMENSIONS,
+    QUERY_LANGUAGE,
+    XML_RETURN_FORMATS,
+    Dimension,
+    DocFormat,
+    PromptFormat,
+    ReturnFormat,
+)
 from ._grid import Grid, builtin_grids, iter_dimension_values, load_grid
 from ._variant import Variant
 from ._yaml import YamlNode, compose_yaml
@@ -10,8 +20,12 @@ __all__ = [
     "BUILTIN_TEMPLATES",
     "DIMENSIONS",
     "QUERY_LANGUAGE",
+    "XML_RETURN_FORMATS",
     "Dimension",
+    "DocFormat",
     "Grid",
+    "PromptFormat",
+    "ReturnFormat",
     "Variant",
     "YamlNode",
     "builtin_grids",

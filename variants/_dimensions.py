@@ -8,6 +8,7 @@ DESIGN.md is the source of these names.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,13 +18,59 @@ __all__ = [
     "BUILTIN_TEMPLATES",
     "DIMENSIONS",
     "Dimension",
+    "DocFormat",
     "LANGUAGE_RE",
+    "PromptFormat",
     "QUERY_LANGUAGE",
+    "ReturnFormat",
+    "XML_RETURN_FORMATS",
 ]
 
-RETURN_FORMATS = ("python", "json", "verbose_xml", "concise_xml")
-DOC_FORMATS = ("json", "python", "xml")
-PROMPT_FORMATS = ("plaintext", "markdown")
+
+class _ValueEnum(str, enum.Enum):
+    """A closed set of string values: members compare, hash and serialize as their ``.value``.
+
+    The str mixin keeps ids, JSON and store contents the plain value
+    (``json.dumps`` writes ``"python"``) and lets code that reads a value back
+    from a file compare or look it up directly (``ReturnFormat.JSON ==
+    "json"``, same hash). ``str()`` and ``format()`` are defined here because
+    Python 3.11 changed what ``Enum.__format__`` gives for mixins (3.10: the
+    value; 3.12: ``ReturnFormat.JSON``): f-strings give the value everywhere.
+    """
+
+    def __str__(self) -> str:
+        return self._value_
+
+    def __format__(self, spec: str) -> str:
+        return format(self._value_, spec)
+
+
+class ReturnFormat(_ValueEnum):
+    """The syntax a prompt asks the model to answer in (BFCL V4's four return formats)."""
+
+    PYTHON = "python"
+    JSON = "json"
+    VERBOSE_XML = "verbose_xml"
+    CONCISE_XML = "concise_xml"
+
+
+class DocFormat(_ValueEnum):
+    """The syntax of the function documentation in the prompt."""
+
+    JSON = "json"
+    PYTHON = "python"
+    XML = "xml"
+
+
+class PromptFormat(_ValueEnum):
+    """Plain text or Markdown sections."""
+
+    PLAINTEXT = "plaintext"
+    MARKDOWN = "markdown"
+
+
+#: The two XML return formats (they share a parser and the XML type names).
+XML_RETURN_FORMATS = frozenset({ReturnFormat.VERBOSE_XML, ReturnFormat.CONCISE_XML})
 # classic and experimental are the wordings printed in the BFCL V4 blog;
 # experimental_bfcl is bfcl-eval's own (different) experimental wording, read at
 # run time from an installed bfcl-eval. Grids may add user catalogs by name.
@@ -64,10 +111,12 @@ class Dimension:
 DIMENSIONS: dict[str, Dimension] = {
     d.name: d
     for d in (
-        Dimension("return_format", "python", RETURN_FORMATS, str, "syntax the model must answer in"),
-        Dimension("doc_format", "json", DOC_FORMATS, str, "syntax of the function documentation"),
+        Dimension("return_format", ReturnFormat.PYTHON, tuple(ReturnFormat), str,
+                  "syntax the model must answer in"),
+        Dimension("doc_format", DocFormat.JSON, tuple(DocFormat), str, "syntax of the function documentation"),
         Dimension("tool_call_tag", False, (False, True), bool, "wrap calls in <TOOLCALL>...</TOOLCALL>"),
-        Dimension("prompt_format", "plaintext", PROMPT_FORMATS, str, "plain text or markdown sections"),
+        Dimension("prompt_format", PromptFormat.PLAINTEXT, tuple(PromptFormat), str,
+                  "plain text or markdown sections"),
         Dimension("prompt_style", "classic", None, str, "wording catalog (classic, experimental, ...)"),
         Dimension("template", "bfcl_v4", None, str, "prompt template (.j2) that assembles the prompt"),
         Dimension("instruction_language", "en", None, str, "language of the instructions, or 'query'"),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from enum import Enum
 from typing import Any
 
-from ._dimensions import DIMENSIONS
+from ._dimensions import DIMENSIONS, DocFormat, PromptFormat, ReturnFormat
 
 __all__ = ["Variant"]
 
@@ -16,23 +17,45 @@ __all__ = ["Variant"]
 _STYLE_ID = {"experimental_bfcl": "experimental", "experimental": "experimental_blog"}
 _STYLE_LABEL = {"experimental_bfcl": " exp", "experimental": " exp-blog"}
 
+# value (or member: same hash, equal) -> member, for the enum-valued dimensions.
+_RETURN_FORMATS: dict[str, ReturnFormat] = {f.value: f for f in ReturnFormat}
+_DOC_FORMATS: dict[str, DocFormat] = {f.value: f for f in DocFormat}
+_PROMPT_FORMATS: dict[str, PromptFormat] = {f.value: f for f in PromptFormat}
+
 
 @dataclass(frozen=True, order=True)
 class Variant:
     """A prompt variant: one value for every dimension.
 
     Identity is the typed values; ``id`` and ``label`` are derived from them
-    and never parsed back.
+    and never parsed back. The three format dimensions hold enum members; a
+    plain string value (from YAML, a store, a caller) is turned into its
+    member on construction, so ``Variant(return_format="json") ==
+    Variant(return_format=ReturnFormat.JSON)``. A value outside the enum is
+    kept as given (the grid loader rejects it with a message; a parser
+    raises ``UnknownReturnFormatError``).
     """
 
-    return_format: str = "python"
-    doc_format: str = "json"
+    return_format: ReturnFormat = ReturnFormat.PYTHON
+    doc_format: DocFormat = DocFormat.JSON
     tool_call_tag: bool = False
-    prompt_format: str = "plaintext"
+    prompt_format: PromptFormat = PromptFormat.PLAINTEXT
     prompt_style: str = "classic"
     template: str = "bfcl_v4"
     instruction_language: str = "en"
     description_language: str = "en"
+
+    def __post_init__(self) -> None:
+        # Frozen: set through object.__setattr__. Unhashable junk falls through to the checks downstream.
+        for name, members in (("return_format", _RETURN_FORMATS), ("doc_format", _DOC_FORMATS),
+                              ("prompt_format", _PROMPT_FORMATS)):
+            value = getattr(self, name)
+            try:
+                member = members.get(value)
+            except TypeError:
+                continue
+            if member is not None and member is not value:
+                object.__setattr__(self, name, member)
 
     @property
     def id(self) -> str:
@@ -57,7 +80,7 @@ class Variant:
     def label(self) -> str:
         """Short label in the BFCL V4 figure notation, e.g. ``json->python,False md``."""
         label = f"{self.doc_format}->{self.return_format},{self.tool_call_tag}"
-        if self.prompt_format == "markdown":
+        if self.prompt_format is PromptFormat.MARKDOWN:
             label += " md"
         if self.prompt_style != "classic":
             label += _STYLE_LABEL.get(self.prompt_style, f" {self.prompt_style}")
@@ -68,7 +91,12 @@ class Variant:
         return label
 
     def dimensions(self) -> dict[str, Any]:
-        return asdict(self)
+        """Dimension name -> value, enum members as their plain ``.value``: what files and stores hold."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "dimensions": self.dimensions()}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value

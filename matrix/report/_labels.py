@@ -7,7 +7,7 @@ the shortened labels leave out.
 
 from __future__ import annotations
 
-from promptgrid.variants import DIMENSIONS
+from promptgrid.variants import DIMENSIONS, PromptFormat
 
 from ._model import ReportData
 
@@ -70,7 +70,7 @@ def _display_labels(data: ReportData) -> dict[str, str]:
         parts = []
         if varying & set(_CORE):
             parts.append(f"{d['doc_format']}->{d['return_format']},{d['tool_call_tag']}")
-        if "prompt_format" in varying and d["prompt_format"] == "markdown":
+        if "prompt_format" in varying and d["prompt_format"] == PromptFormat.MARKDOWN:
             parts.append("md")
         if "prompt_style" in varying and d["prompt_style"] != "classic":
             parts.append(_STYLE_SHORT.get(str(d["prompt_style"]), str(d["prompt_style"])))

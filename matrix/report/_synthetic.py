@@ -15,12 +15,13 @@ import random
 from collections.abc import Sequence
 
 from promptgrid.matrix.running.results import ResultRow
-from promptgrid.variants import Variant, load_grid
+from promptgrid.variants import DocFormat, PromptFormat, ReturnFormat, Variant, load_grid
 
 __all__ = ["synthetic_rows"]
 
-_RETURN = {"python": 0.0, "json": -0.1, "verbose_xml": -0.9, "concise_xml": -0.7}
-_DOC = {"json": 0.0, "xml": -0.25, "python": -0.45}
+_RETURN = {ReturnFormat.PYTHON: 0.0, ReturnFormat.JSON: -0.1, ReturnFormat.VERBOSE_XML: -0.9,
+           ReturnFormat.CONCISE_XML: -0.7}
+_DOC = {DocFormat.JSON: 0.0, DocFormat.XML: -0.25, DocFormat.PYTHON: -0.45}
 _LANG = {"en": 0.0, "de": -0.2, "es": -0.15, "it": -0.2, "fr": -0.15, "ja": -0.6, "hi": -0.8, "zh": -0.5}
 _MODES = (
     "wrong_format",
@@ -31,13 +32,13 @@ _MODES = (
     "unparseable",
 )
 _RESPONSES = {
-    "python": "[get_weather(city='{city}', unit='celsius')]",
-    "json": '[{{"function": "get_weather", "parameters": {{"city": "{city}", "unit": "celsius"}}}}]',
-    "verbose_xml": (
+    ReturnFormat.PYTHON: "[get_weather(city='{city}', unit='celsius')]",
+    ReturnFormat.JSON: '[{{"function": "get_weather", "parameters": {{"city": "{city}", "unit": "celsius"}}}}]',
+    ReturnFormat.VERBOSE_XML: (
         '<functions><function name="get_weather"><params><param name="city" value="{city}" type="string"/>'
         "</params></function></functions>"
     ),
-    "concise_xml": (
+    ReturnFormat.CONCISE_XML: (
         '<functions><function name="get_weather"><param name="city" type="string">{city}</param></function></functions>'
     ),
 }
@@ -48,7 +49,7 @@ def _effect(v: Variant, model_skill: float, lang: str) -> float:
     e = _RETURN.get(v.return_format, -0.3) + _DOC.get(v.doc_format, -0.2)
     if v.tool_call_tag:
         e -= 0.15 if model_skill > 0.5 else 0.6
-    if v.prompt_format == "markdown":
+    if v.prompt_format is PromptFormat.MARKDOWN:
         e += 0.05
     if v.prompt_style != "classic":
         e -= 0.05
@@ -96,7 +97,7 @@ def synthetic_rows(
                             response = f"<TOOLCALL>{response}</TOOLCALL>"
                         mode = None if ok or failed_call else _MODES[(ci + r + len(v.id)) % len(_MODES)]
                         if mode == "wrong_format":
-                            response = "Sure! Here is the call: " + _RESPONSES["python"].format(city=city)
+                            response = "Sure! Here is the call: " + _RESPONSES[ReturnFormat.PYTHON].format(city=city)
                         elif mode == "unparseable":
                             response = "I cannot <help> with that & more"
                         rows.append(

@@ -5,8 +5,8 @@ What it owns, in the order a response goes through it:
 - ``parse/``: model text -> function calls, strictly in the requested return
   format (bfcl-eval's decoding, minus its unsafe parts) and format-agnostic;
 - ``check``: BFCL's AST rules over decoded calls, compiled once per case;
-- ``failure_modes``: what the model did wrong, in the BFCL V4 blog's terms;
-- ``verdict``: the ``Verdict`` record and bfcl-eval's error codes;
+- ``failure_modes``: classifies what the model did wrong, in the BFCL V4 blog's terms;
+- ``verdict``: the ``Verdict`` record, bfcl-eval's error codes and the failure modes;
 - ``_score``: ``score`` (the full verdict) and ``bfcl_verdict`` (what
   bfcl-eval records, for re-scoring large result sets), ``score_stream``
   (the library behind ``promptgrid score-file``);
@@ -27,8 +27,8 @@ from ._score import (
     variant_index,
 )
 from .check import CheckResult, Mode, check_calls, compile_case
-from .failure_modes import FailureMode, classify
-from .verdict import ErrorCode, Verdict
+from .failure_modes import classify
+from .verdict import ErrorCode, FailureMode, Verdict
 
 __all__ = [
     "CACHE_SIZE",

@@ -1,4 +1,4 @@
-"""Failure modes: why a response failed, in the terms of the BFCL V4 blog (section 5).
+"""Failure-mode classification: why a response failed, in the terms of the BFCL V4 blog (section 5).
 
 bfcl-eval's error codes say which check tripped (``ast_decoder:decoder_failed``
 covers a missing tag, prose, a Python answer to a JSON prompt and an unclosed
@@ -28,78 +28,23 @@ Each failed response gets exactly one mode, chosen by this precedence
     ``WRONG_TYPE`` > ``WRONG_VALUE``.
 
 Format problems come before content problems because a format problem
-usually *causes* the content error bfcl-eval reports.
+usually *causes* the content error bfcl-eval reports. The ``FailureMode``
+enum itself is part of the verdict's vocabulary (``verdict.py``).
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 from typing import Any
 
+from promptgrid.variants import XML_RETURN_FORMATS, ReturnFormat
+
 from .parse import ParseFailure, format_matches
+from .verdict import ErrorCode, FailureMode
 
-from .verdict import ErrorCode
+__all__ = ["classify"]
 
-__all__ = ["FailureMode", "classify"]
-
-
-class FailureMode(enum.Enum):
-    """What the model did wrong; ``.description`` is a short sentence for reports."""
-
-    CALL_WHEN_NONE_EXPECTED = "call_when_none_expected"
-    NO_CALL = "no_call"
-    PROSE_INSTEAD_OF_CALL = "prose_instead_of_call"
-    PER_CALL_TOOLCALL_WRAPPING = "per_call_toolcall_wrapping"
-    PER_CALL_FUNCTIONS_WRAPPING = "per_call_functions_wrapping"
-    PER_CALL_LIST_WRAPPING = "per_call_list_wrapping"
-    TAG_MISSING = "tag_missing"
-    UNEXPECTED_TAG = "unexpected_tag"
-    OTHER_FORMAT = "other_format"
-    UNCLOSED_TAG = "unclosed_tag"
-    BAD_ESCAPING = "bad_escaping"
-    CODE_FENCE = "code_fence"
-    PROSE_AROUND_CALL = "prose_around_call"
-    WRONG_XML_TYPE_NAMES = "wrong_xml_type_names"
-    MALFORMED_CALL = "malformed_call"
-    HALLUCINATED_FUNCTION = "hallucinated_function"
-    WRONG_COUNT = "wrong_count"
-    WRONG_FUNCTION = "wrong_function"
-    MISSING_PARAMETER = "missing_parameter"
-    UNKNOWN_PARAMETER = "unknown_parameter"
-    WRONG_TYPE = "wrong_type"
-    WRONG_VALUE = "wrong_value"
-
-    @property
-    def description(self) -> str:
-        return _DESCRIPTIONS[self]
-
-
-_DESCRIPTIONS = {
-    FailureMode.CALL_WHEN_NONE_EXPECTED: "called a function although none applies (irrelevance)",
-    FailureMode.NO_CALL: "made no call (empty answer or empty call list) although one was expected",
-    FailureMode.PROSE_INSTEAD_OF_CALL: "answered in prose instead of calling a function",
-    FailureMode.PER_CALL_TOOLCALL_WRAPPING: "wrapped each call in its own <TOOLCALL> block",
-    FailureMode.PER_CALL_FUNCTIONS_WRAPPING: "wrapped each call in its own <functions> block",
-    FailureMode.PER_CALL_LIST_WRAPPING: "wrote each call as its own JSON array or Python list",
-    FailureMode.TAG_MISSING: "did not put the calls inside <TOOLCALL>...</TOOLCALL> as asked",
-    FailureMode.UNEXPECTED_TAG: "put the calls in <TOOLCALL> tags although none were asked for",
-    FailureMode.OTHER_FORMAT: "answered in another return format than the one asked for",
-    FailureMode.UNCLOSED_TAG: "left a tag or bracket unclosed, so the call does not parse",
-    FailureMode.BAD_ESCAPING: "escaped quotes wrongly (e.g. \\\" inside JSON or XML), so the call does not parse",
-    FailureMode.CODE_FENCE: "put the calls in a Markdown code fence the format does not allow",
-    FailureMode.PROSE_AROUND_CALL: "put text around the call, which the requested format does not allow",
-    FailureMode.WRONG_XML_TYPE_NAMES: "used type names outside the allowed set in XML (e.g. int for integer)",
-    FailureMode.MALFORMED_CALL: "wrote call syntax that does not parse in the requested format",
-    FailureMode.HALLUCINATED_FUNCTION: "called a function that was not offered",
-    FailureMode.WRONG_COUNT: "made the wrong number of calls",
-    FailureMode.WRONG_FUNCTION: "called an offered function, but not the expected one",
-    FailureMode.MISSING_PARAMETER: "left out a parameter the answer needs",
-    FailureMode.UNKNOWN_PARAMETER: "passed a parameter the function does not take or the answer does not allow",
-    FailureMode.WRONG_TYPE: "passed a value of the wrong type",
-    FailureMode.WRONG_VALUE: "passed a wrong value",
-}
 
 _BY_FAILURE = {
     ParseFailure.EMPTY: FailureMode.NO_CALL,
@@ -120,7 +65,6 @@ _SYNTAX_FAILURES = frozenset({ParseFailure.UNCLOSED_TAG, ParseFailure.UNCLOSED_B
 # Failures that, with no call-like content anywhere, mean the answer is prose.
 _NO_CALL_CONTENT = frozenset({ParseFailure.TAG_MISSING, ParseFailure.WRONG_FORMAT, ParseFailure.BAD_SYNTAX,
                               ParseFailure.NOT_A_CALL})
-XML_FORMATS = frozenset({"verbose_xml", "concise_xml"})
 _TOOLCALL_RE = re.compile(r"<TOOLCALL>", re.IGNORECASE)
 _FUNCTIONS_RE = re.compile(r"<functions>")
 
@@ -145,7 +89,7 @@ def classify(
     parsed: Any,
     text: str,
     *,
-    return_format: str,
+    return_format: ReturnFormat | str,
     tool_call_tag: bool,
     call_expected: bool,
     offered_names: Iterable[str],
@@ -185,7 +129,7 @@ def classify(
         # bfcl's verbose-XML reader also takes concise XML, minus the values.
         return FailureMode.OTHER_FORMAT
     reason = detail if detail is not ErrorCode.VALID else code
-    if return_format in XML_FORMATS and parsed.unknown_xml_types and (reason in _TYPE_CODES
+    if return_format in XML_RETURN_FORMATS and parsed.unknown_xml_types and (reason in _TYPE_CODES
                                                                      or reason in _VALUE_CODES):
         return FailureMode.WRONG_XML_TYPE_NAMES
     offered = offered_names if isinstance(offered_names, (set, frozenset)) else set(offered_names)

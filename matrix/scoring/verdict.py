@@ -1,4 +1,4 @@
-"""The result of scoring one response: ``ErrorCode`` and the frozen ``Verdict``.
+"""The result of scoring one response: ``ErrorCode``, ``FailureMode`` and the frozen ``Verdict``.
 
 ``ErrorCode`` maps one-to-one onto the ``error_type`` strings bfcl-eval
 2026.3.23 writes into its score files (``ast_checker.py``, ``eval_runner.py``,
@@ -9,6 +9,9 @@ multi-turn and agentic codes are never produced by promptgrid (it scores
 single-turn AST categories only); they are listed so that every string found
 in a bfcl-eval score file has a member.
 
+``FailureMode`` says what the model did wrong (``failure_modes.classify``
+chooses it).
+
 A ``Verdict`` carries, besides validity, everything the metrics need (FSA,
 tool-selection and tool-invocation counts, format match, language match), so
 reports never have to re-parse a response.
@@ -18,12 +21,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # failure_modes imports ErrorCode from here
-    from .failure_modes import FailureMode
-
-__all__ = ["ErrorCode", "Verdict"]
+__all__ = ["ErrorCode", "FailureMode", "Verdict"]
 
 
 class ErrorCode(enum.Enum):
@@ -87,6 +87,62 @@ class ErrorCode(enum.Enum):
             return cls.VALID
         return cls(error_type)
 
+
+class FailureMode(enum.Enum):
+    """What the model did wrong; ``.description`` is a short sentence for reports."""
+
+    CALL_WHEN_NONE_EXPECTED = "call_when_none_expected"
+    NO_CALL = "no_call"
+    PROSE_INSTEAD_OF_CALL = "prose_instead_of_call"
+    PER_CALL_TOOLCALL_WRAPPING = "per_call_toolcall_wrapping"
+    PER_CALL_FUNCTIONS_WRAPPING = "per_call_functions_wrapping"
+    PER_CALL_LIST_WRAPPING = "per_call_list_wrapping"
+    TAG_MISSING = "tag_missing"
+    UNEXPECTED_TAG = "unexpected_tag"
+    OTHER_FORMAT = "other_format"
+    UNCLOSED_TAG = "unclosed_tag"
+    BAD_ESCAPING = "bad_escaping"
+    CODE_FENCE = "code_fence"
+    PROSE_AROUND_CALL = "prose_around_call"
+    WRONG_XML_TYPE_NAMES = "wrong_xml_type_names"
+    MALFORMED_CALL = "malformed_call"
+    HALLUCINATED_FUNCTION = "hallucinated_function"
+    WRONG_COUNT = "wrong_count"
+    WRONG_FUNCTION = "wrong_function"
+    MISSING_PARAMETER = "missing_parameter"
+    UNKNOWN_PARAMETER = "unknown_parameter"
+    WRONG_TYPE = "wrong_type"
+    WRONG_VALUE = "wrong_value"
+
+    @property
+    def description(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    FailureMode.CALL_WHEN_NONE_EXPECTED: "called a function although none applies (irrelevance)",
+    FailureMode.NO_CALL: "made no call (empty answer or empty call list) although one was expected",
+    FailureMode.PROSE_INSTEAD_OF_CALL: "answered in prose instead of calling a function",
+    FailureMode.PER_CALL_TOOLCALL_WRAPPING: "wrapped each call in its own <TOOLCALL> block",
+    FailureMode.PER_CALL_FUNCTIONS_WRAPPING: "wrapped each call in its own <functions> block",
+    FailureMode.PER_CALL_LIST_WRAPPING: "wrote each call as its own JSON array or Python list",
+    FailureMode.TAG_MISSING: "did not put the calls inside <TOOLCALL>...</TOOLCALL> as asked",
+    FailureMode.UNEXPECTED_TAG: "put the calls in <TOOLCALL> tags although none were asked for",
+    FailureMode.OTHER_FORMAT: "answered in another return format than the one asked for",
+    FailureMode.UNCLOSED_TAG: "left a tag or bracket unclosed, so the call does not parse",
+    FailureMode.BAD_ESCAPING: "escaped quotes wrongly (e.g. \\\" inside JSON or XML), so the call does not parse",
+    FailureMode.CODE_FENCE: "put the calls in a Markdown code fence the format does not allow",
+    FailureMode.PROSE_AROUND_CALL: "put text around the call, which the requested format does not allow",
+    FailureMode.WRONG_XML_TYPE_NAMES: "used type names outside the allowed set in XML (e.g. int for integer)",
+    FailureMode.MALFORMED_CALL: "wrote call syntax that does not parse in the requested format",
+    FailureMode.HALLUCINATED_FUNCTION: "called a function that was not offered",
+    FailureMode.WRONG_COUNT: "made the wrong number of calls",
+    FailureMode.WRONG_FUNCTION: "called an offered function, but not the expected one",
+    FailureMode.MISSING_PARAMETER: "left out a parameter the answer needs",
+    FailureMode.UNKNOWN_PARAMETER: "passed a parameter the function does not take or the answer does not allow",
+    FailureMode.WRONG_TYPE: "passed a value of the wrong type",
+    FailureMode.WRONG_VALUE: "passed a wrong value",
+}
 
 @dataclass(frozen=True, init=False)
 class Verdict:
@@ -188,7 +244,7 @@ class Verdict:
             "bfcl_error_type": self.bfcl_error_type,
             "failure_mode": self.failure_mode.value if self.failure_mode is not None else None,
             "format_agnostic_valid": self.format_agnostic_valid,
-            "detected_format": self.detected_format,
+            "detected_format": None if self.detected_format is None else str(self.detected_format),
             "format_match": self.format_match,
             "function_selection_correct": self.function_selection_correct,
             "tool_tp": self.tool_tp,

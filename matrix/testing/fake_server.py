@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from promptgrid.variants import ReturnFormat
+
 __all__ = ["FakeScript", "FakeServer", "auto_answer", "request_hash"]
 
 AnswerFn = Callable[[dict[str, Any]], str]
@@ -109,25 +111,25 @@ _NAME_PATTERNS = (
     re.compile(r"\bdef ([A-Za-z_][\w.]*)\("),
     re.compile(r'<function name="([A-Za-z_][\w.]*)"'),
 )
-FORMATS = ("python", "json", "verbose_xml", "concise_xml")
+_FORMATS = tuple(ReturnFormat)
 
 
-def _requested_format(system: str) -> str:
+def _requested_format(system: str) -> ReturnFormat:
     if '"function":"func_name1"' in system or "```json" in system:
-        return "json"
+        return ReturnFormat.JSON
     if '<function name="func_name1"><params>' in system:
-        return "verbose_xml"
+        return ReturnFormat.VERBOSE_XML
     if '<function name="func_name1"><param ' in system:
-        return "concise_xml"
-    return "python"
+        return ReturnFormat.CONCISE_XML
+    return ReturnFormat.PYTHON
 
 
-def _format_call(fmt: str, name: str) -> str:
-    if fmt == "json":
+def _format_call(fmt: ReturnFormat, name: str) -> str:
+    if fmt is ReturnFormat.JSON:
         return json.dumps([{"function": name, "parameters": {}}])
-    if fmt == "verbose_xml":
+    if fmt is ReturnFormat.VERBOSE_XML:
         return f'<functions><function name="{name}"><params></params></function></functions>'
-    if fmt == "concise_xml":
+    if fmt is ReturnFormat.CONCISE_XML:
         return f'<functions><function name="{name}"></function></functions>'
     return f"[{name}()]"
 
@@ -149,7 +151,7 @@ def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool 
             break
     fmt = _requested_format(system)
     if other_format:
-        fmt = FORMATS[(FORMATS.index(fmt) + 1) % len(FORMATS)]
+        fmt = _FORMATS[(_FORMATS.index(fmt) + 1) % len(_FORMATS)]
     text = _format_call(fmt, name)
     if per_call_wrap:
         one = f"<TOOLCALL>{text}</TOOLCALL>" if "<TOOLCALL>" in system else f"```\n{text}\n```"

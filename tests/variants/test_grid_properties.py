@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import yaml
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 from promptgrid.variants import DIMENSIONS, load_grid
 from promptgrid.errors import GridError
 
-CLOSED = {name: list(d.values) for name, d in DIMENSIONS.items() if d.values is not None}
+# Plain values (enum members as their .value): they go into a YAML file.
+CLOSED = {name: [v.value if isinstance(v, Enum) else v for v in d.values]
+          for name, d in DIMENSIONS.items() if d.values is not None}
 CLOSED["prompt_style"] = ["classic", "experimental"]
 CLOSED["template"] = ["bfcl_v4", "bfcl_v4_clean", "massive_one_shot"]
 CLOSED["instruction_language"] = ["en", "de", "query"]

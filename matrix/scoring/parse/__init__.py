@@ -19,7 +19,8 @@ from ._limits import MAX_DEPTH, MAX_INPUT_CHARS, MAX_PYTHON_TOKENS, MAX_XML_ELEM
 from ._result import (
     BFCL_DECODER_FAILED,
     BFCL_WRONG_OUTPUT_FORMAT,
-    RETURN_FORMATS,
+    EITHER_XML,
+    OTHER_XML,
     Deviation,
     ParseFailure,
     ParseResult,
@@ -30,11 +31,12 @@ from ._strict import UnknownReturnFormatError, decode_bfcl, parse_response
 __all__ = [
     "BFCL_DECODER_FAILED",
     "BFCL_WRONG_OUTPUT_FORMAT",
+    "EITHER_XML",
     "MAX_DEPTH",
     "MAX_INPUT_CHARS",
     "MAX_PYTHON_TOKENS",
     "MAX_XML_ELEMENTS",
-    "RETURN_FORMATS",
+    "OTHER_XML",
     "Deviation",
     "ParseFailure",
     "ParseResult",

@@ -20,18 +20,23 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from promptgrid.variants import ReturnFormat
+
 from ._fail import Fail
 from ._json import find_json_calls
 from ._limits import MAX_INPUT_CHARS, MAX_LENIENT_SCAN_CHARS, MAX_PYTHON_TOKENS, MAX_SCAN_ATTEMPTS
 from ._pyfast import Decline, TooDeep, balanced_end, parse_calls_fast, tokenize
 from ._python import parse_python_calls
-from ._result import Deviation, ParseFailure, ParseResult, failed
+from ._result import EITHER_XML, Deviation, ParseFailure, ParseResult, failed
 from ._text import fenced_pieces, has_fence, is_prose, toolcall_blocks
 from ._xmlany import find_xml_calls
 
 __all__ = ["parse_any", "read_any"]
 
 Calls = list[dict[str, dict[str, Any]]]
+
+# Members bound to module names (an attribute read on an Enum class costs about 0.1 us on Python 3.11).
+_PYTHON, _JSON = ReturnFormat.PYTHON, ReturnFormat.JSON
 
 # Where a Python call may start: at a line start (after an optional bullet),
 # optionally bracketed; or anywhere after a space or colon when bracketed
@@ -109,27 +114,27 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
             calls, _ = parse_python_calls(cleaned)
         except Fail as fail:
             if fail.kind in (ParseFailure.TOO_LARGE, ParseFailure.TOO_DEEP):
-                out.note_fail(fail, "python")
+                out.note_fail(fail, _PYTHON)
                 return False
             whole_fail = fail
         else:
             if calls:
-                out.calls, out.fmt, out.wrappers = calls, "python", 1
+                out.calls, out.fmt, out.wrappers = calls, _PYTHON, 1
                 return True
             out.empty_list = True
             return False
     if cheap:
         if whole_fail is not None and whole_fail.kind is not ParseFailure.BAD_SYNTAX:
-            out.note_fail(whole_fail, "python")
+            out.note_fail(whole_fail, _PYTHON)
         return False
     starts = [m.start(m.lastindex or 0) for m in islice(_PY_START_RE.finditer(piece), MAX_SCAN_ATTEMPTS)]
     if not starts:
         if (whole_fail is not None and whole_fail.kind is ParseFailure.NOT_A_CALL
                 and cleaned[:1] in ("[", "(", "{")):
-            out.note_fail(whole_fail, "python")  # well-formed Python, just not calls
+            out.note_fail(whole_fail, _PYTHON)  # well-formed Python, just not calls
         return False
     if whole_fail is not None and whole_fail.kind is not ParseFailure.BAD_SYNTAX:
-        out.note_fail(whole_fail, "python")
+        out.note_fail(whole_fail, _PYTHON)
     ends = [m.start() + 1 for m in islice(_PY_END_RE.finditer(piece, starts[0]), _MAX_ENDS)]
     # One region from the first call start to the last line-final bracket ...
     region = piece[starts[0]:ends[-1]] if ends else ""
@@ -138,9 +143,9 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
         found = _region_calls(region, budget)
         if isinstance(found, Fail):
             if found.kind is not ParseFailure.BAD_SYNTAX:
-                out.note_fail(found, "python")
+                out.note_fail(found, _PYTHON)
         elif found:
-            out.calls, out.fmt, out.wrappers = found, "python", 1
+            out.calls, out.fmt, out.wrappers = found, _PYTHON, 1
             out.prose = is_prose(piece[:starts[0]] + piece[ends[-1]:])
             return True
     # ... else one region per call start, each to the nearest end that parses.
@@ -160,7 +165,7 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
             region_calls = _region_calls(piece[s:e], budget)
             if isinstance(region_calls, Fail):
                 if region_calls.kind is not ParseFailure.BAD_SYNTAX:
-                    out.note_fail(region_calls, "python")
+                    out.note_fail(region_calls, _PYTHON)
                 continue
             if region_calls:
                 calls_all.extend(region_calls)
@@ -170,9 +175,9 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
                 break
     if not calls_all:
         if whole_fail is not None:
-            out.note_fail(whole_fail, "python")
+            out.note_fail(whole_fail, _PYTHON)
         return False
-    out.calls, out.fmt = calls_all, "python"
+    out.calls, out.fmt = calls_all, _PYTHON
     out.wrappers = bracketed if bracketed > 1 else 1
     out.prose = is_prose(_outside(piece, spans))
     if len(spans) > 1 and bracketed <= 1:
@@ -209,12 +214,12 @@ def _region_calls(text: str, budget: list[int]) -> Calls | Fail | None:
 def _json(piece: str, out: _Found, cheap: bool) -> bool:
     found = find_json_calls(piece, cheap)
     if isinstance(found, Fail):
-        out.note_fail(found, "json")
+        out.note_fail(found, _JSON)
         return False
     if found is None:
         return False
     calls, spans = found
-    out.calls, out.fmt, out.wrappers = calls, "json", len(spans)
+    out.calls, out.fmt, out.wrappers = calls, _JSON, len(spans)
     out.prose = is_prose(_outside(piece, spans))
     return True
 
@@ -222,8 +227,7 @@ def _json(piece: str, out: _Found, cheap: bool) -> bool:
 def _xml(piece: str, out: _Found, cheap: bool) -> bool:
     found = find_xml_calls(piece, cheap)
     if isinstance(found, Fail):
-        fmt = "xml"
-        out.note_fail(found, fmt)
+        out.note_fail(found, EITHER_XML)
         return False
     if found is None:
         return False

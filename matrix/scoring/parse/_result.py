@@ -27,18 +27,23 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
+from promptgrid.variants import XML_RETURN_FORMATS, ReturnFormat
+
 __all__ = [
     "BFCL_DECODER_FAILED",
     "BFCL_WRONG_OUTPUT_FORMAT",
     "Deviation",
+    "EITHER_XML",
+    "OTHER_XML",
     "ParseFailure",
     "ParseResult",
-    "RETURN_FORMATS",
     "format_matches",
 ]
 
-#: The four return formats of BFCL V4 format sensitivity.
-RETURN_FORMATS = ("python", "json", "verbose_xml", "concise_xml")
+#: Detected formats beyond the four ``ReturnFormat`` members: an XML answer
+#: without parameters (either XML format), and calls in made-up XML tags.
+EITHER_XML = "xml"
+OTHER_XML = "other_xml"
 
 BFCL_DECODER_FAILED = "ast_decoder:decoder_failed"
 BFCL_WRONG_OUTPUT_FORMAT = "ast_decoder:decoder_wrong_output_format"
@@ -126,10 +131,10 @@ class ParseResult:
       ``None`` when the parse failed. An empty tuple is a valid parse of "no
       calls" (``[]``, ``<functions></functions>``).
     - ``failure``: ``None`` on success, else why (:class:`ParseFailure`).
-    - ``detected_format``: the format the calls are written in
-      ("python", "json", "verbose_xml", "concise_xml"; "xml" when an XML
-      answer has no parameter to tell the two XML formats apart;
-      "other_xml" for made-up tags such as ``<func><arg>1</arg></func>``), or ``None``
+    - ``detected_format``: the format the calls are written in (a
+      ``ReturnFormat``; ``EITHER_XML`` ("xml") when an XML answer has no
+      parameter to tell the two XML formats apart; ``OTHER_XML``
+      ("other_xml") for made-up tags such as ``<func><arg>1</arg></func>``), or ``None``
       when no call-like content was found. On a strict failure it comes from
       the format-agnostic parser, so ``WRONG_FORMAT`` says which format it was.
     - ``tag_found``: a ``<TOOLCALL>`` tag is present (exact spelling for the
@@ -212,7 +217,7 @@ class ParseResult:
         return {
             "ok": self.ok,
             "failure": None if self.failure is None else self.failure.value,
-            "detected_format": self.detected_format,
+            "detected_format": None if self.detected_format is None else str(self.detected_format),
             "tag_found": self.tag_found,
             "per_call_wrapping": self.per_call_wrapping,
             "prose": self.prose,
@@ -248,13 +253,13 @@ def failed(
     )
 
 
-def format_matches(detected: str | None, requested: str) -> bool:
+def format_matches(detected: str | None, requested: ReturnFormat | str) -> bool:
     """Whether a detected format counts as the requested one.
 
-    "xml" (an XML answer without parameters) matches both XML formats.
+    ``EITHER_XML`` (an XML answer without parameters) matches both XML formats.
     """
     if detected is None:
         return False
-    if detected == "xml":
-        return requested in ("verbose_xml", "concise_xml")
+    if detected == EITHER_XML:
+        return requested in XML_RETURN_FORMATS
     return detected == requested

@@ -33,6 +33,8 @@ import pyexpat
 import re
 from typing import Any
 
+from promptgrid.variants import ReturnFormat
+
 from ._fail import Fail
 from ._limits import MAX_DEPTH, MAX_XML_ELEMENTS
 from ._pyast import literal_value
@@ -266,8 +268,8 @@ def _convert(raw: str, type_name: str, param: str, out: XmlDecoded) -> Any:
     return raw
 
 
-def shape_of(functions: list[Node]) -> str | None:
-    """"verbose_xml" / "concise_xml" by the evidence in the params, None if none."""
+def shape_of(functions: list[Node]) -> ReturnFormat | None:
+    """``VERBOSE_XML`` / ``CONCISE_XML`` by the evidence in the params, None if none."""
     verbose = concise = 0
     for func in functions:
         for child in func.children:
@@ -286,9 +288,9 @@ def shape_of(functions: list[Node]) -> str | None:
                 elif p.text.strip():
                     concise += 1
     if verbose > concise:
-        return "verbose_xml"
+        return ReturnFormat.VERBOSE_XML
     if concise > verbose:
-        return "concise_xml"
+        return ReturnFormat.CONCISE_XML
     return None
 
 

@@ -12,10 +12,12 @@ import html
 import re
 from typing import Any
 
+from promptgrid.variants import ReturnFormat
+
 from ._fail import Fail
 from ._limits import MAX_SCAN_ATTEMPTS, MAX_XML_ELEMENTS
 from ._pyast import literal_value
-from ._result import ParseFailure
+from ._result import EITHER_XML, OTHER_XML, ParseFailure
 from ._xml import FAST_PATH_MAX_CHARS, KNOWN_TYPES, Node, has_dtd, parse_tree, shape_of
 from ._xmlfast import fast_xml_calls, items_in_prompt_shape
 
@@ -125,7 +127,8 @@ def _recover(region: str, unknown: list[str]) -> tuple[list[dict[str, dict[str, 
                     raw = ""
                 args[attrs["name"]] = _lenient_value(raw, attrs.get("type", "string"), unknown)
         calls.append({_unescape(fm.group(2)): args})
-    shape = "verbose_xml" if verbose > concise else "concise_xml" if concise > verbose else None
+    shape = (ReturnFormat.VERBOSE_XML if verbose > concise else ReturnFormat.CONCISE_XML if concise > verbose
+             else None)
     return calls, shape
 
 
@@ -181,7 +184,7 @@ def _other_xml(text: str) -> XmlFound | None:
         if not call.children and call.text.strip():
             return None
         found.calls.append({call.tag: {p.tag: _plain_value(p.text) for p in call.children}})
-    found.detected = "other_xml"
+    found.detected = OTHER_XML
     found.blocks = 1
     found.spans.append((text.find("<"), text.rfind(">") + 1))
     return found
@@ -259,5 +262,5 @@ def find_xml_calls(text: str, cheap: bool = False) -> XmlFound | Fail | None:
             return Fail(ParseFailure.NOT_A_CALL, "XML: no <function> with a name")
         return first_fail
     known = [s for s in shapes if s is not None]
-    found.detected = known[0] if known else "xml"
+    found.detected = known[0] if known else EITHER_XML
     return found

@@ -20,6 +20,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from promptgrid.variants import ReturnFormat
+
+# Members bound to module names (an attribute read on an Enum class costs about 0.1 us on Python 3.11).
+_VERBOSE_XML, _CONCISE_XML = ReturnFormat.VERBOSE_XML, ReturnFormat.CONCISE_XML
+
 __all__ = ["fast_xml_calls", "items_in_prompt_shape"]
 
 _WS = r"[ \t\n]*"
@@ -53,7 +58,7 @@ Converter = Any  # (raw, type_name, param_name) -> value
 
 def fast_xml_calls(
     doc: str, verbose: bool, convert: Converter
-) -> tuple[list[dict[str, dict[str, Any]]], str | None] | None:
+) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None] | None:
     """(calls, detected shape) for a block in the prompt's exact shape, else None.
 
     ``convert(raw, type_name, param_name)`` applies bfcl-eval's type rules.
@@ -81,7 +86,7 @@ def fast_xml_calls(
                 args[name] = int(value)
             else:
                 args[name] = convert(value, quoted_type[1:-1], name)
-        return calls, "verbose_xml" if evidence else None
+        return calls, _VERBOSE_XML if evidence else None
     if _CONCISE_RE.fullmatch(doc) is None:
         return None
     for is_func, fname, pname, has_type, type_name, text in _CONCISE_ITEM_RE.findall(doc):
@@ -97,12 +102,12 @@ def fast_xml_calls(
                 args[pname] = int(raw)
             else:
                 args[pname] = convert(raw, type_name, pname)
-    return calls, "concise_xml" if evidence else None
+    return calls, _CONCISE_XML if evidence else None
 
 
 def _concise_read_as_verbose(
     doc: str, convert: Converter
-) -> tuple[list[dict[str, dict[str, Any]]], str | None] | None:
+) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None] | None:
     """A concise block read by the verbose decoder, as expat + ``_xml`` would read it.
 
     Answering in the other XML format is a common mistake. The verbose reader
@@ -124,10 +129,10 @@ def _concise_read_as_verbose(
         else:
             evidence += bool(text.strip())
             args[pname] = "" if not has_type or type_name == "string" else convert("", type_name, pname)
-    return calls, "concise_xml" if evidence else None
+    return calls, _CONCISE_XML if evidence else None
 
 
-def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[str, str]]]], str | None]:
+def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[str, str]]]], ReturnFormat | None]:
     """Functions and raw parameters written in the prompt's shape, anywhere in ``text``.
 
     No validation: this is the first, cheap step of recovering calls from a
@@ -153,5 +158,5 @@ def items_in_prompt_shape(text: str) -> tuple[list[tuple[str, dict[str, tuple[st
             elif found:
                 concise += bool(ptext.strip())
                 params[pname] = (ptext.strip(), type_name if has_type else "string")
-    shape = "verbose_xml" if verbose else "concise_xml" if concise else None
+    shape = _VERBOSE_XML if verbose else _CONCISE_XML if concise else None
     return found, shape

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.scoring.failure_modes import FailureMode as F
+from promptgrid.matrix.scoring import FailureMode as F
 from promptgrid.matrix.scoring.parse import Deviation, parse_response
 from promptgrid.matrix.scoring import bfcl_verdict, clear_caches, score
 

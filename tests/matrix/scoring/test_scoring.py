@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.scoring.failure_modes import FailureMode as F
+from promptgrid.matrix.scoring import FailureMode as F
 from promptgrid.matrix.scoring import clear_caches, score
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 from promptgrid.variants import Variant

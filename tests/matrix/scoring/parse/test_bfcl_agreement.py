@@ -16,10 +16,10 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.matrix.scoring.parse import RETURN_FORMATS
 from promptgrid.matrix.scoring.parse._fail import Fail
 from promptgrid.matrix.scoring.parse._pyast import parse_calls_ast
 from promptgrid.matrix.scoring.parse._pyfast import Decline, parse_calls_fast, tokenize
+from promptgrid.variants import ReturnFormat
 
 AGREEMENT = settings(max_examples=1_000, deadline=None, database=None,
                      suppress_health_check=[HealthCheck.too_slow])
@@ -76,8 +76,8 @@ MUTATIONS = ["[](){}<>\"',=:\\ \n`", "</TOOLCALL>", "<TOOLCALL>", "```"]
 @st.composite
 def responses(draw: st.DrawFn) -> tuple[str, str, bool]:
     calls = draw(st.lists(CALL, max_size=3))
-    source = draw(st.sampled_from(RETURN_FORMATS))
-    asked = source if draw(st.integers(0, 3)) else draw(st.sampled_from(RETURN_FORMATS))
+    source = draw(st.sampled_from(ReturnFormat))
+    asked = source if draw(st.integers(0, 3)) else draw(st.sampled_from(ReturnFormat))
     tag = draw(st.booleans())
     double = draw(st.booleans())
     odd_type = draw(st.sampled_from([None] * 8 + ["int", "str", "Integer", "list"]))

@@ -23,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.matrix.scoring.parse import MAX_INPUT_CHARS, RETURN_FORMATS, ParseFailure, ParseResult, decode_bfcl, parse_any, parse_response
+from promptgrid.matrix.scoring.parse import MAX_INPUT_CHARS, ParseFailure, ParseResult, decode_bfcl, parse_any, parse_response
 from promptgrid.matrix.scoring.parse import _xml
 from promptgrid.matrix.scoring.parse._fail import Fail
+from promptgrid.variants import ReturnFormat
 
 
 
@@ -41,11 +42,11 @@ def _decoded(text: str, fmt: str, tag: bool) -> ParseResult:
 
 PARSERS: list[tuple[str, Callable[[str], ParseResult]]] = [
     (f"{fmt}{'+tag' if tag else ''}", (lambda f, t: lambda text: parse_response(text, f, t))(fmt, tag))
-    for fmt in RETURN_FORMATS
+    for fmt in ReturnFormat
     for tag in (False, True)
 ] + [("any", parse_any)] + [
     (f"decode-{fmt}{'+tag' if tag else ''}", (lambda f, t: lambda text: _decoded(text, f, t))(fmt, tag))
-    for fmt in RETURN_FORMATS
+    for fmt in ReturnFormat
     for tag in (False, True)
 ]
 PARSER_IDS = [name for name, _ in PARSERS]
@@ -120,7 +121,7 @@ def test_every_parser_on_any_text_never_raises_never_executes(text, tag):
     The verdict-only decode also keeps the strict parse's bfcl outcome: the
     same calls, or a failure with the same bfcl error type and deviation.
     """
-    for fmt in RETURN_FORMATS:
+    for fmt in ReturnFormat:
         full = parse_response(text, fmt, tag)
         _check(full)
         quick = _decoded(text, fmt, tag)

@@ -9,8 +9,9 @@ import json
 import pytest
 
 import promptgrid.matrix.scoring.parse as parse_pkg
-from promptgrid.matrix.scoring.parse import BFCL_DECODER_FAILED, MAX_INPUT_CHARS, RETURN_FORMATS, Deviation, ParseFailure, ParseResult, UnknownReturnFormatError, decode_bfcl, parse_any, parse_response
+from promptgrid.matrix.scoring.parse import BFCL_DECODER_FAILED, MAX_INPUT_CHARS, Deviation, ParseFailure, ParseResult, UnknownReturnFormatError, decode_bfcl, parse_any, parse_response
 from promptgrid.errors import PromptgridError
+from promptgrid.variants import ReturnFormat
 
 
 def test_all_is_complete_and_exported():
@@ -57,7 +58,7 @@ def test_unknown_return_format_is_a_user_error():
     assert "verbose_xml" in str(info.value)
 
 
-@pytest.mark.parametrize("fmt", RETURN_FORMATS)
+@pytest.mark.parametrize("fmt", list(ReturnFormat))
 def test_none_is_an_empty_response(fmt):
     assert parse_response(None, fmt, False).failure is ParseFailure.EMPTY  # type: ignore[arg-type]
     assert parse_any(None).failure is ParseFailure.EMPTY  # type: ignore[arg-type]
