@@ -53,6 +53,7 @@ def _sample_texts() -> list[str]:
     return texts + ["ok", "?!", "12345", "Sure! [f(a=1)]", "<functions></functions>", "e\u0301t\u00e9 \U0001F600"]
 
 
+@pytest.mark.slow
 def test_language_identification_agrees_with_langid() -> None:
     """Our use of langid's model (per-state scores) decides exactly as langid.classify does."""
     langid = pytest.importorskip("langid")

@@ -163,6 +163,7 @@ def functions(draw: st.DrawFn) -> list[dict[str, Any]]:
 _settings = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @_settings
 @given(functions())
 def test_every_format_and_flavour_renders(fns: list[dict[str, Any]]) -> None:
@@ -174,6 +175,7 @@ def test_every_format_and_flavour_renders(fns: list[dict[str, Any]]) -> None:
                 assert fn["name"] in out
 
 
+@pytest.mark.slow
 @_settings
 @given(functions())
 def test_json_round_trips(fns: list[dict[str, Any]]) -> None:
@@ -192,6 +194,7 @@ def _param_desc(schema: dict[str, Any]) -> str:
     return desc + (f" Enum values: {schema['enum']}." if "enum" in schema else "")
 
 
+@pytest.mark.slow
 @_settings
 @given(functions())
 def test_clean_xml_parses_and_keeps_text(fns: list[dict[str, Any]]) -> None:
@@ -221,6 +224,7 @@ def _strings(value: Any) -> list[str]:
     return [repr(value)]
 
 
+@pytest.mark.slow
 @_settings
 @given(functions())
 def test_bfcl_xml_parses_when_nothing_needs_escaping(fns: list[dict[str, Any]]) -> None:

@@ -94,6 +94,7 @@ def test_compare_without_shared_variants(
     assert "share no variant" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_command_does_not_import_matplotlib_for_the_table(run_a: Path) -> None:
     code = (
         "import sys; from promptgrid.matrix.cli import main; "

@@ -270,6 +270,7 @@ def _fields(case: Case) -> tuple[Any, ...]:
             case.source, dict(case.extra))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cases=_cases())
 def test_valid_records_round_trip(tmp_path: Path, cases: list[Case]) -> None:

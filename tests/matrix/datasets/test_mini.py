@@ -235,6 +235,7 @@ def test_same_calls_in_every_language() -> None:
 LANGID_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
+@pytest.mark.slow
 def test_each_query_is_detected_as_its_language() -> None:
     langid = pytest.importorskip("langid")
     identifier = langid.langid.LanguageIdentifier.from_modelstring(langid.langid.model, norm_probs=False)

@@ -96,6 +96,7 @@ def test_dimension_effect_uses_only_variants_where_it_varies(bfcl_rows: list[Res
     assert eff[(model, "return_format", "python")].n_variants == 6
 
 
+@pytest.mark.slow
 def test_baseline_default_and_tests_match_statsmodels(bfcl_rows: list[ResultRow]) -> None:
     contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
     multitest = pytest.importorskip("statsmodels.stats.multitest")

@@ -196,6 +196,7 @@ def test_files_are_deterministic(tmp_path: Path, export: Path, report: SimpleNam
         assert path.read_bytes() == (report.out / rel).read_bytes(), rel
 
 
+@pytest.mark.slow
 def test_figures_are_deterministic_and_undated(tmp_path: Path, build: SimpleNamespace) -> None:
     rows = build.rows_with_accuracy({Variant(): [1, 0, 1, 1], Variant(return_format="json"): [1, 1, 0, 0]})
     a = build_report(rows, tmp_path / "a", baseline=None, formats={"figures"}, n_resamples=200)

@@ -99,6 +99,7 @@ def test_holm_hand_computed() -> None:
     assert stats.holm([]) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)  # multipletests is slow per call
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
 def test_holm_matches_statsmodels(pvals: list[float]) -> None:

@@ -72,6 +72,7 @@ def corpus(bfcl_reference: Any) -> dict[str, Any]:
             "variants": variants, "built": built}
 
 
+@pytest.mark.slow
 def test_corpus_covers_every_config_and_entry(corpus: dict[str, Any]) -> None:
     items = corpus["items"]
     pairs = {(it.config, it.entry_id) for it in items if it.kind == "correct"}
@@ -85,6 +86,7 @@ def test_corpus_covers_every_config_and_entry(corpus: dict[str, Any]) -> None:
         assert kinds["correct"] == 5200 and kinds["empty"] == 5200
 
 
+@pytest.mark.slow
 def test_verdicts_agree_with_bfcl_eval(corpus: dict[str, Any], bfcl_reference: Any) -> None:
     helper, items, cases, variants = corpus["helper"], corpus["items"], corpus["cases"], corpus["variants"]
     by_id = {e.id: e for e in corpus["entries"]}

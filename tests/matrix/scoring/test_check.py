@@ -279,6 +279,7 @@ def _scenario(draw: Any) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]
     return category, functions, gts, list(calls)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenario())
 def test_checker_agrees_with_bfcl_ast_checker(bfcl_reference: Any,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ def responses(draw: st.DrawFn) -> tuple[str, str, bool]:
     return text, asked, tag
 
 
+@pytest.mark.slow
 @AGREEMENT
 @given(responses())
 def test_strict_parse_agrees_with_bfcl_decoder(check_bfcl, bfcl_is_safe, case):
@@ -132,6 +134,7 @@ PY_CALLS = st.lists(
 ).map(lambda calls: [n + "(" + ", ".join(k + eq + v for k, eq, v in args) + ")" for n, args in calls])
 
 
+@pytest.mark.slow
 @settings(max_examples=800, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PY_CALLS, st.sampled_from(["[{}]", "{}", "[{}\n]"]))
 def test_fast_python_path_equals_ast_path(calls, shape):

@@ -113,6 +113,7 @@ def _no_canary():
     assert not CANARY.exists(), "model output was executed"
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(text=TEXTS, tag=st.booleans())
 def test_every_parser_on_any_text_never_raises_never_executes(text, tag):

@@ -222,6 +222,7 @@ def _theirs(e: ET.Element) -> tuple[object, ...]:
             [_theirs(c) for c in e])
 
 
+@pytest.mark.slow
 @XML_SETTINGS
 @given(XML_DOCS)
 def test_generated_trees_match_element_tree(doc):
@@ -275,6 +276,7 @@ def _decode(doc: str, verbose: bool, fast: bool) -> object:
     return repr(decoded.calls), decoded.detected, decoded.unknown_types
 
 
+@pytest.mark.slow
 @XML_SETTINGS
 @given(st.booleans().flatmap(lambda v: st.tuples(st.just(v), _prompt_shaped(v))))
 def test_xml_fast_path_equals_expat_path(case):

@@ -51,6 +51,7 @@ def _concise(draw: st.DrawFn) -> str:
     return out + "</functions>"
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_concise())
 def test_concise_read_as_verbose_fast_path_equals_expat_path(doc):
