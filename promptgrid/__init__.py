@@ -40,17 +40,21 @@ _EXPORTS: dict[str, str] = {
     "arun": "promptgrid.matrix.api",
     "open_run": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
-    "score": "promptgrid.matrix.api",
+    "score": "promptgrid.matrix.scoring",
     # records
     "Grid": "promptgrid.variants",
     "Variant": "promptgrid.variants",
     "Case": "promptgrid.records",
     "Prompt": "promptgrid.records",
     "Verdict": "promptgrid.matrix.scoring",
+    "RunConfig": "promptgrid.matrix.running.config",
+    "ModelSpec": "promptgrid.matrix.running.config",
     "Run": "promptgrid.matrix.api",
+    "RunSummary": "promptgrid.matrix.running.runner",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
-    # errors
+    "ReportResult": "promptgrid.matrix.report",
+    # errors (the hierarchy is drawn in promptgrid.errors)
     "PromptgridError": "promptgrid.errors",
     "GridError": "promptgrid.errors",
     "DatasetError": "promptgrid.errors",
@@ -58,23 +62,36 @@ _EXPORTS: dict[str, str] = {
     "MissingTranslationError": "promptgrid.errors",
     "MissingDependencyError": "promptgrid.errors",
     "RunError": "promptgrid.errors",
+    "LocalModelError": "promptgrid.errors",
+    "UnknownReturnFormatError": "promptgrid.errors",
+    "ReportError": "promptgrid.errors",
+    "TranslationError": "promptgrid.errors",
+    "CatalogError": "promptgrid.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.errors import (
+        CatalogError,
         DatasetError,
         GridError,
+        LocalModelError,
         MissingDependencyError,
         MissingTranslationError,
         PromptgridError,
+        ReportError,
         RunError,
         TemplateError,
+        TranslationError,
+        UnknownReturnFormatError,
     )
-    from promptgrid.matrix.api import AccuracyRow, Run, arun, load_dataset, open_run, render, report, run, score
+    from promptgrid.matrix.api import AccuracyRow, Run, arun, load_dataset, open_run, render, report, run
+    from promptgrid.matrix.report import ReportResult
+    from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.matrix.running.results import ResultRow
-    from promptgrid.matrix.scoring import Verdict
+    from promptgrid.matrix.running.runner import RunSummary
+    from promptgrid.matrix.scoring import Verdict, score
     from promptgrid.records import Case, Prompt
     from promptgrid.variants import Grid, Variant, load_grid
 

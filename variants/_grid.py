@@ -30,7 +30,7 @@ Expansion is deterministic; duplicates collapse onto their first occurrence.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -60,6 +60,27 @@ class Grid:
     source: str
     base: Variant = field(default_factory=Variant)
     template_dir: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.variants)
+
+    def __iter__(self) -> Iterator[Variant]:
+        return iter(self.variants)
+
+    def select(self, wanted: Iterable[str] = ()) -> tuple[Variant, ...]:
+        """The variants whose id or label is in ``wanted``, in grid order; all of them when it is empty."""
+        wanted = list(wanted)
+        if not wanted:
+            return self.variants
+        known = {v.id: v for v in self.variants} | {v.label: v for v in self.variants}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            raise GridError(
+                f"grid {self.name!r} has no variant {missing[0]!r}.{closest(missing[0], known)}"
+                f" List them with: promptgrid grid show {self.name}"
+            )
+        chosen = {known[w] for w in wanted}
+        return tuple(v for v in self.variants if v in chosen)
 
     def variant(self, variant_id: str) -> Variant:
         for v in self.variants:

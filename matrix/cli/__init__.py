@@ -1,15 +1,16 @@
 """The ``promptgrid`` command line.
 
-Each subcommand's handler lives beside the code it drives and is imported only
-when that subcommand runs, so ``promptgrid render`` never imports litellm or
-matplotlib. User errors (``PromptgridError``) print one message, no traceback,
-and exit with the error's ``exit_code``.
+Each subcommand's handler is a function below that imports the module doing
+the work only when that subcommand runs, so ``promptgrid render`` never
+imports litellm or matplotlib. Handlers call the library
+(``promptgrid.matrix.api`` and the modules behind it), print, and return the
+exit code. User errors (``PromptgridError``) print one message, no
+traceback, and exit with the error's ``exit_code``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,91 @@ from collections.abc import Sequence
 from promptgrid.errors import PromptgridError
 
 __all__ = ["build_parser", "main"]
+
+
+# --------------------------------------------------------------------------- handlers
+# Each imports the module that does the work only when its command runs, so that
+# `promptgrid render` never imports litellm and `promptgrid run` never imports matplotlib.
+
+def _grids(args: argparse.Namespace) -> int:
+    from .inspect import cmd_grids
+
+    return cmd_grids(args)
+
+
+def _datasets(args: argparse.Namespace) -> int:
+    from .inspect import cmd_datasets
+
+    return cmd_datasets(args)
+
+
+def _grid_show(args: argparse.Namespace) -> int:
+    from .inspect import cmd_grid_show
+
+    return cmd_grid_show(args)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from .inspect import cmd_render
+
+    return cmd_render(args)
+
+
+def _score_file(args: argparse.Namespace) -> int:
+    from .score import cmd_score_file
+
+    return cmd_score_file(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .run import cmd_run
+
+    return cmd_run(args)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from .score import cmd_score
+
+    return cmd_score(args)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .run import cmd_export
+
+    return cmd_export(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import cmd_report
+
+    return cmd_report(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .report import cmd_compare
+
+    return cmd_compare(args)
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from .translate import cmd_translate
+
+    return cmd_translate(args)
+
+
+def _check_translations(args: argparse.Namespace) -> int:
+    from .translate import cmd_check_translations
+
+    return cmd_check_translations(args)
+
+
+def _check_translation(args: argparse.Namespace) -> int:
+    from .translate import cmd_check_translation
+
+    return cmd_check_translation(args)
+
+
+# --------------------------------------------------------------------------- parser
 
 
 def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -35,18 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("grids", help="list built-in grids")
-    p.set_defaults(handler="cli.inspect:cmd_grids")
+    p.set_defaults(handler=_grids)
 
     p = sub.add_parser("datasets", help="list datasets")
     p.add_argument("--bfcl-data", metavar="PATH", default=None)
-    p.set_defaults(handler="cli.inspect:cmd_datasets")
+    p.set_defaults(handler=_datasets)
 
     p = sub.add_parser("grid", help="inspect a grid")
     gsub = p.add_subparsers(dest="grid_command", metavar="ACTION", required=True)
     g = gsub.add_parser("show", help="list a grid's variants")
     g.add_argument("grid", help="built-in grid name or path to a grid YAML")
     g.add_argument("--json", action="store_true", help="print a JSON array")
-    g.set_defaults(handler="cli.inspect:cmd_grid_show")
+    g.set_defaults(handler=_grid_show)
 
     p = sub.add_parser("render", help="render the prompts of a grid over a dataset")
     p.add_argument("grid")
@@ -56,14 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="first N cases")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per line (default: readable text)")
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
-    p.set_defaults(handler="cli.inspect:cmd_render")
+    p.set_defaults(handler=_render)
 
     p = sub.add_parser("score-file", help="score model responses from a JSONL file")
     p.add_argument("input", metavar="INPUT.jsonl")
     _add_dataset_options(p)
     p.add_argument("--output", metavar="OUT.jsonl", default=None, help="default: standard output")
     p.add_argument("--grid", default=None, help="grid to resolve variant ids against (default: any canonical id)")
-    p.set_defaults(handler="scoring._score:cmd_score_file")
+    p.set_defaults(handler=_score_file)
 
     p = sub.add_parser("run", help="run models x variants x cases")
     p.add_argument("grid", help="grid name/path, or a run CONFIG.yaml")
@@ -91,17 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--retry-errors", action="store_true",
                    help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
-    p.set_defaults(handler="cli.run:cmd_run")
+    p.set_defaults(handler=_run)
 
     p = sub.add_parser("score", help="re-score a run offline")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.set_defaults(handler="cli.run:cmd_score")
+    p.set_defaults(handler=_score)
 
     p = sub.add_parser("export", help="export a run")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per job (the default)")
     p.add_argument("--output", default=None, metavar="FILE")
-    p.set_defaults(handler="cli.run:cmd_export")
+    p.set_defaults(handler=_export)
 
     p = sub.add_parser("report", help="format-sensitivity report of a run")
     p.add_argument("run_dir", metavar="RUN_DIR")
@@ -109,13 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, metavar="VARIANT_ID")
     p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "all"],
                    help="files to write (default: print the table only, unless --out is given: all)")
-    p.set_defaults(handler="cli.report:cmd_report")
+    p.set_defaults(handler=_report)
 
     p = sub.add_parser("compare", help="compare two runs of the same grid")
     p.add_argument("run_a", metavar="RUN_DIR_A")
     p.add_argument("run_b", metavar="RUN_DIR_B")
     p.add_argument("--out", default=None, metavar="DIR")
-    p.set_defaults(handler="cli.report:cmd_compare")
+    p.set_defaults(handler=_compare)
 
     p = sub.add_parser("translate", help="translate instructions and function descriptions")
     p.add_argument("--to", required=True, metavar="LANGS", help="comma-separated language codes")
@@ -126,26 +212,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="PATH")
     p.add_argument("--region", default=None)
     p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
-    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_translate")
+    p.set_defaults(handler=_translate)
 
     p = sub.add_parser("check-translations", help="check shipped catalogs and stored translations")
     p.add_argument("--lang", action="append", default=[], metavar="L")
     p.add_argument("--store", default=None, metavar="PATH")
     p.add_argument("--back-translate", default=None, metavar="BACKEND",
                    help="also score back-translation similarity with this backend")
-    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_check_translations")
+    p.set_defaults(handler=_check_translations)
 
     p = sub.add_parser("check-translation", help="check translations from a JSONL file")
     p.add_argument("--jsonl", required=True, metavar="FILE")
-    p.set_defaults(handler="promptgrid.matrix.cli.translate:cmd_check_translation")
+    p.set_defaults(handler=_check_translation)
     return parser
-
-
-def _resolve(target: str):  # type: ignore[no-untyped-def]
-    module, _, func = target.partition(":")
-    if not module.startswith("promptgrid."):
-        module = f"promptgrid.matrix.{module}"
-    return getattr(importlib.import_module(module), func)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,8 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        handler = _resolve(args.handler)
-        code = handler(args)
+        code = args.handler(args)
     except PromptgridError as exc:
         print(f"promptgrid: error: {exc}", file=sys.stderr)
         return exc.exit_code

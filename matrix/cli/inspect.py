@@ -1,7 +1,7 @@
 """Handlers of the commands that need no model: grids, datasets, grid show, render.
 
-They import only variants, templates and datasets, so they start fast
-(no litellm, no matplotlib).
+They import only variants, templates and datasets (``render`` is
+``promptgrid.render``), so they start fast (no litellm, no matplotlib).
 """
 
 from __future__ import annotations
@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 
 from tabulate import tabulate
 
-from promptgrid.variants import Grid, Variant, builtin_grids, load_grid
-from promptgrid.errors import closest
-from promptgrid.errors import GridError
+from promptgrid.variants import builtin_grids, load_grid
 
-__all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render", "localization", "select_variants"]
+__all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render"]
 
 
 def cmd_grids(args: argparse.Namespace) -> int:
@@ -53,68 +50,27 @@ def cmd_grid_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def select_variants(grid: Grid, wanted: list[str]) -> tuple[Variant, ...]:
-    """The grid's variants, or only those whose id or label is in ``wanted`` (grid order)."""
-    if not wanted:
-        return grid.variants
-    known = {v.id: v for v in grid.variants} | {v.label: v for v in grid.variants}
-    missing = [w for w in wanted if w not in known]
-    if missing:
-        raise GridError(
-            f"grid {grid.name!r} has no variant {missing[0]!r}.{closest(missing[0], known)}"
-            f" List them with: promptgrid grid show {grid.name}"
-        )
-    chosen = {known[w] for w in wanted}
-    return tuple(v for v in grid.variants if v in chosen)
-
-
-def localization(store: str | None):  # type: ignore[no-untyped-def]
-    """The translate package's localization (catalogs + store), when it is available."""
-    try:
-        from promptgrid.translate import default_localization
-    except ImportError:
-        return None
-    return default_localization(store=store)
-
-
-def _prompts(args: argparse.Namespace) -> Iterator[tuple[Variant, object, object]]:
+def cmd_render(args: argparse.Namespace) -> int:
+    from promptgrid.matrix.api import render
     from promptgrid.matrix.datasets import load_dataset
-    from promptgrid.templates import Renderer
 
     grid = load_grid(args.grid)
-    variants = select_variants(grid, args.variant)
-    dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
-    cases = dataset.select(case_ids=args.case or None, limit=args.limit)
-    needs_translation = any(
-        v.instruction_language != "en" or v.description_language != "en" for v in variants
-    )
-    renderer = Renderer(
-        template_dir=grid.template_dir,
-        localization=localization(args.store) if needs_translation else None,
-        bfcl_data=args.bfcl_data,
-    )
-    # Case-major order: a case's function docs are rendered once per doc format
-    # and reused by all of its variants.
-    for case in cases:
-        for variant in variants:
-            yield variant, case, renderer.render(variant, case)
-
-
-def cmd_render(args: argparse.Namespace) -> int:
+    labels = {v.id: v.label for v in grid}
+    cases = load_dataset(args.dataset, bfcl_data=args.bfcl_data).select(case_ids=args.case or None, limit=args.limit)
     out = sys.stdout
-    for variant, case, prompt in _prompts(args):
+    for prompt in render(grid, cases, variants=args.variant, translation_store=args.store, bfcl_data=args.bfcl_data):
         if args.jsonl:
             record = {
-                "variant_id": variant.id,
-                "case_id": case.id,  # type: ignore[attr-defined]
-                "label": variant.label,
-                "messages": list(prompt.messages),  # type: ignore[attr-defined]
-                "sha256": prompt.sha256,  # type: ignore[attr-defined]
+                "variant_id": prompt.variant_id,
+                "case_id": prompt.case_id,
+                "label": labels[prompt.variant_id],
+                "messages": list(prompt.messages),
+                "sha256": prompt.sha256,
             }
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
-            out.write(f"=== {case.id} | {variant.label} | {variant.id}\n")  # type: ignore[attr-defined]
-            for m in prompt.messages:  # type: ignore[attr-defined]
+            out.write(f"=== {prompt.case_id} | {labels[prompt.variant_id]} | {prompt.variant_id}\n")
+            for m in prompt.messages:
                 out.write(f"--- {m['role']}\n{m['content']}\n")
             out.write("\n")
     return 0

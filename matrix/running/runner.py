@@ -36,6 +36,7 @@ import json
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -222,8 +223,10 @@ class Runner:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            for sig in installed:
+            for sig, previous in installed.items():
                 loop.remove_signal_handler(sig)
+                if previous is not None:
+                    signal.signal(sig, previous)  # e.g. asyncio.run's own Ctrl-C handler
             self.progress.close()
         if self._stop == "interrupted":
             self.summary.stopped = "interrupted"
@@ -256,14 +259,24 @@ class Runner:
                         task.cancel()
             raise
 
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
-        installed = []
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> dict[int, Any]:
+        """Ctrl-C and SIGTERM stop the run cleanly; returns the handlers they replaced.
+
+        Python delivers signals to the main thread only, and only there may
+        handlers be installed: a run on a worker thread (``promptgrid.run``
+        called inside a running event loop) installs none, and is stopped
+        through ``stop`` by the thread that waits for it.
+        """
+        installed: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return installed
         for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
             try:
                 loop.add_signal_handler(sig, self.stop, "interrupted")
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-                pass
+            except (NotImplementedError, RuntimeError):  # a loop without signal support (Windows)
+                continue
+            installed[sig] = previous
         return installed
 
     async def _tick(self) -> None:
@@ -481,13 +494,3 @@ def _peak_rss_mb() -> float:
 
 def _params_json(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, separators=(",", ":"), default=str)
-
-
-def run_sync(runner: Runner) -> RunSummary:
-    """``asyncio.run(runner.run())``; on platforms without loop signal handlers, Ctrl-C still stops cleanly."""
-    try:
-        return asyncio.run(runner.run())
-    except KeyboardInterrupt:  # pragma: no cover - only where add_signal_handler is unavailable
-        runner.summary.stopped = "interrupted"
-        print("interrupted", file=sys.stderr)
-        return runner.summary

@@ -156,23 +156,57 @@ def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
         yield items[i:i + n]
 
 
-class RunStore:
-    """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself."""
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open the store for reading only: no lock, nothing written, no file created beside it.
 
-    def __init__(self, path: str | Path, *, create: bool = False) -> None:
+    ``mode=ro`` alone is not enough: SQLite then creates ``-wal``/``-shm``
+    files beside a WAL database (and fails when the directory is read-only).
+    A store with no ``-wal`` file has every commit in the main file and no
+    writer (a writer keeps its ``-wal`` until it closes), so it is opened
+    ``immutable=1``, which reads the file alone. A store with a ``-wal``
+    (a run in progress, or one that was killed) is opened ``mode=ro`` so the
+    commits still in the WAL are read too; that needs its ``-shm`` file, or a
+    writable directory to create it in.
+    """
+    wal = path.with_name(path.name + "-wal")
+    query = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None, timeout=30.0)
+        db.execute("PRAGMA query_only=1")
+    except sqlite3.Error as exc:
+        raise RunError(f"cannot open {path} read-only: {exc}. A run directory copied while a run was "
+                       f"writing it needs its {wal.name} and {path.name}-shm files too.") from None
+    return db
+
+
+class RunStore:
+    """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself.
+
+    ``readonly=True`` opens it for reading only (see ``_connect_readonly``):
+    what ``promptgrid.open_run`` uses, also on a read-only copy of a run.
+    """
+
+    def __init__(self, path: str | Path, *, create: bool = False, readonly: bool = False) -> None:
         p = Path(path)
         self.path = p / STORE_FILE if p.suffix != ".sqlite3" else p
-        if not self.path.exists() and not create:
+        if not self.path.is_file() and not create:
             raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        if readonly:
+            self.db = _connect_readonly(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=30000")
         if create:
             self.db.executescript(_SCHEMA)
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        try:
+            version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise RunError(f"cannot read {self.path}: {exc}. Is it a promptgrid run store?") from None
         if version is None or int(version[0]) != SCHEMA_VERSION:
             raise RunError(f"{self.path}: store schema {version[0] if version else '?'} is not the "
                            f"supported {SCHEMA_VERSION}; use the promptgrid version that wrote it.")
@@ -325,6 +359,19 @@ class RunStore:
             "('rate_limit','server','timeout','connection','malformed')) FROM calls").fetchone()
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
                 "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
+
+    def tally(self) -> list[tuple[str, str, str, int, int, int]]:
+        """(model, variant_id, label, answered, valid, errors) per model x variant, in store order.
+
+        ``answered`` counts jobs whose call has a result (done or error); pending
+        jobs are left out. Counted in SQL, so it costs the same for any run size
+        (the end-of-run table; intervals are the report's, ``Run.accuracy()``).
+        """
+        return list(self.db.execute(
+            "SELECT m.name, v.variant_id, v.label, COUNT(*), COALESCE(SUM(j.valid = 1), 0), "
+            "COALESCE(SUM(c.status = 'error'), 0) FROM jobs j JOIN calls c ON c.key = j.key "
+            "JOIN models m ON m.id = j.model JOIN variants v ON v.id = j.variant "
+            "GROUP BY j.model, j.variant ORDER BY j.model, j.variant"))
 
     def mean_cost(self, model: str) -> float | None:
         row = self.db.execute("SELECT AVG(cost_usd), AVG(output_tokens) FROM calls WHERE model=? AND status='done'",

@@ -1,4 +1,4 @@
-"""Score a response: parse it, check it, classify its failure; and ``promptgrid score-file``.
+"""Score a response: parse it, check it, classify its failure; score a JSONL of responses (``score_stream``).
 
 ``score`` is the one entry point the runner and the CLI use. It parses the
 response strictly, as bfcl-eval does (the variant's return format and tag),
@@ -27,12 +27,9 @@ verdict memo keeps the ``Case`` objects it has seen alive while they are in it.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-import sys
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 from promptgrid.templates import answer_prefix
@@ -46,7 +43,7 @@ from promptgrid.matrix.scoring.failure_modes import classify
 from promptgrid.matrix.scoring.parse import decode_bfcl, format_matches, parse_any, parse_response
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 
-__all__ = ["CACHE_SIZE", "bfcl_verdict", "clear_caches", "cmd_score_file", "score", "score_calls", "score_stream",
+__all__ = ["CACHE_SIZE", "bfcl_verdict", "clear_caches", "score", "score_calls", "score_stream",
            "score_uncached", "variant_index"]
 
 _TAG = "<TOOLCALL>"
@@ -335,36 +332,3 @@ def score_stream(source: IO[str], sink: IO[str], *, name: str, variants: Mapping
         sink.write(json.dumps(out, ensure_ascii=False) + "\n")
         scored += 1
     return scored, failed
-
-
-def cmd_score_file(args: argparse.Namespace) -> int:
-    """``promptgrid score-file INPUT.jsonl --dataset DS [--output OUT] [--grid G] [--bfcl-data P]``.
-
-    Each input line needs ``variant_id``, ``case_id`` and ``response`` (the
-    lines ``promptgrid render --jsonl`` prints, plus a response); bfcl-eval
-    ids ``format_sensitivity_N:CONFIG:ENTRY`` in ``case_id`` work too. Every
-    field is written back with the verdict's fields added. Lines that cannot
-    be scored are reported with their line numbers and left out; the exit
-    code is then 1.
-    """
-    from promptgrid.matrix.datasets import load_dataset
-
-    path = Path(args.input)
-    if not path.is_file():
-        raise PromptgridError(f"input file {args.input} not found. Give a JSONL file with variant_id, case_id "
-                              "and response on each line.")
-    dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
-    cases = {c.id: c for c in dataset.cases}
-    variants = variant_index(args.grid)
-    with path.open(encoding="utf-8") as source:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as sink:
-                scored, failed = score_stream(source, sink, name=str(path), variants=variants, cases=cases,
-                                              grid=args.grid, errors=sys.stderr)
-        else:
-            scored, failed = score_stream(source, sys.stdout, name=str(path), variants=variants, cases=cases,
-                                          grid=args.grid, errors=sys.stderr)
-    if failed:
-        print(f"promptgrid: scored {scored} line(s); {failed} could not be scored (see above).", file=sys.stderr)
-        return 1
-    return 0

@@ -105,7 +105,7 @@ def test_cli_errors_without_dataset_or_model(tmp_path: Path) -> None:
         build_config(args_for("bfcl_v4", "--model", "fake/auto"))
     with pytest.raises(RunError, match="no model"):
         build_config(args_for("bfcl_v4", "--dataset", "mini"))
-    with pytest.raises(RunError, match="--repeats must be >= 1"):
+    with pytest.raises(RunError, match="repeats must be >= 1"):
         build_config(args_for("bfcl_v4", "--dataset", "mini", "--model", "fake/auto", "--repeats", "0"))
 
 

@@ -1,0 +1,374 @@
+"""The public Python API, re-exported lazily by ``promptgrid`` (``import promptgrid as pg``).
+
+::
+
+    grid = pg.load_grid("bfcl_v4")                  # built-in name or YAML path -> Grid
+    cases = pg.load_dataset("mini:en")              # -> list[Case]
+    for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
+    run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)   # -> Run
+    run = pg.open_run("runs/x")                     # read-only, also on a read-only copy
+    rows = run.results()                            # list[ResultRow]
+    table = run.accuracy()                          # list[AccuracyRow], 95% intervals
+    pg.report(run, out="report/", formats=["md", "csv", "html"])
+    verdict = pg.score(response_text, variant, case)
+
+Functions return values and raise ``PromptgridError`` subclasses; nothing is
+printed (``run(..., progress=True)`` draws a progress line on stderr). The
+``promptgrid`` command is a thin layer over these functions and the modules
+they call (``promptgrid.matrix.running.session``).
+
+``run`` and ``arun`` take the options of ``promptgrid run``; a run that
+stops early (``max_cost`` reached, interrupted, a model halted by an error
+every call would repeat, such as a bad key) is a result, not an exception:
+see ``Run.summary``. ``run`` also works where an event loop is already
+running (Jupyter): it then runs on a worker thread and waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from promptgrid.errors import GridError, RunError
+from promptgrid.records import Case, Prompt
+from promptgrid.variants import Grid, Variant, load_grid
+
+from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from promptgrid.matrix.running.results import ResultRow, read_results
+from promptgrid.matrix.running.session import RUN_JSON, Prepared, build_config, execute, make_renderer, prepare
+from promptgrid.matrix.running.store import RunStore
+
+if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
+    from promptgrid.matrix.report import ReportResult
+    from promptgrid.matrix.running.runner import Runner, RunSummary
+
+__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "open_run", "render", "report", "run"]
+
+PathLike = str | os.PathLike[str]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def load_dataset(spec: str, *, bfcl_data: PathLike | None = None) -> list[Case]:
+    """The cases a dataset spec names: ``mini``, ``mini:de,ja``, ``bfcl:<category>``, ``jsonl:PATH``.
+
+    ``bfcl_data``: where bfcl-eval's data is (a wheel, a folder or a gorilla
+    checkout; default: the installed bfcl-eval or ``$PROMPTGRID_BFCL_DATA``).
+    Raises ``DatasetError``.
+    """
+    from promptgrid.matrix.datasets import load_dataset as _load
+
+    return list(_load(spec, bfcl_data=bfcl_data).cases)
+
+
+def _as_grid(grid: Grid | PathLike | Iterable[Variant], template_dir: PathLike | None) -> Grid:
+    if isinstance(grid, Grid):
+        return grid
+    if isinstance(grid, (str, os.PathLike)):
+        return load_grid(grid)
+    variants = tuple(grid)
+    wrong = next((v for v in variants if not isinstance(v, Variant)), None)
+    if wrong is not None or not variants:
+        raise GridError("grid must be a Grid, a built-in grid name, a grid YAML path or a non-empty list of "
+                        f"Variant, not {type(wrong if wrong is not None else grid).__name__}.")
+    return Grid("variants", "", variants, "<python>", template_dir=Path(template_dir) if template_dir else None)
+
+
+def render(
+    grid: Grid | PathLike | Iterable[Variant],
+    cases: Iterable[Case] | str,
+    *,
+    variants: Iterable[str] | None = None,
+    template_dir: PathLike | None = None,
+    translation_store: PathLike | None = None,
+    localization: Any = None,
+    bfcl_data: PathLike | None = None,
+) -> Iterator[Prompt]:
+    """The prompts of ``grid`` x ``cases``, case by case (each case's variants in grid order).
+
+    ``grid``: a ``Grid``, a built-in name or YAML path, or Variants.
+    ``cases``: ``Case`` records or a dataset spec. ``variants``: only these
+    ids or labels. ``template_dir`` replaces the grid's user template folder.
+    Translations (shipped catalogs + ``translation_store``) are read when a
+    variant needs them, unless a ``localization`` is given. Input errors
+    (``GridError``, ``DatasetError``, ``TranslationError``) are raised here;
+    template errors (``TemplateError``, ``MissingTranslationError``) when the
+    prompt that hits them is rendered.
+    """
+    g = _as_grid(grid, template_dir)
+    chosen = g.select(variants or ())
+    the_cases = load_dataset(cases, bfcl_data=bfcl_data) if isinstance(cases, str) else list(cases)
+    renderer = make_renderer(chosen, template_dir=template_dir or g.template_dir,
+                             translation_store=translation_store, localization=localization, bfcl_data=bfcl_data)
+    return _prompts(renderer, chosen, the_cases)
+
+
+def _prompts(renderer: Any, variants: Sequence[Variant], cases: Sequence[Case]) -> Iterator[Prompt]:
+    # Case-major: a case's function docs are rendered once per doc format and reused by its variants.
+    for case in cases:
+        for variant in variants:
+            yield renderer.render(variant, case)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyRow:
+    """Accuracy of one model on one variant, with its 95% interval (as the report computes it)."""
+
+    model: str
+    variant_id: str
+    label: str
+    """The variant's short label (``json->python,False``)."""
+    n: int
+    """Scored jobs: answered and scored, or failed calls (counted as incorrect)."""
+    correct: int
+    accuracy: float
+    ci_low: float
+    """Lower end of the 95% interval: Wilson over jobs without repeats, cluster bootstrap over cases with them."""
+    ci_high: float
+
+
+class Run:
+    """A run directory, read-only: its config, results, accuracy and counts.
+
+    Made by ``run``/``arun`` (``summary`` says what that invocation did) and
+    by ``open_run`` (``summary`` is ``None``). Every read opens the store
+    read-only and closes it again: no lock, nothing written, so a ``Run``
+    also reads a directory another process is still writing, or a
+    read-only copy of one.
+    """
+
+    def __init__(self, path: PathLike, *, summary: RunSummary | None = None) -> None:
+        self.path = Path(path)
+        with RunStore(self.path, readonly=True):  # a RunError now if it is not a readable run directory
+            pass
+        self.summary = summary
+        """What the invocation that made this ``Run`` did (``RunSummary``: sent, errors, spend, ``stopped``
+        = None | "interrupted" | "max_cost", ``halted`` = {model: error}); ``None`` from ``open_run``."""
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The content of ``run.json``: config, grid name, counts and the invocations; ``{}`` when absent."""
+        path = self.path / RUN_JSON
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RunError(f"cannot read {path}: {exc}.") from None
+        if not isinstance(data, dict):
+            raise RunError(f"{path} is not a run record (expected a JSON object).")
+        return data
+
+    def results(self, include_pending: bool = False) -> list[ResultRow]:
+        """One row per (model, variant, case, repeat) with a result; with ``include_pending``, all of them."""
+        with RunStore(self.path, readonly=True) as store:
+            return list(store.rows(include_pending=include_pending))
+
+    def accuracy(self) -> list[AccuracyRow]:
+        """Accuracy per model x variant with 95% intervals: the report's accuracy cells (empty before results)."""
+        from promptgrid.matrix.report import aggregate
+
+        rows = self.results()
+        if not rows:
+            return []
+        return [AccuracyRow(c.model, c.variant_id, c.label, c.n, c.correct, c.accuracy, c.ci[0], c.ci[1])
+                for c in aggregate(rows).cells]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs (``jobs``, ``done``, ``errors``, ``pending``) and calls (``calls``, ``call_errors``,
+        ``transient_errors``) in the run directory."""
+        with RunStore(self.path, readonly=True) as store:
+            return store.counts()
+
+    def spend(self) -> float:
+        """USD recorded for every call in the run directory (unknown prices count 0)."""
+        with RunStore(self.path, readonly=True) as store:
+            return store.spend()
+
+
+def open_run(path: PathLike) -> Run:
+    """Open an existing run directory read-only. Raises ``RunError`` if it is not one."""
+    return Run(path)
+
+
+def report(
+    source: Run | PathLike | Iterable[ResultRow | Mapping[str, Any]],
+    out: PathLike | None = None,
+    *,
+    formats: Iterable[str] = ("md",),
+    baseline: str | None = None,
+) -> ReportResult:
+    """The sensitivity report of a run, a run directory, an exported JSONL file or rows.
+
+    ``out``: the folder to write ``formats`` into (md, csv, latex, html, json,
+    figures, or all); without it nothing is written and the result holds the
+    numbers (``.data``) and the console table (``.console``). ``baseline``: a
+    variant id to test every other variant against. Raises ``ReportError``.
+    """
+    from promptgrid.matrix.report import build_report
+
+    if isinstance(source, Run):
+        rows: Iterable[Any] = source.results()
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        rows = read_results(path) if path.is_file() else open_run(path).results()
+    else:
+        rows = source
+    return build_report(rows, Path(out) if out is not None else None, baseline=baseline, formats=set(formats))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _prepare(grid: Grid | PathLike | RunConfig, dataset: str | None, options: dict[str, Any]) -> Prepared:
+    if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
+        raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
+                       f"not {type(grid).__name__}.")
+    config = build_config(grid, dataset, **options)
+    return prepare(config, grid=grid if isinstance(grid, Grid) else None)
+
+
+def run(
+    grid: Grid | PathLike | RunConfig,
+    dataset: str | None = None,
+    *,
+    models: Iterable[str | ModelSpec] | None = None,
+    run_dir: PathLike | None = None,
+    limit: int | None = None,
+    cases: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    repeats: int | None = None,
+    concurrency: int | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    max_cost: float | None = None,
+    api_base: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    translation_store: PathLike | None = None,
+    bfcl_data: PathLike | None = None,
+    retry_errors: bool = False,
+    progress: bool = False,
+) -> Run:
+    """Send every (model, variant, case, repeat) not yet answered in ``run_dir``, score and store the answers.
+
+    ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
+    path or ``RunConfig`` (its values are the defaults of the options).
+    ``dataset``: a dataset spec. ``models``: litellm model strings
+    (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``, or
+    ``ModelSpec``s. ``run_dir`` defaults to ``./runs/<grid>__<dataset>``.
+    ``limit`` (first N cases), ``cases`` and ``variants`` (ids) select;
+    ``repeats`` samples each job K times; ``concurrency``, ``rpm``, ``tpm``
+    and ``timeout`` (seconds per call) apply to every model; ``max_retries``
+    per call; ``max_cost`` (USD, for the whole run directory) stops sending
+    when reached; ``params`` are generation parameters for every model
+    (temperature, max_tokens, seed, ...). ``retry_errors`` sends again the
+    calls that ended in an error before (errors are final otherwise).
+
+    Resumable: calling it again sends only what has no result yet. Prints
+    nothing unless ``progress``. Raises ``PromptgridError`` subclasses on bad
+    input (``RunError``, ``GridError``, ``DatasetError``, ...). Inside a
+    running event loop it runs on a worker thread; Ctrl-C (KeyboardInterrupt)
+    while waiting stops it cleanly (``summary.stopped == "interrupted"``).
+    """
+    prep = _prepare(grid, dataset, dict(
+        models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
+        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries, max_cost=max_cost,
+        api_base=api_base, params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors))
+    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors)
+
+
+async def arun(
+    grid: Grid | PathLike | RunConfig,
+    dataset: str | None = None,
+    *,
+    models: Iterable[str | ModelSpec] | None = None,
+    run_dir: PathLike | None = None,
+    limit: int | None = None,
+    cases: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    repeats: int | None = None,
+    concurrency: int | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    max_cost: float | None = None,
+    api_base: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    translation_store: PathLike | None = None,
+    bfcl_data: PathLike | None = None,
+    retry_errors: bool = False,
+    progress: bool = False,
+) -> Run:
+    """``run``, awaited in the caller's event loop (same options, same result)."""
+    prep = _prepare(grid, dataset, dict(
+        models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
+        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries, max_cost=max_cost,
+        api_base=api_base, params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+    return await _execute(prep, progress=progress, retry_errors=retry_errors)
+
+
+async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool,
+                   started: Callable[[Runner], None] | None = None) -> Run:
+    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started)
+    return Run(prep.config.run_dir, summary=summary)
+
+
+class _Stopper:
+    """Lets the thread that waits for a run on a worker thread stop it (signals reach the main thread only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], None] | None = None
+        self._requested = False
+
+    def started(self, runner: Runner) -> None:
+        """Called from the worker's loop once the runner exists."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._stop = lambda: loop.call_soon_threadsafe(runner.stop, "interrupted")
+            requested = self._requested
+        if requested:
+            runner.stop("interrupted")
+
+    def interrupt(self) -> None:
+        with self._lock:
+            self._requested = True
+            stop = self._stop
+        if stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already finished
+                stop()
+
+
+def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool) -> Run:
+    stopper = _Stopper()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
+        future = pool.submit(lambda: asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors,
+                                                          started=stopper.started)))
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            stopper.interrupt()
+            return future.result()

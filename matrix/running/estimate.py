@@ -1,0 +1,154 @@
+"""What a run would send and cost, computed without calling anything (``promptgrid run --dry-run``).
+
+For each model the plan is walked as the runner walks it: a job whose call
+is already in the store costs nothing, a job whose prompt repeats one seen
+earlier in the plan shares that call, every other job is a call to send.
+Input tokens are estimated as prompt characters / 4; cost comes from
+litellm's price list (free for local and fake models, unknown for models
+litellm has no price for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import ModelSpec
+from .session import Prepared
+from .store import STORE_FILE, RunStore
+
+__all__ = ["Estimate", "ModelEstimate", "estimate"]
+
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    """One model's share of the plan."""
+
+    model: str
+    jobs: int
+    stored: int
+    """Jobs whose call already has a result in the run directory."""
+    shared: int
+    """Jobs whose prompt is identical to an earlier job's: they share its call."""
+    calls: int
+    """Calls that would be sent."""
+    input_tokens: int
+    output_tokens_max: int
+    """``calls`` x ``max_tokens``: the most the answers can bill."""
+    cost_input: float | None
+    """USD for the input tokens; ``None`` when the price is unknown."""
+    cost_max: float | None
+    """USD with every answer at ``max_tokens``; ``None`` when the price is unknown."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The whole plan: per model, and totals (unknown prices count 0 in the totals)."""
+
+    models: tuple[ModelEstimate, ...]
+    variants: int
+    cases: int
+    repeats: int
+    run_dir: Path
+
+    @property
+    def jobs(self) -> int:
+        return sum(m.jobs for m in self.models)
+
+    @property
+    def stored(self) -> int:
+        return sum(m.stored for m in self.models)
+
+    @property
+    def shared(self) -> int:
+        return sum(m.shared for m in self.models)
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.models)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(m.input_tokens for m in self.models)
+
+    @property
+    def output_tokens_max(self) -> int:
+        return sum(m.output_tokens_max for m in self.models)
+
+    @property
+    def cost_input(self) -> float:
+        return sum(m.cost_input or 0.0 for m in self.models)
+
+    @property
+    def cost_max(self) -> float:
+        return sum(m.cost_max or 0.0 for m in self.models)
+
+    @property
+    def unpriced(self) -> tuple[str, ...]:
+        """Models litellm has no price for."""
+        return tuple(m.model for m in self.models if m.cost_input is None)
+
+
+def estimate(prep: Prepared) -> Estimate:
+    """Count jobs, stored results, shared prompts, tokens and cost of a prepared run; call nothing."""
+    from .plan import iter_jobs
+
+    config = prep.config
+    store = RunStore(config.run_dir, readonly=True) if (Path(config.run_dir) / STORE_FILE).is_file() else None
+    per_model = []
+    try:
+        for spec in config.models:
+            seen: set[bytes] = set()
+            counts = [0, 0, 0, 0, 0]  # jobs, stored, shared, calls, input tokens
+            batch: list[Any] = []
+            for job in iter_jobs(spec.name, spec.params, prep.variants, prep.cases, config.repeats, prep.renderer):
+                batch.append(job)
+                if len(batch) >= _BATCH:
+                    _count(batch, store, seen, counts)
+                    batch = []
+            _count(batch, store, seen, counts)
+            jobs, stored, shared, calls, in_tok = counts
+            max_out = calls * int(spec.params.get("max_tokens") or 0)
+            client = _price_client(spec)
+            per_model.append(ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
+                                           client.price(in_tok, 0), client.price(in_tok, max_out)))
+    finally:
+        if store is not None:
+            store.close()
+    return Estimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
+
+
+def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: list[int]) -> None:
+    """Add a batch of jobs to ``counts`` (jobs, stored, shared, calls, input tokens)."""
+    stored = store.lookup([j.key for j in batch]) if store is not None and batch else {}
+    for job in batch:
+        counts[0] += 1
+        digest = bytes.fromhex(job.key)[:16]
+        if job.key in stored:
+            counts[1] += 1
+        elif digest in seen:
+            counts[2] += 1
+        else:
+            seen.add(digest)
+            counts[3] += 1
+            counts[4] += sum(len(m["content"]) for m in job.messages) // 4 + 1
+
+
+class _Free:
+    """Local and fake models cost nothing."""
+
+    def price(self, input_tokens: int, output_tokens: int) -> float:
+        return 0.0
+
+
+def _price_client(spec: ModelSpec) -> Any:
+    from promptgrid.matrix.clients import provider_of
+
+    if provider_of(spec.name) != "litellm":
+        return _Free()
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
+
+    return LiteLLMClient(spec.name, api_base=spec.api_base)

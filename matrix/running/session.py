@@ -1,0 +1,409 @@
+"""One run as a library: options -> ``RunConfig`` -> ``Prepared`` -> ``RunSummary`` in the run directory.
+
+- ``build_config``: a grid (or a run-config YAML, or a ``RunConfig``) and the
+  run options -> ``RunConfig``. ``promptgrid run``'s flags and
+  ``promptgrid.run``'s keywords are the same options, merged here once;
+- ``prepare``: load the grid and the dataset, select variants and cases,
+  build the renderer and render every variant once, so a template or
+  catalog error stops the run before any call;
+- ``execute``: lock the run directory, open the store, run, record the
+  invocation in ``run.json``; returns the ``RunSummary``;
+- ``rescore``: score the stored responses again (no model call).
+
+Nothing here prints (the progress line on stderr only when asked for), and
+nothing returns an exit code: how a run stopped (``max_cost``, interrupted, a
+model halted by an error every call would repeat) is in its ``RunSummary``;
+bad input raises a ``PromptgridError``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from promptgrid.errors import RunError
+from promptgrid.records import Case
+from promptgrid.variants import Grid, Variant, load_grid
+
+from .config import (
+    _SECRET_KEYS,
+    DEFAULT_CONCURRENCY,
+    ModelSpec,
+    RunConfig,
+    default_run_dir,
+    load_run_config,
+    model_params,
+)
+from .store import STORE_FILE, RunLock, RunStore, case_from_dict
+
+__all__ = ["RUN_JSON", "Prepared", "build_config", "execute", "is_run_config", "make_renderer", "prepare",
+           "rescore"]
+
+RUN_JSON = "run.json"
+_MAX_INVOCATIONS = 50
+# Keys that would put a secret into run.json, or that are not generation parameters.
+_NOT_PARAMS = (*_SECRET_KEYS, "api_base", "timeout", "max_retries", "num_retries")
+
+
+# --------------------------------------------------------------------------- config
+
+
+def is_run_config(ref: str | os.PathLike[str]) -> bool:
+    """A YAML with ``models`` or ``dataset`` at the top is a run config; anything else is a grid."""
+    ref = os.fspath(ref)
+    if not ref.endswith((".yaml", ".yml")) or not Path(ref).is_file():
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(ref).read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return False  # let the grid loader report it with its line
+    return isinstance(data, dict) and ("models" in data or "dataset" in data)
+
+
+def _default_concurrency(name: str) -> int:
+    # One llama context generates one answer at a time; more workers would only queue.
+    return 1 if name.startswith("local/") else DEFAULT_CONCURRENCY
+
+
+def _config_fields(config: RunConfig) -> dict[str, Any]:
+    """A ``RunConfig`` as the dict ``load_run_config`` returns (so options merge over it the same way)."""
+    out = {f: getattr(config, f) for f in ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases",
+                                           "variants", "translation_store", "max_cost", "max_retries",
+                                           "backoff_base_s", "backoff_max_s")}
+    out["models"] = [m.to_dict() for m in config.models]
+    return out
+
+
+def _grid_ref(grid: Grid) -> str:
+    """What ``RunConfig.grid`` records for a loaded grid: its name if built in, else its file."""
+    return grid.name if grid.source.startswith("<builtin>") else grid.source
+
+
+def build_config(
+    grid: str | os.PathLike[str] | Grid | RunConfig,
+    dataset: str | None = None,
+    *,
+    models: Iterable[str | ModelSpec] | None = None,
+    api_base: str | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+    cases: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    repeats: int | None = None,
+    concurrency: int | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    max_cost: float | None = None,
+    params: Mapping[str, Any] | None = None,
+    translation_store: str | os.PathLike[str] | None = None,
+    bfcl_data: str | os.PathLike[str] | None = None,
+) -> RunConfig:
+    """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
+
+    ``models`` replaces the config's models; ``api_base``, ``concurrency``,
+    ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
+    seed, ...) apply to every model. Raises ``RunError`` naming the option.
+    """
+    if isinstance(grid, RunConfig):
+        base: dict[str, Any] = _config_fields(grid)
+    elif isinstance(grid, Grid):
+        base = {"grid": _grid_ref(grid)}
+    elif is_run_config(grid):
+        base = load_run_config(grid)
+    else:
+        base = {"grid": os.fspath(grid)}
+    options = {"dataset": dataset, "bfcl_data": bfcl_data, "run_dir": run_dir, "limit": limit, "repeats": repeats,
+               "max_retries": max_retries, "max_cost": max_cost, "translation_store": translation_store}
+    for key, value in options.items():
+        if value is not None:
+            base[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if cases:
+        base["cases"] = tuple(cases)
+    if variants:
+        base["variants"] = tuple(variants)
+    if not base.get("dataset"):
+        raise RunError("no dataset: give one (mini, bfcl:simple_python, jsonl:PATH, ...; --dataset on the "
+                       "command line) or name one in the run config.")
+    repeats_ = int(base.get("repeats", 1))
+    if repeats_ < 1:
+        raise RunError(f"repeats must be >= 1 (--repeats), got {repeats_}.")
+    if base.get("limit") is not None and int(base["limit"]) < 1:
+        raise RunError(f"limit must be >= 1 (--limit), got {base['limit']}.")
+    if base.get("max_cost") is not None and float(base["max_cost"]) <= 0:
+        raise RunError(f"max_cost must be > 0 USD (--max-cost), got {base['max_cost']}.")
+    if base.get("max_retries") is not None and int(base["max_retries"]) < 0:
+        raise RunError(f"max_retries must be >= 0 (--max-retries), got {base['max_retries']}.")
+    overrides = dict(params or {})
+    bad = [k for k in overrides if k.lower() in _NOT_PARAMS]
+    if bad:
+        raise RunError(f"params: {bad[0]!r} is not a generation parameter. Give api_base and timeout as their own "
+                       "options, and keys only through an environment variable (api_key_env in a run config).")
+    if overrides.get("max_tokens") is not None and int(overrides["max_tokens"]) < 1:
+        raise RunError(f"max_tokens must be >= 1 (--max-tokens), got {overrides['max_tokens']}.")
+    specs = [_model_spec(m, api_base, overrides, repeats_, concurrency=concurrency, rpm=rpm, tpm=tpm,
+                         timeout=timeout) for m in _models(models, base)]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise RunError(f"a model is named twice: {', '.join(names)}.")
+    out_dir = Path(base["run_dir"]) if base.get("run_dir") else default_run_dir(base["grid"], base["dataset"])
+    fields = {k: base[k] for k in ("bfcl_data", "limit", "cases", "variants", "translation_store", "max_cost",
+                                   "max_retries", "backoff_base_s", "backoff_max_s") if base.get(k) is not None}
+    return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
+                     repeats=repeats_, **fields)
+
+
+def _models(models: Iterable[str | ModelSpec] | None, base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The models to run, as dicts of ``ModelSpec`` fields: the given ones, else the run config's."""
+    if isinstance(models, str):
+        raise RunError(f"models must be a list of model strings, e.g. [{models!r}].")
+    given = [m.to_dict() if isinstance(m, ModelSpec) else {"name": m} for m in models or ()]
+    if given:
+        return given
+    if base.get("models"):
+        return [dict(m) for m in base["models"]]
+    raise RunError("no model: give one (e.g. openai/gpt-4o-mini, local/smollm2-135m, fake/auto; --model on the "
+                   "command line) or list models in the run config.")
+
+
+def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str, Any], repeats: int,
+                **limits: Any) -> ModelSpec:
+    """One model's spec: its own values, then the options given for every model (options win)."""
+    merged = {**dict(m.get("params") or {}), **{k: v for k, v in params.items() if v is not None}}
+    spec: dict[str, Any] = {"name": m["name"], "params": model_params(merged, repeats),
+                            "api_base": api_base or m.get("api_base"), "api_key_env": m.get("api_key_env"),
+                            "concurrency": m.get("concurrency") or _default_concurrency(m["name"])}
+    for key in ("rpm", "tpm", "timeout"):
+        if m.get(key) is not None:
+            spec[key] = float(m[key])
+    for key, value in limits.items():
+        if value is not None:
+            if value <= 0:
+                raise RunError(f"{key} must be > 0 (--{key}), got {value}.")
+            spec[key] = int(value) if key == "concurrency" else float(value)
+    return ModelSpec(**spec)
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A config resolved into variants, cases and a renderer (no model touched yet)."""
+
+    config: RunConfig
+    grid_name: str
+    variants: Sequence[Variant]
+    cases: Sequence[Case]
+    renderer: Any
+    """A ``promptgrid.templates.Renderer`` (anything with ``render(variant, case) -> Prompt``)."""
+
+    @property
+    def jobs(self) -> int:
+        return len(self.variants) * len(self.cases) * self.config.repeats * len(self.config.models)
+
+
+def make_renderer(variants: Iterable[Variant], *, template_dir: str | os.PathLike[str] | None = None,
+                  translation_store: str | os.PathLike[str] | None = None, localization: Any = None,
+                  bfcl_data: str | os.PathLike[str] | None = None) -> Any:
+    """A ``Renderer`` for these variants: translations are read (catalogs + store) only when one needs them,
+    or when a translation store is named (so a wrong path fails now)."""
+    from promptgrid.templates import Renderer
+
+    if localization is None and (translation_store is not None or any(
+            v.instruction_language != "en" or v.description_language != "en" for v in variants)):
+        from promptgrid.translate import default_localization
+
+        localization = default_localization(store=translation_store)
+    return Renderer(template_dir, localization, bfcl_data=bfcl_data)
+
+
+def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
+    """Load the grid (unless given) and dataset, select variants and cases, build the renderer."""
+    from promptgrid.matrix.datasets import load_dataset
+
+    grid = grid if grid is not None else load_grid(config.grid)
+    variants = grid.select(config.variants)
+    dataset = load_dataset(config.dataset, bfcl_data=config.bfcl_data)
+    selected = dataset.select(case_ids=list(config.cases) if config.cases else None, limit=config.limit)
+    cases = tuple(selected.cases)
+    if not cases:
+        raise RunError(f"dataset {config.dataset!r} selects no cases; check cases / limit.")
+    renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
+                             bfcl_data=config.bfcl_data)
+    # Pre-flight: every variant once, so a template or catalog error stops the run before any call.
+    for variant in variants:
+        renderer.render(variant, cases[0])
+    return Prepared(config, grid.name, variants, cases, renderer)
+
+
+def _clients(config: RunConfig, redactor: Any) -> dict[str, Any]:
+    from promptgrid.matrix.clients import make_client
+
+    out = {}
+    for spec in config.models:
+        if spec.api_key_env and not os.environ.get(spec.api_key_env):
+            raise RunError(f"model {spec.name}: api_key_env {spec.api_key_env} is not set in the environment. "
+                           f"Export it first: export {spec.api_key_env}=...")
+        out[spec.name] = make_client(spec.name, api_base=spec.api_base, api_key_env=spec.api_key_env,
+                                     redactor=redactor)
+        load = getattr(out[spec.name], "load", None)
+        if callable(load):
+            load()  # a local model loads before the clock starts, and fails now if it cannot
+    return out
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
+    """Record the config and this invocation in ``run.json`` (written to a temp file, then renamed)."""
+    from . import store as _store
+
+    path = Path(prep.config.run_dir) / RUN_JSON
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+    invocations = [i for i in data.get("invocations", []) if i.get("id") != invocation["id"]]
+    invocations.append(invocation)
+    data = {
+        "version": 1,
+        "store_schema": _store.SCHEMA_VERSION,
+        "config": prep.config.to_dict(),
+        "grid_name": prep.grid_name,
+        "variants": len(prep.variants),
+        "cases": len(prep.cases),
+        "invocations": invocations[-_MAX_INVOCATIONS:],
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+async def execute(prep: Prepared, *, progress: bool = False, progress_stream: TextIO | None = None,
+                  retry_errors: bool = False, scorer: Any = None, clients: Mapping[str, Any] | None = None,
+                  started: Callable[[Any], None] | None = None) -> Any:
+    """Run a prepared config in the run directory; returns the invocation's ``RunSummary``.
+
+    Holds the run directory's lock throughout (a second writer gets a
+    ``RunError``). ``progress`` draws a progress line on ``progress_stream``
+    (stderr); nothing else is written to the console. ``scorer`` and
+    ``clients`` replace ``promptgrid.matrix.scoring.score`` and the model
+    clients (tests). ``started`` is called with the ``Runner`` once it exists,
+    from the loop that runs it (so another thread can stop it).
+    """
+    from promptgrid.matrix.clients import Redactor
+
+    from .progress import Progress
+    from .runner import Runner
+
+    config = prep.config
+    run_dir = Path(config.run_dir)
+    redactor = Redactor()
+    if scorer is None:
+        from promptgrid.matrix.scoring import score as scorer
+    with RunLock(run_dir):
+        the_clients = dict(clients) if clients is not None else _clients(config, redactor)
+        store = RunStore(run_dir, create=True)
+        invocation: dict[str, Any] = {"id": f"{time.time():.6f}-{os.getpid()}", "started": _now(), "finished": None,
+                                      "jobs": prep.jobs, "retry_errors": retry_errors}
+        _write_run_json(prep, invocation)
+        try:
+            _warm_up(scorer, prep)
+            # Everything loaded so far (modules, cases, caches, the language-id model) lives until
+            # the end: take it out of the cyclic GC's reach, so the collections that litellm's
+            # many short-lived objects trigger do not rescan it on every call.
+            gc.collect()
+            gc.freeze()
+            bar = Progress(prep.jobs, stream=progress_stream or sys.stderr, enabled=progress)
+            runner = Runner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
+                            clients=the_clients, store=store, scorer=scorer, progress=bar, redactor=redactor,
+                            retry_errors=retry_errors)
+            if started is not None:
+                started(runner)
+            summary = await runner.run()
+            invocation.update(finished=_now(), summary=summary.to_dict())
+            _write_run_json(prep, invocation)
+        finally:
+            gc.unfreeze()
+            store.close()
+    return summary
+
+
+def _warm_up(scorer: Any, prep: Prepared) -> None:
+    """Score one dummy answer first, so one-time loads (language-id model) happen before calls start."""
+    try:
+        scorer("I cannot help with that.", prep.variants[0], prep.cases[0])
+    except Exception:  # noqa: BLE001 - a broken scorer is reported per response later
+        pass
+
+
+# --------------------------------------------------------------------------- re-scoring
+
+
+def _stored_records(store: RunStore) -> tuple[dict[int, Variant], dict[int, Case]]:
+    variants = {i: Variant(**dims) for i, (_vid, _label, dims) in store.variants().items()}
+    cases = {i: case_from_dict(json.loads(row[4])) for i, row in store.cases().items()}
+    return variants, cases
+
+
+def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscored: bool = False) -> dict[str, int]:
+    """Score every stored response again (no model call), under the run's lock.
+
+    Returns counts: ``scored``, ``changed`` (validity flipped), ``errors``
+    (failed calls: no response to score), ``failed`` (the scorer raised).
+    """
+    from .runner import verdict_row
+
+    if scorer is None:
+        from promptgrid.matrix.scoring import score as scorer
+    path = Path(run_dir)
+    if not (path / STORE_FILE).is_file():
+        raise RunError(f"{path} is not a run directory (no {STORE_FILE}).")
+    stats = {"scored": 0, "changed": 0, "errors": 0, "failed": 0}
+    with RunLock(path), RunStore(path) as store:
+        variants, cases = _stored_records(store)
+        old = dict(_valid_by_row(store))
+        batch: list[Any] = []
+        for row, response, status in store.iter_scorable(only_unscored=only_unscored):
+            if status != "done":
+                batch.append((row, None, False, None))
+                stats["errors"] += 1
+            else:
+                try:
+                    vr = verdict_row(row, scorer(response or "", variants[row[1]], cases[row[2]]))
+                except Exception:  # noqa: BLE001 - keep going; count it
+                    stats["failed"] += 1
+                    continue
+                stats["scored"] += 1
+                if old.get(row) is not None and bool(old[row]) != vr[2]:
+                    stats["changed"] += 1
+                batch.append(vr)
+            if len(batch) >= 1000:
+                store.set_verdicts(batch)
+                batch = []
+        store.set_verdicts(batch)
+    return stats
+
+
+def _valid_by_row(store: RunStore) -> Iterator[tuple[tuple[int, int, int, int], int | None]]:
+    for m, v, c, r, valid in store.db.execute('SELECT model, variant, "case", repeat, valid FROM jobs'):
+        yield (m, v, c, r), valid

@@ -1,0 +1,38 @@
+"""CLI dispatch: handlers are functions (no strings), and a command imports only what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from promptgrid.matrix.cli import build_parser
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = []
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += _subparsers(sub) or [sub]
+    return out
+
+
+def test_every_command_has_a_function_handler() -> None:
+    commands = _subparsers(build_parser())
+    assert len(commands) == 13
+    for sub in commands:
+        handler = sub.get_default("handler")
+        assert callable(handler), sub.prog
+
+
+def test_render_imports_no_litellm_and_no_matplotlib() -> None:
+    code = ("import sys, io, contextlib; from promptgrid.matrix.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    assert main(['render', 'bfcl_v4', '--dataset', 'mini:en', '--limit', '1', '--jsonl']) == 0\n"
+            "print(sorted(m for m in ('litellm', 'matplotlib') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
