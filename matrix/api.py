@@ -7,7 +7,7 @@
     for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)   # -> Run
     run = pg.open_run("runs/x")                     # read-only, also on a read-only copy
-    rows = run.results()                            # list[ResultRow]
+    rows = run.results()                            # list[ResultRow] (pg.load_results: also a JSONL export)
     table = run.accuracy()                          # list[AccuracyRow], 95% intervals
     pg.report(run, out="report/", formats=["md", "csv", "html"])
     verdict = pg.score(response_text, variant, case)
@@ -38,20 +38,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from promptgrid.errors import GridError, RunError
+from promptgrid.errors import GridError, ReportError, RunError
 from promptgrid.records import Case, Prompt
 from promptgrid.variants import Grid, Variant, load_grid
 
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.running.session import RUN_JSON, Prepared, build_config, execute, make_renderer, prepare
-from promptgrid.matrix.running.store import RunStore
+from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.runner import Runner, RunSummary
 
-__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "open_run", "render", "report", "run"]
+__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "load_results", "open_run", "render", "report", "run"]
 
 PathLike = str | os.PathLike[str]
 
@@ -207,6 +207,28 @@ def open_run(path: PathLike) -> Run:
     return Run(path)
 
 
+def load_results(source: Run | PathLike) -> list[ResultRow]:
+    """The rows of a run, a run directory (read-only) or a JSONL file written by ``promptgrid export``.
+
+    Raises ``ReportError`` when the path is neither, naming what to give instead.
+    """
+    if isinstance(source, Run):
+        return source.results()
+    p = Path(source)
+    if p.is_file():
+        if p.suffix in (".jsonl", ".json", ".ndjson"):
+            return read_results(p)
+        raise ReportError(f"{p} is a file but not a JSONL export; give a run directory or a file from "
+                          "promptgrid export.")
+    if not p.is_dir():
+        raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL "
+                          "export.")
+    if not (p / STORE_FILE).is_file():
+        raise ReportError(f"{p} has no {STORE_FILE}: it is not a run directory. Give the directory a run wrote "
+                          "(promptgrid run --run-dir DIR) or a JSONL export (promptgrid export DIR --output FILE).")
+    return open_run(p).results()
+
+
 def report(
     source: Run | PathLike | Iterable[ResultRow | Mapping[str, Any]],
     out: PathLike | None = None,
@@ -223,13 +245,7 @@ def report(
     """
     from promptgrid.matrix.report import build_report
 
-    if isinstance(source, Run):
-        rows: Iterable[Any] = source.results()
-    elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        rows = read_results(path) if path.is_file() else open_run(path).results()
-    else:
-        rows = source
+    rows = load_results(source) if isinstance(source, (Run, str, os.PathLike)) else source
     return build_report(rows, Path(out) if out is not None else None, baseline=baseline, formats=set(formats))
 
 

@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "run": "promptgrid.matrix.api",
     "arun": "promptgrid.matrix.api",
     "open_run": "promptgrid.matrix.api",
+    "load_results": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
     "score": "promptgrid.matrix.scoring",
     # records
@@ -86,7 +87,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TranslationError,
         UnknownReturnFormatError,
     )
-    from promptgrid.matrix.api import AccuracyRow, Run, arun, load_dataset, open_run, render, report, run
+    from promptgrid.matrix.api import (
+        AccuracyRow,
+        Run,
+        arun,
+        load_dataset,
+        load_results,
+        open_run,
+        render,
+        report,
+        run,
+    )
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.matrix.running.results import ResultRow

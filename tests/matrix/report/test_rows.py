@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.cli.report import load_rows
+from promptgrid.matrix.api import load_results
 from promptgrid.matrix.report import build_report, compare_runs
 from promptgrid.matrix.report._markdown import markdown_report
 from promptgrid.matrix.running.results import ResultRow
@@ -28,27 +28,27 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return run_dir, export
 
 
-def test_load_rows_reads_store_and_export_alike(run: tuple[Path, Path]) -> None:
-    from_store, from_export = load_rows(run[0]), load_rows(run[1])
+def test_load_results_reads_store_and_export_alike(run: tuple[Path, Path]) -> None:
+    from_store, from_export = load_results(run[0]), load_results(run[1])
     assert all(isinstance(r, ResultRow) for r in from_store)
     assert from_store == from_export and len(from_store) == 2 * 3 * 6
 
 
 def test_report_over_export_equals_report_over_store(run: tuple[Path, Path], tmp_path: Path) -> None:
     formats = {"csv", "latex", "json"}
-    a = build_report(load_rows(run[0]), tmp_path / "a", baseline=None, formats=formats, **FAST)
-    b = build_report(load_rows(run[1]), tmp_path / "b", baseline=None, formats=formats, **FAST)
+    a = build_report(load_results(run[0]), tmp_path / "a", baseline=None, formats=formats, **FAST)
+    b = build_report(load_results(run[1]), tmp_path / "b", baseline=None, formats=formats, **FAST)
     assert a.data == b.data and a.console == b.console
     for path in a.files:
         rel = path.relative_to(tmp_path / "a")
         assert path.read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
     # Dicts in the export's layout give the same report too.
-    c = build_report([r.to_dict() for r in load_rows(run[0])], None, baseline=None, formats=set(), **FAST)
+    c = build_report([r.to_dict() for r in load_results(run[0])], None, baseline=None, formats=set(), **FAST)
     assert c.data == a.data
 
 
 def test_language_match_reported_for_free_text_answers(run: tuple[Path, Path], tmp_path: Path) -> None:
-    rows = load_rows(run[0])
+    rows = load_results(run[0])
     result = build_report(rows, tmp_path, baseline=None, formats={"csv"}, **FAST)
     lm = {(x.model, x.language): x for x in result.data.language_match}
     assert set(lm) == {(m, lang) for m in ("fake/auto", "fake/prose") for lang in ("en", "de")}
@@ -62,6 +62,6 @@ def test_language_match_reported_for_free_text_answers(run: tuple[Path, Path], t
 
 
 def test_compare_accepts_result_rows(run: tuple[Path, Path]) -> None:
-    rows = load_rows(run[0])
-    result = compare_runs(rows, load_rows(run[1]), None, n_resamples=200)
+    rows = load_results(run[0])
+    result = compare_runs(rows, load_results(run[1]), None, n_resamples=200)
     assert result.diffs and all(d.diff == 0 for d in result.diffs)
