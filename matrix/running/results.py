@@ -150,10 +150,8 @@ class ResultRow:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with ``schema_version`` first (one JSONL export line)."""
-        out: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
-        values = self.__dict__
-        for name in _FIELDS:
-            out[name] = values[name]
+        # __dict__ holds exactly the fields, in declaration order (``__init__`` and ``_make`` both fill it so).
+        out: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION, **self.__dict__}
         if out["params"] is not None:
             out["params"] = dict(out["params"])
         out["dimensions"] = dict(out["dimensions"])
@@ -194,7 +192,6 @@ class ResultRow:
         return cls._make(values)
 
 
-_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
 _REQUIRED = ("model", "variant_id", "case_id")
 
 

@@ -150,6 +150,16 @@ def test_from_dict_defaults() -> None:
     assert failed.status == "error" and failed.scored and not failed.correct
 
 
+def test_every_verdict_field_is_a_result_field() -> None:
+    # The store keeps Verdict.to_dict() as JSON and rows() reads it back by these names.
+    from promptgrid.matrix.scoring import score
+    from promptgrid.records import Case
+    from promptgrid.variants import Variant
+
+    case = Case(id="c", category="simple", turns=({"role": "user", "content": "Hi"},), functions=())
+    assert set(score("Hello there, how can I help?", Variant(), case).to_dict()) <= set(FIELDS)
+
+
 def test_dump_results_counts(stored: list[ResultRow], tmp_path: Path) -> None:
     with (tmp_path / "x.jsonl").open("w", encoding="utf-8") as f:
         assert dump_results(iter(stored), f) == len(stored)
