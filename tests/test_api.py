@@ -158,6 +158,12 @@ def test_run_prints_nothing_then_resumes(tmp_path: Path, capfd: pytest.CaptureFi
     assert pg.open_run(tmp_path / "r").summary is None
 
 
+def test_progress_goes_to_stderr_only_when_asked(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    pg.run("bfcl_v4", "mini:en", models=["fake/auto"], run_dir=tmp_path / "r", progress=True, **FAST)
+    out, err = capfd.readouterr()
+    assert out == "" and "2/2 (100%)" in err
+
+
 def test_run_takes_a_run_config(tmp_path: Path) -> None:
     cfg = tmp_path / "run.yaml"
     cfg.write_text("grid: bfcl_v4\ndataset: mini:en\nlimit: 1\nrun_dir: out\nmodels: [fake/auto]\n"
