@@ -1,9 +1,13 @@
 """Running: what a run is, which jobs it has, how they are sent and where results are kept.
 
 - ``config``: ``RunConfig`` / ``ModelSpec`` from flags, a run-config YAML or Python;
+- ``session``: one run end to end (options -> config -> prepared -> executed in the
+  run directory, ``run.json``; re-scoring): what ``promptgrid.run`` and ``promptgrid run`` call;
+- ``estimate``: what a run would send and cost (``--dry-run``);
 - ``plan``: models x cases x variants x repeats, streamed, each job with its cache key;
 - ``runner``: the asyncio engine (concurrency, rate limits, retries, cost limit, stop);
-- ``store``: the run directory's SQLite store, its lock, and the typed rows it yields;
+- ``store``: the run directory's SQLite store, its lock, read-only opening, and the rows it yields;
+- ``results``: ``ResultRow``, the one record of a job's result (store, export, report);
 - ``ratelimit``: token buckets for requests and tokens per minute;
 - ``progress``: the progress line on stderr.
 

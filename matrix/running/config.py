@@ -238,8 +238,9 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
     """Read and validate a run config YAML into plain, checked values.
 
     Returns a dict of RunConfig fields (models as dicts of ModelSpec fields);
-    ``runner_cli`` merges command-line flags over it and builds the RunConfig.
-    Paths inside are resolved relative to the file.
+    ``session.build_config`` merges options (flags, ``promptgrid.run``'s
+    keywords) over it and builds the RunConfig. Paths inside are resolved
+    relative to the file.
     """
     p = Path(path)
     where = str(p)
