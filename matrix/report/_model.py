@@ -1,6 +1,6 @@
 """The aggregated report: frozen records that every output format renders.
 
-Aggregation (``_compute``) turns job rows into one ``ReportData``; Markdown,
+Aggregation (``_compute``) turns result rows into one ``ReportData``; Markdown,
 CSV, LaTeX, HTML and the figures only format it, so every number is computed
 once and every file agrees. Accuracies are fractions (0..1); differences
 between accuracies are fractions too, rendered as percentage points.

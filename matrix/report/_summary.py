@@ -119,7 +119,9 @@ def methods_points(data: ReportData) -> list[str]:
         "Languages: macro average = mean of per-language accuracies (MASSIVE-Agents); gap = best - worst language and "
         "std (n - 1) across languages (Ticket-Bench); intervals resample cases within each language. Changes versus "
         "the English-only prompt are differences in percentage points on the same cases (relative changes in "
-        "translation.csv).",
+        "translation.csv). Language match (ITC LM): the share of free-text answers (no function call) written in "
+        "the language of the case's query, identified with langid; answers that hold a call are not measured, so "
+        "its n is often small. Wilson interval over answers.",
         "pass^k = mean over cases of (c/M)^k with c correct out of M repeats, as Ticket-Bench defines it (not the "
         "unbiased C(c,k)/C(M,k)).",
     ]
