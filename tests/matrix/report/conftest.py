@@ -1,9 +1,8 @@
-"""Fixtures for report tests: seeded synthetic runs, the support.rows builders, a small variant product."""
+"""Fixtures for report tests: seeded synthetic runs and a small variant product (row builders: support.rows)."""
 
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,8 +10,6 @@ import pytest
 from promptgrid.matrix.report import synthetic_rows
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import Variant
-
-from support.rows import make_row, rows_with_accuracy, write_jsonl
 
 
 @pytest.fixture(scope="session")
@@ -25,12 +22,6 @@ def bfcl_rows() -> list[ResultRow]:
 def language_rows() -> list[ResultRow]:
     """2 models x 3 massive_translation variants x 12 cases x 4 languages x 3 repeats."""
     return synthetic_rows(grid="massive_translation", languages=("en", "de", "ja", "hi"), repeats=3, n_cases=12, seed=3)
-
-
-@pytest.fixture(scope="session")
-def build() -> SimpleNamespace:
-    """The row builders of support.rows (test modules may import them directly)."""
-    return SimpleNamespace(row=make_row, rows_with_accuracy=rows_with_accuracy, write_jsonl=write_jsonl)
 
 
 @pytest.fixture()

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report import ReportError, compare_runs
 from promptgrid.variants import Variant
 
+from support.rows import rows_with_accuracy
+
 FAST = {"n_resamples": 400}
 
 
-def test_difference_and_mcnemar_by_hand(build: SimpleNamespace) -> None:
+def test_difference_and_mcnemar_by_hand() -> None:
     v, w = Variant(), Variant(return_format="json")
-    a = build.rows_with_accuracy({v: [1, 1, 1, 0, 0, 1, 1, 1], w: [1, 0, 0, 0, 1, 1, 0, 0]}, model="old")
-    b = build.rows_with_accuracy({v: [1, 1, 1, 1, 1, 1, 1, 1], w: [0, 0, 0, 0, 1, 1, 0, 0]}, model="new")
+    a = rows_with_accuracy({v: [1, 1, 1, 0, 0, 1, 1, 1], w: [1, 0, 0, 0, 1, 1, 0, 0]}, model="old")
+    b = rows_with_accuracy({v: [1, 1, 1, 1, 1, 1, 1, 1], w: [0, 0, 0, 0, 1, 1, 0, 0]}, model="new")
     result = compare_runs(a, b, **FAST)
     d = {x.variant_id: x for x in result.diffs}
     assert (d[v.id].accuracy_a, d[v.id].accuracy_b, d[v.id].diff) == (0.75, 1.0, 0.25)
@@ -29,34 +29,34 @@ def test_difference_and_mcnemar_by_hand(build: SimpleNamespace) -> None:
     assert pair.spread_a == pytest.approx(0.75 - 0.375) and pair.spread_b == pytest.approx(1.0 - 0.25)
 
 
-def test_same_model_names_are_paired_by_name(build: SimpleNamespace) -> None:
+def test_same_model_names_are_paired_by_name() -> None:
     v = Variant()
-    a = build.rows_with_accuracy({v: [1, 0, 1]}, model="x") + build.rows_with_accuracy({v: [0, 0, 1]}, model="y")
-    b = build.rows_with_accuracy({v: [1, 1, 1]}, model="x") + build.rows_with_accuracy({v: [0, 1, 1]}, model="y")
+    a = rows_with_accuracy({v: [1, 0, 1]}, model="x") + rows_with_accuracy({v: [0, 0, 1]}, model="y")
+    b = rows_with_accuracy({v: [1, 1, 1]}, model="x") + rows_with_accuracy({v: [0, 1, 1]}, model="y")
     result = compare_runs(a, b, **FAST)
     assert {(d.model_a, d.model_b) for d in result.diffs} == {("x", "x"), ("y", "y")}
 
 
-def test_only_shared_cases_are_compared(build: SimpleNamespace) -> None:
+def test_only_shared_cases_are_compared() -> None:
     v = Variant()
-    a = build.rows_with_accuracy({v: [1, 0, 1, 1]}, model="a")
-    b = build.rows_with_accuracy({v: [1, 1]}, model="b")
+    a = rows_with_accuracy({v: [1, 0, 1, 1]}, model="a")
+    b = rows_with_accuracy({v: [1, 1]}, model="b")
     (d,) = compare_runs(a, b, **FAST).diffs
     assert d.n_cases == 2 and d.accuracy_a == 0.5 and d.accuracy_b == 1.0
 
 
-def test_no_shared_variant_or_case(build: SimpleNamespace) -> None:
-    a = build.rows_with_accuracy({Variant(): [1, 0]})
+def test_no_shared_variant_or_case() -> None:
+    a = rows_with_accuracy({Variant(): [1, 0]})
     with pytest.raises(ReportError, match="share no variant"):
-        compare_runs(a, build.rows_with_accuracy({Variant(template="massive_one_shot"): [1]}), **FAST)
+        compare_runs(a, rows_with_accuracy({Variant(template="massive_one_shot"): [1]}), **FAST)
     with pytest.raises(ReportError, match="no case answered by both"):
-        compare_runs(a, build.rows_with_accuracy({Variant(): [1]}, prefix="other"), **FAST)
+        compare_runs(a, rows_with_accuracy({Variant(): [1]}, prefix="other"), **FAST)
 
 
-def test_writes_files(tmp_path, build: SimpleNamespace) -> None:  # type: ignore[no-untyped-def]
+def test_writes_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
     v = Variant()
-    a = build.rows_with_accuracy({v: [1, 0, 1]}, model="<a>")
-    b = build.rows_with_accuracy({v: [1, 1, 1]}, model="b")
+    a = rows_with_accuracy({v: [1, 0, 1]}, model="<a>")
+    b = rows_with_accuracy({v: [1, 1, 1]}, model="b")
     result = compare_runs(a, b, tmp_path, **FAST)
     assert {p.name for p in result.files} == {"compare.md", "compare.csv", "compare_summary.csv", "compare.html"}
     page = (tmp_path / "compare.html").read_text(encoding="utf-8")

@@ -6,7 +6,6 @@ import math
 import random
 import statistics
 from collections import defaultdict
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,17 +16,19 @@ from promptgrid.matrix.report import ReportError, aggregate
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import Variant, load_grid
 
+from support.rows import make_row, rows_with_accuracy
+
 FAST = {"n_resamples": 400}
 
 
-def test_accuracy_errors_and_unscored(build: SimpleNamespace) -> None:
+def test_accuracy_errors_and_unscored() -> None:
     v = Variant()
     rows = [
-        build.row(v, case_id="c1", valid=True),
-        build.row(v, case_id="c2", valid=False),
-        build.row(v, case_id="c3", error="Timeout"),  # failed call: incorrect, counted as error
-        build.row(v, case_id="c4", valid=None),  # unscored: left out
-        build.row(v, case_id="c5", valid=True),
+        make_row(v, case_id="c1", valid=True),
+        make_row(v, case_id="c2", valid=False),
+        make_row(v, case_id="c3", error="Timeout"),  # failed call: incorrect, counted as error
+        make_row(v, case_id="c4", valid=None),  # unscored: left out
+        make_row(v, case_id="c5", valid=True),
     ]
     data = aggregate(rows, **FAST)
     (cell,) = data.cells
@@ -41,14 +42,14 @@ def test_accuracy_errors_and_unscored(build: SimpleNamespace) -> None:
     assert any("failed call" in n for n in data.notes)
 
 
-def test_sensitivity_matches_hand_computation(build: SimpleNamespace, product_variants: list[Variant]) -> None:
+def test_sensitivity_matches_hand_computation(product_variants: list[Variant]) -> None:
     outcomes = {
         product_variants[0]: [1] * 9 + [0] * 1,  # 0.9
         product_variants[1]: [1] * 6 + [0] * 4,  # 0.6
         product_variants[2]: [1] * 8 + [0] * 2,  # 0.8
         product_variants[3]: [1] * 3 + [0] * 7,  # 0.3
     }
-    data = aggregate(build.rows_with_accuracy(outcomes), **FAST)
+    data = aggregate(rows_with_accuracy(outcomes), **FAST)
     (s,) = data.sensitivity
     accs = [0.9, 0.6, 0.8, 0.3]
     assert s.best_variant == product_variants[0].id and s.best_accuracy == pytest.approx(0.9)
@@ -66,10 +67,10 @@ def test_sensitivity_matches_hand_computation(build: SimpleNamespace, product_va
     assert s.instance_sensitivity == pytest.approx(sum(per_case) / 10)
 
 
-def test_dimension_effects_matched_pairs(build: SimpleNamespace, product_variants: list[Variant]) -> None:
+def test_dimension_effects_matched_pairs(product_variants: list[Variant]) -> None:
     py_f, py_t, js_f, js_t = product_variants
     outcomes = {py_f: [1] * 8 + [0] * 2, py_t: [1] * 6 + [0] * 4, js_f: [1] * 5 + [0] * 5, js_t: [1] * 1 + [0] * 9}
-    data = aggregate(build.rows_with_accuracy(outcomes), **FAST)
+    data = aggregate(rows_with_accuracy(outcomes), **FAST)
     eff = {(e.dimension, e.value): e for e in data.effects}
     assert set(d for d, _ in eff) == {"return_format", "tool_call_tag"}
     assert eff[("return_format", "python")].marginal == pytest.approx((0.8 + 0.6) / 2)
@@ -221,12 +222,12 @@ def test_failure_counts_add_up(bfcl_rows: list[ResultRow]) -> None:
     assert len({e.model for e in wrong}) == 2
 
 
-def test_cost_counts_each_call_once(build: SimpleNamespace) -> None:
+def test_cost_counts_each_call_once() -> None:
     a, b = Variant(), Variant(prompt_format="markdown")
     rows = [
-        build.row(a, case_id="c1", key="k1", cost_usd=0.5, output_tokens=10, latency_s=1.0),
-        build.row(b, case_id="c1", key="k1", cost_usd=0.5, output_tokens=10, latency_s=1.0),  # same call
-        build.row(b, case_id="c2", key="k2", cost_usd=0.25, output_tokens=30, latency_s=1.0),
+        make_row(a, case_id="c1", key="k1", cost_usd=0.5, output_tokens=10, latency_s=1.0),
+        make_row(b, case_id="c1", key="k1", cost_usd=0.5, output_tokens=10, latency_s=1.0),  # same call
+        make_row(b, case_id="c2", key="k2", cost_usd=0.25, output_tokens=30, latency_s=1.0),
     ]
     data = aggregate(rows, **FAST)
     (cost,) = data.costs
@@ -251,9 +252,9 @@ def test_repeats_use_cluster_bootstrap(language_rows: list[ResultRow]) -> None:
         ({"status": "lost"}, "field 'status' is 'lost'"),
     ],
 )
-def test_bad_rows_name_row_and_field(build: SimpleNamespace, bad: dict[str, Any], message: str) -> None:
+def test_bad_rows_name_row_and_field(bad: dict[str, Any], message: str) -> None:
     with pytest.raises(ReportError, match=message.replace("(", r"\(")):
-        aggregate([build.row(**bad)], **FAST)
+        aggregate([make_row(**bad)], **FAST)
 
 
 def test_no_rows() -> None:
@@ -261,31 +262,31 @@ def test_no_rows() -> None:
         aggregate([], **FAST)
 
 
-def test_loose_values_are_rejected(build: SimpleNamespace) -> None:
+def test_loose_values_are_rejected() -> None:
     # Rows are ResultRow: a dict in the export's layout is read with its types (the store yields real
     # booleans, so SQLite's 0/1 never reach the report); a 1 for true is a mistake worth naming.
     with pytest.raises(ReportError, match="row 2: field 'valid' must be true, false or null, got 1"):
-        aggregate([build.row(case_id="a"), build.row(case_id="b", valid=1)], **FAST)
+        aggregate([make_row(case_id="a"), make_row(case_id="b", valid=1)], **FAST)
     with pytest.raises(ReportError, match="field 'format_match' must be true, false or null, got 0"):
-        aggregate([build.row(case_id="a", format_match=0)], **FAST)
+        aggregate([make_row(case_id="a", format_match=0)], **FAST)
 
 
-def test_result_rows_and_dicts_give_the_same_report(build: SimpleNamespace, product_variants: list[Variant]) -> None:
-    rows = [build.row(v, case_id=f"c{i}", valid=(i + k) % 3 > 0) for k, v in enumerate(product_variants)
+def test_result_rows_and_dicts_give_the_same_report(product_variants: list[Variant]) -> None:
+    rows = [make_row(v, case_id=f"c{i}", valid=(i + k) % 3 > 0) for k, v in enumerate(product_variants)
             for i in range(8)]
     typed = [ResultRow.from_dict(r) for r in rows]
     assert aggregate(typed, **FAST).to_dict() == aggregate(rows, **FAST).to_dict()
 
 
-def test_language_match_per_language_and_model(build: SimpleNamespace) -> None:
+def test_language_match_per_language_and_model() -> None:
     prose = {"response": "Es tut mir leid.", "format_match": None}
     rows = [
-        build.row(case_id="a", language="de", valid=False, response_language="de", language_match=True, **prose),
-        build.row(case_id="b", language="de", valid=False, response_language="en", language_match=False, **prose),
-        build.row(case_id="c", language="de", valid=True),  # holds a call: not measured
-        build.row(case_id="d", language="de", error="timeout"),  # failed call: not an answer
-        build.row(case_id="e", language="en", valid=False, response_language="en", language_match=True, **prose),
-        build.row(case_id="f", language="en", valid=None),  # unscored
+        make_row(case_id="a", language="de", valid=False, response_language="de", language_match=True, **prose),
+        make_row(case_id="b", language="de", valid=False, response_language="en", language_match=False, **prose),
+        make_row(case_id="c", language="de", valid=True),  # holds a call: not measured
+        make_row(case_id="d", language="de", error="timeout"),  # failed call: not an answer
+        make_row(case_id="e", language="en", valid=False, response_language="en", language_match=True, **prose),
+        make_row(case_id="f", language="en", valid=None),  # unscored
     ]
     data = aggregate(rows, **FAST)
     got = {(x.model, x.language): (x.answers, x.n, x.matched, x.rate) for x in data.language_match}
@@ -295,36 +296,36 @@ def test_language_match_per_language_and_model(build: SimpleNamespace) -> None:
     assert de.ci == stats.wilson_interval(1, 2)
 
 
-def test_no_language_match_without_free_text(build: SimpleNamespace) -> None:
-    assert aggregate([build.row(case_id=f"c{i}", valid=i % 2 == 0) for i in range(4)], **FAST).language_match == ()
+def test_no_language_match_without_free_text() -> None:
+    assert aggregate([make_row(case_id=f"c{i}", valid=i % 2 == 0) for i in range(4)], **FAST).language_match == ()
 
 
-def test_incomplete_variants_are_noted(build: SimpleNamespace, product_variants: list[Variant]) -> None:
-    rows = build.rows_with_accuracy({product_variants[0]: [1, 0, 1, 1], product_variants[1]: [1, 1]})
+def test_incomplete_variants_are_noted(product_variants: list[Variant]) -> None:
+    rows = rows_with_accuracy({product_variants[0]: [1, 0, 1, 1], product_variants[1]: [1, 1]})
     data = aggregate(rows, **FAST)
     assert any("incomplete variants" in n for n in data.notes)
     (t,) = data.baseline_tests
     assert t.n_cases == 2  # paired on the shared cases only
 
 
-def test_single_variant_report(build: SimpleNamespace) -> None:
-    data = aggregate([build.row(case_id=f"c{i}", valid=i % 2 == 0) for i in range(6)], **FAST)
+def test_single_variant_report() -> None:
+    data = aggregate([make_row(case_id=f"c{i}", valid=i % 2 == 0) for i in range(6)], **FAST)
     (s,) = data.sensitivity
     assert s.spread == 0 and s.std == 0 and math.isnan(s.instance_sensitivity)
     assert data.baseline_tests == () and data.effects == ()
 
 
-def test_all_correct_with_repeats_keeps_a_real_interval(build: SimpleNamespace) -> None:
+def test_all_correct_with_repeats_keeps_a_real_interval() -> None:
     # 5 cases x 3 repeats, all correct: the bootstrap would say [1, 1]; Wilson over the 5 cases does not.
-    rows = [build.row(case_id=f"c{i}", repeat=r, valid=True) for i in range(5) for r in range(3)]
+    rows = [make_row(case_id=f"c{i}", repeat=r, valid=True) for i in range(5) for r in range(3)]
     (cell,) = aggregate(rows, **FAST).cells
     assert cell.accuracy == 1.0 and cell.repeats == 3
     assert cell.ci == pytest.approx(stats.wilson_interval(5, 5))
     assert cell.ci[0] < 0.6
 
 
-def test_ties_name_different_best_and_worst(build: SimpleNamespace, product_variants: list[Variant]) -> None:
-    data = aggregate(build.rows_with_accuracy({v: [1, 0, 1] for v in product_variants}), **FAST)
+def test_ties_name_different_best_and_worst(product_variants: list[Variant]) -> None:
+    data = aggregate(rows_with_accuracy({v: [1, 0, 1] for v in product_variants}), **FAST)
     (s,) = data.sensitivity
     order = [v.id for v in data.variants]  # grid order (bfcl_v4: tag True before False)
     assert s.spread == 0 and s.best_variant == order[0] and s.worst_variant == order[-1]

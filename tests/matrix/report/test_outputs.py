@@ -18,6 +18,8 @@ from promptgrid.matrix.report._csv import RESULTS_COLUMNS
 from promptgrid.matrix.report._latex import latex_escape
 from promptgrid.variants import Variant
 
+from support.rows import rows_with_accuracy
+
 XSS = "<script>alert('pwned')</script><img src=x onerror=alert(1)>"
 
 
@@ -177,8 +179,8 @@ def test_json_has_no_nan(report: SimpleNamespace) -> None:
     assert data["baseline"] and len(data["cells"]) == 52 + 1  # + the renamed model's one cell
 
 
-def test_only_requested_formats(tmp_path: Path, build: SimpleNamespace) -> None:
-    rows = build.rows_with_accuracy({Variant(): [1, 0, 1], Variant(return_format="json"): [1, 1, 0]})
+def test_only_requested_formats(tmp_path: Path) -> None:
+    rows = rows_with_accuracy({Variant(): [1, 0, 1], Variant(return_format="json"): [1, 1, 0]})
     result = build_report(rows, tmp_path, baseline=None, formats={"csv"}, n_resamples=200)
     assert {p.suffix for p in result.files} == {".csv"}
     assert not (tmp_path / "figures").exists()
@@ -197,8 +199,8 @@ def test_files_are_deterministic(tmp_path: Path, export: Path, report: SimpleNam
 
 
 @pytest.mark.slow
-def test_figures_are_deterministic_and_undated(tmp_path: Path, build: SimpleNamespace) -> None:
-    rows = build.rows_with_accuracy({Variant(): [1, 0, 1, 1], Variant(return_format="json"): [1, 1, 0, 0]})
+def test_figures_are_deterministic_and_undated(tmp_path: Path) -> None:
+    rows = rows_with_accuracy({Variant(): [1, 0, 1, 1], Variant(return_format="json"): [1, 1, 0, 0]})
     a = build_report(rows, tmp_path / "a", baseline=None, formats={"figures"}, n_resamples=200)
     b = build_report(rows, tmp_path / "b", baseline=None, formats={"figures"}, n_resamples=200)
     assert [p.name for p in a.files] == [p.name for p in b.files]
