@@ -9,15 +9,14 @@
     bfcl:format_sensitivity  the 200 entries of BFCL V4's format-sensitivity study
     jsonl:PATH               your own cases, one JSON object per line (docs/datasets.md)
 
-Every loader returns ``Case`` records (promptgrid.variants) inside a
-``Dataset``; bfcl-eval is imported lazily, only for ``bfcl:`` specs.
+Every loader returns ``Case`` records (promptgrid.records) inside a
+``Dataset``; the BFCL loader (and the templates package it reads bfcl-eval's
+files with) is imported only for ``bfcl:`` specs.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from types import ModuleType
 
 from promptgrid.errors import DatasetError, PromptgridError, closest
 
@@ -45,16 +44,6 @@ __all__ = [
 SPEC_FORMS = ("mini", "mini:LANG[,LANG...]", "bfcl:<category>", "bfcl:format_sensitivity", "jsonl:PATH")
 _KINDS = ("mini", "bfcl", "jsonl")
 
-def _bfcl_module() -> ModuleType:
-    """The BFCL loader, imported only when a bfcl: spec is used."""
-    try:
-        return importlib.import_module(f"{__name__}._bfcl")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}._bfcl":
-            raise
-        raise DatasetError("bfcl: datasets are not available in this build of promptgrid "
-                           "(matrix/datasets/_bfcl.py is missing).") from None
-
 
 def _unknown_spec(spec: str) -> DatasetError:
     if spec.endswith(".jsonl"):
@@ -81,7 +70,9 @@ def load_dataset(spec: str, *, bfcl_data: str | os.PathLike[str] | None = None) 
         if not category:
             raise DatasetError("bfcl: needs a category, e.g. bfcl:simple_python or bfcl:format_sensitivity. "
                                "List them with: promptgrid datasets.")
-        cases = _bfcl_module().load_bfcl(category, bfcl_data=None if bfcl_data is None else str(bfcl_data))
+        from ._bfcl import load_bfcl
+
+        cases = load_bfcl(category, bfcl_data=None if bfcl_data is None else str(bfcl_data))
         return Dataset(name=f"bfcl:{category}", cases=tuple(cases),
                        description=f"BFCL category {category} (read from bfcl-eval's data files)")
     if kind == "jsonl":
@@ -101,21 +92,20 @@ def list_datasets(bfcl_data: str | os.PathLike[str] | None = None) -> dict[str, 
         "mini": _describe_mini(),
         "mini:LANG[,LANG...]": "mini restricted to some languages, e.g. mini:de,ja (" + ", ".join(MINI_LANGUAGES) + ")",
     }
+    from ._bfcl import BFCL_CATEGORIES, FORMAT_SENSITIVITY, bfcl_categories
+
     try:
-        module = _bfcl_module()
-        categories = list(module.bfcl_categories(None if bfcl_data is None else str(bfcl_data)))
+        categories = bfcl_categories(None if bfcl_data is None else str(bfcl_data))
     except PromptgridError as exc:
         categories, reason = [], str(exc)
     else:
         reason = "no categories found in bfcl-eval's data"
     if categories:
-        fs = getattr(module, "FORMAT_SENSITIVITY", "format_sensitivity")
-        kinds = getattr(module, "BFCL_CATEGORIES", {})
         for category in categories:
-            if category == fs:
+            if category == FORMAT_SENSITIVITY:
                 out[f"bfcl:{category}"] = "BFCL V4 format sensitivity: the 200 entries of the study"
             else:
-                rule = kinds.get(category)
+                rule = BFCL_CATEGORIES.get(category)
                 scored = f", scored as {rule}" if rule and rule != category else ""
                 out[f"bfcl:{category}"] = f"BFCL category {category}{scored} (read from bfcl-eval's data files)"
     else:

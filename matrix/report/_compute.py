@@ -17,6 +17,7 @@ import numpy as np
 from promptgrid.variants import DIMENSIONS
 
 from promptgrid.matrix.report import stats
+from promptgrid.matrix.scoring.metrics import prf
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.errors import ReportError
 from ._languages import language_match_stats, language_stats, pass_k_stats, translation_kind
@@ -51,10 +52,6 @@ from ._rows import Rows, as_results
 from ._usage import cost_summary, failure_stats, speed_points
 
 __all__ = ["aggregate", "order_variants", "resolve_baseline"]
-
-
-def _f1(tp: int, fp: int, fn: int) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) > 0 else math.nan
 
 
 def _cells(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], settings: Settings) -> list[Cell]:
@@ -103,8 +100,8 @@ def _cells(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, Variant
                 format_match_ci=fm_ci,
                 format_agnostic_accuracy=fa,
                 format_agnostic_ci=fa_ci,
-                tool_f1=_f1(*tool),
-                arg_f1=_f1(*arg),
+                tool_f1=prf(*tool).f1,
+                arg_f1=prf(*arg).f1,
             )
         )
     return out

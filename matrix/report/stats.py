@@ -27,8 +27,8 @@ Choices, and why:
 - **std across variants**: the *sample* standard deviation (n - 1), because
   bfcl-eval's ``accuracy_std`` (eval_checker/eval_runner.py, format
   sensitivity) is ``statistics.stdev``.
-- **pass^k** as Ticket-Bench defines it: ``mean_i (c_i / M_i) ** k``; the
-  unbiased estimator ``C(c, k) / C(M, k)`` is available with ``unbiased=True``.
+- **pass^k** per case, for the bootstrap: ``metrics.pass_hat_k_case`` (Ticket-Bench's
+  ``(c / M) ** k``, or the unbiased ``C(c, k) / C(M, k)`` with ``unbiased=True``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
+from promptgrid.matrix.scoring.metrics import pass_hat_k_case
+
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
@@ -50,7 +52,6 @@ __all__ = [
     "holm",
     "instance_sensitivity",
     "mcnemar_exact",
-    "pass_hat_k",
     "pass_hat_k_per_case",
     "percentile",
     "percentile_interval",
@@ -259,7 +260,7 @@ def instance_sensitivity(scores: npt.ArrayLike) -> FloatArray:
 
 
 def pass_hat_k_per_case(correct: npt.ArrayLike, trials: npt.ArrayLike, k: int, *, unbiased: bool = False) -> FloatArray:
-    """Per-case pass^k: ``(c / M) ** k`` (Ticket-Bench), or ``C(c, k) / C(M, k)``.
+    """Per-case pass^k (``metrics.pass_hat_k_case`` of each case), as an array to resample.
 
     The unbiased form needs ``k <= M`` for every case (NaN otherwise).
     """
@@ -269,16 +270,5 @@ def pass_hat_k_per_case(correct: npt.ArrayLike, trials: npt.ArrayLike, k: int, *
     m = np.asarray(trials, dtype=np.int64)
     if np.any(m <= 0) or np.any(c < 0) or np.any(c > m):
         raise ValueError("need 0 <= correct <= trials and trials >= 1 for every case")
-    if not unbiased:
-        return np.asarray((c / m) ** k, dtype=np.float64)
-    out = np.array(
-        [math.comb(int(ci), k) / math.comb(int(mi), k) if k <= mi else math.nan for ci, mi in zip(c, m)],
-        dtype=np.float64,
-    )
-    return out
-
-
-def pass_hat_k(correct: npt.ArrayLike, trials: npt.ArrayLike, k: int, *, unbiased: bool = False) -> float:
-    """pass^k over cases: the mean of the per-case values (Ticket-Bench section 3.5)."""
-    values = pass_hat_k_per_case(correct, trials, k, unbiased=unbiased)
-    return float(np.mean(values)) if values.size else math.nan
+    return np.array([pass_hat_k_case(ci, mi, k, unbiased=unbiased) for ci, mi in zip(c.tolist(), m.tolist())],
+                    dtype=np.float64)

@@ -11,7 +11,8 @@ from exported rows without re-scoring.
 - Tool selection and tool invocation P/R/F1: ITC appendix A.3, eqs. (3)-(8).
   The formulas divide *amounts* summed over the whole test set ("amount of
   correct tools / amount of predicted tools"), i.e. they are micro-averaged;
-  we sum TP/FP/FN over responses first and compute P, R, F1 once.
+  we sum TP/FP/FN over responses first and compute P, R, F1 once (``prf``,
+  also the report's F1).
 - FM, format matching accuracy: ITC eq. (2), correct-format responses / all.
 - LM, language matching accuracy: ITC eq. (1), with langid restricted to the
   candidate languages (ITC uses langid too); each response's match is
@@ -41,6 +42,7 @@ __all__ = [
     "language_match_accuracy",
     "macro_average",
     "pass_hat_k",
+    "pass_hat_k_case",
     "prf",
     "tool_invocation_prf",
     "tool_selection_prf",
@@ -98,15 +100,16 @@ def prf(tp: int, fp: int, fn: int) -> PRF:
     """ITC eqs. (3)-(5) / (6)-(8): P = TP/(TP+FP), R = TP/(TP+FN), F1 = 2PR/(P+R).
 
     ``TP + FP`` is the amount predicted, ``TP + FN`` the gold amount. With
-    nothing predicted P is NaN (undefined), not 0; F1 is NaN if P or R is,
-    and 0 when P + R is 0.
+    nothing predicted P is NaN (undefined), not 0; with nothing expected R
+    is. F1 is computed as 2TP / (2TP + FP + FN), the same value wherever
+    2PR/(P+R) is defined, and 0 (not NaN) when P or R is undefined but
+    something was predicted or expected: a model that never calls a tool
+    scores 0, and a macro average, which skips NaN, cannot leave it out.
+    NaN only when there is nothing at all.
     """
     p = tp / (tp + fp) if tp + fp else math.nan
     r = tp / (tp + fn) if tp + fn else math.nan
-    if math.isnan(p) or math.isnan(r):
-        f1 = math.nan
-    else:
-        f1 = 2 * p * r / (p + r) if p + r else 0.0
+    f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan
     return PRF(p, r, f1, tp, fp, fn)
 
 
@@ -132,29 +135,36 @@ def tool_invocation_prf(verdicts: Iterable[Any]) -> PRF:
 def pass_hat_k(outcomes: Iterable[Sequence[bool]], k: int, *, estimator: str = "ticket_bench") -> float:
     """pass^k: how reliably each query is solved over repeated runs, averaged over queries.
 
-    ``outcomes`` holds, per query, the correctness of its M runs. Ticket-Bench
-    (section 4, with M = k = 3): p_i = (c_i / M)^k, pass^k = mean of p_i.
-    ``estimator="unbiased"`` gives C(c_i, k) / C(M, k) instead (tau-bench's
-    estimator of the chance that k fresh runs all succeed; needs M >= k).
-    With M = 1 both reduce to accuracy.
+    ``outcomes`` holds, per query, the correctness of its M runs; each query
+    scores :func:`pass_hat_k_case`. With M = 1 both estimators reduce to
+    accuracy. The unbiased one needs M >= k for every query.
     """
     if k < 1:
         raise ValueError(f"pass^k needs k >= 1, got {k}")
     if estimator not in ("ticket_bench", "unbiased"):
         raise ValueError(f"unknown pass^k estimator {estimator!r}; use 'ticket_bench' or 'unbiased'")
+    unbiased = estimator == "unbiased"
     scores: list[float] = []
     for runs in outcomes:
         m = len(runs)
         if m == 0:
             continue
-        c = sum(1 for r in runs if r)
-        if estimator == "ticket_bench":
-            scores.append((c / m) ** k)
-        else:
-            if m < k:
-                raise ValueError(f"the unbiased pass^{k} estimator needs at least {k} runs per query, got {m}")
-            scores.append(math.comb(c, k) / math.comb(m, k))
+        if unbiased and m < k:
+            raise ValueError(f"the unbiased pass^{k} estimator needs at least {k} runs per query, got {m}")
+        scores.append(pass_hat_k_case(sum(1 for r in runs if r), m, k, unbiased=unbiased))
     return _mean(scores)
+
+
+def pass_hat_k_case(correct: int, trials: int, k: int, *, unbiased: bool = False) -> float:
+    """One query's pass^k from ``correct`` of ``trials`` runs (the one definition; reports bootstrap it).
+
+    Ticket-Bench (section 4, with M = k = 3): (c / M)^k. ``unbiased=True``:
+    C(c, k) / C(M, k), tau-bench's estimator of the chance that k fresh runs
+    all succeed; NaN when M < k.
+    """
+    if not unbiased:
+        return (correct / trials) ** k
+    return math.comb(correct, k) / math.comb(trials, k) if k <= trials else math.nan
 
 
 def by_group(items: Iterable[Any], key: str | Callable[[Any], Any]) -> dict[Any, list[Any]]:

@@ -68,6 +68,8 @@ _EMPTY_LENIENT = Fail(ParseFailure.EMPTY, "empty response", bfcl_error_type=None
 _EMPTY_FAILED = Fail(ParseFailure.EMPTY, "empty response")
 _TAG_MISSING = Fail(ParseFailure.TAG_MISSING, "no <TOOLCALL> tag")
 _TAG_UNCLOSED = Fail(ParseFailure.UNCLOSED_TAG, "<TOOLCALL> is never closed")
+_TOO_LARGE = Fail(ParseFailure.TOO_LARGE, f"response longer than {MAX_INPUT_CHARS} characters",
+                  deviation=Deviation.LIMITS)
 
 
 
@@ -87,15 +89,11 @@ def parse_response(
     (:func:`decode_bfcl` is the same decode without the diagnostics.)
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
-    try:
-        fmt = _FORMATS[return_format]
-    except (KeyError, TypeError):
-        _unknown_format(return_format)
+    fmt = _format_of(return_format)
     if text is None:
         text = ""
     if len(text) > MAX_INPUT_CHARS:
-        return _failure(Fail(ParseFailure.TOO_LARGE, f"response longer than {MAX_INPUT_CHARS} characters",
-                             deviation=Deviation.LIMITS), text, None, code_fence=False)
+        return _failure(_TOO_LARGE, text, None, code_fence=False)
     if not text or text.isspace():
         # bfcl-eval decodes nothing as [] in python and json without the tag (its
         # checker then reports the count); anything else fails to decode.
@@ -198,15 +196,11 @@ def decode_bfcl(text: str, return_format: ReturnFormat | str,
     ones are shared), not an exception to raise. Raises
     :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
-    try:
-        fmt = _FORMATS[return_format]
-    except (KeyError, TypeError):
-        _unknown_format(return_format)
+    fmt = _format_of(return_format)
     if text is None:
         text = ""
     if len(text) > MAX_INPUT_CHARS:
-        return None, Fail(ParseFailure.TOO_LARGE, f"response longer than {MAX_INPUT_CHARS} characters",
-                          deviation=Deviation.LIMITS)
+        return None, _TOO_LARGE
     if not text or text.isspace():
         return None, _EMPTY_LENIENT if (fmt is _PYTHON or fmt is _JSON) and not tool_call_tag else _EMPTY_FAILED
     if tool_call_tag:
@@ -234,6 +228,14 @@ def decode_bfcl(text: str, return_format: ReturnFormat | str,
         return parse_xml_calls(body, verbose=fmt is _VERBOSE_XML, remember=False)[0].calls, None
     except Fail as fail:
         return None, fail
+
+
+def _format_of(return_format: object) -> ReturnFormat:
+    """The requested format's member (a caller may pass the value), or ``UnknownReturnFormatError``."""
+    try:
+        return _FORMATS[return_format]  # type: ignore[index]
+    except (KeyError, TypeError):
+        _unknown_format(return_format)
 
 
 def _unknown_format(return_format: object) -> NoReturn:

@@ -75,14 +75,6 @@ def test_bfcl_specs_dispatch_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == [("format_sensitivity", "/data/gorilla"), ("live_parallel", None)]
 
 
-def test_bfcl_loader_missing_is_a_dataset_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, _BFCL, None)
-    with pytest.raises(DatasetError, match="not available"):
-        load_dataset("bfcl:simple_python")
-    listing = list_datasets()
-    assert "bfcl:<category>" in listing and "not available" in listing["bfcl:<category>"]
-
-
 def test_list_datasets_with_and_without_bfcl_data(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.ModuleType(_BFCL)
     fake.bfcl_categories = lambda bfcl_data=None: ["simple_python", "live_parallel", "format_sensitivity"]  # type: ignore[attr-defined]

@@ -20,7 +20,8 @@ def test_prf_formulas() -> None:
     assert r.f1 == pytest.approx(6 / 11)
     assert math.isnan(prf(0, 0, 4).precision)  # nothing predicted: P undefined
     assert prf(0, 0, 4).recall == 0.0
-    assert math.isnan(prf(0, 0, 4).f1)
+    assert prf(0, 0, 4).f1 == 0.0  # F1 = 2TP/(2TP+FP+FN): 0 for a model that never calls
+    assert math.isnan(prf(0, 0, 0).f1)  # nothing predicted, nothing expected
     assert prf(0, 3, 4).f1 == 0.0
 
 
