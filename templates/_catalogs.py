@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 from promptgrid.errors import TemplateError, closest
+from promptgrid.variants import ReturnFormat
 
 from ._bfcl_source import BFCL_INSTALL_HINT, find_bfcl, read_bfcl_assignments
 
@@ -158,6 +159,6 @@ def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> StyleCat
         )
     strings: dict[str, str] = dict(style)
     param_types = values.get("PARAM_TYPE_MAPPING")
-    if isinstance(param_types, dict) and isinstance(param_types.get("verbose_xml"), str):
-        strings["param_types"] = param_types["verbose_xml"]
+    if isinstance(param_types, dict) and isinstance(param_types.get(ReturnFormat.VERBOSE_XML), str):
+        strings["param_types"] = param_types[ReturnFormat.VERBOSE_XML]
     return StyleCatalog(BFCL_STYLE, where, strings, {k: f"{BFCL_STYLE}.{k}" for k in strings})
