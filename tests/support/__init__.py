@@ -11,4 +11,6 @@ Not a test package: pytest collects nothing here. What lives where:
 - ``support.running``: a prepared run on stand-in cases, a stand-in scorer, the fake
   server that answers right, and the child-process runner (``support.runner_child``)
   the crash and secret tests kill.
+- ``support.rows``: result rows and JSONL files of them for the report and compare tests.
+- ``support.profiles``: the hypothesis profiles ``dev`` and ``ci`` (tests/conftest.py loads one).
 """
