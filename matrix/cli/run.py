@@ -12,17 +12,17 @@ model), 2 bad input, 3 stopped by ``--max-cost``, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.estimate import Estimate, estimate
 from promptgrid.matrix.running.results import dump_results, write_results
 from promptgrid.matrix.running.session import build_config as _build_config
-from promptgrid.matrix.running.session import execute, prepare
+from promptgrid.matrix.running.session import prepare
 from promptgrid.matrix.running.store import RunStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,12 +48,12 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    prep = prepare(build_config(args))
+    config = build_config(args)
     if args.dry_run:
-        print_estimate(estimate(prep), sys.stdout)
+        print_estimate(estimate(prepare(config)), sys.stdout)
         return 0
-    summary = asyncio.run(execute(prep, progress=not args.no_progress, retry_errors=args.retry_errors))
-    return print_run(Run(prep.config.run_dir, summary=summary), sys.stdout, sys.stderr)
+    run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors)
+    return print_run(run, sys.stdout, sys.stderr)
 
 
 def exit_code(summary: RunSummary) -> int:
