@@ -2,7 +2,10 @@
 
 One Jinja environment per :class:`Renderer` (``StrictUndefined``,
 ``keep_trailing_newline=True``, autoescape off: prompts are not HTML); each
-template is compiled once. Built-in templates are ``templates/prompts/*.j2``;
+template is compiled once. Every template renders in Jinja's immutable
+sandbox (user templates come with shared grids): reaching for ``_``
+attributes or modifying a dict/list raises ``TemplateError`` naming the
+file and line. Built-in templates are ``templates/prompts/*.j2``;
 a user template directory adds ``<dir>/<name>.j2`` and style catalogs
 ``<dir>/styles/<name>.yaml`` (a user file may not reuse a built-in name: the
 bfcl_v4 grid must keep meaning bfcl-eval's prompts).
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, XML_RETURN_FORMATS, Variant
 from promptgrid.records import Case, Prompt
 from promptgrid.errors import TemplateError, closest
@@ -87,6 +91,23 @@ class _Plan:
     instructions: dict[str, tuple[CatalogText, str]] = field(default_factory=dict)  # per language
 
 
+class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with a fast path for catalog strings.
+
+    ``text.persona`` is the most frequent lookup in every template; a catalog
+    entry is a plain string, safe by construction, so it skips the sandbox's
+    per-access safety checks (which would cost about a third of render time).
+    Everything else goes through the sandbox unchanged.
+    """
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is CatalogText:
+            value = dict.get(obj, attribute)
+            if type(value) is str:
+                return value
+        return super().getattr(obj, attribute)
+
+
 def _builtin_dir(sub: str) -> Path:
     return Path(str(resources.files("promptgrid.templates").joinpath(sub)))
 
@@ -119,7 +140,9 @@ class Renderer:
         if self._template_dir is not None:
             self._check_shadowing(self._template_dir)
             loaders.append(jinja2.FileSystemLoader(str(self._template_dir)))
-        self._env = jinja2.Environment(
+        # Sandboxed for every template: user templates come from shared grids (a template must not
+        # reach Python internals, files or processes); built-ins render identically and as fast.
+        self._env = _Sandbox(
             loader=jinja2.ChoiceLoader(loaders),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
@@ -392,6 +415,11 @@ class Renderer:
             for frame in traceback.extract_tb(exc.__traceback__):
                 if frame.filename.endswith(".j2"):
                     file, line = frame.filename, frame.lineno or 0
+            if isinstance(exc, jinja2.sandbox.SecurityError):
+                raise TemplateError(
+                    f"{file}:{line}: unsafe access blocked by the template sandbox: {exc} Templates may only "
+                    "read the documented variables (no attributes starting with '_', no modifying calls)."
+                ) from None
             kind = "undefined variable" if isinstance(exc, jinja2.UndefinedError) else type(exc).__name__
             shown = sorted(k for k in context if k not in self._env.globals)
             raise TemplateError(
