@@ -66,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "LocalModelError": "promptgrid.errors",
     "UnknownReturnFormatError": "promptgrid.errors",
     "ReportError": "promptgrid.errors",
+    "OutputError": "promptgrid.errors",
     "TranslationError": "promptgrid.errors",
     "CatalogError": "promptgrid.errors",
 }
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LocalModelError,
         MissingDependencyError,
         MissingTranslationError,
+        OutputError,
         PromptgridError,
         ReportError,
         RunError,

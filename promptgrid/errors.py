@@ -13,6 +13,7 @@ it without a traceback and exit non-zero::
     +-- LocalModelError             the local model cannot be found or loaded
     +-- UnknownReturnFormatError    a parser was asked for a format that does not exist (also a ValueError)
     +-- ReportError                 rows or a run directory cannot make a report
+    +-- OutputError                 an output path would destroy an input or a run's store, or cannot be written
     +-- TranslationError            a backend failed or a translation is unusable
         +-- CatalogError            a catalog file is malformed
 
@@ -40,6 +41,7 @@ __all__ = [
     "LocalModelError",
     "MissingDependencyError",
     "MissingTranslationError",
+    "OutputError",
     "PromptgridError",
     "ReportError",
     "RunError",
@@ -110,6 +112,12 @@ class UnknownReturnFormatError(PromptgridError, ValueError):
 
 class ReportError(PromptgridError):
     """Rows, a run directory or a report option cannot be used to build a report."""
+
+    exit_code = 2
+
+
+class OutputError(PromptgridError):
+    """An output path is an input or a run directory's own file, or cannot be written."""
 
     exit_code = 2
 

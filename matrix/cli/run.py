@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from promptgrid.safeio import check_output
 from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.running.config import RunConfig
@@ -161,6 +162,7 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     with RunStore(Path(args.run_dir), readonly=True) as store:
         if args.output:
+            check_output(args.output, inputs=[store.path])
             n = write_results(store.rows(), args.output)
         else:
             dump_results(store.rows(), sys.stdout)

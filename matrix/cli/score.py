@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from promptgrid.errors import PromptgridError
+from promptgrid.safeio import atomic_output, check_output
 
 __all__ = ["cmd_score", "cmd_score_file"]
 
@@ -47,12 +48,14 @@ def cmd_score_file(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PromptgridError(f"input file {args.input} not found. Give a JSONL file with variant_id, case_id "
                               "and response on each line.")
+    if args.output:
+        check_output(args.output, inputs=[path])  # before any work: never truncate the input
     dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
     cases = {c.id: c for c in dataset.cases}
     variants = variant_index(args.grid)
-    with path.open(encoding="utf-8") as source:
+    with path.open("rb") as source:
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as sink:
+            with atomic_output(args.output, inputs=[path]) as sink:
                 scored, failed = score_stream(source, sink, name=str(path), variants=variants, cases=cases,
                                               grid=args.grid, errors=sys.stderr)
         else:

@@ -21,6 +21,7 @@ from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
 from promptgrid.translate._check import check_translation
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language
+from promptgrid.safeio import JSONLine, read_json_lines
 from promptgrid.translate._pipeline import translate_units
 from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units
@@ -163,17 +164,15 @@ def cmd_check_translation(args: argparse.Namespace, out: TextIO | None = None) -
     out = out or sys.stdout
     path = args.jsonl
     try:
-        handle = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")
+        handle = sys.stdin.buffer if path == "-" else Path(path).open("rb")
     except OSError as exc:
         raise TranslationError(f"cannot read {path}: {exc.strerror or exc}") from exc
     failures = 0
     with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+        for line in read_json_lines(handle):
             record, error = _parse_line(line)
             if error:
-                print(f"{path}:{number}: {error}", file=sys.stderr)
+                print(f"{path}:{line.number}: {error}", file=sys.stderr)
                 failures += 1
                 continue
             assert record is not None
@@ -187,11 +186,10 @@ def cmd_check_translation(args: argparse.Namespace, out: TextIO | None = None) -
     return 1 if failures else 0
 
 
-def _parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg}, column {exc.colno})"
+def _parse_line(line: JSONLine) -> tuple[dict[str, Any] | None, str | None]:
+    if line.error is not None:
+        return None, line.error
+    record = line.value
     if not isinstance(record, dict):
         return None, "each line must be a JSON object with source, translation, source_lang, target_lang"
     for name, kind in _FIELDS.items():

@@ -31,6 +31,7 @@ from typing import Any
 
 from promptgrid.records import CATEGORIES, Case
 from promptgrid.errors import DatasetError, closest
+from promptgrid.safeio import read_json_lines
 
 __all__ = ["MAX_PROBLEMS", "case_to_record", "load_jsonl", "write_jsonl"]
 
@@ -316,28 +317,20 @@ def load_jsonl(path: str | os.PathLike[str]) -> tuple[Case, ...]:
     cases: list[Case] = []
     first_line: dict[str, int] = {}
     try:
-        for lineno, raw in enumerate(file.read_bytes().splitlines(), start=1):
-            try:
-                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                problems.add(lineno, "", f"is not valid UTF-8 (byte {exc.start + 1}); save the file as UTF-8.")
-                continue
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.add(lineno, "", f"is not valid JSON ({exc.msg} at column {exc.colno}); "
-                                         "each line must hold one complete JSON object.")
-                continue
-            case = _record(obj, lineno, problems)
-            if case is None:
-                continue
-            if case.id in first_line:
-                problems.add(lineno, "id", f"{case.id!r} is already used on line {first_line[case.id]}; ids must be unique.")
-                continue
-            first_line[case.id] = lineno
-            cases.append(case)
+        with file.open("rb") as handle:
+            for line in read_json_lines(handle):
+                lineno, obj = line.number, line.value
+                if line.error is not None:
+                    problems.add(lineno, "", f"{line.error}.")
+                    continue
+                case = _record(obj, lineno, problems)
+                if case is None:
+                    continue
+                if case.id in first_line:
+                    problems.add(lineno, "id", f"{case.id!r} is already used on line {first_line[case.id]}; ids must be unique.")
+                    continue
+                first_line[case.id] = lineno
+                cases.append(case)
     except _TooMany:
         pass
     problems.raise_if_any()

@@ -12,6 +12,7 @@ from promptgrid.matrix.report import stats
 from ._compute import aggregate
 from ._csv import csv_files
 from promptgrid.errors import ReportError
+from promptgrid.safeio import atomic_write
 from ._latex import latex_tables
 from ._markdown import console_table, markdown_report
 from ._model import FigureRef, ReportData
@@ -77,11 +78,7 @@ def build_report(
     def write(name: str, content: str | bytes) -> None:
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-        written.append(path)
+        written.append(atomic_write(path, content))  # never over a run's own files, never half a file
 
     figures: list[Any] = []
     if wanted & {"md", "html", "figures"}:

@@ -22,6 +22,7 @@ from promptgrid.matrix.report import stats
 from promptgrid.matrix.running.results import ResultRow
 from ._csv import _write
 from promptgrid.errors import ReportError
+from promptgrid.safeio import atomic_write
 from ._format import pct, pval, with_ci
 from ._matrix import Resampler, paired, quiet_nan
 from ._order import order_variants
@@ -313,8 +314,7 @@ def compare_runs(
 
 
 def _write_file(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
+    return atomic_write(path, text)  # never over a run's own files, never half a file
 
 
 def _tables(diffs: list[VariantDiff], pairs: list[PairSummary], names: tuple[str, str], alpha: float) -> list[Table]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from promptgrid.errors import ReportError
+from promptgrid.errors import OutputError, ReportError
+from promptgrid.safeio import atomic_output, read_json_lines
 
 __all__ = ["RESULT_SCHEMA_VERSION", "ResultRow", "dump_results", "read_results", "write_results"]
 
@@ -223,20 +223,16 @@ def read_results(path: str | Path) -> list[ResultRow]:
     """Rows of an exported JSONL file (``promptgrid export --jsonl``); errors name the file and line."""
     p = Path(path)
     try:
-        handle = p.open(encoding="utf-8")
+        handle = p.open("rb")
     except OSError as exc:
         raise ReportError(f"cannot read {p}: {exc.strerror or exc}.") from None
     rows: list[ResultRow] = []
     with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                data = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                raise ReportError(f"{where}: not valid JSON ({exc}).") from None
-            rows.append(ResultRow.from_dict(data, where=where))
+        for line in read_json_lines(handle):
+            where = f"{p}:{line.number}"
+            if line.error is not None:
+                raise ReportError(f"{where}: {line.error}.")
+            rows.append(ResultRow.from_dict(line.value, where=where))
     if not rows:
         raise ReportError(f"{p} holds no rows; export a run with `promptgrid export RUN_DIR --jsonl`.")
     return rows
@@ -259,17 +255,8 @@ def write_results(rows: Iterable[ResultRow], path: str | Path) -> int:
     complete, so a failure never leaves half a file (nor truncates the input
     when ``path`` is the file the rows are read from).
     """
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
-        out = tmp.open("w", encoding="utf-8")
+        with atomic_output(path) as out:
+            return dump_results(rows, out)
     except OSError as exc:
-        raise ReportError(f"cannot write {p}: {exc.strerror or exc}.") from None
-    try:
-        with out:
-            n = dump_results(rows, out)
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return n
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}.") from None

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 from promptgrid.templates import answer_prefix
 from promptgrid.records import Case
 from promptgrid.errors import PromptgridError, closest
 from promptgrid.languages import DEFAULT_LANGUAGES, detect_language_match
+from promptgrid.safeio import read_json_lines
 from promptgrid.variants import Variant, builtin_grids, load_grid
 
 from promptgrid.matrix.scoring.check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
@@ -302,30 +303,27 @@ def _score_line(record: Mapping[str, Any], variants: Mapping[str, Variant],
     return score(response, variant, case)
 
 
-def _records(stream: IO[str]) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(stream, start=1):
-        if line.strip():
-            yield number, line
+def score_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name: str,
+                 variants: Mapping[str, Variant], cases: Mapping[str, Case], grid: str | None,
+                 errors: IO[str]) -> tuple[int, int]:
+    """Score every line of ``source`` into ``sink``; report bad lines on ``errors``. Returns (scored, failed).
 
-
-def score_stream(source: IO[str], sink: IO[str], *, name: str, variants: Mapping[str, Variant],
-                 cases: Mapping[str, Case], grid: str | None, errors: IO[str]) -> tuple[int, int]:
-    """Score every line of ``source`` into ``sink``; report bad lines on ``errors``. Returns (scored, failed)."""
+    Lines are read with ``promptgrid.safeio.read_json_lines`` (give a binary
+    stream so that invalid UTF-8 is one bad line): a bad line is reported as
+    ``name:line`` and skipped, and every other line is still scored and written.
+    """
     scored = failed = 0
-    for number, line in _records(source):
+    for line in read_json_lines(source):
         try:
-            record = json.loads(line)
+            if line.error is not None:
+                raise _LineError(line.error)
+            record = line.value
             if not isinstance(record, dict):
                 raise _LineError(f"expected a JSON object, got {type(record).__name__}")
             verdict = _score_line(record, variants, cases, grid)
-        except json.JSONDecodeError as exc:
-            failed += 1
-            print(f"promptgrid: {name}:{number}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                  "line skipped.", file=errors)
-            continue
         except _LineError as exc:
             failed += 1
-            print(f"promptgrid: {name}:{number}: {exc}; line skipped.", file=errors)
+            print(f"promptgrid: {name}:{line.number}: {exc}; line skipped.", file=errors)
             continue
         out = dict(record)
         out.update(verdict.to_dict())

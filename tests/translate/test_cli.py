@@ -120,3 +120,18 @@ def test_all_is_complete() -> None:
     public = {name for name in vars(translate) if not name.startswith("_")}
     modules = {name for name in public if type(getattr(translate, name)).__name__ == "module"}
     assert set(translate.__all__) == public - modules
+
+
+def test_check_translation_reports_hostile_lines_and_checks_the_rest(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    good = json.dumps({"source": "Use {x}.", "translation": "Benutze {x}.", "source_lang": "en",
+                       "target_lang": "de"}).encode()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join([b"[" * 100_000 + b"]" * 100_000, b'{"source": ' + b"9" * 5000 + b"}",
+                                b'{"source": "\xff"}', b'{"source": Infinity}', good]) + b"\n")
+    code, out, err = run(["check-translation", "--jsonl", str(path)], capsys)
+    assert code == 1 and "Traceback" not in err
+    for number, fragment in ((1, "nested more than"), (2, "a number has 5000 characters"),
+                             (3, "not valid UTF-8"), (4, "Infinity is not a JSON number")):
+        assert f"{path}:{number}: {fragment}" in err
+    assert [json.loads(line)["ok"] for line in out.splitlines()] == [True]

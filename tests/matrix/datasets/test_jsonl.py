@@ -123,7 +123,7 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ('{"id": "x", "question": ', "cases.jsonl:2: is not valid JSON"),
+        ('{"id": "x", "question": ', "cases.jsonl:2: not valid JSON"),
         ("[1, 2]", "cases.jsonl:2: must be a JSON object"),
         (_record(id=_DROP), "cases.jsonl:2: id: is missing"),
         (_record(question=_DROP), "cases.jsonl:2: question: is missing"),
@@ -186,7 +186,7 @@ def test_all_problems_are_reported_together(tmp_path: Path) -> None:
                   _record(id="c", question=[[{"role": "bot", "content": 1}]]))
     message = _error(path)
     assert "has 5 problems" in message
-    for fragment in (":2: is not valid JSON", ":3: function: is missing", ":4: id: 'w1' is already used on line 1",
+    for fragment in (":2: not valid JSON", ":3: function: is missing", ":4: id: 'w1' is already used on line 1",
                      ":5: question[0][0].role", ":5: question[0][0].content"):
         assert fragment in message, message
 
@@ -195,7 +195,7 @@ def test_problem_list_stops_at_the_limit(tmp_path: Path) -> None:
     path = _write(tmp_path, *(["{broken"] * (MAX_PROBLEMS + 15)))
     message = _error(path)
     assert f"has {MAX_PROBLEMS}+ problems" in message
-    assert message.count("is not valid JSON") == MAX_PROBLEMS
+    assert message.count("not valid JSON") == MAX_PROBLEMS
     assert f"stopped after {MAX_PROBLEMS} problems" in message
 
 
@@ -205,7 +205,22 @@ def test_missing_empty_and_non_utf8_files(tmp_path: Path) -> None:
     assert "holds no records" in _error(_write(tmp_path, "", "  "))
     bad = tmp_path / "latin1.jsonl"
     bad.write_bytes(json.dumps(_record()).encode() + b"\n" + '{"id": "é"}'.encode("latin-1") + b"\n")
-    assert f"{bad}:2: is not valid UTF-8" in _error(bad)
+    assert f"{bad}:2: not valid UTF-8" in _error(bad)
+
+
+def test_hostile_lines_are_one_line_each_and_nan_in_a_ground_truth_is_refused(tmp_path: Path) -> None:
+    good = json.dumps(_record()).encode()
+    nan = json.dumps(_record(id="w2")).replace('"celsius"', "NaN")  # a NaN among the accepted values
+    assert "NaN" in nan
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join([good, b"[" * 100_000 + b"]" * 100_000, b'{"id": ' + b"1" * 5000 + b"}",
+                                 b'{"id": "\xff"}', nan.encode()]) + b"\n")
+    message = _error(path)
+    assert "Traceback" not in message
+    for number, fragment in ((2, "nested more than"), (3, "a number has 5000 characters"),
+                             (4, "not valid UTF-8"), (5, "NaN is not a JSON number")):
+        assert f"{path}:{number}: {fragment}" in message
+    assert f"{path}:1:" not in message
 
 
 # --------------------------------------------------------------------------- round trip

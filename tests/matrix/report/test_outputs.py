@@ -190,6 +190,20 @@ def test_only_requested_formats(tmp_path: Path) -> None:
         build_report(rows, tmp_path, baseline=None, formats={"pdf"})
 
 
+def test_report_files_never_replace_a_run_store(tmp_path: Path) -> None:
+    from promptgrid.errors import OutputError
+
+    rows = rows_with_accuracy({Variant(): [1, 0, 1]})
+    (tmp_path / "store.sqlite3").write_bytes(b"store")
+    result = build_report(rows, tmp_path, baseline=None, formats={"csv"}, n_resamples=200)  # beside a store: fine
+    assert result.files and not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+    (tmp_path / "results.csv").unlink()
+    (tmp_path / "results.csv").symlink_to(tmp_path / "store.sqlite3")  # a link planted onto the store
+    with pytest.raises(OutputError, match="is a file of the run directory"):
+        build_report(rows, tmp_path, baseline=None, formats={"csv"}, n_resamples=200)
+    assert (tmp_path / "store.sqlite3").read_bytes() == b"store"
+
+
 @pytest.mark.slow
 def test_files_are_deterministic(tmp_path: Path, export: Path, report: SimpleNamespace) -> None:
     again = build_report(read_results(export), tmp_path, baseline=None, formats={"all"})

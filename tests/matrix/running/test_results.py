@@ -163,3 +163,36 @@ def test_every_verdict_field_is_a_result_field() -> None:
 def test_dump_results_counts(stored: list[ResultRow], tmp_path: Path) -> None:
     with (tmp_path / "x.jsonl").open("w", encoding="utf-8") as f:
         assert dump_results(iter(stored), f) == len(stored)
+
+
+def test_export_never_writes_over_the_store(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.safeio import RUN_DIR_FILES
+    from promptgrid.matrix.running.session import RUN_JSON
+    from promptgrid.matrix.running.store import LOCK_FILE, STORE_FILE
+
+    assert {STORE_FILE, RUN_JSON, LOCK_FILE} <= set(RUN_DIR_FILES)
+    store = run_dir / STORE_FILE
+    before = store.read_bytes()
+    for target in (store, run_dir / RUN_JSON, run_dir):
+        assert main(["export", str(run_dir), "--output", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert store.read_bytes() == before
+    with RunStore(run_dir) as opened:
+        assert list(opened.rows())
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested more than"),
+    (b'{"model": "m", "tokens_in": ' + b"1" * 5000 + b"}", "a number has 5000 characters"),
+    (b'{"model": "\xff"}', "not valid UTF-8"),
+    (b'{"model": "m", "latency_s": NaN}', "NaN is not a JSON number"),
+])
+def test_hostile_lines_name_file_and_line(stored: list[ResultRow], tmp_path: Path, payload: bytes,
+                                          message: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    good = json.dumps(stored[0].to_dict()).encode()
+    path.write_bytes(good + b"\n" + payload + b"\n")
+    with pytest.raises(ReportError) as info:
+        read_results(path)
+    assert str(info.value).startswith(f"{path}:2: {message}") and "\n" not in str(info.value)

@@ -102,3 +102,28 @@ def test_bfcl_ids_score_against_bfcl_data(tmp_path: Path, capsys: Any, dataset: 
     code, rows, err = _run(capsys, str(src), "--dataset", dataset)
     assert code == 0, err
     assert rows[0]["valid"] is True
+
+
+def test_output_equal_to_the_input_is_refused_and_the_input_kept(tmp_path: Path, capsys: Any) -> None:
+    src = _write(tmp_path / "in.jsonl", [{"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL}])
+    before = src.read_bytes()
+    assert main(["score-file", str(src), "--dataset", "mini", "--output", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert "is the input file" in err and len(err.strip().splitlines()) == 1
+    assert src.read_bytes() == before
+
+
+def test_hostile_lines_are_reported_and_every_other_line_written(tmp_path: Path, capsys: Any) -> None:
+    ok = json.dumps({"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL}).encode()
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join([ok, b"[" * 100_000 + b"]" * 100_000, b'{"response": ' + b"9" * 5000 + b"}",
+                                b'{"response": "\xff"}', b'{"response": NaN}', ok]) + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["score-file", str(src), "--dataset", "mini", "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for number, message in ((2, "nested more than"), (3, "a number has 5000 characters"),
+                            (4, "not valid UTF-8"), (5, "NaN is not a JSON number")):
+        assert f"in.jsonl:{number}: {message}" in err
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["valid"] for r in rows] == [True, True]
