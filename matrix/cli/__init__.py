@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from promptgrid.display import escape_controls
 from promptgrid.errors import PromptgridError
 
 __all__ = ["build_parser", "main"]
@@ -234,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = args.handler(args)
     except PromptgridError as exc:
-        print(f"promptgrid: error: {exc}", file=sys.stderr)
+        print(f"promptgrid: error: {escape_controls(str(exc))}", file=sys.stderr)  # may quote model/server text
         return exc.exit_code
     except KeyboardInterrupt:
         print("promptgrid: interrupted", file=sys.stderr)

@@ -12,6 +12,7 @@ import sys
 
 from tabulate import tabulate
 
+from promptgrid.display import escape_controls
 from promptgrid.variants import builtin_grids, load_grid
 
 __all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render"]
@@ -71,6 +72,6 @@ def cmd_render(args: argparse.Namespace) -> int:
         else:
             out.write(f"=== {prompt.case_id} | {labels[prompt.variant_id]} | {prompt.variant_id}\n")
             for m in prompt.messages:
-                out.write(f"--- {m['role']}\n{m['content']}\n")
+                out.write(f"--- {m['role']}\n{escape_controls(m['content'])}\n")  # dataset text is untrusted
             out.write("\n")
     return 0

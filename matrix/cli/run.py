@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from promptgrid.safeio import check_output
+from promptgrid.display import escape_controls
 from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.running.config import RunConfig
@@ -86,7 +87,7 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(f"stopped: the run directory's spend reached --max-cost ${limit:.4f} "
               f"(now ${run.spend():.4f}). Raise --max-cost and run the same command to continue.", file=err)
     for model, error in s.halted.items():
-        print(f"model {model}: stopped after an error every call would repeat: {error}\n"
+        print(f"model {model}: stopped after an error every call would repeat: {escape_controls(error)}\n"
               f"  Its remaining jobs are left pending. Fix the key, model name or api_base and run the same "
               "command again with --retry-errors (to resend the calls that failed).", file=err)
     counts = run.counts()
@@ -95,7 +96,8 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
               f"({counts['transient_errors']} transient: rate limit, server, timeout, connection). "
               "They are not sent again by a plain re-run; add --retry-errors to retry them.", file=err)
     if s.score_failures:
-        print(f"{s.score_failures} responses could not be scored (first: {s.score_error}); they are stored "
+        print(f"{s.score_failures} responses could not be scored (first: {escape_controls(str(s.score_error))}); "
+              "they are stored "
               f"unscored. Fix the checker and run: promptgrid score {path}", file=err)
     table = accuracy_table(path)
     if table:

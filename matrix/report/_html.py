@@ -4,7 +4,8 @@ A reader opens it from disk or an e-mail attachment: nothing is fetched, no
 JavaScript runs. The summary comes first (per model: mean, best and worst
 variant, spread, std, then the findings in words with their intervals), then
 one section per table. Every piece of text from the rows (model names, labels,
-responses) is HTML-escaped; model output is untrusted.
+responses) is HTML-escaped and its control characters (ANSI escapes, bidi
+overrides) are written as visible escapes; model output is untrusted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from promptgrid.display import escape_controls
 
 from ._format import ci_pct, pct
 from ._labels import short_label
@@ -271,7 +274,7 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
     body_html = "\n".join(
         f'<section id="{sid}"><h2>{html.escape(title)}</h2>\n{inner}\n</section>' for sid, title, inner in sections
     )
-    return (
+    return escape_controls(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         "<title>promptgrid report</title>\n"

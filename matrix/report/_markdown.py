@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tabulate import tabulate
+
+from promptgrid.display import escape_controls
 
 from ._format import pct, with_ci
 from ._labels import shared_dimensions, short_label
@@ -44,6 +47,15 @@ def overview(data: ReportData) -> str:
 
 def _escape_md(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+_FENCE_RUNS = re.compile("`+|~+")
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks or tildes in ``text``: model text cannot close it."""
+    longest = max((len(run) for run in _FENCE_RUNS.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _section(t: Table, level: str = "###") -> list[str]:
@@ -107,7 +119,7 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
             if ex.mode != mode:
                 mode = ex.mode
                 lines += [f"**{mode}**", ""]
-            fence = "~~~~" if "```" in ex.text else "```"
+            fence = _fence(ex.text)
             lines += (
                 [
                     f"- {ex.model}, {_escape_md(short_label(data, ex.variant_id))}, "
@@ -115,13 +127,14 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
                     "",
                     f"  {fence}text",
                 ]
-                + [f"  {line}" for line in ex.text.splitlines() or [""]]
+                + [f"  {line}" for line in escape_controls(ex.text).split("\n")]  # \r stays visible
                 + [f"  {fence}", ""]
             )
     lines += ["## Cost and latency", ""] + image("speed") + _section(cost_table(data))
     lines += ["## Detailed results", ""] + _section(results_table(data))
     lines += ["## Methods", ""] + [f"- {p}" for p in methods_points(data)] + [""]
-    return "\n".join(lines).rstrip() + "\n"
+    # model text, model names and case ids are untrusted: no raw ANSI escapes or bidi overrides in report.md
+    return escape_controls("\n".join(lines).rstrip()) + "\n"
 
 
 def console_table(data: ReportData) -> str:
@@ -145,4 +158,4 @@ def console_table(data: ReportData) -> str:
         )
     for n in data.notes:
         out.append(f"note: {n}")
-    return "\n".join(out).rstrip() + "\n"
+    return escape_controls("\n".join(out).rstrip()) + "\n"  # printed to a terminal: no raw escapes

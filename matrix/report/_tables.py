@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from promptgrid.display import escape_controls
+
 from ._format import DASH, ci_pct, fmt_num, pct, pval, with_ci
 from ._labels import DIMENSION_TITLES, short_label
 from ._model import ReportData
@@ -54,8 +56,11 @@ def _table(
 
 
 def markdown_table(t: Table, tablefmt: str = "github") -> str:
+    """``t`` as a Markdown (or terminal) table; cells hold model names and ids, so control characters are escaped."""
     align = ["right" if n else "left" for n in t.numeric]
-    text = tabulate(list(t.rows), headers=list(t.headers), tablefmt=tablefmt, colalign=align, disable_numparse=True)
+    rows = [[escape_controls(c) for c in row] for row in t.rows]
+    headers = [escape_controls(h) for h in t.headers]
+    text = tabulate(rows, headers=headers, tablefmt=tablefmt, colalign=align, disable_numparse=True)
     return str(text)
 
 
