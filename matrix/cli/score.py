@@ -48,14 +48,17 @@ def cmd_score_file(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PromptgridError(f"input file {args.input} not found. Give a JSONL file with variant_id, case_id "
                               "and response on each line.")
+    inputs = [path]  # never written over: the responses, and a jsonl: dataset's file
+    if args.dataset.startswith("jsonl:"):
+        inputs.append(Path(args.dataset.removeprefix("jsonl:").strip()).expanduser())
     if args.output:
-        check_output(args.output, inputs=[path])  # before any work: never truncate the input
+        check_output(args.output, inputs=inputs)  # before any work
     dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
     cases = {c.id: c for c in dataset.cases}
     variants = variant_index(args.grid)
     with path.open("rb") as source:
         if args.output:
-            with atomic_output(args.output, inputs=[path]) as sink:
+            with atomic_output(args.output, inputs=inputs) as sink:
                 scored, failed = score_stream(source, sink, name=str(path), variants=variants, cases=cases,
                                               grid=args.grid, errors=sys.stderr)
         else:

@@ -127,3 +127,14 @@ def test_hostile_lines_are_reported_and_every_other_line_written(tmp_path: Path,
         assert f"in.jsonl:{number}: {message}" in err
     rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert [r["valid"] for r in rows] == [True, True]
+
+
+def test_output_equal_to_the_jsonl_dataset_is_refused(tmp_path: Path, capsys: Any) -> None:
+    from promptgrid.matrix.datasets import load_dataset, write_jsonl
+
+    cases = write_jsonl(load_dataset("mini:en").cases, tmp_path / "cases.jsonl")
+    before = cases.read_bytes()
+    src = _write(tmp_path / "in.jsonl", [{"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL}])
+    assert main(["score-file", str(src), "--dataset", f"jsonl:{cases}", "--output", str(cases)]) == 2
+    assert "is the input file" in capsys.readouterr().err
+    assert cases.read_bytes() == before
