@@ -25,9 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from promptgrid.errors import TemplateError, closest
 from promptgrid.variants import ReturnFormat
+from promptgrid.variants._yaml import compose_yaml, read_yaml_text
 
 from ._bfcl_source import BFCL_INSTALL_HINT, find_bfcl, read_bfcl_assignments
 
@@ -85,25 +85,16 @@ def builtin_catalog_names() -> list[str]:
 
 
 def _parse(text: str, where: str) -> dict[str, str]:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise TemplateError(f"{where}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}.") from None
+    root = compose_yaml(text, where, TemplateError)  # bounded: size, aliases, tags, keys
     if root is None:
         raise TemplateError(f"{where}:1: the catalog is empty; it must map keys to strings.")
-    if not isinstance(root, yaml.MappingNode):
-        raise TemplateError(f"{where}:{root.start_mark.line + 1}: a catalog is a flat mapping of key: string.")
+    if not isinstance(root.value, dict):
+        raise TemplateError(f"{where}:{root.line}: a catalog is a flat mapping of key: string.")
     out: dict[str, str] = {}
-    for key_node, value_node in root.value:
-        line = key_node.start_mark.line + 1
-        key = key_node.value
-        if not isinstance(value_node, yaml.ScalarNode) or value_node.tag != "tag:yaml.org,2002:str":
-            raise TemplateError(f"{where}:{line}: {key}: the value must be a string (quote it).")
-        if key in out:
-            raise TemplateError(f"{where}:{line}: {key}: key appears twice.")
-        out[key] = value_node.value
+    for key, node in root.value.items():
+        if not isinstance(node.value, str):
+            raise TemplateError(f"{where}:{node.key_line}: {key}: the value must be a string (quote it).")
+        out[key] = node.value
     return out
 
 
@@ -115,7 +106,7 @@ def load_catalog_file(name: str, path: Path | None = None) -> StyleCatalog:
             raise TemplateError(f"no built-in catalog {name!r}.{closest(name, builtin_catalog_names())}")
         where, text = f"<builtin>/catalogs/{name}.yaml", entry.read_text(encoding="utf-8")
     else:
-        where, text = str(path), path.read_text(encoding="utf-8")
+        where, text = str(path), read_yaml_text(path, str(path), TemplateError)
     strings = _parse(text, where)
     return StyleCatalog(name, where, strings, {k: f"{name}.{k}" for k in strings})
 

@@ -34,6 +34,7 @@ import yaml
 
 from promptgrid.errors import CatalogError
 from promptgrid.languages import lookup_languages
+from promptgrid.variants._yaml import load_yaml, read_yaml_text
 from ._units import UnitKind
 
 __all__ = [
@@ -95,16 +96,8 @@ def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | No
     """Parse and validate one catalog file; errors name the file, line and key."""
     where = str(path)
     if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CatalogError(f"cannot read translation catalog {where}: {exc.strerror or exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f", line {mark.line + 1}" if mark is not None else ""
-        raise CatalogError(f"{where}{at}: invalid YAML ({getattr(exc, 'problem', exc)})") from exc
+        text = read_yaml_text(Path(path), where, CatalogError)
+    data = load_yaml(text, where, CatalogError)  # bounded: size, aliases, tags, keys
     if not isinstance(data, dict):
         raise CatalogError(f"{where}: a translation catalog is a mapping with language, kind, reviewed and units")
     unknown = set(data) - {"language", "kind", "reviewed", "units", "dataset", "backend", "notes"}

@@ -30,6 +30,7 @@ Expansion is deterministic; duplicates collapse onto their first occurrence.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -42,9 +43,12 @@ from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS
 from promptgrid.errors import GridError, closest
 from ._variant import Variant
 from ._yaml import YamlNode as _Node
-from ._yaml import compose_yaml
+from ._yaml import compose_yaml, read_yaml_text
 
-__all__ = ["Grid", "builtin_grids", "load_grid"]
+__all__ = ["MAX_VARIANTS", "Grid", "builtin_grids", "load_grid"]
+
+MAX_VARIANTS = 100_000
+"""Default cap on the points a grid's blocks give (counted before any is built, so a runaway product fails fast)."""
 
 _TOP_KEYS = ("name", "description", "extends", "template_dir", "base", "include", "exclude")
 _BLOCK_KEYS = ("product", "vary", "variants", "with")
@@ -262,7 +266,29 @@ def _read_spec(source: str | Path, seen: tuple[str, ...] = ()) -> _Spec:
 # --------------------------------------------------------------------------- expansion
 
 
-def _expand(spec: _Spec) -> tuple[Variant, list[Variant]]:
+def _point_count(kind: str, payload: Any) -> int:
+    """How many points a block gives, computed from its axes (nothing is built)."""
+    if kind == "product":
+        return math.prod(len(values) for values in payload.values())
+    if kind == "vary":
+        return sum(len(values) for values in payload.values())
+    return len(payload)
+
+
+def _check_size(spec: _Spec, max_variants: int) -> None:
+    total = 0
+    for kind, payload, _with, line in spec.blocks:
+        total += _point_count(kind, payload)
+        if total > max_variants:
+            raise GridError(
+                f"{spec.where}:{line}: include: the grid would expand to at least {total:,} variants "
+                f"(over the cap of {max_variants:,}, counted before exclude). Cross fewer dimensions in one "
+                "product: use vary for dimensions changed one at a time, or split the product into smaller "
+                "product blocks (exclude then drops points within them).")
+
+
+def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, list[Variant]]:
+    _check_size(spec, max_variants)
     base = Variant(**spec.base)
     points: list[Variant] = []
 
@@ -331,7 +357,7 @@ def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, s
         if not path.is_file():
             raise GridError(f"grid file {ref} not found.{closest(Path(ref).stem, builtin_grids())}"
                             " Built-in grids: promptgrid grids")
-        return path, path.read_text(encoding="utf-8"), str(path)
+        return path, read_yaml_text(path, str(path), GridError), str(path)
     entry = _grid_dir().joinpath(f"{ref}.yaml")
     if not entry.is_file():
         names = builtin_grids()
@@ -340,13 +366,15 @@ def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, s
     return None, entry.read_text(encoding="utf-8"), f"<builtin>/{ref}.yaml"
 
 
-def load_grid(source: str | Path) -> Grid:
+def load_grid(source: str | Path, *, max_variants: int = MAX_VARIANTS) -> Grid:
     """Load, validate and expand a grid: a built-in name or a path to a YAML file.
 
-    Raises ``GridError`` (exit code 2) naming file, line and key on any problem.
+    Raises ``GridError`` (exit code 2) naming file, line and key on any problem,
+    and when the blocks would give more than ``max_variants`` points (checked
+    before any variant is built).
     """
     spec = _read_spec(source)
-    base, variants = _expand(spec)
+    base, variants = _expand(spec, max_variants)
     return Grid(spec.name, spec.description, tuple(variants), spec.where, base, spec.template_dir)
 
 

@@ -41,6 +41,7 @@ With a ``seed``, repeat r is sent with seed + r.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from promptgrid.errors import PromptgridError, RunError, closest
 from promptgrid.variants import compose_yaml
 from promptgrid.variants import YamlNode as _Node
 from promptgrid.variants._yaml import plain as _plain
+from promptgrid.variants._yaml import read_yaml_text
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -69,12 +71,12 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 5
 
 # Generation parameters a model may take (anything else litellm accepts may be added under
-# params: too; these are the ones checked for type).
-_PARAM_TYPES: dict[str, tuple[type, ...]] = {
-    "temperature": (int, float),
-    "max_tokens": (int,),
-    "seed": (int,),
-    "top_p": (int, float),
+# params: too; these are the ones checked for type and bounds by number_problem).
+PARAM_BOUNDS: dict[str, dict[str, Any]] = {
+    "temperature": {"minimum": 0},
+    "max_tokens": {"integer": True, "minimum": 1},
+    "seed": {"integer": True, "minimum": -2**63},
+    "top_p": {"minimum": 0},
 }
 _MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout")
 _TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
@@ -151,6 +153,20 @@ def model_params(params: Mapping[str, Any] | None, repeats: int) -> dict[str, An
     return {k: v for k, v in out.items() if v is not None}
 
 
+def number_problem(value: Any, *, integer: bool = False, minimum: float = 0.0, strict: bool = False) -> str | None:
+    """What is wrong with ``value`` as a finite number ``>= minimum`` (``> minimum`` if ``strict``), or ``None``.
+
+    Shared by run-config files and options (flags, ``pg.run`` keywords) so both refuse nan, inf and negatives.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int,) if integer else (int, float)):
+        return f"must be {'an integer' if integer else 'a number'}, got {type(value).__name__} {value!r}"
+    if not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if value < minimum or (strict and value == minimum):
+        return f"must be {'>' if strict else '>='} {minimum:g}, got {value}"
+    return None
+
+
 class _Reader:
     def __init__(self, where: str) -> None:
         self.where = where
@@ -173,9 +189,9 @@ class _Reader:
                strict: bool = False) -> Any:
         kinds: tuple[type, ...] = (int,) if integer else (int, float)
         value = self.expect(node, kinds, key, "an integer" if integer else "a number")
-        if value < minimum or (strict and value == minimum):
-            bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-            raise self.fail(node, key, f"must be {bound}, got {value}.")
+        problem = number_problem(value, integer=integer, minimum=minimum, strict=strict)
+        if problem:
+            raise self.fail(node, key, f"{problem}.")
         return value
 
     def keys(self, node: _Node, allowed: tuple[str, ...], key: str) -> dict[str, _Node]:
@@ -197,10 +213,8 @@ class _Reader:
             if k.lower() in _SECRET_KEYS or k in ("api_base", "timeout", "max_retries", "num_retries"):
                 where = "api_key_env: VAR" if k.lower() in _SECRET_KEYS else f"{k}: on the model"
                 raise self.fail(v, f"{key}.{k}", f"not a generation parameter; write {where} instead.")
-            if k in _PARAM_TYPES:
-                integer = _PARAM_TYPES[k] == (int,)
-                out[k] = self.number(v, f"{key}.{k}", integer=integer,
-                                     minimum=1 if k == "max_tokens" else (-2**63 if k == "seed" else 0))
+            if k in PARAM_BOUNDS:
+                out[k] = self.number(v, f"{key}.{k}", **PARAM_BOUNDS[k])
             else:
                 out[k] = _plain(v)
         return out
@@ -244,10 +258,7 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     where = str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RunError(f"cannot read run config {p}: {exc.strerror}.") from None
+    text = read_yaml_text(p, where, RunError)
     top_node = compose_yaml(text, where, RunError)
     if top_node is None:
         raise RunError(f"{where}:1: the run config is empty. It needs at least grid, dataset and models.")

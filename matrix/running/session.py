@@ -32,15 +32,18 @@ from typing import Any, TextIO
 from promptgrid.errors import RunError
 from promptgrid.records import Case
 from promptgrid.variants import Grid, Variant, load_grid
+from promptgrid.variants._yaml import read_yaml_text
 
 from .config import (
     _SECRET_KEYS,
     DEFAULT_CONCURRENCY,
+    PARAM_BOUNDS,
     ModelSpec,
     RunConfig,
     default_run_dir,
     load_run_config,
     model_params,
+    number_problem,
 )
 from .store import STORE_FILE, RunLock, RunStore, case_from_dict
 
@@ -63,11 +66,15 @@ def is_run_config(ref: str | os.PathLike[str]) -> bool:
         return False
     import yaml
 
+    # Only the top-level keys are looked at, on the composed (not constructed, not alias-expanded) file, so a
+    # hostile file is classified without being read further; the loader then reports its problem with the line.
     try:
-        data = yaml.safe_load(Path(ref).read_text(encoding="utf-8"))
-    except yaml.YAMLError:
+        root = yaml.compose(read_yaml_text(Path(ref), ref, RunError), Loader=yaml.SafeLoader)
+    except (RunError, yaml.YAMLError, RecursionError):
         return False  # let the grid loader report it with its line
-    return isinstance(data, dict) and ("models" in data or "dataset" in data)
+    keys = {k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode)} \
+        if isinstance(root, yaml.MappingNode) else set()
+    return "models" in keys or "dataset" in keys
 
 
 def _default_concurrency(name: str) -> int:
@@ -136,22 +143,15 @@ def build_config(
     if not base.get("dataset"):
         raise RunError("no dataset: give one (mini, bfcl:simple_python, jsonl:PATH, ...; --dataset on the "
                        "command line) or name one in the run config.")
-    repeats_ = int(base.get("repeats", 1))
-    if repeats_ < 1:
-        raise RunError(f"repeats must be >= 1 (--repeats), got {repeats_}.")
-    if base.get("limit") is not None and int(base["limit"]) < 1:
-        raise RunError(f"limit must be >= 1 (--limit), got {base['limit']}.")
-    if base.get("max_cost") is not None and float(base["max_cost"]) <= 0:
-        raise RunError(f"max_cost must be > 0 USD (--max-cost), got {base['max_cost']}.")
-    if base.get("max_retries") is not None and int(base["max_retries"]) < 0:
-        raise RunError(f"max_retries must be >= 0 (--max-retries), got {base['max_retries']}.")
+    repeats_ = _checked("repeats", base.get("repeats", 1), integer=True, minimum=1)
+    for key, bounds in _RUN_BOUNDS.items():
+        if base.get(key) is not None:
+            _checked(key, base[key], **bounds)
     overrides = dict(params or {})
     bad = [k for k in overrides if k.lower() in _NOT_PARAMS]
     if bad:
         raise RunError(f"params: {bad[0]!r} is not a generation parameter. Give api_base and timeout as their own "
                        "options, and keys only through an environment variable (api_key_env in a run config).")
-    if overrides.get("max_tokens") is not None and int(overrides["max_tokens"]) < 1:
-        raise RunError(f"max_tokens must be >= 1 (--max-tokens), got {overrides['max_tokens']}.")
     specs = [_model_spec(m, api_base, overrides, repeats_, concurrency=concurrency, rpm=rpm, tpm=tpm,
                          timeout=timeout) for m in _models(models, base)]
     names = [s.name for s in specs]
@@ -162,6 +162,29 @@ def build_config(
                                    "max_retries", "backoff_base_s", "backoff_max_s") if base.get(k) is not None}
     return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
                      repeats=repeats_, **fields)
+
+
+# Bounds of the numeric run options (flags, pg.run keywords, run-config values) besides repeats and the per-model
+# limits; each is refused with its option named, so nan, inf and negatives never reach the runner.
+_RUN_BOUNDS: dict[str, dict[str, Any]] = {
+    "limit": {"integer": True, "minimum": 1},
+    "max_cost": {"minimum": 0, "strict": True},
+    "max_retries": {"integer": True, "minimum": 0},
+}
+_MODEL_BOUNDS: dict[str, dict[str, Any]] = {
+    "concurrency": {"integer": True, "minimum": 1},
+    "rpm": {"minimum": 0, "strict": True},
+    "tpm": {"minimum": 0, "strict": True},
+    "timeout": {"minimum": 0, "strict": True},
+}
+
+
+def _checked(key: str, value: Any, **bounds: Any) -> Any:
+    """``value`` if it is within ``bounds`` (see ``number_problem``), else a ``RunError`` naming the option."""
+    problem = number_problem(value, **bounds)
+    if problem:
+        raise RunError(f"{key} {problem} (--{key.replace('_', '-')}).")
+    return value
 
 
 def _models(models: Iterable[str | ModelSpec] | None, base: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -181,17 +204,21 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
                 **limits: Any) -> ModelSpec:
     """One model's spec: its own values, then the options given for every model (options win)."""
     merged = {**dict(m.get("params") or {}), **{k: v for k, v in params.items() if v is not None}}
+    for key, value in merged.items():
+        if key in PARAM_BOUNDS and value is not None:
+            _checked(key, value, **PARAM_BOUNDS[key])
     spec: dict[str, Any] = {"name": m["name"], "params": model_params(merged, repeats),
                             "api_base": api_base or m.get("api_base"), "api_key_env": m.get("api_key_env"),
-                            "concurrency": m.get("concurrency") or _default_concurrency(m["name"])}
+                            "concurrency": _default_concurrency(m["name"])}
+    if m.get("concurrency") is not None:
+        spec["concurrency"] = _checked("concurrency", m["concurrency"], **_MODEL_BOUNDS["concurrency"])
     for key in ("rpm", "tpm", "timeout"):
         if m.get(key) is not None:
-            spec[key] = float(m[key])
+            spec[key] = float(_checked(key, m[key], **_MODEL_BOUNDS[key]))
     for key, value in limits.items():
         if value is not None:
-            if value <= 0:
-                raise RunError(f"{key} must be > 0 (--{key}), got {value}.")
-            spec[key] = int(value) if key == "concurrency" else float(value)
+            checked = _checked(key, value, **_MODEL_BOUNDS[key])
+            spec[key] = checked if key == "concurrency" else float(checked)
     return ModelSpec(**spec)
 
 

@@ -50,6 +50,12 @@ def test_load_and_look_up_by_source(tmp_path: Path) -> None:
         ("language: de\nunits:\n  a.b:\n    source: x\n", "line 3: unit 'a.b' must have string fields"),
         ("language: de\nunits:\n  a.b: {source: x, text: y, txet: z}\n", "unknown field 'txet'"),
         ("language: de\nunit: {}\n", "unknown top-level key 'unit'"),
+        ("language: !!python/name:os.system\nunits: {}\n", r":1: tag !!python/name:os.system is not allowed"),
+        ("language: de\nunits: {? [a]\n : {source: x, text: y}}\n", r":2: a key must be a plain string"),
+        ("language: de\nunits: &u {a: *u}\n", r":2: an alias refers to a value that contains it"),
+        ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg")),
+         r"aliases \(\*name\) would expand the file"),
     ],
 )
 def test_invalid_catalogs_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,69 @@ def test_defaults() -> None:
     assert model_params({}, 1) == {"temperature": 0.0, "max_tokens": 512}
     assert model_params({"temperature": 0}, 5) == {"temperature": 0, "max_tokens": 512}
     assert default_run_dir("path/to/g.yaml", "jsonl:/x/y z.jsonl").name == "g__jsonl_x_y_z.jsonl"
+
+
+@pytest.mark.parametrize(("flags", "match"), [
+    (["--temperature", "nan"], r"temperature must be a finite number, got nan \(--temperature\)"),
+    (["--temperature", "inf"], r"temperature must be a finite number, got inf \(--temperature\)"),
+    (["--temperature", "-0.5"], r"temperature must be >= 0, got -0.5 \(--temperature\)"),
+    (["--concurrency", "0"], r"concurrency must be >= 1, got 0 \(--concurrency\)"),
+    (["--concurrency", "-2"], r"concurrency must be >= 1, got -2 \(--concurrency\)"),
+    (["--timeout", "-1"], r"timeout must be > 0, got -1.0 \(--timeout\)"),
+    (["--timeout", "nan"], r"timeout must be a finite number, got nan \(--timeout\)"),
+    (["--max-cost", "nan"], r"max_cost must be a finite number, got nan \(--max-cost\)"),
+    (["--max-cost", "-1"], r"max_cost must be > 0, got -1.0 \(--max-cost\)"),
+    (["--rpm", "-5"], r"rpm must be > 0, got -5.0 \(--rpm\)"),
+    (["--tpm", "inf"], r"tpm must be a finite number, got inf \(--tpm\)"),
+    (["--max-retries", "-1"], r"max_retries must be >= 0, got -1 \(--max-retries\)"),
+    (["--limit", "0"], r"limit must be >= 1, got 0 \(--limit\)"),
+    (["--max-tokens", "0"], r"max_tokens must be >= 1, got 0 \(--max-tokens\)"),
+])
+def test_out_of_range_options_name_the_option(flags: list[str], match: str) -> None:
+    with pytest.raises(RunError, match=match) as info:
+        build_config(args_for("bfcl_v4", "--dataset", "mini", "--model", "fake/auto", *flags))
+    assert "\n" not in str(info.value)
+
+
+def test_library_options_are_checked_too() -> None:
+    """pg.run reaches the same checks through session.build_config (wrong types included)."""
+    from promptgrid.matrix.running.session import build_config as build
+
+    for kwargs, match in [({"params": {"temperature": float("nan")}}, "temperature must be a finite number"),
+                          ({"concurrency": 0}, "concurrency must be >= 1"),
+                          ({"timeout": float("inf")}, "timeout must be a finite number"),
+                          ({"max_cost": "lots"}, "max_cost must be a number, got str 'lots'"),
+                          ({"repeats": 1.5}, "repeats must be an integer, got float 1.5")]:
+        with pytest.raises(RunError, match=match):
+            build("bfcl_v4", "mini", models=["fake/auto"], **kwargs)
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    (".nan", r"run.yaml:5: models\[0\].params.temperature: must be a finite number, got nan"),
+    (".inf", r"run.yaml:5: models\[0\].params.temperature: must be a finite number, got inf"),
+    ("-1", r"run.yaml:5: models\[0\].params.temperature: must be >= 0, got -1"),
+])
+def test_config_file_refuses_non_finite_numbers(tmp_path: Path, value: str, match: str) -> None:
+    text = f"grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    params: {{temperature: {value}}}\n"
+    with pytest.raises(RunError, match=match):
+        load_run_config(write(tmp_path, text))
+
+
+LAUGHS = "grid: bfcl_v4\ndataset: mini\nmodels: [fake/auto]\n" + "\n".join(
+    [f"a: &a [{', '.join(['lol'] * 9)}]"]
+    + [f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]" for p, k in zip("abcdefgh", "bcdefghi")]
+) + "\n"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    (LAUGHS, r"run.yaml: aliases \(\*name\) would expand the file to [\d,]+ values"),
+    ("grid: bfcl_v4\ndataset: mini\nmodels: !!python/name:os.system\n", r"run.yaml:3: tag !!python/name:os.system"),
+    ("grid: bfcl_v4\ndataset: mini\n? {a: 1}\n: x\n", r"run.yaml:3: a key must be a plain string"),
+    ("grid: bfcl_v4\ndataset: mini\nmodels: &m [*m]\n", r"run.yaml:3: an alias refers to a value that contains it"),
+])
+def test_hostile_config_yaml_is_refused_fast(tmp_path: Path, text: str, match: str) -> None:
+    path = write(tmp_path, text)
+    start = time.perf_counter()
+    with pytest.raises(RunError, match=match):
+        build_config(args_for(str(path)))  # through is_run_config, as `promptgrid run CONFIG.yaml` does
+    assert time.perf_counter() - start < 1.0
