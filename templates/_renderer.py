@@ -97,8 +97,12 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     ``text.persona`` is the most frequent lookup in every template; a catalog
     entry is a plain string, safe by construction, so it skips the sandbox's
     per-access safety checks (which would cost about a third of render time).
-    Everything else goes through the sandbox unchanged.
+    Everything else goes through the sandbox unchanged, plus a size bound on
+    ``*`` and ``**`` (``{{ "x" * 10**12 }}`` would exhaust memory or CPU);
+    built-in templates use neither, so they pay nothing for it.
     """
+
+    intercepted_binops = frozenset({"*", "**"})
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) is CatalogText:
@@ -106,6 +110,22 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if type(value) is str:
                 return value
         return super().getattr(obj, attribute)
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
+            raise jinja2.sandbox.SecurityError(f"exponent {right} is over the template limit of {_MAX_EXPONENT}.")
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_REPEAT:
+                    raise jinja2.sandbox.SecurityError(
+                        f"repeating a sequence to {len(seq) * times:,} items is over the template limit of "
+                        f"{_MAX_REPEAT:,}."
+                    )
+        return super().call_binop(context, operator, left, right)
+
+
+_MAX_EXPONENT = 1024  # bounds of the arithmetic a template may do (see _Sandbox)
+_MAX_REPEAT = 1_000_000
 
 
 def _builtin_dir(sub: str) -> Path:

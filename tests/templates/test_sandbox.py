@@ -55,3 +55,15 @@ def test_cli_render_of_an_escaping_template_exits_2_with_one_line(
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
     assert "evil.j2:1: unsafe access blocked by the template sandbox" in captured.err
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("expression", ['"x" * 10**7', "[1, 2] * 600000", "10 * 'ab' * 100000", "9 ** 99999999"])
+def test_oversized_arithmetic_is_blocked(tmp_path: Path, case: Case, expression: str) -> None:
+    (tmp_path / "bomb.j2").write_text("{{ " + expression + " }}", encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"bomb\.j2:1: unsafe access blocked .*over the template limit"):
+        Renderer(tmp_path).render(Variant(template="bomb"), case)
+
+
+def test_small_arithmetic_still_works(tmp_path: Path, case: Case) -> None:
+    (tmp_path / "small.j2").write_text('{{ "-" * 3 }}{{ 2 ** 3 }}{{ 3 * 4 }}{{ [0] * 2 }}', encoding="utf-8")
+    assert Renderer(tmp_path).render(Variant(template="small"), case).messages[0]["content"] == "---812[0, 0]"
