@@ -40,7 +40,9 @@ here, and never tuned to a particular sentence:
 ``length_ratio``
     The translation is implausibly short or long for the target's script
     (CJK text is much shorter in characters than English), or repeats a
-    chunk the source does not (a translator stuck in a loop).
+    chunk the source does not (a translator stuck in a loop; on texts over
+    1,000 characters, copies at most :data:`MIN_REPEAT_DISTANCE` characters
+    apart, or more on shorter texts, so that the search stays linear).
 ``structure_changed``
     Line structure differs: line count, blank lines, markdown headings,
     list markers, code fences.
@@ -55,8 +57,10 @@ whose English source changed, and a unit with no translation.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -147,6 +151,7 @@ _SCRIPT_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def _char_script(ch: str) -> str | None:
     cp = ord(ch)
     if ch.isascii():
@@ -162,10 +167,10 @@ def _char_script(ch: str) -> str | None:
 
 def _script_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for ch in text:
+    for ch, n in Counter(text).items():  # each distinct character once: long texts use few
         script = _char_script(ch)
         if script:
-            counts[script] = counts.get(script, 0) + 1
+            counts[script] = counts.get(script, 0) + n
     return counts
 
 
@@ -251,7 +256,7 @@ def _normalize(text: str) -> str:
 
 def _content_length(prose: str) -> int:
     """Characters that carry language: letters and marks (no spaces, digits or punctuation)."""
-    return sum(1 for ch in prose if unicodedata.category(ch)[0] in "LM")
+    return sum(n for ch, n in Counter(prose).items() if unicodedata.category(ch)[0] in "LM")
 
 
 # Length of a translation over the length of its English source, in letters,
@@ -275,15 +280,29 @@ _DEFAULT_BOUNDS = (0.35, 2.5)
 LENGTH_SLACK = 8
 
 
+# A chunk said twice in a row: at least 10 characters from a letter on, the copies
+# apart by separators only (or 6 characters from a CJK one, back to back).
+_REPEAT_RE = re.compile(r"([^\W\d_][^\n]{9,}?)[\s,;:、，。.]*\1")
+_CJK_REPEAT_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff][^\n]{5,}?)\1")
+_REPEAT_SEPARATORS = " ,;:、，。."  # [\s,;:、，。.] once whitespace is collapsed to spaces
+#: Longest flattened text searched by the regexes above: their backtracking is quadratic.
+_REPEAT_REGEX_CHARS = 1_000
+#: Longer texts are searched for copies up to ``max(MIN_REPEAT_DISTANCE, REPEAT_WORK // length)``
+#: characters apart (every distance up to about 4,400 characters, 500 on a 1 MB line): linear time.
+MIN_REPEAT_DISTANCE = 500
+REPEAT_WORK = 20_000_000
+
+
 def _repeated_chunk(text: str) -> str | None:
     """A chunk of at least 10 letters (6 for CJK) immediately repeated, or a sentence said twice."""
     flat = _WS_RE.sub(" ", text).strip()
-    m = re.search(r"([^\W\d_][^\n]{9,}?)[\s,;:、，。.]*\1", flat)
-    if m:
-        return m.group(1)
-    m = re.search(r"([\u3040-\u30ff\u3400-\u9fff][^\n]{5,}?)\1", flat)
-    if m:
-        return m.group(1)
+    if len(flat) <= _REPEAT_REGEX_CHARS:
+        m = _REPEAT_RE.search(flat) or _CJK_REPEAT_RE.search(flat)
+        found = m.group(1) if m else None
+    else:
+        found = _first_repeat(flat, MIN_REPEAT_DISTANCE)
+    if found:
+        return found
     sentences = [s.strip().casefold() for s in re.split(r"(?<=[.!?。！？।])\s*|\n", text)]
     seen: set[str] = set()
     for sentence in sentences:
@@ -291,6 +310,57 @@ def _repeated_chunk(text: str) -> str | None:
             if sentence in seen:
                 return sentence
             seen.add(sentence)
+    return None
+
+
+def _first_repeat(flat: str, min_distance: int) -> str | None:
+    """What ``_REPEAT_RE`` (else ``_CJK_REPEAT_RE``) finds in ``flat``, by distance instead of backtracking.
+
+    A match is a start ``i`` and a distance ``d`` to the second copy: the
+    chunk ``flat[i:i + L]`` equals ``flat[i + d:i + d + L]`` with only
+    separators between, so ``L >= max(10, d - s)`` where ``s`` counts the
+    separators just before ``i + d``. For each ``d`` the common prefixes of
+    ``flat`` and ``flat[d:]`` are compared in one vectorized pass; the leftmost
+    ``i`` wins, then the shortest chunk, as with the regex. Distances are
+    searched up to ``max(min_distance, REPEAT_WORK // len(flat))`` (all of
+    them on texts up to about 4,400 characters).
+    """
+    import numpy as np  # on first use: promptgrid must import fast
+
+    n = len(flat)
+    max_distance = min(n, max(min_distance, REPEAT_WORK // n))
+    codes = np.frombuffer(flat.encode("utf-32-le"), dtype=np.uint32)
+    marked = re.sub(r"[^\W\d_]", "\x01", flat.replace("\x01", "\x02"))
+    letter = np.frombuffer(marked.encode("utf-32-le"), dtype=np.uint32) == 1
+    sep = np.isin(codes, np.array([ord(c) for c in _REPEAT_SEPARATORS], dtype=np.uint32))
+    index = np.arange(n + 1)
+    # seps_before[x]: separators immediately before position x
+    last_other = np.maximum.accumulate(np.where(np.concatenate(([False], ~sep)), index, 0))
+    seps_before = index - last_other
+    cjk = ((codes >= 0x3040) & (codes <= 0x30FF)) | ((codes >= 0x3400) & (codes <= 0x9FFF))
+    for starts, min_len, gaps in ((letter, 10, True), (cjk, 6, False)):
+        best: tuple[int, int] | None = None
+        for d in range(min_len, max_distance + 1):
+            end = n - d if best is None else min(n - d, best[0] + 1)
+            if end <= 0:
+                break
+            # Common prefixes of flat[i:] and flat[i + d:] for i < end, exact up to i + d
+            # (enough: a chunk is at most d long).
+            span = min(n - d, end + d)
+            equal = codes[:span] == codes[d:d + span]
+            if equal.tobytes().find(b"\x01" * min_len) < 0:
+                continue
+            positions = np.arange(span)
+            next_diff = np.minimum.accumulate(np.where(equal, span, positions)[::-1])[::-1]
+            common = next_diff[:end] - positions[:end]
+            need = np.maximum(min_len, d - seps_before[d:d + end]) if gaps else np.full(end, d)
+            hits = np.flatnonzero(starts[:end] & (common >= need))
+            if hits.size:
+                i = int(hits[0])
+                if best is None or i < best[0] or (i == best[0] and int(need[i]) < best[1]):
+                    best = (i, int(need[i]))
+        if best is not None:
+            return flat[best[0]:best[0] + best[1]]
     return None
 
 
@@ -454,13 +524,14 @@ def _required(span: Span) -> str:
 
 def _strip_markup(text: str) -> str:
     text = re.sub(r"\{[A-Za-z_][\w.]*\}", "", text)
-    return re.sub(r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>", "", text)
+    return TAG_RE.sub("", text)
 
 
-def _protected_problems(source: str, translation: str, names: Sequence[str]) -> list[str]:
+def _protected_problems(source_spans: Sequence[Span], translation: str) -> list[str]:
+    """What of the source's protected spans (``find_spans(source, names)``) is not in the translation."""
     missing: list[str] = []
     translation = _strip_markup(translation)
-    for span in find_spans(source, names):
+    for span in source_spans:
         if span.kind in (SpanKind.PLACEHOLDER, SpanKind.TAG):
             continue
         required = _required(span)
@@ -525,7 +596,8 @@ def check_translation(
         if markup:
             problems.add(CheckCode.MARKUP_CHANGED)
             details["markup_changed"] = markup
-    missing = _protected_problems(source, translation, names)
+    src_spans = find_spans(source, names)  # once: a scan of a long source is not free
+    missing = _protected_problems(src_spans, translation)
     if missing:
         problems.add(CheckCode.PROTECTED_CHANGED)
         details["protected_changed"] = "not verbatim in the translation: " + ", ".join(repr(m) for m in missing)
@@ -535,8 +607,8 @@ def check_translation(
         details["structure_changed"] = structure
 
     # Names of the source's spans are removed from both texts before judging language and length.
-    span_names = names + tuple(s.text for s in find_spans(source, names))
-    src_prose = _prose(source, names)
+    span_names = names + tuple(s.text for s in src_spans)
+    src_prose = _strip_spans(source, src_spans)
     tr_prose = _prose(translation, span_names)
     src_len, tr_len = _content_length(src_prose), _content_length(tr_prose)
     language_of_text = tgt_base
@@ -599,7 +671,7 @@ _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?。！？।])\s*|\n")
 
 
 def _latin_words(text: str) -> list[str]:
-    return [w for w in _WORD_RE.findall(text) if all(_char_script(c) in ("latin", None) for c in w)]
+    return [w for w in _WORD_RE.findall(text) if w.isascii() or all(_char_script(c) in ("latin", None) for c in w)]
 
 
 def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:

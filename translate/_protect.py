@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -76,12 +76,21 @@ class Span:
 
 _FENCE_RE = re.compile(r"```.*?```", re.S)
 _BACKTICK_RE = re.compile(r"`[^`\n]+`")
-_URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-TAG_RE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>")
+# Patterns whose span is a named group start where their run of name characters starts
+# (``(?<![\w.+-])``), not at every word boundary inside it: the same spans as
+# ``\b[\w.+-]+@...`` and ``[A-Za-z_][\w.]*\(...\)``, in linear time instead of
+# rescanning the run from each of its positions.
+_URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]"
+                     r"|(?<![\w.+-])[.+-]*+(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b)")
+# The original e-mail pattern, tried only where the previous address ended (see _url_matches).
+_EMAIL_RE = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+# ``\s[^<>]*?``, not ``\s+[^<>]*?``: the same matches, without quadratic backtracking over spaces.
+TAG_RE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*?)?/?>")
 _PLACEHOLDER_RE = re.compile(r"\{[A-Za-z_][\w.]*\}")
-_BRACE_CODE_RE = re.compile(r"\{[^{}\n]*[:'\"][^{}\n]*\}")
+_BRACE_CODE_RE = re.compile(r"\{[^{}\n:'\"]*[:'\"][^{}\n]*\}")  # up to the first [:'"]: no backtracking
 _CALL = r"[A-Za-z_][\w.]*\([^()\n]*\)"
-_CALL_RE = re.compile(rf"(?:\b[A-Z][a-z]+:[ \t])?{_CALL}")
+_CALL_RE = re.compile(rf"\b[A-Z][a-z]+:[ \t]{_CALL}"
+                      rf"|(?<![\w.])(?:[^\W_A-Za-z]|\.)*+(?P<call>[A-Za-z_][\w.]*+\([^()\n]*\))")
 _CALL_LIST_RE = re.compile(rf"\[\s*{_CALL}(?:\s*,\s*{_CALL})*\s*\]")
 _FORMAT_TOKEN = r"(?:YYYY|YY|MM|DD|HH|hh|mm|ss|SSS|SS)"
 _FORMAT_RE = re.compile(
@@ -131,6 +140,21 @@ def _dotted_is_prose(text: str) -> bool:
     return all(len(part) <= 1 for part in text.split("."))
 
 
+def _url_matches(text: str) -> Iterator[re.Match[str]]:
+    """``finditer`` of ``\\bhttps?://...|\\b[\\w.+-]+@...`` in linear time.
+
+    ``_URL_RE`` starts an address only where its run of ``[\\w.+-]`` starts;
+    the one other place ``finditer`` would start one is where the previous
+    address ended inside such a run (``a@b.com+c@d.com``), tried here.
+    """
+    pos = 0
+    while (m := _URL_RE.search(text, pos)) is not None:
+        while m is not None:
+            yield m
+            pos = m.end()
+            m = _EMAIL_RE.match(text, pos) if m.lastgroup == "email" or m.re is _EMAIL_RE else None
+
+
 def placeholders(text: str) -> Counter[str]:
     """The multiset of ``{placeholder}`` names in ``text``."""
     return Counter(_PLACEHOLDER_RE.findall(text))
@@ -158,9 +182,10 @@ def find_spans(text: str, names: Iterable[str] = ()) -> list[Span]:
         spans.append(Span(start, end, text[start:end], kind))
 
     def add_all(pattern: re.Pattern[str], kind: SpanKind, keep=None) -> None:  # type: ignore[no-untyped-def]
-        for m in pattern.finditer(text):
-            if keep is None or keep(m.group(0)):
-                add(m.start(), m.end(), kind)
+        for m in _url_matches(text) if pattern is _URL_RE else pattern.finditer(text):
+            group = m.lastgroup or 0  # a named group, where there is one, is the span
+            if keep is None or keep(m.group(group)):
+                add(m.start(group), m.end(group), kind)
 
     add_all(_FENCE_RE, SpanKind.CODE)
     add_all(_BACKTICK_RE, SpanKind.CODE)
