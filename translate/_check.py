@@ -339,6 +339,7 @@ def _first_repeat(flat: str, min_distance: int) -> str | None:
     seps_before = index - last_other
     cjk = ((codes >= 0x3040) & (codes <= 0x30FF)) | ((codes >= 0x3400) & (codes <= 0x9FFF))
     for starts, min_len, gaps in ((letter, 10, True), (cjk, 6, False)):
+        max_gap = int(seps_before.max()) if gaps else 0
         best: tuple[int, int] | None = None
         for d in range(min_len, max_distance + 1):
             end = n - d if best is None else min(n - d, best[0] + 1)
@@ -348,7 +349,8 @@ def _first_repeat(flat: str, min_distance: int) -> str | None:
             # (enough: a chunk is at most d long).
             span = min(n - d, end + d)
             equal = codes[:span] == codes[d:d + span]
-            if equal.tobytes().find(b"\x01" * min_len) < 0:
+            run = b"\x01" * max(min_len, d - max_gap)
+            if equal.tobytes().find(run, 0, end - 1 + len(run)) < 0:  # no copy long enough from i < end
                 continue
             positions = np.arange(span)
             next_diff = np.minimum.accumulate(np.where(equal, span, positions)[::-1])[::-1]
