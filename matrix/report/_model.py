@@ -368,10 +368,6 @@ class ReportData:
                 return v
         raise KeyError(variant_id)
 
-    @property
-    def has_languages(self) -> bool:
-        return bool(self.language_cells)
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN becomes None)."""
         out: dict[str, Any] = {}
