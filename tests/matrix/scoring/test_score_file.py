@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from promptgrid.matrix.cli import main
+from promptgrid.matrix.report.stats import wilson_interval
+from promptgrid.matrix.scoring import BFCL_DEFAULT_VARIANT
 
 PY = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"
 EXP = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=experimental"
@@ -90,8 +94,9 @@ def test_grid_option_restricts_variant_ids(tmp_path: Path, capsys: Any) -> None:
 
 def test_missing_input_file_is_a_user_error(tmp_path: Path, capsys: Any) -> None:
     code = main(["score-file", str(tmp_path / "nope.jsonl"), "--dataset", "mini"])
-    assert code != 0
-    assert "not found" in capsys.readouterr().err
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("dataset", ["bfcl:format_sensitivity"])
@@ -138,3 +143,87 @@ def test_output_equal_to_the_jsonl_dataset_is_refused(tmp_path: Path, capsys: An
     assert main(["score-file", str(src), "--dataset", f"jsonl:{cases}", "--output", str(cases)]) == 2
     assert "is the input file" in capsys.readouterr().err
     assert cases.read_bytes() == before
+
+
+def test_bfcl_eval_result_lines_are_read_as_bfcl_eval_writes_them(tmp_path: Path, capsys: Any) -> None:
+    # bfcl-eval's multi_threaded_inference writes {"id": ..., "result": ..., **metadata} per line.
+    line = {"id": f"format_sensitivity_3:{PY}:simple_weather_01-en", "result": CALL,
+            "input_token_count": 412, "output_token_count": 17, "latency": 0.42}
+    wrong = dict(line, id=f"format_sensitivity_4:{JSON_TAG}:simple_weather_01-en")
+    src = _write(tmp_path / "BFCL_v4_format_sensitivity_result.json", [line, wrong])
+    code, rows, err = _run(capsys, str(src), "--dataset", "mini")
+    assert code == 0, err
+    assert [r["valid"] for r in rows] == [True, False]
+    assert rows[1]["bfcl_error_type"] == "ast_decoder:decoder_failed"
+    for key, value in line.items():
+        assert rows[0][key] == value
+
+
+def test_promptgrid_fields_win_over_bfcl_eval_fields(tmp_path: Path, capsys: Any) -> None:
+    line = {"variant_id": PY, "case_id": "simple_weather_01-en", "id": "other", "response": CALL, "result": "no"}
+    code, rows, err = _run(capsys, str(_write(tmp_path / "in.jsonl", [line])), "--dataset", "mini")
+    assert code == 0, err
+    assert rows[0]["valid"] is True
+
+
+def test_variant_option_names_the_variant_of_lines_without_one(tmp_path: Path, capsys: Any) -> None:
+    src = _write(tmp_path / "in.jsonl", [{"id": "simple_weather_01-en", "result": CALL},
+                                         {"variant_id": JSON_TAG, "case_id": "simple_weather_01-en", "response": CALL}])
+    code, rows, err = _run(capsys, str(src), "--dataset", "mini", "--variant", PY)
+    assert code == 0, err
+    assert [r["valid"] for r in rows] == [True, False]  # a line's own variant_id wins over --variant
+    code, rows, err = _run(capsys, str(src), "--dataset", "mini")
+    assert code == 1 and len(rows) == 1
+    assert "in.jsonl:1: field 'variant_id' is missing" in err and "--variant" in err and BFCL_DEFAULT_VARIANT in err
+
+
+def test_unknown_variant_option_is_a_bad_argument(tmp_path: Path, capsys: Any) -> None:
+    src = _write(tmp_path / "in.jsonl", [{"id": "simple_weather_01-en", "result": CALL}])
+    out = tmp_path / "out.jsonl"
+    code = main(["score-file", str(src), "--dataset", "mini", "--variant", PY + "x", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--variant" in err and f"Did you mean {PY!r}" in err
+    assert not out.exists()
+
+
+def test_dash_reads_standard_input(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    ok = json.dumps({"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL})
+    data = "\n".join([ok, "{oops", ok]).encode() + b"\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    code, rows, err = _run(capsys, "-", "--dataset", "mini")
+    assert code == 1
+    assert [r["valid"] for r in rows] == [True, True]
+    assert "<stdin>:2: not valid JSON" in err
+
+
+def test_accuracy_summary_goes_to_stderr_and_stdout_keeps_only_the_lines(tmp_path: Path, capsys: Any) -> None:
+    ok = {"variant_id": PY, "case_id": "simple_weather_01-en", "response": CALL}
+    src = _write(tmp_path / "in.jsonl", [ok, ok, dict(ok, response="[weather.get_current(city='Paris')]"),
+                                         dict(ok, case_id=3)])
+    code = main(["score-file", str(src), "--dataset", "mini"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert all(json.loads(x)["case_id"] == "simple_weather_01-en" for x in out.splitlines())
+    lo, hi = wilson_interval(2, 3)
+    assert err.strip().splitlines()[-1] == (
+        f"promptgrid: scored 3 line(s): 2 correct, accuracy 66.7% (95% Wilson CI {100 * lo:.1f}-{100 * hi:.1f}%); "
+        "1 line(s) could not be scored (see above).")
+    code = main(["score-file", str(_write(tmp_path / "one.jsonl", [ok])), "--dataset", "mini"])
+    assert code == 0
+    assert capsys.readouterr().err.strip() == (
+        "promptgrid: scored 1 line(s): 1 correct, accuracy 100.0% (95% Wilson CI 20.7-100.0%).")
+
+
+def test_help_documents_the_input_format(capsys: Any) -> None:
+    with pytest.raises(SystemExit):
+        main(["score-file", "--help"])
+    text = capsys.readouterr().out
+    for word in ('"result"', '"id"', "response", "case_id", "variant_id", "format_sensitivity_N:CONFIG:ENTRY",
+                 "--variant", "standard input", "Wilson", BFCL_DEFAULT_VARIANT):
+        assert word in text, word
+
+
+def test_bfcl_default_variant_is_bfcl_evals_default_prompt() -> None:
+    default_prompts = pytest.importorskip("bfcl_eval.constants.default_prompts")
+    assert BFCL_DEFAULT_VARIANT == default_prompts.DEFAULT_SYSTEM_PROMPT_FORMAT
