@@ -114,6 +114,13 @@ def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> N
                         "or $PROMPTGRID_BFCL_DATA)")
 
 
+# How --limit picks cases (Dataset.select): on a multilingual dataset, distinct questions, not one question
+# in N languages.
+_LIMIT_HELP = ("N cases: the first N of a one-language dataset; on a multilingual one (mini, mini:de,ja) "
+               "N distinct questions, the language taking turns (the 1st question in the 1st language, the "
+               "2nd in the 2nd, ...); beyond the number of questions, further languages of each")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="promptgrid",
@@ -140,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset_options(p)
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--case", action="append", default=[], metavar="ID")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N cases")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
     p.add_argument("--jsonl", action="store_true", help="one JSON object per line (default: readable text)")
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.set_defaults(handler=_render)
@@ -165,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "or local/smollm2-135m or local/PATH.gguf")
     p.add_argument("--api-base", default=None, metavar="URL")
     p.add_argument("--run-dir", default=None, metavar="DIR", help="default: ./runs/<name>")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="first N cases")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
     p.add_argument("--case", action="append", default=[], metavar="ID")
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--repeats", type=int, default=None, metavar="K")
@@ -198,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="format-sensitivity report of a run")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--out", default=None, metavar="DIR", help="write report files here (default: RUN_DIR/report)")
-    p.add_argument("--baseline", default=None, metavar="VARIANT_ID")
+    p.add_argument("--baseline", default=None, metavar="VARIANT",
+                   help="variant to test the others against: its id, or a label the report or the run's table "
+                        "shows (default: the all-defaults variant)")
     p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "all"],
                    help="files to write (default: print the table only, unless --out is given: all)")
     p.set_defaults(handler=_report)

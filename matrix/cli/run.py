@@ -68,7 +68,8 @@ def exit_code(summary: RunSummary) -> int:
 
 
 def print_run(run: Run, out: TextIO, err: TextIO) -> int:
-    """Say what a run just did (stderr) and print its accuracy table (stdout); returns its exit code."""
+    """Say what a run just did (stderr), print its accuracy table and what it means (stdout); returns its exit
+    code."""
     s = run.summary
     assert s is not None, "print_run needs the Run that run()/execute made"
     path = run.path
@@ -101,7 +102,10 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
               f"unscored. Fix the checker and run: promptgrid score {path}", file=err)
     table = accuracy_table(path)
     if table:
+        from promptgrid.matrix.report import explain  # numpy: only once there is something to explain
+
         print(table, file=out)
+        print(explain(run.results(), path), file=out)
     return exit_code(s)
 
 

@@ -108,8 +108,11 @@ class Dataset:
         Every filter given must match (``case_ids`` and ``groups`` are lists of
         accepted values). Unknown ids, groups, languages or categories raise a
         DatasetError listing all of them, so a typo never silently selects
-        nothing. ``limit`` keeps the first N cases after filtering. The name
-        stays the spec it was loaded from, so it can be loaded again.
+        nothing. ``limit`` keeps N cases after filtering: the first N when the
+        cases are in one language; when they are in several, N cases of
+        distinct source questions (groups) while there are enough, the
+        language rotating from question to question (see ``_spread``). The
+        name stays the spec it was loaded from, so it can be loaded again.
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise DatasetError(f"limit must be a whole number >= 0, got {limit!r}.")
@@ -128,5 +131,26 @@ class Dataset:
             wanted = set(values)
             cases = tuple(c for c in cases if key(c) in wanted)
         if limit is not None:
-            cases = cases[:limit]
+            cases = _spread(cases, limit) if len({c.language for c in cases}) > 1 else cases[:limit]
         return Dataset(name=self.name, cases=cases, description=self.description)
+
+
+def _spread(cases: tuple[Case, ...], limit: int) -> tuple[Case, ...]:
+    """``limit`` multilingual cases, as many distinct source questions as possible, in dataset order.
+
+    Taking the first N of ``mini`` (ordered by question, then language) would
+    ask one question in N languages. Instead cases are taken round by round:
+    round r takes the r-th case of every group, each group's languages in an
+    order rotated by the group's position, so the first round asks every
+    question once and the languages take turns (``--limit 2`` on ``mini``:
+    the first question in en, the second in de).
+    """
+    rank = {lang: i for i, lang in enumerate(dict.fromkeys(c.language for c in cases))}
+    by_group: dict[str, list[int]] = {}
+    for pos, case in enumerate(cases):
+        by_group.setdefault(case.group or case.id, []).append(pos)
+    order = []
+    for g, positions in enumerate(by_group.values()):
+        positions.sort(key=lambda pos: (rank[cases[pos].language] - g) % len(rank))  # stable: ties keep order
+        order += [(r, g, pos) for r, pos in enumerate(positions)]
+    return tuple(cases[pos] for pos in sorted(pos for _r, _g, pos in sorted(order)[:limit]))

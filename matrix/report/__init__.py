@@ -4,12 +4,15 @@
 rows (``ResultRow``: ``RunStore.rows()``, ``read_results`` of an exported JSONL
 file, or ``synthetic_rows``), so it runs on a finished run, an export or
 synthetic rows alike. ``compare_runs`` pairs two runs of the same grid.
+``digest(rows)`` says in a few lines what a run's numbers mean (the end of
+``promptgrid run``).
 matplotlib is imported only when figures are drawn.
 """
 
 from ._build import FORMATS, ReportResult, build_report, expand_formats
 from ._compare import CompareResult, VariantDiff, compare_runs
 from ._compute import aggregate
+from ._digest import ModeCount, ModelDigest, SampleNote, digest, explain
 from promptgrid.errors import ReportError
 from ._model import (
     Cell,
@@ -40,11 +43,14 @@ __all__ = [
     "FailureExample",
     "LanguageCell",
     "LanguageSummary",
+    "ModeCount",
+    "ModelDigest",
     "PairedTest",
     "PassK",
     "ReportData",
     "ReportError",
     "ReportResult",
+    "SampleNote",
     "Sensitivity",
     "Settings",
     "SpeedPoint",
@@ -54,6 +60,8 @@ __all__ = [
     "aggregate",
     "build_report",
     "compare_runs",
+    "digest",
     "expand_formats",
+    "explain",
     "synthetic_rows",
 ]

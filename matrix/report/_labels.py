@@ -7,11 +7,13 @@ the shortened labels leave out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from promptgrid.variants import DIMENSIONS, PromptFormat
 
-from ._model import ReportData
+from ._model import ReportData, VariantInfo
 
-__all__ = ["DIMENSION_TITLES", "display_labels", "shared_dimensions", "short_label"]
+__all__ = ["DIMENSION_TITLES", "display_labels", "labels_for", "shared_dimensions", "short_label"]
 
 DIMENSION_TITLES = {
     "return_format": "Return format",
@@ -28,10 +30,10 @@ _STYLE_SHORT = {"experimental_bfcl": "exp", "experimental": "exp-blog"}
 _CORE = ("doc_format", "return_format", "tool_call_tag")
 
 
-def _varying(data: ReportData) -> set[str] | None:
-    if len(data.variants) < 2 or not all(v.dimensions for v in data.variants):
+def _varying(variants: Sequence[VariantInfo]) -> set[str] | None:
+    if len(variants) < 2 or not all(v.dimensions for v in variants):
         return None
-    return {d for d in DIMENSIONS if len({str(v.dimensions.get(d, DIMENSIONS[d].default)) for v in data.variants}) > 1}
+    return {d for d in DIMENSIONS if len({str(v.dimensions.get(d, DIMENSIONS[d].default)) for v in variants}) > 1}
 
 
 _LABEL_CACHE: dict[int, tuple[ReportData, dict[str, str]]] = {}
@@ -41,7 +43,7 @@ def display_labels(data: ReportData) -> dict[str, str]:
     cached = _LABEL_CACHE.get(id(data))
     if cached is not None and cached[0] is data:
         return cached[1]
-    labels = _display_labels(data)
+    labels = labels_for(data.variants)
     _LABEL_CACHE.clear()  # one report at a time; keeps the cache from growing
     _LABEL_CACHE[id(data)] = (data, labels)
     return labels
@@ -52,20 +54,20 @@ def short_label(data: ReportData, variant_id: str) -> str:
     return display_labels(data).get(variant_id) or data.variant(variant_id).label
 
 
-def _display_labels(data: ReportData) -> dict[str, str]:
-    """Variant labels that show only the dimensions that vary in this report.
+def labels_for(variants: Sequence[VariantInfo]) -> dict[str, str]:
+    """Variant id -> label showing only the dimensions that vary among ``variants`` (a report's labels).
 
     For a BFCL grid these are exactly BFCL's labels (``json->python,False md``);
     for a translation grid, where the formats are fixed, ``instr=en desc=query``
     instead of a long label repeated on every row. Falls back to the rows'
     labels when variants carry no dimensions or the short labels collide.
     """
-    full = {v.id: v.label for v in data.variants}
-    varying = _varying(data)
+    full = {v.id: v.label for v in variants}
+    varying = _varying(variants)
     if not varying:
         return full
     out = {}
-    for v in data.variants:
+    for v in variants:
         d = {k: v.dimensions.get(k, DIMENSIONS[k].default) for k in DIMENSIONS}
         parts = []
         if varying & set(_CORE):
@@ -86,7 +88,7 @@ def _display_labels(data: ReportData) -> dict[str, str]:
 
 def shared_dimensions(data: ReportData) -> str:
     """The dimension values every variant shares, when short labels leave them out ('' otherwise)."""
-    varying = _varying(data)
+    varying = _varying(data.variants)
     if not varying or display_labels(data) == {v.id: v.label for v in data.variants}:
         return ""
     first = data.variants[0].dimensions

@@ -12,7 +12,7 @@ from promptgrid.display import escape_controls
 from ._format import pct, with_ci
 from ._labels import shared_dimensions, short_label
 from ._model import FigureRef, ReportData
-from ._summary import methods_points, summary_points
+from ._summary import methods_points, sample_notes, summary_points
 from ._tables import (
     Table,
     accuracy_table,
@@ -156,6 +156,8 @@ def console_table(data: ReportData) -> str:
             f"best {short_label(data, s.best_variant)}); "
             f"std {pct(s.std)} pp"
         )
+    for model, note in sample_notes(data).items():
+        out.append(f"{model}: {note.sentence()}")
     for n in data.notes:
         out.append(f"note: {n}")
     return escape_controls("\n".join(out).rstrip()) + "\n"  # printed to a terminal: no raw escapes

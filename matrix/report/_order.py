@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from promptgrid.variants import DIMENSIONS, builtin_grids, load_grid
-from promptgrid.errors import closest
 
 from promptgrid.errors import ReportError
+from ._labels import labels_for
 from ._model import VariantInfo
 from promptgrid.matrix.running.results import ResultRow
 
@@ -42,18 +43,15 @@ def order_variants(jobs: Sequence[ResultRow]) -> list[VariantInfo]:
 def resolve_baseline(baseline: str | None, variants: Sequence[VariantInfo]) -> str | None:
     """The baseline variant: the one asked for, else the all-defaults (BFCL default) variant.
 
-    Without an exact all-defaults variant, the one with the most dimensions at
-    their default (first in order on a tie) - e.g. the English-only variant of
-    a translation grid.
+    ``baseline`` may be a variant id or a label that the report or the
+    end-of-run table shows (full or shortened, a trailing " (baseline)"
+    allowed), compared ignoring case and repeated spaces. Without an exact
+    all-defaults variant, the one with the most dimensions at their default
+    (first in order on a tie) - e.g. the English-only variant of a
+    translation grid.
     """
-    ids = [v.id for v in variants]
     if baseline is not None:
-        if baseline not in ids:
-            raise ReportError(
-                f"--baseline {baseline!r} is not a variant of this run.{closest(baseline, ids)}"
-                " The run's variants are listed in the report's accuracy table (variant_id column of results.csv)."
-            )
-        return baseline
+        return _find_variant(baseline, variants)
     if not variants:
         return None
 
@@ -62,6 +60,33 @@ def resolve_baseline(baseline: str | None, variants: Sequence[VariantInfo]) -> s
 
     scores = [score(v) for v in variants]
     return variants[scores.index(max(scores))].id
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _find_variant(wanted: str, variants: Sequence[VariantInfo]) -> str:
+    """The id of the variant ``wanted`` names (id, label or shortened label); a ``ReportError`` otherwise."""
+    short = labels_for(variants)
+    names: dict[str, set[str]] = {}  # normalized name -> ids it names
+    for v in variants:
+        for name in (v.id, v.label, short.get(v.id, v.label)):
+            names.setdefault(_norm(name), set()).add(v.id)
+    key = _norm(wanted)
+    if key.endswith("(baseline)") and key not in names:
+        key = key[: -len("(baseline)")].strip()
+    ids = names.get(key, set())
+    if len(ids) == 1:
+        return next(iter(ids))
+    if ids:
+        raise ReportError(f"--baseline {wanted!r} names {len(ids)} variants ({', '.join(sorted(ids))}); "
+                          "give one of these ids.")
+    shown = list(dict.fromkeys(n for v in variants for n in (short.get(v.id, v.label), v.id)))
+    near = difflib.get_close_matches(wanted, shown, n=3, cutoff=0.5)
+    hint = f" Close matches: {', '.join(repr(n) for n in near)}." if near else ""
+    raise ReportError(f"--baseline {wanted!r} is not a variant id or label of this run.{hint} Give an id or a "
+                      "label from the report's accuracy table (variant_id and label columns of results.csv).")
 
 
 def language_order(langs: Iterable[str]) -> list[str]:

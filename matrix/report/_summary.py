@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import math
 
+from ._digest import MIN_N, SampleNote, sample_note
 from ._format import ci_pct, ci_pp, pct, pp, with_ci
 from ._labels import DIMENSION_TITLES, short_label
 from ._model import ReportData, Sensitivity
 
-__all__ = ["methods_points", "summary_points"]
+__all__ = ["methods_points", "sample_notes", "summary_points"]
+
+
+def sample_notes(data: ReportData) -> dict[str, SampleNote]:
+    """Per model whose sample is too small to compare its variants: the note (n, interval width, detectable gap)."""
+    out = {}
+    for model in data.models:
+        cells = [c for c in data.cells if c.model == model and c.n]
+        note = sample_note([c.n for c in cells], [c.ci[1] - c.ci[0] for c in cells], [c.accuracy for c in cells])
+        if note is not None:
+            out[model] = note
+    return out
 
 
 def _effect_sentence(data: ReportData, model: str, dimension: str) -> str | None:
@@ -51,8 +63,9 @@ def _model_sentence(data: ReportData, s: Sensitivity) -> str:
 def summary_points(data: ReportData) -> list[tuple[str, list[str]]]:
     """Per model: a headline sentence and supporting points, each with its interval."""
     out = []
+    notes = sample_notes(data)
     for s in data.sensitivity:
-        points = []
+        points = ["S" + notes[s.model].sentence()[1:]] if s.model in notes else []  # "small sample: ..."
         tests = [t for t in data.baseline_tests if t.model == s.model]
         if tests:
             sig = [t for t in tests if t.significant]
@@ -124,4 +137,7 @@ def methods_points(data: ReportData) -> list[str]:
         "its n is often small. Wilson interval over answers.",
         "pass^k = mean over cases of (c/M)^k with c correct out of M repeats, as Ticket-Bench defines it (not the "
         "unbiased C(c,k)/C(M,k)).",
+        f"Small sample: flagged for a model when a variant has fewer than {MIN_N} scored jobs, or when the spread "
+        "(best - worst) is below the smallest meaningful difference, taken as the median interval width / √2 "
+        "(two independent intervals of that width, combined).",
     ]

@@ -60,7 +60,7 @@ def test_report_baseline_option(run_a: Path, tmp_path: Path) -> None:
     [
         (["report", "{tmp}/nope"], "does not exist"),
         (["report", "{tmp}"], "has no store.sqlite3"),
-        (["report", "{a}", "--baseline", "ret_fmt=pyton"], "is not a variant of this run"),
+        (["report", "{a}", "--baseline", "ret_fmt=pyton"], "is not a variant id or label of this run"),
     ],
 )
 def test_report_user_errors(

@@ -134,9 +134,28 @@ def test_select_filters_in_dataset_order() -> None:
     assert [c.id for c in ds.select(groups=["b"])] == ["b-en", "b-de"]
     assert [c.id for c in ds.select(languages="de")] == ["a-de", "b-de"]
     assert [c.id for c in ds.select(categories=["irrelevance"], languages=["en"])] == ["b-en"]
-    assert [c.id for c in ds.select(limit=3)] == ["a-en", "a-de", "b-en"]
+    # Several languages: one case per question first (languages take turns), then the rest; dataset order.
+    assert [c.id for c in ds.select(limit=2)] == ["a-en", "b-de"]
+    assert [c.id for c in ds.select(limit=3)] == ["a-en", "a-de", "b-de"]
+    assert [c.id for c in ds.select(languages="de", limit=1)] == ["a-de"]  # one language: the first N
     assert len(ds.select(limit=0)) == 0
     assert ds.select(limit=1).name == "x"
+
+
+@pytest.mark.parametrize("spec", ["mini", "mini:de,ja,zh"])
+def test_limit_on_multilingual_mini_picks_distinct_questions(spec: str) -> None:
+    ds = load_dataset(spec)
+    langs = ds.languages
+    picked = ds.select(limit=len(langs) + 1).cases
+    assert len({c.group for c in picked}) == len(picked)  # N distinct source questions
+    assert [c.language for c in picked] == [*langs, langs[0]]  # each language in turn
+    assert [c.id for c in picked] == [c.id for c in ds.cases if c in picked]  # dataset order
+    assert len(ds.select(limit=10_000)) == len(ds)
+
+
+def test_limit_on_one_language_keeps_the_first_cases() -> None:
+    ds = load_dataset("mini:en")
+    assert ds.select(limit=5).cases == ds.cases[:5]
 
 
 @pytest.mark.parametrize(

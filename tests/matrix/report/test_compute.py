@@ -129,8 +129,20 @@ def test_explicit_baseline_and_unknown_baseline(bfcl_rows: list[ResultRow]) -> N
     vid = Variant(return_format="json").id
     data = aggregate(bfcl_rows, baseline=vid, **FAST)
     assert data.baseline == vid and all(t.baseline_id == vid for t in data.baseline_tests)
-    with pytest.raises(ReportError, match="Did you mean"):
+    with pytest.raises(ReportError, match="not a variant id or label of this run. Close matches: "):
         aggregate(bfcl_rows, baseline=vid.replace("json", "jsn"), **FAST)
+
+
+def test_baseline_accepts_the_labels_the_report_and_run_table_show(bfcl_rows: list[ResultRow]) -> None:
+    vid = Variant(return_format="json").id
+    full = Variant(return_format="json").label
+    short = "json->json,False"  # what the report's accuracy table shows for it
+    for given in (short, full, f"{short} (baseline)", "  JSON->json,false "):
+        assert aggregate(bfcl_rows, baseline=given, **FAST).baseline == vid, given
+    with pytest.raises(ReportError) as info:
+        aggregate(bfcl_rows, baseline="json->jsn,False", **FAST)
+    message = str(info.value)
+    assert "\n" not in message and "'json->json,False'" in message and "results.csv" in message
 
 
 def test_translation_grid_baseline_is_english_only(language_rows: list[ResultRow]) -> None:

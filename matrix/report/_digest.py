@@ -1,0 +1,223 @@
+"""What a run's numbers mean, in a few lines: the end of ``promptgrid run`` and a note in the report.
+
+A table of accuracies alone does not say why they are what they are (26 rows
+of 0.0 % when a small model answers in prose) nor whether two variants can be
+told apart. ``digest`` counts, per model, the failure modes behind the
+numbers (the report's ``failure_mode`` of each failed job), derives one
+sentence on what they mean from those counts, and flags a sample too small
+to compare variants (``SampleNote``, also used by the report's summary).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from promptgrid.display import escape_controls
+from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.scoring.verdict import FailureMode
+
+from . import stats
+from ._format import pct
+from ._rows import Rows
+from ._usage import failure_mode
+
+__all__ = ["MIN_N", "ModeCount", "ModelDigest", "SampleNote", "digest", "explain", "sample_note"]
+
+MIN_N = 30
+"""Below this many scored jobs per variant a sample is flagged as small, whatever the spread."""
+
+TOP_MODES = 3
+
+# Modes that mean "no call in the requested format" (the parse failed or the answer is not a call at all),
+# as opposed to a well-formed call with the wrong content.
+_FORMAT_MODES = frozenset({
+    FailureMode.NO_CALL, FailureMode.PROSE_INSTEAD_OF_CALL, FailureMode.PER_CALL_TOOLCALL_WRAPPING,
+    FailureMode.PER_CALL_FUNCTIONS_WRAPPING, FailureMode.PER_CALL_LIST_WRAPPING, FailureMode.TAG_MISSING,
+    FailureMode.UNEXPECTED_TAG, FailureMode.OTHER_FORMAT, FailureMode.UNCLOSED_TAG, FailureMode.BAD_ESCAPING,
+    FailureMode.CODE_FENCE, FailureMode.PROSE_AROUND_CALL, FailureMode.WRONG_XML_TYPE_NAMES,
+    FailureMode.MALFORMED_CALL,
+})
+_FORMAT_VALUES = frozenset(m.value for m in _FORMAT_MODES)
+_MODES = {m.value: m for m in FailureMode}
+CALL_ERROR = "call_error"  # what the report's failure_mode names a failed call
+
+
+@dataclass(frozen=True)
+class ModeCount:
+    """One failure mode of a model: how many of its scored jobs failed this way, and their share."""
+
+    mode: str
+    """A ``FailureMode`` value, ``call_error`` for a failed call, else the lower-cased error code."""
+    count: int
+    share: float
+    """Of the model's scored jobs (all variants)."""
+
+    @property
+    def title(self) -> str:
+        """The mode in words for a one-line list: ``prose instead of call``."""
+        return self.mode.replace("_", " ")
+
+    @property
+    def description(self) -> str:
+        """What the model did, as a sentence fragment (``answered in prose instead of calling a function``)."""
+        if self.mode in _MODES:
+            return _MODES[self.mode].description
+        return "the call failed with an error" if self.mode == CALL_ERROR else f"failed with {self.mode}"
+
+
+@dataclass(frozen=True)
+class SampleNote:
+    """How far apart two variants must be to differ beyond sampling noise, when the sample is too small for it.
+
+    ``width`` is the median width of the variants' 95 % intervals; two
+    variants each measured that precisely differ meaningfully only by about
+    ``width / sqrt(2)`` (the half-widths combined), which is ``detectable``.
+    """
+
+    n_min: int
+    n_max: int
+    width: float
+    detectable: float
+    variants: int
+
+    def sentence(self) -> str:
+        n = f"n={self.n_min}" if self.n_min == self.n_max else f"n={self.n_min}-{self.n_max}"
+        if self.variants < 2:
+            return f"small sample: {n}, 95% interval about {_pp(self.width)} pp wide."
+        return (f"small sample: {n} per variant, 95% intervals about {_pp(self.width)} pp wide; differences "
+                f"between variants below {_pp(self.detectable)} pp are not meaningful.")
+
+
+def _pp(x: float) -> str:
+    return f"{100 * x:.0f}" if 100 * x >= 10 else f"{100 * x:.1f}"
+
+
+def sample_note(ns: Sequence[int], widths: Sequence[float], accuracies: Sequence[float]) -> SampleNote | None:
+    """The note for one model's variants (scored jobs, interval widths, accuracies), or None when not small.
+
+    Small means fewer than ``MIN_N`` jobs in some variant, or a spread
+    (best - worst accuracy) below what the intervals can detect.
+    """
+    finite = [w for w in widths if not math.isnan(w)]
+    if not ns or not finite:
+        return None
+    width = statistics.median(finite)
+    detectable = width / math.sqrt(2)
+    spread = max(accuracies) - min(accuracies) if len(accuracies) > 1 else math.inf
+    if min(ns) >= MIN_N and spread >= detectable:
+        return None
+    return SampleNote(min(ns), max(ns), width, detectable, len(ns))
+
+
+@dataclass(frozen=True)
+class ModelDigest:
+    """One model's numbers in words: its top failure modes, what they mean, and a small-sample note."""
+
+    model: str
+    scored: int
+    correct: int
+    errors: int
+    variants: int
+    spread: float
+    """Best minus worst variant accuracy (0 with one variant)."""
+    modes: tuple[ModeCount, ...]
+    """The most frequent failure modes, most frequent first (``TOP_MODES`` at most)."""
+    format_failures: int
+    """Scored jobs whose answer held no call in the requested format (parse-level failure modes)."""
+    top_format: str
+    """The most frequent of those modes ('' when there is none)."""
+    sample: SampleNote | None
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.scored if self.scored else math.nan
+
+    def modes_line(self) -> str:
+        """``prose instead of call 96% (25/26), no call 4% (1/26)`` (``none`` when nothing failed)."""
+        return ", ".join(f"{m.title} {pct(m.share, 0)}% ({m.count}/{self.scored})" for m in self.modes) or "none"
+
+    def meaning(self) -> str:
+        """One sentence on what this model's numbers mean, chosen from its counts."""
+        acc, fmt = self.accuracy, self.format_failures / self.scored
+        top = self.modes[0].description if self.modes else ""
+        if self.errors * 2 >= self.scored:
+            return (f"{self.errors} of {self.scored} jobs are failed calls, counted as wrong: the accuracy "
+                    "measures the errors, not the model; fix their cause and re-run with --retry-errors.")
+        if fmt >= 0.5:
+            head = "accuracy is about 0 because" if acc < 0.05 else "accuracy mostly measures format compliance:"
+            return (f"{head} {pct(fmt, 0)}% of answers hold no call in the requested format (most often it "
+                    f"{_MODES[self.top_format].description}); the model does not follow the output format, so the variants say little about "
+                    "how the prompt format changes function calling.")
+        if acc < 0.05 and top:
+            return (f"accuracy is about 0, though {pct(1 - fmt, 0)}% of answers are calls in the requested format: "
+                    f"most failed answers {top}.")
+        if acc >= 0.95:
+            return (f"{pct(acc)}% of answers are correct: at this ceiling the variants can hardly be told apart; "
+                    "a harder dataset would separate them.")
+        spread = f" (best - worst variant {pct(self.spread)} pp)" if self.variants > 1 else ""
+        most = f"; most failed answers {top}" if top else ""
+        return f"{pct(acc)}% of answers are correct over {self.variants} variant(s){spread}{most}."
+
+
+def digest(rows: Rows, confidence: float = stats.DEFAULT_CONFIDENCE) -> list[ModelDigest]:
+    """Per model (in order of first appearance): counts, top failure modes and the small-sample note.
+
+    ``rows``: ``ResultRow`` or dicts in the export's layout; none gives ``[]``. Rows without a verdict or
+    error (pending, unscored) are left out, as in every rate of the report. Intervals are Wilson intervals
+    over a variant's jobs (the report's, when each case was asked once).
+    """
+    cells: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    modes: dict[str, Counter[str]] = defaultdict(Counter)
+    errors: Counter[str] = Counter()
+    for i, r in enumerate(rows, 1):
+        j = r if isinstance(r, ResultRow) else ResultRow.from_dict(r, where=f"row {i}")
+        if not j.scored:
+            continue
+        cell = cells[j.model][j.variant_id]
+        cell[0] += 1
+        if j.correct:
+            cell[1] += 1
+        else:
+            modes[j.model][failure_mode(j)] += 1
+        errors[j.model] += j.error is not None
+    out = []
+    for model, by_variant in cells.items():
+        counts = list(by_variant.values())
+        scored = sum(n for n, _ in counts)
+        accs = [ok / n for n, ok in counts]
+        widths = [hi - lo for lo, hi in (stats.wilson_interval(ok, n, confidence) for n, ok in counts)]
+        ranked = sorted(modes[model].items(), key=lambda kv: (-kv[1], kv[0]))
+        out.append(ModelDigest(
+            model=model, scored=scored, correct=sum(ok for _, ok in counts), errors=errors[model],
+            variants=len(counts), spread=max(accs) - min(accs),
+            modes=tuple(ModeCount(m, c, c / scored) for m, c in ranked[:TOP_MODES]),
+            format_failures=sum(c for m, c in modes[model].items() if m in _FORMAT_VALUES),
+            top_format=next((m for m, _ in ranked if m in _FORMAT_VALUES), ""),
+            sample=sample_note([n for n, _ in counts], widths, accs)))
+    return out
+
+
+def explain(rows: Rows, run_dir: str | os.PathLike[str]) -> str:
+    """The lines ``promptgrid run`` prints under its accuracy table: per model the top failure modes, what the
+    numbers mean and a small-sample note, then the next command (``promptgrid report RUN_DIR``)."""
+    lines = [""]
+    for d in digest(rows):
+        lines.append(f"{d.model}: top failure modes (share of answers): {d.modes_line()}.")
+        lines.append(f"  {_capital(d.meaning())}")
+        if d.sample is not None:
+            lines.append(f"  {_capital(d.sample.sentence())}")
+    page = Path(run_dir) / "report" / "report.html"
+    lines.append(f"next: promptgrid report {shlex.quote(str(run_dir))}  (intervals, tests against the baseline, "
+                 f"effects; add --format html to write {page} with examples of each failure)")
+    return escape_controls("\n".join(lines))  # model names and paths reach a terminal
+
+
+def _capital(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
