@@ -241,7 +241,7 @@ def report(
     ``out``: the folder to write ``formats`` into (md, csv, latex, html, json,
     figures, or all); without it nothing is written and the result holds the
     numbers (``.data``) and the console table (``.console``). ``baseline``: a
-    variant id to test every other variant against. Raises ``ReportError``.
+    variant id or label (as the report shows it) to test every other variant against. Raises ``ReportError``.
     """
     from promptgrid.matrix.report import build_report
 
