@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "BROAD_LANGUAGES",
     "DEFAULT_LANGUAGES",
     "LANGUAGE_NAMES",
     "MAX_LANGID_CHARS",
@@ -37,8 +38,9 @@ __all__ = [
 ]
 
 # Languages promptgrid ships reviewed instruction catalogs for (DESIGN.md); the
-# translation checks restrict the language identifier to these plus the source
-# and target, so a short German text is never "detected" as, say, Luxembourgish.
+# translation checks' first pass restricts the language identifier to these plus
+# the source and target, so a short German text is never "detected" as, say,
+# Luxembourgish; a second pass (BROAD_LANGUAGES) needs much stronger evidence.
 SUPPORTED_LANGUAGES: tuple[str, ...] = ("it", "de", "es", "ja", "hi", "zh", "fr", "pt")
 
 # Languages scoring's identification chooses among when no candidates are given:
@@ -46,6 +48,16 @@ SUPPORTED_LANGUAGES: tuple[str, ...] = ("it", "de", "es", "ja", "hi", "zh", "fr"
 # plus a few large ones so a reply in an unexpected language is not forced into the set.
 DEFAULT_LANGUAGES: tuple[str, ...] = ("en", "de", "es", "fr", "it", "pt", "ja", "zh", "hi", "ko", "ru", "ar",
                                       "nl", "tr")
+
+# Every language langid's model knows (its 97 classes, in its order). The
+# translation checks identify against all of them to catch a translation into
+# a language outside the ones above (Vietnamese, Dutch, Russian, ... for German);
+# scoring keeps its small default set. tests/test_languages.py compares with the model.
+BROAD_LANGUAGES: tuple[str, ...] = tuple(
+    "af am an ar as az be bg bn br bs ca cs cy da de dz el en eo es et eu fa fi fo fr ga gl gu he hi hr ht hu "
+    "hy id is it ja jv ka kk km kn ko ku ky la lb lo lt lv mg mk ml mn mr ms mt nb ne nl nn no oc or pa pl ps "
+    "pt qu ro ru rw se si sk sl sq sr sv sw ta te th tl tr ug uk ur vi vo wa xh zh zu".split()
+)
 
 LANGUAGE_NAMES: dict[str, str] = {
     "en": "English", "it": "Italian", "de": "German", "es": "Spanish", "ja": "Japanese",

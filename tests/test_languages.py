@@ -9,6 +9,7 @@ import pytest
 
 from promptgrid import languages
 from promptgrid.languages import (
+    BROAD_LANGUAGES,
     DEFAULT_LANGUAGES,
     SUPPORTED_LANGUAGES,
     base_language,
@@ -27,6 +28,11 @@ def test_codes_and_scripts() -> None:
     assert lookup_languages("zh-TW") == ("zh-TW",)  # Traditional never falls back to Simplified
     assert script_of("ja") == "japanese" and script_of("de") == "latin" and script_of("hi-IN") == "devanagari"
     assert language_name("de") == "German" and language_name("xx") == "xx"
+
+
+def test_broad_languages_are_every_language_langid_knows() -> None:
+    assert list(BROAD_LANGUAGES) == languages._model().classes
+    assert {"vi", "nl", "ru", "ko", "sv", "tr"} <= set(BROAD_LANGUAGES)
 
 
 def test_language_identification_restricted_to_candidates() -> None:
@@ -60,7 +66,8 @@ def test_language_identification_agrees_with_langid() -> None:
 
     texts = _sample_texts()
     candidate_sets = [DEFAULT_LANGUAGES, ("en", "de"), ("it", "es", "pt", "fr"), ("ja", "zh", "ko"),
-                      tuple(sorted({"en", *SUPPORTED_LANGUAGES} - {"ja", "zh", "hi"}))]  # the checks' Latin set
+                      tuple(sorted({"en", *SUPPORTED_LANGUAGES} - {"ja", "zh", "hi"})),  # the checks' Latin set
+                      BROAD_LANGUAGES]  # the checks' second pass
     identifier = langid.langid.LanguageIdentifier.from_modelstring(langid.langid.model, norm_probs=True)
     compared = 0
     for candidates in candidate_sets:
@@ -71,7 +78,7 @@ def test_language_identification_agrees_with_langid() -> None:
             assert ours[0] == theirs[0], (text, candidates, ours, theirs)
             assert ours[1] == pytest.approx(theirs[1], rel=1e-6, abs=1e-9), (text, candidates)
             compared += 1
-    assert compared >= 5 * 600
+    assert compared >= 6 * 600
     # langid's own classify raises on a lone surrogate (model output can hold one); ours reads it.
     assert identify_language("hello \ud800 world", ("en", "de"))[0] in ("en", "de")
 
@@ -98,7 +105,9 @@ def test_scoring_and_translation_checks_use_this_identifier(monkeypatch: pytest.
     calls.clear()
     result = check_translation("You are an expert in composing function calls and tools.", german, "en", "de")
     assert result.ok, result.details
-    assert calls and all(c[1] == frozenset({"de", "en", "es", "fr", "it", "pt"}) for c in calls)
+    # first among the plausible languages, then (a second pass) against every language langid knows
+    assert calls and calls[0][1] == frozenset({"de", "en", "es", "fr", "it", "pt"})
+    assert {c[1] for c in calls} == {frozenset({"de", "en", "es", "fr", "it", "pt"}), frozenset(BROAD_LANGUAGES)}
 
     # scoring: a free-text answer where no call was expected gets its language from the same identifier
     calls.clear()

@@ -22,7 +22,7 @@ from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_cata
 from ._check import CheckCode, TranslationCheck, back_translation_similarity, check_translation, detect_language
 from promptgrid.errors import CatalogError, TranslationError
 from ._localization import CatalogLocalization, default_localization
-from ._pipeline import TranslateReport, UnitResult, segment, translate_units
+from ._pipeline import LanguageSummary, TranslateReport, UnitResult, segment, translate_units
 from ._protect import Masked, Span, SpanKind, find_spans, mask, unmask
 from ._store import StoredTranslation, TranslationStore, default_store_path, source_hash
 from ._units import Unit, UnitKind, description_units, english_catalog, instruction_catalog_names, instruction_units
@@ -36,6 +36,7 @@ __all__ = [
     "CatalogLocalization",
     "CheckCode",
     "Finding",
+    "LanguageSummary",
     "Masked",
     "Span",
     "SpanKind",

@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from ._catalogs import CatalogIndex, TranslationCatalog, load_catalogs, shipped_catalogs
 from promptgrid.errors import TranslationError
+from promptgrid.languages import lookup_languages
 from ._units import UnitKind
 
 __all__ = ["CatalogBackend", "TranslationBackend", "make_backend"]
@@ -61,6 +62,15 @@ class CatalogBackend:
         self.name = name
         self.override = override
         self._index = CatalogIndex(self.catalogs)
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Languages the catalogs have entries for, sorted."""
+        return tuple(sorted({c.language for c in self.catalogs if c.entries}))
+
+    def covers(self, target: str) -> bool:
+        """Whether any catalog has entries for ``target`` (``de-DE`` is covered by ``de``)."""
+        return any(code in self.languages for code in lookup_languages(target))
 
     def lookup(self, text: str, target: str, key: str | None = None) -> str | None:
         """The catalog translation of ``text`` into ``target``, or None."""

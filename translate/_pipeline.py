@@ -18,23 +18,28 @@ For each target language:
 
 Catalog backends (``masks = False``) translate whole strings; their entries
 are looked up, checked and stored the same way (user catalogs as overrides).
+A catalog backend with no entry at all for a requested language raises
+:class:`~promptgrid.errors.MissingTranslationError` before anything is done;
+otherwise the report says, per language, what was translated by the backend,
+taken from a catalog, already stored, or is missing (:meth:`TranslateReport.summary`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._backends import TranslationBackend
 from ._check import CheckCode, TranslationCheck, check_translation
-from promptgrid.errors import TranslationError
+from promptgrid.errors import MissingTranslationError, TranslationError
 from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
 from ._units import Unit
 
-__all__ = ["Segmented", "TranslateReport", "UnitResult", "segment", "translate_units"]
+__all__ = ["LanguageSummary", "Segmented", "TranslateReport", "UnitResult", "segment", "translate_units"]
 
 _FENCE_RE = re.compile(r"```.*?```", re.S)
 _PREFIX_RE = re.compile(r"^(\s*(?:#{1,6}\s+|[-*+•]\s+|\d+[.)]\s+|>\s*)?)(.*?)(\s*)$", re.S)
@@ -98,7 +103,8 @@ def segment(text: str, names: Iterable[str] = ()) -> Segmented:
 class UnitResult:
     """What happened to one unit in one target language.
 
-    ``status``: ``new`` (translated now), ``cached`` (from the store) or
+    ``status``: ``new`` (translated now by a machine backend), ``catalog``
+    (taken now from a catalog), ``cached`` (already in the store) or
     ``missing`` (a catalog backend has no entry).
     """
 
@@ -112,25 +118,40 @@ class UnitResult:
 
 
 @dataclass(frozen=True)
+class LanguageSummary:
+    """Counts of units for one target language of a :func:`translate_units` call.
+
+    ``translated``: by the backend now; ``from_catalog``: taken from a catalog now;
+    ``stored``: already in the store (nothing done); ``missing``: no translation
+    anywhere; ``failed``: translated or stored but flagged by the checks (not used).
+    """
+
+    language: str
+    units: int
+    translated: int
+    from_catalog: int
+    stored: int
+    missing: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class TranslateReport:
-    """All unit results of one ``translate_units`` call, and what was sent."""
+    """All unit results of one ``translate_units`` call, and the (target, text) pairs sent to a machine backend."""
 
     backend: str
     results: tuple[UnitResult, ...]
     sent: tuple[tuple[str, str], ...] = ()
 
-    def summary_rows(self) -> list[list[Any]]:
-        """language, units, new, cached, missing, failed checks."""
-        rows = []
+    def summary(self) -> tuple[LanguageSummary, ...]:
+        """What happened per target language, in the order asked for."""
+        out = []
         for target in dict.fromkeys(r.target for r in self.results):
             mine = [r for r in self.results if r.target == target]
-            rows.append([
-                target, len(mine),
-                sum(r.status == "new" for r in mine), sum(r.status == "cached" for r in mine),
-                sum(r.status == "missing" for r in mine),
-                sum(r.status != "missing" and not r.ok for r in mine),
-            ])
-        return rows
+            count = Counter(r.status for r in mine)
+            out.append(LanguageSummary(target, len(mine), count["new"], count["catalog"], count["cached"],
+                                       count["missing"], sum(r.status != "missing" and not r.ok for r in mine)))
+        return tuple(out)
 
     @property
     def failed(self) -> list[UnitResult]:
@@ -159,6 +180,7 @@ def translate_units(
     for unit in units:
         by_source.setdefault(unit.source, []).append(unit)
     override = bool(getattr(backend, "override", False))
+    _require_coverage(backend, targets)
     for target in targets:
         done: dict[str, tuple[str, str | None, bool, tuple[str, ...], dict[str, Any]]] = {}
         todo: list[str] = []
@@ -200,13 +222,29 @@ def translate_units(
             else:
                 store.put(source, target, backend.name, text, ok=ok, problems=problems, details=details,
                           kind=kind, keys=keys)
-            done[source] = ("new", text, ok, tuple(problems), details)
+            status = "catalog" if getattr(backend, "lookup", None) is not None else "new"
+            done[source] = (status, text, ok, tuple(problems), details)
         for unit in units:
             outcome = done[unit.source]
             results.append(UnitResult(unit, target, *outcome))
         if progress:
             progress(target)
     return TranslateReport(backend.name, tuple(results), tuple(sent))
+
+
+def _require_coverage(backend: TranslationBackend, targets: Sequence[str]) -> None:
+    """A catalog backend must have entries for every target: otherwise nothing could be translated."""
+    covers = getattr(backend, "covers", None)
+    if covers is None:
+        return
+    uncovered = [t for t in targets if not covers(t)]
+    if uncovered:
+        have = ", ".join(getattr(backend, "languages", ())) or "none"
+        raise MissingTranslationError(
+            f"the {backend.name} backend has no translations into {', '.join(uncovered)} "
+            f"(its catalogs cover: {have}); translate with a machine backend (--backend amazon or "
+            f"--backend llm:MODEL, e.g. llm:openai/gpt-4o-mini) or write a catalog file and pass "
+            f"--backend catalog:PATH (format: translate/catalogs/de.yaml)")
 
 
 def _protected(group: Sequence[Unit]) -> tuple[str, ...]:
@@ -241,9 +279,9 @@ def _translate_whole(todo: list[str], by_source: dict[str, list[Unit]], target: 
     lookup = getattr(backend, "lookup", None)
     out: dict[str, tuple[str | None, list[str]]] = {}
     for source in todo:
-        sent.append((target, source))
-        if lookup is not None:
+        if lookup is not None:  # a catalog look-up: nothing is sent anywhere
             out[source] = (lookup(source, target, by_source[source][0].key), [])
         else:
+            sent.append((target, source))
             out[source] = (backend.translate([source], "en", target)[0], [])
     return out

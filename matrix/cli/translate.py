@@ -74,14 +74,17 @@ def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     units = _units(args.what, args.dataset, getattr(args, "bfcl_data", None),
                    include_bfcl=bool(getattr(backend, "masks", True)))
     def progress(target: str) -> None:
-        print(f"promptgrid: {target}: done", file=sys.stderr, flush=True)
+        print(f"promptgrid: {target}: finished", file=sys.stderr, flush=True)
 
     with TranslationStore(args.store) as store:
         report = translate_units(units, targets, backend, store, progress=progress)
-    print(tabulate(report.summary_rows(), headers=["language", "units", "new", "cached", "missing", "failed checks"],
-                   tablefmt="simple"), file=out)
-    print(f"\nbackend {report.backend}; {len(report.sent)} unique string(s) translated; store {store.path}",
-          file=out)
+    summary = report.summary()
+    rows = [[s.language, s.units, s.translated, s.from_catalog, s.stored, s.missing, s.failed] for s in summary]
+    print(tabulate(rows, headers=["language", "units", "translated", "from catalog", "already stored", "missing",
+                                  "failed checks"], tablefmt="simple"), file=out)
+    print(f"\nbackend {report.backend}: {sum(s.translated for s in summary)} unit(s) translated "
+          f"({len(report.sent)} unique string(s) sent), {sum(s.from_catalog for s in summary)} taken from catalogs, "
+          f"{sum(s.stored for s in summary)} already stored; store {store.path}", file=out)
     failed = report.failed
     if failed:
         print("\nFailed checks (stored, flagged, not used for rendering):", file=out)

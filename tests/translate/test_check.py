@@ -222,3 +222,64 @@ def test_markup_not_compared_past_the_size_bound() -> None:
                                '<calls></calls><call name="f">{arguments}</call>')
     assert CheckCode.MARKUP_CHANGED in check_translation(CALLS, swapped, "en", "de").problems
     assert CheckCode.MARKUP_CHANGED not in check_translation(CALLS, swapped + filler, "en", "de").problems
+
+
+# Korean has no shipped catalog: its length band is Japanese's; these reviewed-by-hand lines must pass.
+GOOD_KO = [
+    ("You are an expert in composing functions.", "당신은 함수 구성에 능숙한 전문가입니다."),
+    ("Number of passengers.", "승객 수."),
+    ("Search for flights between two cities on a given date.", "지정한 날짜에 두 도시 사이의 항공편을 검색합니다."),
+    ("You are given a question and a set of possible functions. Based on the question, you will need to make one "
+     "or more function/tool calls to achieve the purpose.",
+     "질문과 사용 가능한 함수 목록이 주어집니다. 질문에 따라 목적을 달성하기 위해 하나 이상의 함수/도구 호출을 "
+     "해야 합니다."),
+    ("User", "사용자"),
+]
+
+
+@pytest.mark.parametrize(("source", "translation"), GOOD_KO)
+def test_korean_translations_pass(source: str, translation: str) -> None:
+    result = check_translation(source, translation, "en", "ko")
+    assert result.ok, result.details
+
+
+@pytest.mark.parametrize(("source", "translation"), [
+    ("You are an expert in composing functions.", "전문가."),
+    ("Search for flights between two cities on a given date.", "항공편 검색."),
+    (GOOD_KO[3][0], "질문과 함수."),
+])
+def test_korean_translation_that_drops_most_of_the_sentence_fails(source: str, translation: str) -> None:
+    assert check_translation(source, translation, "en", "ko").problems == [CheckCode.LENGTH_RATIO]
+
+
+@pytest.mark.parametrize(("translation", "target", "detected"), [
+    ("Bạn được cung cấp một câu hỏi và một tập hợp các hàm có thể dùng.", "de", "vi"),
+    ("Je krijgt een vraag en een reeks mogelijke functies.", "de", "nl"),
+    ("Du får en fråga och en uppsättning möjliga funktioner.", "fr", "sv"),
+    ("Вам дан вопрос и набор возможных функций.", "de", "ru"),
+    ("질문과 사용 가능한 함수 목록이 주어집니다.", "es", "ko"),
+    ("Anda diberi sebuah pertanyaan dan sekumpulan fungsi yang mungkin.", "ja", "ms"),
+])
+def test_a_language_outside_the_built_in_ones_is_named(translation: str, target: str, detected: str) -> None:
+    result = check_translation("You are given a question and a set of possible functions.", translation, "en", target)
+    assert result.problems == [CheckCode.WRONG_LANGUAGE], result.details
+    assert result.details["detected_language"] == detected
+
+
+@pytest.mark.parametrize(("source", "translation", "target"), [
+    ("Number of passengers.", "Aantal passagiers.", "de"),  # Dutch, but too short to be sure
+    ("Which account.", "Qué cuenta.", "es"),  # langid: French with 0.999 on 9 letters
+    ("Full name of the person receiving the money.", "Nome completo da pessoa que recebe o dinheiro.", "pt"),
+    ("Where the event takes place.", "इवेंट की जगह कहाँ है, यह स्थान।", "hi"),  # langid often says Marathi
+])
+def test_short_strings_and_close_relatives_are_not_called_another_language(source: str, translation: str,
+                                                                          target: str) -> None:
+    result = check_translation(source, translation, "en", target)
+    assert CheckCode.WRONG_LANGUAGE not in result.problems, result.details
+
+
+def test_relatives_are_languages_langid_knows() -> None:
+    from promptgrid.languages import BROAD_LANGUAGES
+    from promptgrid.translate._check import _RELATIVES
+
+    assert set(_RELATIVES) | {lang for relatives in _RELATIVES.values() for lang in relatives} <= set(BROAD_LANGUAGES)

@@ -46,12 +46,26 @@ def test_translate_with_the_catalog_backend_is_offline_and_cached(tmp_path: Path
     code, out, err = run(argv, capsys)
     assert code == 0, out + err
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
-    units, new, cached, missing, failed = (int(x) for x in rows["de"])
-    assert units == 37 + 138 and new == units and cached == 0 and missing == 0 and failed == 0
+    units, translated, from_catalog, stored, missing, failed = (int(x) for x in rows["de"])
+    assert units == 37 + 138 and from_catalog == units and translated == stored == missing == failed == 0
+    assert "0 unit(s) translated (0 unique string(s) sent), 350 taken from catalogs, 0 already stored" in out
     code, out, _ = run(argv, capsys)
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
-    assert [int(x) for x in rows["ja"]][1:3] == [0, 175]
-    assert "0 unique string(s) translated" in out
+    assert [int(x) for x in rows["ja"]][1:4] == [0, 0, 175]
+    assert "0 taken from catalogs, 350 already stored" in out
+
+
+def test_translate_into_a_language_without_catalog_or_backend_exits_2(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "done", "155 translated" and nothing translated. Now: a one-line error naming what exists."""
+    code, out, err = run(["translate", "--to", "de,ko", "--backend", "catalog", "--store", str(tmp_path / "t.sqlite3")],
+                         capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "no translations into ko" in err and "de, es, fr, hi, it, ja, pt, zh" in err
+    assert "--backend amazon" in err and "llm:MODEL" in err and "catalog:PATH" in err
+    with TranslationStore(tmp_path / "t.sqlite3") as store:
+        assert list(store.rows()) == []  # nothing done, not even German
 
 
 def test_translate_reports_failed_checks_and_exits_non_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

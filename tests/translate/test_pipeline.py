@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from promptgrid.errors import MissingTranslationError
 from promptgrid.translate import (
     CatalogBackend,
+    LanguageSummary,
     Unit,
     UnitKind,
     instruction_units,
@@ -74,7 +76,9 @@ def test_damaged_spans_are_an_error_recorded_for_that_unit(store: Any, recording
     assert not bad.ok and "appears 2 times" in " ".join(bad.details["tokens"])
     assert {"placeholder_missing", "tag_missing"} <= set(bad.problems)
     assert good.ok and good.text == "Fügen Sie der Antwort keinen weiteren Text hinzu."
-    assert report.summary_rows() == [["de", 2, 2, 0, 0, 1]]
+    assert report.summary() == (LanguageSummary("de", units=2, translated=2, from_catalog=0, stored=0, missing=0,
+                                                failed=1),)
+    assert [s for _, s in report.sent] == list(translations)
 
 
 def test_catalog_backend_reports_missing_units(store: Any) -> None:
@@ -82,9 +86,23 @@ def test_catalog_backend_reports_missing_units(store: Any) -> None:
              Unit("x.y", UnitKind.INSTRUCTIONS, "A sentence no catalog has.")]
     report = translate_units(units, ["ja"], CatalogBackend(shipped_catalogs()), store)
     found, missing = report.results
-    assert found.status == "new" and found.ok and found.text
+    assert found.status == "catalog" and found.ok and found.text
     assert missing.status == "missing" and report.missing == [missing]
     assert store.get("A sentence no catalog has.", "ja", "catalog") is None
+    assert report.sent == ()  # a catalog look-up sends nothing anywhere
+    assert report.summary() == (LanguageSummary("ja", units=2, translated=0, from_catalog=1, stored=0, missing=1,
+                                                failed=0),)
+    again = translate_units(units, ["ja"], CatalogBackend(shipped_catalogs()), store).summary()[0]
+    assert (again.from_catalog, again.stored, again.missing) == (0, 1, 1)
+
+
+def test_catalog_backend_refuses_a_language_it_has_no_catalog_for(store: Any) -> None:
+    units = [Unit("classic.persona", UnitKind.INSTRUCTIONS, "You are an expert in composing functions.")]
+    backend = CatalogBackend(shipped_catalogs())
+    assert backend.covers("de-DE") and not backend.covers("ko") and "ja" in backend.languages
+    with pytest.raises(MissingTranslationError, match="no translations into ko, sv .*catalogs cover: de, es"):
+        translate_units(units, ["de", "ko", "sv"], backend, store)
+    assert store.get(units[0].source, "de", "catalog") is None  # refused before anything was done
 
 
 @pytest.mark.filterwarnings("ignore:.*is using the `ReadOnly` qualifier:UserWarning")
