@@ -24,31 +24,33 @@ for arg in "$@"; do
 done
 
 PYTHON="${PYTHON:-python3}"
-VENV_PYTHON=.venv/bin/python
-PIP="$VENV_PYTHON -m pip"
+ROOT="$PWD"
+VENV_PYTHON="$ROOT/.venv/bin/python"
+venv_pip() { "$VENV_PYTHON" -m pip "$@"; }
 BFCL_VERSION=2026.3.23
 
 # A second run does only what is missing, in seconds: each step below checks first.
 if [ ! -x "$VENV_PYTHON" ]; then
     "$PYTHON" -m venv .venv
-    $PIP install --quiet --upgrade pip
+    venv_pip install --quiet --upgrade pip
 fi
 
 # promptgrid: reinstalled only when pyproject.toml changed since the last install (its hash is
-# kept in .venv) or promptgrid does not import from this checkout. The one build-backend notice
+# kept in .venv) or the venv's promptgrid is not this checkout's (asked from /, where the
+# checkout's own promptgrid/ folder is not on sys.path). The one build-backend notice
 # silenced, "Editable installation", is setuptools saying that an editable install happened.
 stamp=.venv/promptgrid-pyproject.sha256
 if ! sha256sum --status --check "$stamp" 2>/dev/null \
-    || ! "$VENV_PYTHON" -c 'import os, sys, promptgrid
-sys.exit(not os.path.realpath(promptgrid.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep))' "$PWD" 2>/dev/null
+    || ! (cd / && "$VENV_PYTHON" -c 'import os, sys, promptgrid
+sys.exit(not os.path.realpath(promptgrid.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep))' "$ROOT") 2>/dev/null
 then
-    PYTHONWARNINGS="ignore:Editable installation:Warning" $PIP install --quiet -e '.[test]'
+    PYTHONWARNINGS="ignore:Editable installation:Warning" venv_pip install --quiet -e '.[test]'
     sha256sum pyproject.toml > "$stamp"
 fi
 
 installed_bfcl="$("$VENV_PYTHON" -c 'import importlib.metadata as m; print(m.version("bfcl-eval"))' 2>/dev/null || true)"
 if [ "$installed_bfcl" != "$BFCL_VERSION" ]; then
-    $PIP install --quiet --no-deps "bfcl-eval==$BFCL_VERSION"
+    venv_pip install --quiet --no-deps "bfcl-eval==$BFCL_VERSION"
 fi
 
 if [ "$local_model" = 1 ]; then

