@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -44,7 +43,7 @@ from promptgrid.variants import Grid, Variant, load_grid
 
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
-from promptgrid.matrix.running.session import RUN_JSON, Prepared, build_config, execute, make_renderer, prepare
+from promptgrid.matrix.running.session import Prepared, build_config, execute, make_renderer, prepare, read_run_json
 from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
@@ -163,17 +162,10 @@ class Run:
 
     @cached_property
     def config(self) -> dict[str, Any]:
-        """The content of ``run.json``: config, grid name, counts and the invocations; ``{}`` when absent."""
-        path = self.path / RUN_JSON
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise RunError(f"cannot read {path}: {exc}.") from None
-        if not isinstance(data, dict):
-            raise RunError(f"{path} is not a run record (expected a JSON object).")
-        return data
+        """The content of ``run.json``: the latest config, grid name and counts, and ``invocations``, one per
+        run into this directory (each with its config, grid, dataset, models, planned and pending jobs, summary);
+        ``{}`` when absent."""
+        return read_run_json(self.path)
 
     def results(self, include_pending: bool = False) -> list[ResultRow]:
         """One row per (model, variant, case, repeat) with a result; with ``include_pending``, all of them."""
@@ -241,12 +233,22 @@ def report(
     ``out``: the folder to write ``formats`` into (md, csv, latex, html, json,
     figures, or all); without it nothing is written and the result holds the
     numbers (``.data``) and the console table (``.console``). ``baseline``: a
-    variant id or label (as the report shows it) to test every other variant against. Raises ``ReportError``.
+    variant id or label (as the report shows it) to test every other variant
+    against. From a run directory (or ``Run``) the report also states the jobs
+    its last invocation left pending (``.data.pending``). Raises ``ReportError``.
     """
-    from promptgrid.matrix.report import build_report
+    from promptgrid.matrix.report import PendingJobs, build_report
 
-    rows = load_results(source) if isinstance(source, (Run, str, os.PathLike)) else source
-    return build_report(rows, Path(out) if out is not None else None, baseline=baseline, formats=set(formats))
+    pending = None
+    if isinstance(source, (Run, str, os.PathLike)):
+        rows = load_results(source)
+        if isinstance(source, Run) or Path(source).is_dir():
+            the_run = source if isinstance(source, Run) else Run(source)
+            pending = PendingJobs.from_run_record(the_run.config)
+    else:
+        rows = source
+    return build_report(rows, Path(out) if out is not None else None, baseline=baseline, formats=set(formats),
+                        pending=pending)
 
 
 # --------------------------------------------------------------------------- running
@@ -281,6 +283,7 @@ def run(
     translation_store: PathLike | None = None,
     bfcl_data: PathLike | None = None,
     retry_errors: bool = False,
+    append: bool = False,
     progress: bool = False,
 ) -> Run:
     """Send every (model, variant, case, repeat) not yet answered in ``run_dir``, score and store the answers.
@@ -297,6 +300,9 @@ def run(
     when reached; ``params`` are generation parameters for every model
     (temperature, max_tokens, seed, ...). ``retry_errors`` sends again the
     calls that ended in an error before (errors are final otherwise).
+    A ``run_dir`` that holds another grid's or dataset's results is refused
+    (``RunError``) before any call; ``append=True`` combines them on purpose.
+    Each call is recorded in ``run_dir/run.json`` (``Run.config["invocations"]``).
 
     Resumable: calling it again sends only what has no result yet. Prints
     nothing unless ``progress``. Raises ``PromptgridError`` subclasses on bad
@@ -311,8 +317,8 @@ def run(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors))
-    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors)
+        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append))
+    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append)
 
 
 async def arun(
@@ -336,6 +342,7 @@ async def arun(
     translation_store: PathLike | None = None,
     bfcl_data: PathLike | None = None,
     retry_errors: bool = False,
+    append: bool = False,
     progress: bool = False,
 ) -> Run:
     """``run``, awaited in the caller's event loop (same options, same result)."""
@@ -343,12 +350,12 @@ async def arun(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries, max_cost=max_cost,
         api_base=api_base, params=params, translation_store=translation_store, bfcl_data=bfcl_data))
-    return await _execute(prep, progress=progress, retry_errors=retry_errors)
+    return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append)
 
 
-async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool,
+async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
                    started: Callable[[Runner], None] | None = None) -> Run:
-    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started)
+    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started, append=append)
     return Run(prep.config.run_dir, summary=summary)
 
 
@@ -378,11 +385,11 @@ class _Stopper:
                 stop()
 
 
-def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool) -> Run:
+def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool) -> Run:
     stopper = _Stopper()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
         future = pool.submit(lambda: asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors,
-                                                          started=stopper.started)))
+                                                          append=append, started=stopper.started)))
         try:
             return future.result()
         except KeyboardInterrupt:

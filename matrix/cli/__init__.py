@@ -190,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--retry-errors", action="store_true",
                    help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
+    p.add_argument("--append", action="store_true",
+                   help="combine another grid or dataset into an existing --run-dir on purpose (refused otherwise)")
     p.set_defaults(handler=_run)
 
     p = sub.add_parser("score", help="re-score a run offline")

@@ -24,7 +24,7 @@ from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.estimate import Estimate, estimate
 from promptgrid.matrix.running.results import dump_results, write_results
 from promptgrid.matrix.running.session import build_config as _build_config
-from promptgrid.matrix.running.session import prepare
+from promptgrid.matrix.running.session import check_run_dir, prepare
 from promptgrid.matrix.running.store import RunStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,9 +52,11 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 def cmd_run(args: argparse.Namespace) -> int:
     config = build_config(args)
     if args.dry_run:
-        print_estimate(estimate(prepare(config)), sys.stdout)
+        prep = prepare(config)
+        check_run_dir(prep, append=args.append)  # the dry run says now what the run would refuse
+        print_estimate(estimate(prep), sys.stdout)
         return 0
-    run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors)
+    run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors, append=args.append)
     return print_run(run, sys.stdout, sys.stderr)
 
 

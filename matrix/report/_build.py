@@ -15,7 +15,7 @@ from promptgrid.errors import ReportError
 from promptgrid.safeio import atomic_write
 from ._latex import latex_tables
 from ._markdown import console_table, markdown_report
-from ._model import FigureRef, ReportData
+from ._model import FigureRef, PendingJobs, ReportData
 from ._rows import Rows
 
 __all__ = ["FORMATS", "ReportResult", "build_report", "expand_formats"]
@@ -57,14 +57,19 @@ def build_report(
     seed: int = stats.DEFAULT_SEED,
     confidence: float = stats.DEFAULT_CONFIDENCE,
     mid_p: bool = False,
+    pending: PendingJobs | None = None,
 ) -> ReportResult:
     """Aggregate ``rows`` (``ResultRow``, or dicts as exported) and write the requested formats into ``out_dir``.
+
+    ``pending``: the jobs the run directory's last invocation left without a result (``PendingJobs``), which
+    rows alone cannot show; every format states them.
 
     Output is deterministic: the same rows and options give byte-identical
     files (seeded bootstrap, fixed figure metadata, no timestamps).
     """
     wanted = expand_formats(formats)
-    data = aggregate(rows, baseline=baseline, n_resamples=n_resamples, seed=seed, confidence=confidence, mid_p=mid_p)
+    data = aggregate(rows, baseline=baseline, n_resamples=n_resamples, seed=seed, confidence=confidence, mid_p=mid_p,
+                     pending=pending)
     console = console_table(data)
     if out_dir is None or not wanted:
         return ReportResult(data, (), console)

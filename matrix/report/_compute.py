@@ -40,6 +40,7 @@ from ._model import (
     LanguageSummary,
     PairedTest,
     PassK,
+    PendingJobs,
     ReportData,
     Sensitivity,
     Settings,
@@ -245,6 +246,27 @@ def _baseline_tests(
     ]
 
 
+def _cases_common_to_variants(jobs: Sequence[ResultRow]) -> int:
+    """How many cases every variant among ``jobs`` was scored on (the comparable intersection)."""
+    sets: dict[str, set[str]] = defaultdict(set)
+    for j in jobs:
+        if j.scored:
+            sets[j.variant_id].add(j.case_id)
+    return len(set.intersection(*sets.values())) if sets else 0
+
+
+def _model_case_sets(models: Sequence[str], by_model: Mapping[str, Sequence[ResultRow]]) -> list[str]:
+    """A note when the models were scored on different case sets: their accuracies are then not comparable."""
+    sets = {m: s for m in models if (s := {j.case_id for j in by_model[m] if j.scored})}
+    if len({frozenset(s) for s in sets.values()}) < 2:
+        return []
+    shown = ", ".join(f"{m} {len(s)}" for m, s in sets.items())
+    common = len(set.intersection(*sets.values()))
+    return [f"The models ran different case sets ({shown} cases), so their accuracies are not comparable with "
+            f"each other: {common} cases are common to all models. Run every model on the same cases to compare "
+            "them."]
+
+
 def aggregate(
     rows: Rows,
     *,
@@ -254,8 +276,12 @@ def aggregate(
     confidence: float = stats.DEFAULT_CONFIDENCE,
     alpha: float = 0.05,
     mid_p: bool = False,
+    pending: PendingJobs | None = None,
 ) -> ReportData:
-    """Compute every table of the report from result rows (``ResultRow``, or dicts as exported)."""
+    """Compute every table of the report from result rows (``ResultRow``, or dicts as exported).
+
+    ``pending``: the run directory's unanswered jobs (``PendingJobs.from_run_record``), stated first in the notes.
+    """
     if n_resamples < 100:
         raise ReportError(f"n_resamples must be at least 100 for a usable interval, got {n_resamples}.")
     settings = Settings(n_resamples=n_resamples, seed=seed, confidence=confidence, alpha=alpha, mid_p=mid_p)
@@ -284,7 +310,7 @@ def aggregate(
     deltas: list[TranslationDelta] = []
     passk: list[PassK] = []
     speed: list[SpeedPoint] = []
-    notes: list[str] = []
+    notes: list[str] = [pending.note()] if pending is not None else []
     max_repeats = 0
     n_cases = len({j.case_id for j in jobs if j.scored})
     for model in models:
@@ -315,10 +341,14 @@ def aggregate(
         if incomplete:
             shown = ", ".join(f"{c.label} ({c.n_cases}/{len(md.cases)} cases)" for c in incomplete[:5])
             more = f" and {len(incomplete) - 5} more" if len(incomplete) > 5 else ""
+            common = _cases_common_to_variants(mj)
             notes.append(
-                f"{model}: incomplete variants: {shown}{more}; paired statistics use the cases both sides have."
+                f"{model}: incomplete variants: {shown}{more}. Its variants ran different case sets, so their "
+                f"accuracies are not comparable with each other ({common} cases are common to all of them); "
+                "paired statistics use the cases both sides have."
             )
 
+    notes += _model_case_sets(models, by_model)
     unscored = sum(not j.scored for j in jobs)
     if unscored:
         notes.append(
@@ -352,4 +382,5 @@ def aggregate(
         n_cases=n_cases,
         max_repeats=max_repeats,
         notes=tuple(notes),
+        pending=pending,
     )

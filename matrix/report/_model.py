@@ -28,6 +28,7 @@ __all__ = [
     "LanguageSummary",
     "PairedTest",
     "PassK",
+    "PendingJobs",
     "ReportData",
     "Sensitivity",
     "Settings",
@@ -186,6 +187,55 @@ class LanguageCell:
     correct: int
     accuracy: float
     ci: Interval
+
+
+@dataclass(frozen=True)
+class PendingJobs:
+    """Jobs that the last invocation of a run planned and that have no result yet (from its ``run.json``).
+
+    Only a run directory knows them: rows alone (an export) cannot tell a
+    planned job that was never answered from one that was never planned.
+    """
+
+    planned: int
+    """Jobs in the last invocation's plan (models x variants x cases x repeats)."""
+    pending: int | None
+    """Of those, the ones with no result; None when that invocation did not finish (killed, or still running)."""
+    started: str
+    """When the last invocation started (ISO 8601, UTC)."""
+    stopped: str | None = None
+    """Why it stopped early: ``interrupted``, ``max_cost``, ``halted`` (a model stopped by an error), or None."""
+
+    @classmethod
+    def from_run_record(cls, record: Mapping[str, Any]) -> PendingJobs | None:
+        """The pending jobs a ``run.json`` records for its last invocation; None when there are none (or it is
+        a version-1 record, which did not count them, of an invocation that finished)."""
+        invocations = record.get("invocations") or []
+        last = invocations[-1] if invocations and isinstance(invocations[-1], Mapping) else {}
+        planned = last.get("jobs")
+        if not isinstance(planned, int):
+            return None
+        started = str(last.get("started") or "?")
+        if last.get("finished") is None:
+            return cls(planned, None, started)
+        pending = last.get("pending")
+        if not isinstance(pending, int) or pending <= 0:
+            return None
+        summary = last.get("summary") or {}
+        stopped = summary.get("stopped") or ("halted" if summary.get("halted") else None)
+        return cls(planned, pending, started, stopped)
+
+    def note(self) -> str:
+        """The report's sentence about them."""
+        if self.pending is None:
+            return (f"The last run (started {self.started}, {self.planned} jobs planned) has not finished: it is "
+                    "still running or was killed, so some of its jobs may be pending; re-run the same command to "
+                    "finish.")
+        why = {"interrupted": " (interrupted)", "max_cost": " (stopped at --max-cost)",
+               "halted": " (a model was stopped by an error every call would repeat)"}.get(self.stopped or "", "")
+        return (f"{self.pending} of {self.planned} jobs pending{why}: planned by the last run (started "
+                f"{self.started}) but without a result, so left out of every table; re-run the same command to "
+                "finish.")
 
 
 @dataclass(frozen=True)
@@ -355,6 +405,8 @@ class ReportData:
     n_cases: int
     max_repeats: int
     notes: tuple[str, ...] = ()
+    pending: PendingJobs | None = None
+    """The last invocation's unanswered jobs, when the rows came from a run directory that has some."""
 
     def cell(self, model: str, variant_id: str) -> Cell | None:
         for c in self.cells:

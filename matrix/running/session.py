@@ -6,8 +6,9 @@
 - ``prepare``: load the grid and the dataset, select variants and cases,
   build the renderer and render every variant once, so a template or
   catalog error stops the run before any call;
-- ``execute``: lock the run directory, open the store, run, record the
-  invocation in ``run.json``; returns the ``RunSummary``;
+- ``execute``: lock the run directory, check that it belongs to this grid
+  and dataset (``check_run_dir``), open the store, run, append the
+  invocation to ``run.json``; returns the ``RunSummary``;
 - ``rescore``: score the stored responses again (no model call).
 
 Nothing here prints (the progress line on stderr only when asked for), and
@@ -47,11 +48,12 @@ from .config import (
 )
 from .store import STORE_FILE, RunLock, RunStore, case_from_dict
 
-__all__ = ["RUN_JSON", "Prepared", "build_config", "execute", "is_run_config", "make_renderer", "prepare",
-           "rescore"]
+__all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
+           "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
 
 RUN_JSON = "run.json"
-_MAX_INVOCATIONS = 50
+RUN_JSON_VERSION = 2
+"""2: every invocation keeps its own config, grid, dataset, models and pending count (1 kept only the last config)."""
 # Keys that would put a secret into run.json, or that are not generation parameters.
 _NOT_PARAMS = (*_SECRET_KEYS, "api_base", "timeout", "max_retries", "num_retries")
 
@@ -226,6 +228,22 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
 
 
 @dataclass(frozen=True)
+class RunIdentity:
+    """What a run belongs to: every variant id its grid expands to and every case id its dataset holds.
+
+    The full sets, not the selection: a larger ``--limit``, fewer ``--variant``s,
+    more models or repeats keep the same grid and dataset (``check_run_dir``).
+    """
+
+    grid: str
+    """The grid as ``RunConfig.grid`` names it (built-in name or file)."""
+    grid_variants: frozenset[str]
+    dataset: str
+    """The dataset spec."""
+    dataset_cases: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A config resolved into variants, cases and a renderer (no model touched yet)."""
 
@@ -235,6 +253,8 @@ class Prepared:
     cases: Sequence[Case]
     renderer: Any
     """A ``promptgrid.templates.Renderer`` (anything with ``render(variant, case) -> Prompt``)."""
+    identity: RunIdentity | None = None
+    """The grid and dataset in full (``prepare`` sets it); None skips ``check_run_dir`` (a hand-built run)."""
 
     @property
     def jobs(self) -> int:
@@ -272,7 +292,9 @@ def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
     # Pre-flight: every variant once, so a template or catalog error stops the run before any call.
     for variant in variants:
         renderer.render(variant, cases[0])
-    return Prepared(config, grid.name, variants, cases, renderer)
+    identity = RunIdentity(config.grid, frozenset(v.id for v in grid.variants), config.dataset,
+                           frozenset(c.id for c in dataset.cases))
+    return Prepared(config, grid.name, variants, cases, renderer, identity)
 
 
 def _clients(config: RunConfig, redactor: Any) -> dict[str, Any]:
@@ -298,27 +320,109 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def read_run_json(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The content of a run directory's ``run.json``; ``{}`` when there is none.
+
+    Raises ``RunError`` naming the file when it is not a JSON object: a run
+    never writes over a record it cannot read (its history would be lost).
+    """
+    path = Path(run_dir) / RUN_JSON
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise RunError(f"cannot read {path}: {exc}. Move it aside to run again (the results are in "
+                       f"{STORE_FILE}, not in {RUN_JSON}).") from None
+    if not isinstance(data, dict):
+        raise RunError(f"{path} is not a run record (expected a JSON object). Move it aside to run again.")
+    return data
+
+
+def _recorded(data: Mapping[str, Any], key: str, config_key: str) -> list[str]:
+    """The grids (or datasets) a ``run.json`` names: each invocation's, or the one config of a version-1 file."""
+    names = [str(i[key]["ref"]) for i in data.get("invocations") or () if isinstance(i.get(key), dict)]
+    config = data.get("config") or {}
+    if not names and config.get(config_key):
+        names = [str(config[config_key])]
+    return list(dict.fromkeys(names))
+
+
+def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
+    """Refuse to run another grid or dataset into a run directory that holds results of one (unless ``append``).
+
+    What the store holds decides, so run directories of any promptgrid version
+    are checked alike: the grid is the same when every stored variant is one
+    of its variants, or when every variant this run selects is stored
+    (re-running part of a grid, or an earlier command after ``append``); the
+    dataset likewise by case ids. So the same command, a larger ``limit``,
+    more models or repeats resume or extend the directory, while a grid or
+    dataset none of whose selection is stored is refused before any call.
+    Raises ``RunError`` naming ``run.json`` and both grids (datasets).
+    """
+    identity = prep.identity
+    run_dir = Path(prep.config.run_dir)
+    if append or identity is None or not (run_dir / STORE_FILE).is_file():
+        return
+    with RunStore(run_dir, readonly=True) as store:
+        stored_variants = {row[0] for row in store.db.execute("SELECT variant_id FROM variants")}
+        stored_cases = {row[0] for row in store.db.execute("SELECT case_id FROM cases")}
+    data = read_run_json(run_dir)
+    problems = []
+    selected = {v.id for v in prep.variants}
+    if not (stored_variants <= identity.grid_variants or selected <= stored_variants):
+        before = ", ".join(_recorded(data, "grid", "grid")) or "another grid"
+        problems.append(f"grid {before} ({len(stored_variants)} variants stored), not {identity.grid} "
+                        f"({len(selected & stored_variants)} of its {len(selected)} selected variants stored)")
+    selected = {c.id for c in prep.cases}
+    if not (stored_cases <= identity.dataset_cases or selected <= stored_cases):
+        before = ", ".join(_recorded(data, "dataset", "dataset")) or "another dataset"
+        problems.append(f"dataset {before} ({len(stored_cases)} cases stored), not {identity.dataset} "
+                        f"({len(selected & stored_cases)} of its {len(selected)} selected cases stored)")
+    if problems:
+        raise RunError(f"{run_dir / RUN_JSON}: this run directory holds the results of {'; and '.join(problems)}. "
+                       "Give this run its own --run-dir, or add --append (append=True in Python) to combine them "
+                       "in one directory on purpose.")
+
+
+def _invocation(prep: Prepared, *, append: bool, retry_errors: bool) -> dict[str, Any]:
+    """This invocation's record in ``run.json``: what was asked (config, grid, dataset, models) and when."""
+    from promptgrid import __version__
+
+    config = prep.config
+    grid: dict[str, Any] = {"ref": config.grid, "name": prep.grid_name, "selected": len(prep.variants)}
+    dataset: dict[str, Any] = {"ref": config.dataset, "selected": len(prep.cases)}
+    if prep.identity is not None:
+        grid["variants"] = len(prep.identity.grid_variants)
+        dataset["cases"] = len(prep.identity.dataset_cases)
+    return {"id": f"{time.time():.6f}-{os.getpid()}", "started": _now(), "finished": None,
+            "promptgrid_version": __version__, "config": config.to_dict(), "grid": grid, "dataset": dataset,
+            "models": [m.name for m in config.models], "repeats": config.repeats, "jobs": prep.jobs,
+            "pending": None, "append": append, "retry_errors": retry_errors}
+
+
 def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
-    """Record the config and this invocation in ``run.json`` (written to a temp file, then renamed)."""
+    """Add (or update) this invocation in ``run.json``, keeping every earlier one; written to a temp file, then
+    renamed (``safeio.atomic_write`` refuses a run directory's own files by design, so it is not used here).
+
+    A version-1 file (one config, invocations without their own) is upgraded in place: its invocations are
+    kept as they are. The top-level ``config``, ``grid_name``, ``variants`` and ``cases`` describe the latest
+    invocation, as before.
+    """
     from . import store as _store
 
     path = Path(prep.config.run_dir) / RUN_JSON
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-    invocations = [i for i in data.get("invocations", []) if i.get("id") != invocation["id"]]
+    data = read_run_json(prep.config.run_dir)
+    invocations = [i for i in data.get("invocations") or () if i.get("id") != invocation["id"]]
     invocations.append(invocation)
     data = {
-        "version": 1,
+        "version": RUN_JSON_VERSION,
         "store_schema": _store.SCHEMA_VERSION,
         "config": prep.config.to_dict(),
         "grid_name": prep.grid_name,
         "variants": len(prep.variants),
         "cases": len(prep.cases),
-        "invocations": invocations[-_MAX_INVOCATIONS:],
+        "invocations": invocations,
     }
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
@@ -327,15 +431,19 @@ def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
 
 async def execute(prep: Prepared, *, progress: bool = False, progress_stream: TextIO | None = None,
                   retry_errors: bool = False, scorer: Any = None, clients: Mapping[str, Any] | None = None,
-                  started: Callable[[Any], None] | None = None) -> Any:
+                  started: Callable[[Any], None] | None = None, append: bool = False) -> Any:
     """Run a prepared config in the run directory; returns the invocation's ``RunSummary``.
 
     Holds the run directory's lock throughout (a second writer gets a
-    ``RunError``). ``progress`` draws a progress line on ``progress_stream``
-    (stderr); nothing else is written to the console. ``scorer`` and
-    ``clients`` replace ``promptgrid.matrix.scoring.score`` and the model
-    clients (tests). ``started`` is called with the ``Runner`` once it exists,
-    from the loop that runs it (so another thread can stop it).
+    ``RunError``). A directory that holds another grid's or dataset's
+    results is refused before any call (``check_run_dir``) unless ``append``.
+    The invocation is appended to ``run.json`` when it starts, and completed
+    with its summary and the jobs of its plan still pending when it ends.
+    ``progress`` draws a progress line on ``progress_stream`` (stderr);
+    nothing else is written to the console. ``scorer`` and ``clients``
+    replace ``promptgrid.matrix.scoring.score`` and the model clients (tests).
+    ``started`` is called with the ``Runner`` once it exists, from the loop
+    that runs it (so another thread can stop it).
     """
     from promptgrid.matrix.clients import Redactor
 
@@ -348,10 +456,10 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     if scorer is None:
         from promptgrid.matrix.scoring import score as scorer
     with RunLock(run_dir):
+        check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
         store = RunStore(run_dir, create=True)
-        invocation: dict[str, Any] = {"id": f"{time.time():.6f}-{os.getpid()}", "started": _now(), "finished": None,
-                                      "jobs": prep.jobs, "retry_errors": retry_errors}
+        invocation = _invocation(prep, append=append, retry_errors=retry_errors)
         _write_run_json(prep, invocation)
         try:
             _warm_up(scorer, prep)
@@ -367,12 +475,42 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             if started is not None:
                 started(runner)
             summary = await runner.run()
-            invocation.update(finished=_now(), summary=summary.to_dict())
+            invocation.update(finished=_now(), pending=prep.jobs - _answered(store, prep), summary=summary.to_dict())
             _write_run_json(prep, invocation)
         finally:
             gc.unfreeze()
             store.close()
     return summary
+
+
+def _answered(store: RunStore, prep: Prepared) -> int:
+    """How many jobs of this plan have a result in the store (done or error), from earlier runs too.
+
+    Counted in SQL against the plan's models, variants, cases and repeats, as the report counts rows: a run
+    stopped before its producer reached a job (``max_cost`` at the start, Ctrl-C) still counts the answers an
+    earlier run stored for it.
+    """
+    db = store.db
+    plan = {"_plan_models": ("name", [m.name for m in prep.config.models]),
+            "_plan_variants": ("variant_id", [v.id for v in prep.variants]),
+            "_plan_cases": ("case_id", [c.id for c in prep.cases])}
+    try:
+        db.execute("BEGIN")  # one transaction, on the temp database only: the store is not locked
+        for table, (column, values) in plan.items():
+            db.execute(f"CREATE TEMP TABLE {table} ({column} TEXT PRIMARY KEY)")
+            db.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?)", ((v,) for v in values))
+        db.execute("COMMIT")
+        return int(db.execute(
+            'SELECT COUNT(*) FROM jobs j JOIN calls c ON c.key = j.key '
+            "JOIN models m ON m.id = j.model JOIN _plan_models USING (name) "
+            "JOIN variants v ON v.id = j.variant JOIN _plan_variants USING (variant_id) "
+            'JOIN cases k ON k.id = j."case" JOIN _plan_cases USING (case_id) '
+            "WHERE j.repeat < ?", (prep.config.repeats,)).fetchone()[0])
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        for table in plan:
+            db.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 def _warm_up(scorer: Any, prep: Prepared) -> None:
