@@ -195,14 +195,19 @@ class Run:
 
 
 def open_run(path: PathLike) -> Run:
-    """Open an existing run directory read-only. Raises ``RunError`` if it is not one."""
+    """Open an existing run directory read-only (also a read-only copy or archive: nothing is written there).
+
+    Raises ``RunError`` if it is not one, and ``StoreError`` (a ``RunError``) naming the file if its store is
+    corrupt, truncated, not a promptgrid store or from a newer promptgrid (also when rows are read later).
+    """
     return Run(path)
 
 
 def load_results(source: Run | PathLike) -> list[ResultRow]:
     """The rows of a run, a run directory (read-only) or a JSONL file written by ``promptgrid export``.
 
-    Raises ``ReportError`` when the path is neither, naming what to give instead.
+    Raises ``ReportError`` when the path is neither, naming what to give instead, and ``StoreError`` when
+    the run directory's store is damaged (see ``open_run``).
     """
     if isinstance(source, Run):
         return source.results()

@@ -10,6 +10,8 @@ it without a traceback and exit non-zero::
     +-- MissingTranslationError     a variant needs translations that are not available
     +-- MissingDependencyError      an optional package is needed for this feature
     +-- RunError                    a run directory, run config or run option is unusable
+    |   +-- StoreError              a run's store.sqlite3 is corrupt, truncated, foreign or newer
+    |       +-- StoreFullError      the disk filled up while a run was writing its store
     +-- LocalModelError             the local model cannot be found or loaded
     +-- UnknownReturnFormatError    a parser was asked for a format that does not exist (also a ValueError)
     +-- ReportError                 rows or a run directory cannot make a report
@@ -45,6 +47,8 @@ __all__ = [
     "PromptgridError",
     "ReportError",
     "RunError",
+    "StoreError",
+    "StoreFullError",
     "TemplateError",
     "TranslationError",
     "UnknownReturnFormatError",
@@ -94,6 +98,20 @@ class MissingDependencyError(PromptgridError):
 
 class RunError(PromptgridError):
     """A run directory, run config or run option is unusable."""
+
+    exit_code = 2
+
+
+class StoreError(RunError):
+    """A run directory's ``store.sqlite3`` cannot be read or written: corrupt, truncated, not a promptgrid
+    store, written by a newer promptgrid, or unusable for another reason the message names."""
+
+    exit_code = 2
+
+
+class StoreFullError(StoreError):
+    """The disk (or quota) filled up while the store was written. The run stopped; the answers it could
+    not store were spilled beside the store and are added to it by the next run in that directory."""
 
     exit_code = 2
 

@@ -142,7 +142,7 @@ def test_open_run_needs_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(pg.RunError, match="not a run directory"):
         pg.open_run(tmp_path)
     (tmp_path / "store.sqlite3").write_text("not a database")
-    with pytest.raises(pg.RunError, match="cannot read"):
+    with pytest.raises(pg.StoreError, match="store.sqlite3 is corrupt or truncated"):  # a RunError
         pg.open_run(tmp_path)
 
 

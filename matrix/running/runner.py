@@ -21,7 +21,9 @@ Stopping: Ctrl-C (SIGINT) or SIGTERM cancels the calls in flight (their jobs
 stay pending) and returns; ``max_cost`` stops sending new calls once the run
 directory's recorded spend, plus what the calls in flight are expected to
 cost, reaches it, and lets those in flight finish (they are paid for).
-Either way, running the same command again resumes.
+Either way, running the same command again resumes. A full disk stops the
+run like ``max_cost`` (``disk_full``): the answers that arrive after it are
+spilled beside the store (``RunStore.spill``) and stored by the next run.
 
 Errors that were final (non-retryable, or retries exhausted) are final: a
 re-run does not send them again unless ``retry_errors`` is set
@@ -46,6 +48,7 @@ from typing import Any
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
+from promptgrid.errors import StoreFullError
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 
 from promptgrid.matrix.clients import ModelClient, Redactor
@@ -90,7 +93,7 @@ class RunSummary:
     spend: float = 0.0
     """USD spent by this invocation."""
     stopped: str | None = None
-    """None (finished), ``interrupted`` or ``max_cost``."""
+    """None (finished), ``interrupted``, ``max_cost`` or ``disk_full`` (the store could not grow)."""
     exec_s: float = 0.0
     """Seconds from the first call sent to the last result committed."""
     wall_s: float = 0.0
@@ -104,6 +107,14 @@ class RunSummary:
     """The first scorer exception, for the message."""
     halted: dict[str, str] = field(default_factory=dict)
     """Models stopped after an error every call would repeat (auth, unknown model): name -> error."""
+    replayed: int = 0
+    """Answers spilled by an earlier run on a full disk, added to the store before this one planned."""
+    spilled: int = 0
+    """Answers this run could not store (disk full) and appended to the spill file instead."""
+    lost: int = 0
+    """Answers that neither the store nor the spill file could take (their calls are sent again next run)."""
+    store_error: str | None = None
+    """Why the store stopped taking results (``stopped == "disk_full"``)."""
 
     @property
     def calls_per_s(self) -> float:
@@ -192,6 +203,7 @@ class Runner:
         t0 = time.monotonic()
         cpu0 = time.process_time()
         store = self.store
+        self.summary.replayed = store.replay_spills()
         model_ids = store.add_models(m.name for m in self.config.models)
         self._variant_ids = store.add_variants(self.variants)
         self._case_ids = store.add_cases(self.cases)
@@ -230,8 +242,8 @@ class Runner:
             self.progress.close()
         if self._stop == "interrupted":
             self.summary.stopped = "interrupted"
-        elif self._stop == "max_cost":
-            self.summary.stopped = "max_cost"
+        elif self._stop in ("max_cost", "disk_full"):
+            self.summary.stopped = self._stop
         self.summary.spend = round(self.store.spend() - self._spent_before, 10)
         if self._first_send is not None and self._last_done is not None:
             self.summary.exec_s = self._last_done - self._first_send
@@ -251,6 +263,8 @@ class Runner:
             await coro
         except asyncio.CancelledError:
             raise
+        except StoreFullError as exc:  # the producer could not record jobs: the workers finish what is in flight
+            self._disk_full(exc)
         except BaseException:
             if self._stop != "interrupted":
                 self._stop = "interrupted"
@@ -467,7 +481,15 @@ class Runner:
                     verdicts.append(v)
         else:
             verdicts = [(row, None, False, None) for row, _ in call.rows]
-        self.store.record(result, verdicts)
+        try:
+            self.store.record(result, verdicts)
+        except StoreFullError as exc:
+            self._disk_full(exc)
+            try:
+                self.store.spill(result, verdicts)
+                self.summary.spilled += 1
+            except OSError:
+                self.summary.lost += 1
         self._inflight.pop(call.job.key, None)
         self._last_done = time.monotonic()
         s, p = self.summary, self.progress
@@ -481,6 +503,12 @@ class Runner:
             p.spend += result.cost_usd
             if self.config.max_cost is not None and self._spent_before + p.spend >= self.config.max_cost:
                 self.stop("max_cost")
+
+    def _disk_full(self, exc: StoreFullError) -> None:
+        """Stop sending (calls in flight still finish, and are spilled): the store cannot grow."""
+        if self.summary.store_error is None:
+            self.summary.store_error = str(exc)
+        self.stop("disk_full")
 
 
 def _peak_rss_mb() -> float:

@@ -46,7 +46,7 @@ from .config import (
     model_params,
     number_problem,
 )
-from .store import STORE_FILE, RunLock, RunStore, case_from_dict
+from .store import STORE_FILE, RunLock, RunStore, case_from_dict, disk_full_errors, disk_full_stop
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
            "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
@@ -435,7 +435,9 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     """Run a prepared config in the run directory; returns the invocation's ``RunSummary``.
 
     Holds the run directory's lock throughout (a second writer gets a
-    ``RunError``). A directory that holds another grid's or dataset's
+    ``RunError``). A full disk raises ``StoreFullError`` once the calls in
+    flight are done (answers the store could not take are spilled and stored
+    by the next run). A directory that holds another grid's or dataset's
     results is refused before any call (``check_run_dir``) unless ``append``.
     The invocation is appended to ``run.json`` when it starts, and completed
     with its summary and the jobs of its plan still pending when it ends.
@@ -455,7 +457,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     redactor = Redactor()
     if scorer is None:
         from promptgrid.matrix.scoring import score as scorer
-    with RunLock(run_dir):
+    with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
         store = RunStore(run_dir, create=True)
@@ -475,6 +477,8 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             if started is not None:
                 started(runner)
             summary = await runner.run()
+            if summary.stopped == "disk_full":  # run.json keeps the invocation as started: it may not fit
+                raise disk_full_stop(store, spilled=summary.spilled, lost=summary.lost)
             invocation.update(finished=_now(), pending=prep.jobs - _answered(store, prep), summary=summary.to_dict())
             _write_run_json(prep, invocation)
         finally:

@@ -23,18 +23,33 @@ so a killed run never leaves a stale lock). A second ``promptgrid run`` on the
 same directory stops at once with a message instead of racing the first;
 readers (``export``, ``report``) need no lock (WAL readers see the last
 commit).
+
+Damage and a full disk: any SQLite failure, when the store is opened or
+later when its rows are read (a truncated file often fails only there), is a
+``StoreError`` naming the file and what to do, never a sqlite3 traceback. A
+full disk while a result is committed is a ``StoreFullError``; the runner
+then appends the answer to ``spill-<pid>.jsonl`` beside the store (``spill``)
+and stops, and the next run in the directory adds the spilled answers to the
+store before it plans anything (``replay_spills``), so no answered call is
+sent again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import functools
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from promptgrid.errors import StoreError, StoreFullError
 
 from promptgrid.records import Case
 from promptgrid.variants import Variant
@@ -42,11 +57,14 @@ from promptgrid.variants import Variant
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
 
-__all__ = ["CallResult", "RunLock", "RunStore", "SCHEMA_VERSION", "STORE_FILE", "case_from_dict", "case_to_dict"]
+__all__ = ["CallResult", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
+           "case_to_dict", "disk_full_errors", "disk_full_stop"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
 LOCK_FILE = "run.lock"
+SPILL_GLOB = "spill-*.jsonl"
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -68,6 +86,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
 """
+
+VerdictRow = tuple[tuple[int, int, int, int], str | None, bool, str | None]
+"""A job row (model, variant, case, repeat ids), its verdict JSON, valid, error code."""
 
 DONE = "done"
 ERROR = "error"
@@ -119,8 +140,15 @@ class RunLock:
     def acquire(self) -> RunLock:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if _is_full(exc):
+                raise _full_error(self.path.parent, exc) from None
+            raise RunError(f"cannot write in run directory {self.path.parent} ({exc.strerror}): a run or re-score "
+                           "writes its store there. Reading it (report, export, compare) works as it is; to run "
+                           "into it, copy it to a writable place and give that as --run-dir.") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -156,6 +184,81 @@ def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
         yield items[i:i + n]
 
 
+def _is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk or quota is full (SQLite's SQLITE_FULL, or ENOSPC/EDQUOT from a write)."""
+    if isinstance(exc, sqlite3.Error):
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS
+
+
+def _full_error(where: Path, exc: BaseException) -> StoreFullError:
+    return StoreFullError(f"disk full at {where} ({exc}). Free space and re-run the same command to resume: "
+                          "answers already stored or spilled are not sent again.")
+
+
+def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The one-line error for a SQLite failure on the store at ``path``."""
+    if _is_full(exc):
+        return _full_error(path.parent, exc)
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError:
+        return StoreError(f"{path} is corrupt or truncated ({exc}). Restore it from a backup or copy of the run "
+                          "directory, or move it aside and run again into a new --run-dir.")
+    return StoreError(f"cannot use {path} ({exc}). Check that the file and its directory are readable "
+                      "(writable too for promptgrid run and score) and that the disk is healthy.")
+
+
+@contextlib.contextmanager
+def disk_full_errors(run_dir: Path) -> Iterator[None]:
+    """Turn a full disk (``OSError`` ENOSPC/EDQUOT, SQLite's ``database or disk is full``) met while
+    writing the run directory (lock, ``run.json``, store) into a ``StoreFullError`` naming it."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        if _is_full(exc):
+            raise _full_error(Path(run_dir), exc) from None
+        raise
+
+
+def disk_full_stop(store: RunStore, *, spilled: int, lost: int) -> StoreFullError:
+    """The error a run stopped by a full disk ends with: where, what was kept, and what to do."""
+    kept = (f"{spilled} answer(s) the store could not take are kept in {store.spill_path.name} and stored by the "
+            "next run" if spilled else "every answer received is stored")
+    if lost:
+        kept += f"; {lost} answer(s) could not be kept anywhere and will be sent again"
+    return StoreFullError(f"disk full at {store.path.parent}: the run stopped; {kept}. Free space and re-run the "
+                          "same command to resume.")
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """Make a ``RunStore`` method raise ``StoreError`` instead of ``sqlite3.Error``.
+
+    A damaged file can open fine and fail only when a page is read, so every
+    method that reads or writes is wrapped, not just the constructor.
+    """
+    @functools.wraps(method)
+    def wrapper(self: RunStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from None
+    return wrapper  # type: ignore[return-value]
+
+
+def _guarded_iter(method: _F) -> _F:
+    """``_guarded`` for a generator method: the rows are read while it is iterated."""
+    @functools.wraps(method)
+    def wrapper(self: RunStore, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        try:
+            yield from method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from None
+    return wrapper  # type: ignore[return-value]
+
+
 def _connect_readonly(path: Path) -> sqlite3.Connection:
     """Open the store for reading only: no lock, nothing written, no file created beside it.
 
@@ -174,8 +277,10 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None, timeout=30.0)
         db.execute("PRAGMA query_only=1")
     except sqlite3.Error as exc:
-        raise RunError(f"cannot open {path} read-only: {exc}. A run directory copied while a run was "
-                       f"writing it needs its {wal.name} and {path.name}-shm files too.") from None
+        if not wal.exists():
+            raise _store_error(path, exc) from None
+        raise StoreError(f"cannot open {path} read-only: {exc}. A run directory copied while a run was "
+                         f"writing it needs its {wal.name} and {path.name}-shm files too.") from None
     return db
 
 
@@ -191,28 +296,60 @@ class RunStore:
         self.path = p / STORE_FILE if p.suffix != ".sqlite3" else p
         if not self.path.is_file() and not create:
             raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
+        self._model_ids: dict[str, int] = {}
+        self._spill_fd: int | None = None
         if readonly:
             self.db = _connect_readonly(self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA busy_timeout=30000")
-        if create:
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            try:
+                self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from None
         try:
-            version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
+            self._open(create=create, readonly=readonly)
+        except BaseException:
             self.db.close()
-            raise RunError(f"cannot read {self.path}: {exc}. Is it a promptgrid run store?") from None
-        if version is None or int(version[0]) != SCHEMA_VERSION:
-            raise RunError(f"{self.path}: store schema {version[0] if version else '?'} is not the "
-                           f"supported {SCHEMA_VERSION}; use the promptgrid version that wrote it.")
-        self._model_ids: dict[str, int] = {}
+            raise
+
+    @_guarded
+    def _open(self, *, create: bool, readonly: bool) -> None:
+        """Set the connection up and check that the file is a store this version reads (creating it if asked)."""
+        db = self.db
+        db.execute("PRAGMA busy_timeout=30000")
+        # Checked before anything is written, so a foreign or damaged file is left as it was.
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables or not create:
+            self._check_schema(tables)
+        if not readonly:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        if create and not tables:
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _check_schema(self, tables: set[str]) -> None:
+        """Raise ``StoreError`` unless the file is a promptgrid store of the schema this version reads."""
+        db = self.db
+        version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+            if "meta" in tables else None
+        if version is None:
+            found = ", ".join(sorted(tables)[:5]) or "none"
+            raise StoreError(f"{self.path} is not a promptgrid run store (a SQLite file without its schema "
+                             f"version; tables: {found}). Give the directory a promptgrid run wrote, or move the "
+                             "file aside.")
+        stored = str(version[0])
+        if not stored.isdigit() or int(stored) != SCHEMA_VERSION:
+            newer = stored.isdigit() and int(stored) > SCHEMA_VERSION
+            raise StoreError(
+                f"{self.path}: store schema {stored[:20]} is "
+                + (f"newer than this promptgrid reads ({SCHEMA_VERSION}); upgrade promptgrid to read it."
+                   if newer else f"not the supported {SCHEMA_VERSION}; use the promptgrid version that wrote it."))
 
     def close(self) -> None:
+        if self._spill_fd is not None:
+            os.close(self._spill_fd)
+            self._spill_fd = None
         self.db.close()
 
     def __enter__(self) -> RunStore:
@@ -220,6 +357,19 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any failure (a full disk leaves no transaction open)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     # ------------------------------------------------------------------ metadata
 
@@ -230,51 +380,55 @@ class RunStore:
             out.update(self.db.execute(f"SELECT {column}, id FROM {table} WHERE {column} IN ({marks})", chunk))
         return out
 
+    @_guarded
     def add_models(self, names: Iterable[str]) -> dict[str, int]:
         names = list(names)
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany("INSERT OR IGNORE INTO models (name) VALUES (?)", [(n,) for n in names])
-        self.db.execute("COMMIT")
+        with self._transaction():
+            self.db.executemany("INSERT OR IGNORE INTO models (name) VALUES (?)", [(n,) for n in names])
         ids = self._ids("models", "name", names)
         self._model_ids.update(ids)
         return ids
 
+    @_guarded
     def add_variants(self, variants: Iterable[Variant]) -> dict[str, int]:
         rows = [(v.id, v.label, json.dumps(v.dimensions())) for v in variants]
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?)", rows)
-        self.db.execute("COMMIT")
+        with self._transaction():
+            self.db.executemany("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?)",
+                                rows)
         return self._ids("variants", "variant_id", (r[0] for r in rows))
 
+    @_guarded
     def add_cases(self, cases: Iterable[Case]) -> dict[str, int]:
         rows = [(c.id, c.language, c.category, c.group, json.dumps(case_to_dict(c), default=str)) for c in cases]
-        self.db.execute("BEGIN IMMEDIATE")
-        # A case whose content changed (dataset fix) replaces the stored one: re-scoring uses the latest.
-        self.db.executemany(
-            "INSERT INTO cases (case_id, language, category, grp, data) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(case_id) DO UPDATE SET language=excluded.language, category=excluded.category, "
-            "grp=excluded.grp, data=excluded.data", rows)
-        self.db.execute("COMMIT")
+        with self._transaction():
+            # A case whose content changed (dataset fix) replaces the stored one: re-scoring uses the latest.
+            self.db.executemany(
+                "INSERT INTO cases (case_id, language, category, grp, data) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(case_id) DO UPDATE SET language=excluded.language, category=excluded.category, "
+                "grp=excluded.grp, data=excluded.data", rows)
         return self._ids("cases", "case_id", (r[0] for r in rows))
 
+    @_guarded
     def variants(self) -> dict[int, tuple[str, str, dict[str, Any]]]:
         return {i: (vid, label, json.loads(dims))
                 for i, vid, label, dims in self.db.execute("SELECT id, variant_id, label, dimensions FROM variants")}
 
+    @_guarded
     def cases(self) -> dict[int, tuple[str, str, str, str, str]]:
         return {row[0]: row[1:] for row in self.db.execute("SELECT id, case_id, language, category, grp, data FROM cases")}
 
     # ------------------------------------------------------------------ jobs and calls
 
+    @_guarded
     def add_jobs(self, rows: Sequence[tuple[int, int, int, int, str]]) -> None:
         """Upsert (model, variant, case, repeat, key). A row whose key changed loses its verdict."""
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany(
-            'INSERT INTO jobs (model, variant, "case", repeat, key) VALUES (?, ?, ?, ?, ?) '
-            'ON CONFLICT (model, variant, "case", repeat) DO UPDATE SET key=excluded.key, verdict=NULL, '
-            "valid=NULL, error_code=NULL WHERE jobs.key != excluded.key", rows)
-        self.db.execute("COMMIT")
+        with self._transaction():
+            self.db.executemany(
+                'INSERT INTO jobs (model, variant, "case", repeat, key) VALUES (?, ?, ?, ?, ?) '
+                'ON CONFLICT (model, variant, "case", repeat) DO UPDATE SET key=excluded.key, verdict=NULL, '
+                "valid=NULL, error_code=NULL WHERE jobs.key != excluded.key", rows)
 
+    @_guarded
     def lookup(self, keys: Sequence[str]) -> dict[str, str]:
         """Status (done or error) of the calls among ``keys`` that have a result."""
         out: dict[str, str] = {}
@@ -283,6 +437,7 @@ class RunStore:
             out.update(self.db.execute(f"SELECT key, status FROM calls WHERE key IN ({marks})", chunk))
         return out
 
+    @_guarded
     def scored(self, keys: Sequence[str]) -> set[tuple[int, int, int, int]]:
         """The (model, variant, case, repeat) rows answered by ``keys`` that already have a verdict."""
         out: set[tuple[int, int, int, int]] = set()
@@ -293,6 +448,7 @@ class RunStore:
                 chunk))
         return out
 
+    @_guarded
     def call(self, key: str) -> dict[str, Any] | None:
         cur = self.db.execute("SELECT * FROM calls WHERE key=?", (key,))
         row = cur.fetchone()
@@ -300,37 +456,110 @@ class RunStore:
             return None
         return dict(zip([d[0] for d in cur.description], row))
 
-    def record(self, result: CallResult, verdicts: Sequence[tuple[tuple[int, int, int, int], str | None, bool, str | None]]) -> None:
-        """Commit one call's result and the verdicts of the jobs it answers, atomically."""
-        r = result
+    @_guarded
+    def record(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
+        """Commit one call's result and the verdicts of the jobs it answers, atomically.
+
+        A full disk raises ``StoreFullError`` (nothing of this call committed): ``spill`` it.
+        """
+        self._commit_result(result, verdicts)
+
+    def _commit_result(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
-                 r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, r.error, r.error_kind,
-                 r.raw_model, time.time()))
-            if verdicts:
-                db.executemany(
-                    'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
-                    "AND repeat=?",
-                    [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+            self._insert_result(result, verdicts)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
-    def set_verdicts(self, verdicts: Sequence[tuple[tuple[int, int, int, int], str | None, bool, str | None]]) -> None:
+    def _insert_result(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
+        """Write one call's result and its jobs' verdicts inside the caller's transaction."""
+        r = result
+        db = self.db
+        db.execute(
+            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
+             r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, r.error, r.error_kind,
+             r.raw_model, time.time()))
+        if verdicts:
+            db.executemany(
+                'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
+                "AND repeat=?",
+                [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+
+    # ------------------------------------------------------------------ full disk: spill and replay
+
+    @property
+    def spill_path(self) -> Path:
+        """This process's spill file (``spill-<pid>.jsonl`` beside the store; it exists once ``spill`` wrote)."""
+        return self.path.with_name(f"spill-{os.getpid()}.jsonl")
+
+    def spill(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
+        """Append a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk.
+
+        Only used once the disk is full, so each line is fsynced. Raises
+        ``OSError`` when even this fails; the file is then cut back to its last
+        whole line, so the answers spilled before stay readable.
+        """
+        if self._spill_fd is None:
+            self._spill_fd = os.open(self.spill_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = self._spill_fd
+        line = json.dumps({"call": dataclasses.asdict(result),
+                           "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]},
+                          separators=(",", ":")).encode() + b"\n"
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise
+
+    @_guarded
+    def replay_spills(self) -> int:
+        """Commit the results spilled by earlier runs (``spill``), then delete their files; returns how many.
+
+        Called by a run before it plans anything, so a spilled answer is never
+        sent again. A line that cannot be read (cut short when the disk filled)
+        is skipped: its call is simply sent again. On a disk still full this
+        raises ``StoreFullError`` and keeps the files for the next try.
+        """
+        from promptgrid.safeio import read_json_lines
+
+        replayed = 0
+        for path in sorted(self.path.parent.glob(SPILL_GLOB)):
+            entries: list[tuple[CallResult, list[VerdictRow]]] = []
+            with open(path, "rb") as f:
+                for line in read_json_lines(f):
+                    try:
+                        call, verdicts = line.value["call"], line.value["verdicts"]
+                        entries.append((CallResult(**call), [((int(row[0]), int(row[1]), int(row[2]), int(row[3])),
+                                                              v, bool(ok), code) for row, v, ok, code in verdicts]))
+                    except (TypeError, KeyError, ValueError, IndexError):
+                        continue
+            with self._transaction():
+                for result, verdicts in entries:
+                    self._insert_result(result, verdicts)
+            path.unlink()
+            replayed += len(entries)
+        return replayed
+
+    @_guarded
+    def set_verdicts(self, verdicts: Sequence[VerdictRow]) -> None:
         if not verdicts:
             return
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany(
-            'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? AND repeat=?',
-            [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
-        self.db.execute("COMMIT")
+        with self._transaction():
+            self.db.executemany(
+                'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
+                "AND repeat=?", [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
 
+    @_guarded_iter
     def iter_scorable(self, *, only_unscored: bool = False, batch: int = 1000) -> Iterator[tuple[tuple[int, int, int, int], str | None, str]]:
         """(job row, response or None, call status) for every job that has a call result."""
         where = " AND j.valid IS NULL" if only_unscored else ""
@@ -346,10 +575,12 @@ class RunStore:
 
     # ------------------------------------------------------------------ totals
 
+    @_guarded
     def spend(self) -> float:
         """USD recorded for all calls of the run directory (unknown prices count 0)."""
         return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM calls").fetchone()[0])
 
+    @_guarded
     def counts(self) -> dict[str, int]:
         jobs, done, errors, pending = self.db.execute(
             "SELECT COUNT(*), SUM(c.status='done'), SUM(c.status='error'), SUM(c.status IS NULL) "
@@ -360,6 +591,7 @@ class RunStore:
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
                 "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
 
+    @_guarded
     def tally(self) -> list[tuple[str, str, str, int, int, int]]:
         """(model, variant_id, label, answered, valid, errors) per model x variant, in store order.
 
@@ -373,6 +605,7 @@ class RunStore:
             "JOIN models m ON m.id = j.model JOIN variants v ON v.id = j.variant "
             "GROUP BY j.model, j.variant ORDER BY j.model, j.variant"))
 
+    @_guarded
     def mean_cost(self, model: str) -> float | None:
         row = self.db.execute("SELECT AVG(cost_usd), AVG(output_tokens) FROM calls WHERE model=? AND status='done'",
                               (model,)).fetchone()
@@ -380,6 +613,7 @@ class RunStore:
 
     # ------------------------------------------------------------------ export
 
+    @_guarded_iter
     def rows(self, *, include_pending: bool = False) -> Iterator[ResultRow]:
         """One ``ResultRow`` per (model, variant, case, repeat) with a result (all of them with
         ``include_pending``), ordered by model, case, variant and repeat.
