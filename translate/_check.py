@@ -47,7 +47,10 @@ here, and never tuned to a particular sentence:
     The translation is implausibly short or long for the target language,
     in letters, with bands measured on the shipped reviewed catalogs
     (:data:`LANGUAGE_LENGTH_BOUNDS`; CJK text is much shorter in characters
-    than English) and an absolute slack for short sources; or it repeats a
+    than English) and an absolute slack for short sources; or, when source
+    and translation have the same number of sentences, one of its sentences
+    is that much too short for its source sentence (most of it dropped while
+    the whole keeps a plausible length); or it repeats a
     chunk the source does not (a translator stuck in a loop; on texts over
     1,000 characters, copies at most :data:`MIN_REPEAT_DISTANCE` characters
     apart, or more on shorter texts, so that the search stays linear).
@@ -788,14 +791,16 @@ def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:
 def _language_problem(source: str, translation: str, src_prose: str, tr_prose: str,
                       source_lang: str, target_lang: str) -> tuple[CheckCode | None, str, str | None]:
     """(code, message, detected language): the script and plausible-language checks, then the broad one."""
-    code, message, detected = _plausible_language_problem(source, translation, src_prose, tr_prose,
+    identical = _normalize(translation) == _normalize(source)
+    counts = _script_counts(tr_prose)  # once: a long translation is not free to scan
+    code, message, detected = _plausible_language_problem(src_prose, tr_prose, counts, identical,
                                                            source_lang, target_lang)
     if code is CheckCode.WRONG_LANGUAGE and detected not in ("ja", "zh"):
         # the plausible languages only name the nearest one; name the language itself if langid is sure
-        return _broad_problem(tr_prose, _script_counts(tr_prose), target_lang, source_lang) or (code, message, detected)
-    if code is not None or _normalize(translation) == _normalize(source):
+        return _broad_problem(tr_prose, counts, target_lang, source_lang) or (code, message, detected)
+    if code is not None or identical:
         return code, message, detected
-    return _broad_problem(tr_prose, _script_counts(tr_prose), target_lang, source_lang) or (code, message, detected)
+    return _broad_problem(tr_prose, counts, target_lang, source_lang) or (code, message, detected)
 
 
 def _broad_problem(tr_prose: str, counts: dict[str, int], target_lang: str, source_lang: str
@@ -810,10 +815,11 @@ def _broad_problem(tr_prose: str, counts: dict[str, int], target_lang: str, sour
             f"expected {tgt_base}, detected {lang} (probability {probability:.4f} against {tgt_base})", lang)
 
 
-def _plausible_language_problem(source: str, translation: str, src_prose: str, tr_prose: str,
+def _plausible_language_problem(src_prose: str, tr_prose: str, counts: dict[str, int], identical: bool,
                                 source_lang: str, target_lang: str) -> tuple[CheckCode | None, str, str | None]:
+    """The script decides, then langid among the plausible languages (``counts``: the translation's scripts)."""
     src_base, tgt_base = base_language(source_lang), base_language(target_lang)
-    if _normalize(translation) == _normalize(source):
+    if identical:
         words = _WORD_RE.findall(src_prose)
         if not (script_of(tgt_base) == "latin" and script_of(src_base) == "latin"
                 and len(words) <= 1 and _content_length(src_prose) <= 10):
@@ -823,7 +829,6 @@ def _plausible_language_problem(source: str, translation: str, src_prose: str, t
         copied = _copied_sentence(src_prose, tr_prose)
         if copied:
             return CheckCode.UNTRANSLATED, f"left in English: {copied[:60]!r}", src_base
-    counts = _script_counts(tr_prose)
     total = sum(counts.values())
     if total < MIN_LETTERS:
         return None, "", None
@@ -866,6 +871,37 @@ def _plausible_language_problem(source: str, translation: str, src_prose: str, t
     return CheckCode.WRONG_LANGUAGE, f"expected {tgt_base}, detected {detected}", detected
 
 
+# Sentence ends: after . ! ? and a space, after CJK and Devanagari stops, at line ends.
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？।])|\n")
+_LETTER_RE = re.compile(r"[^\W\d_]")
+#: Longest text whose sentences are paired (shipped catalog strings are under 500 characters).
+MAX_SENTENCE_CHECK_CHARS = 20_000
+
+
+def _dropped_sentence(src_prose: str, tr_prose: str, low: float, slack: int) -> str | None:
+    """A sentence of the translation too short for its source sentence (most of it dropped).
+
+    Judged only when source and translation have the same number of sentences
+    (two or more), paired in order, with the whole text's lower bound: a text
+    can keep its length overall while one of its sentences is cut to a word.
+    Not on texts over :data:`MAX_SENTENCE_CHECK_CHARS` (prompts are far shorter;
+    a megabyte of untrusted text is judged as a whole).
+    """
+    if len(src_prose) > MAX_SENTENCE_CHECK_CHARS or len(tr_prose) > MAX_SENTENCE_CHECK_CHARS:
+        return None
+    source = [s for s in _SENTENCE_END_RE.split(src_prose) if _LETTER_RE.search(s)]
+    if len(source) < 2:
+        return None
+    translated = [s for s in _SENTENCE_END_RE.split(tr_prose) if _LETTER_RE.search(s)]
+    if len(translated) != len(source):
+        return None
+    for number, (src, tr) in enumerate(zip(source, translated), 1):
+        src_len, tr_len = _content_length(src), _content_length(tr)
+        if tr_len < low * src_len - slack:
+            return f"sentence {number} has {tr_len} letters for {src_len} in the source: most of it dropped"
+    return None
+
+
 def _length_bounds(lang: str, source: str) -> tuple[float, float, int]:
     """(low, high, slack) for a translation into ``lang`` (a code, or a script's name) from ``source``."""
     if source == "en" and lang in LANGUAGE_LENGTH_BOUNDS:
@@ -880,6 +916,9 @@ def _length_problem(src_prose: str, tr_prose: str, src_len: int, tr_len: int, la
     low, high, slack = _length_bounds(lang, source)
     if tr_len < low * src_len - slack or tr_len == 0:
         return f"{tr_len} letters for {src_len} in the source: too short for {lang} (truncated?)"
+    dropped = _dropped_sentence(src_prose, tr_prose, low, slack)
+    if dropped:
+        return dropped
     if tr_len > high * src_len + slack:
         return f"{tr_len} letters for {src_len} in the source: too long for {lang}"
     repeated = _repeated_chunk(tr_prose)

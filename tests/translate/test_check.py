@@ -283,3 +283,18 @@ def test_relatives_are_languages_langid_knows() -> None:
     from promptgrid.translate._check import _RELATIVES
 
     assert set(_RELATIVES) | {lang for relatives in _RELATIVES.values() for lang in relatives} <= set(BROAD_LANGUAGES)
+
+
+def test_a_sentence_cut_to_a_word_inside_a_text_of_plausible_length_fails() -> None:
+    source = ("Search for flights between two cities on a given date. Return the cheapest flights first. "
+              "Never book a flight without asking the user to confirm the price and the date.")
+    kept = "Sucht Flüge zwischen zwei Städten an einem bestimmten Datum. Gibt die günstigsten Flüge zuerst zurück."
+    result = check_translation(source, kept + " Niemals.", "en", "de")
+    assert result.problems == [CheckCode.LENGTH_RATIO]
+    assert "sentence 3 has 7 letters" in result.details["length_ratio_problem"]
+    full = kept + " Buchen Sie nie einen Flug, ohne den Nutzer den Preis und das Datum bestätigen zu lassen."
+    assert check_translation(source, full, "en", "de").ok
+    # sentences that do not pair up (two merged into one) are judged as a whole only
+    merged = ("Sucht Flüge zwischen zwei Städten an einem bestimmten Datum und gibt die günstigsten zuerst zurück. "
+              "Buchen Sie nie einen Flug, ohne den Nutzer den Preis und das Datum bestätigen zu lassen.")
+    assert check_translation(source, merged, "en", "de").ok
