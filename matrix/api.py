@@ -282,6 +282,7 @@ def run(
     tpm: float | None = None,
     timeout: float | None = None,
     max_retries: int | None = None,
+    retry_after_cap: float | None = None,
     max_cost: float | None = None,
     api_base: str | None = None,
     params: Mapping[str, Any] | None = None,
@@ -301,7 +302,8 @@ def run(
     ``limit`` (first N cases), ``cases`` and ``variants`` (ids) select;
     ``repeats`` samples each job K times; ``concurrency``, ``rpm``, ``tpm``
     and ``timeout`` (seconds per call) apply to every model; ``max_retries``
-    per call; ``max_cost`` (USD, for the whole run directory) stops sending
+    per call, each after at most ``retry_after_cap`` seconds (default 120)
+    however long a server's Retry-After asks for; ``max_cost`` (USD, for the whole run directory) stops sending
     when reached; ``params`` are generation parameters for every model
     (temperature, max_tokens, seed, ...). ``retry_errors`` sends again the
     calls that ended in an error before (errors are final otherwise).
@@ -317,8 +319,9 @@ def run(
     """
     prep = _prepare(grid, dataset, dict(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
-        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries, max_cost=max_cost,
-        api_base=api_base, params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
+        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, params=params,
+        translation_store=translation_store, bfcl_data=bfcl_data))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -341,6 +344,7 @@ async def arun(
     tpm: float | None = None,
     timeout: float | None = None,
     max_retries: int | None = None,
+    retry_after_cap: float | None = None,
     max_cost: float | None = None,
     api_base: str | None = None,
     params: Mapping[str, Any] | None = None,
@@ -353,8 +357,9 @@ async def arun(
     """``run``, awaited in the caller's event loop (same options, same result)."""
     prep = _prepare(grid, dataset, dict(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
-        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries, max_cost=max_cost,
-        api_base=api_base, params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
+        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, params=params,
+        translation_store=translation_store, bfcl_data=bfcl_data))
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append)
 
 

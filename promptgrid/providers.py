@@ -14,7 +14,13 @@ once, by :func:`convert_exception`, into this hierarchy::
 
 ``CallError`` is not a ``PromptgridError``: it is not the user's fault, and
 the CLI never shows it as a failure of the command. Whether to try again, and
-after how long, is :class:`RetryPolicy`'s answer for everyone.
+after how long, is :class:`RetryPolicy`'s answer for everyone; a server's
+Retry-After is honoured up to ``retry_after_cap`` (default 120 s), so one
+``Retry-After: 86400`` cannot freeze a run for a day.
+
+Which environment variables a provider reads its credentials from is
+:func:`credential_vars` (named in auth errors and redacted everywhere) and
+:func:`missing_credentials` (checked by ``promptgrid run --dry-run``).
 
 litellm is imported on first use only (:func:`import_litellm`; it takes
 seconds): importing this module imports no provider SDK.
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFAULT_RETRY_AFTER_CAP_S",
     "CallError",
     "ErrorKind",
     "FatalError",
@@ -37,8 +44,14 @@ __all__ = [
     "RetryableError",
     "call_error",
     "convert_exception",
+    "credential_hint",
+    "credential_vars",
     "import_litellm",
+    "missing_credentials",
 ]
+
+DEFAULT_RETRY_AFTER_CAP_S = 120.0
+"""The longest a server's Retry-After is obeyed before one retry (``--retry-after-cap``)."""
 
 
 class ErrorKind(str, enum.Enum):
@@ -110,19 +123,24 @@ class RetryPolicy:
     default) is full jitter, uniform in [0, window], right for many
     concurrent callers (the runner); ``jitter=0.5`` is "equal jitter",
     [window/2, window], a guaranteed wait for one caller retrying in sequence
-    (the translation backend). Never shorter than the server's Retry-After.
+    (the translation backend). Never shorter than the server's Retry-After,
+    unless that is above ``retry_after_cap``: then the cap is waited (a server
+    asking for a day gets its retries after the cap, and a run ends in
+    ``max_attempts`` x the cap instead of days).
     """
 
     max_attempts: int = 4
     base: float = 1.0
     cap: float = 60.0
     jitter: float = 1.0
+    retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
-        if self.base < 0 or self.cap < 0:
-            raise ValueError(f"base and cap must not be negative (base={self.base}, cap={self.cap})")
+        if self.base < 0 or self.cap < 0 or self.retry_after_cap < 0:
+            raise ValueError(f"base, cap and retry_after_cap must not be negative (base={self.base}, "
+                             f"cap={self.cap}, retry_after_cap={self.retry_after_cap})")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter is a share of the window, from 0 to 1, not {self.jitter}")
 
@@ -139,6 +157,8 @@ class RetryPolicy:
         """
         window = min(self.cap, self.base * (2 ** (attempt - 1)))
         delay = window * (1.0 - self.jitter) + rand() * window * self.jitter
+        if retry_after is not None and retry_after > self.retry_after_cap:
+            return self.retry_after_cap
         if retry_after is not None:
             # Honour the server, plus a little jitter so waiters do not return in lockstep.
             delay = max(delay, retry_after + rand() * min(1.0, 0.1 * retry_after + 0.05))
@@ -159,6 +179,79 @@ def import_litellm() -> Any:
         litellm.suppress_debug_info = True  # no "Give Feedback" banners on our users' terminals
         _litellm = litellm
     return _litellm
+
+
+# Where each litellm provider reads its credentials (validate_environment names only the missing ones, and
+# not the alternatives such as a session token). Named in auth errors; their values are redacted.
+_CREDENTIAL_VARS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "bedrock": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK"),
+    "sagemaker": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
+    "azure": ("AZURE_API_KEY", "AZURE_AD_TOKEN", "AZURE_CLIENT_SECRET"),
+    "vertex_ai": ("VERTEXAI_CREDENTIALS", "GOOGLE_APPLICATION_CREDENTIALS"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "watsonx": ("WATSONX_APIKEY", "WATSONX_API_KEY", "WATSONX_TOKEN"),
+}
+# Providers whose credentials may come from elsewhere than the variables validate_environment asks for.
+_OTHER_SOURCES: dict[str, tuple[str, ...]] = {
+    "bedrock": ("AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_WEB_IDENTITY_TOKEN_FILE"),
+    "sagemaker": ("AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "vertex_ai": ("GOOGLE_APPLICATION_CREDENTIALS",),
+}
+
+
+def _provider(model: str) -> str | None:
+    try:
+        return str(import_litellm().get_llm_provider(model=model)[1])
+    except Exception:  # noqa: BLE001 - a model string litellm does not know has no known variables
+        return None
+
+
+def credential_vars(model: str, api_key_env: str | None = None) -> tuple[str, ...]:
+    """The environment variables ``model``'s provider reads its credentials from (``api_key_env`` alone if given).
+
+    From a small table of litellm providers, else the keys litellm's
+    ``validate_environment`` reports missing; () for a provider it does not know.
+    """
+    if api_key_env:
+        return (api_key_env,)
+    provider = _provider(model)
+    if provider in _CREDENTIAL_VARS:
+        return _CREDENTIAL_VARS[provider]
+    missing = import_litellm().validate_environment(model).get("missing_keys") or ()
+    return tuple(v for v in missing if not v.endswith(("_API_BASE", "_API_VERSION", "_PROJECT", "_LOCATION")))
+
+
+def missing_credentials(model: str, *, api_base: str | None = None, api_key_env: str | None = None) -> tuple[str, ...]:
+    """The credential variables ``model`` needs that are not set (checked offline; nothing is called).
+
+    Nothing is missing for a model sent to ``api_base`` (a server of your own
+    may need no key; a 401 from it still stops the model, naming the
+    variable), nor when a provider's other credential source is set
+    (``AWS_PROFILE`` for Bedrock, either Gemini key).
+    """
+    if api_key_env:
+        return () if os.environ.get(api_key_env) else (api_key_env,)
+    if api_base:
+        return ()
+    provider = _provider(model)
+    if provider is None or any(os.environ.get(v) for v in _OTHER_SOURCES.get(provider, ())):
+        return ()
+    return tuple(import_litellm().validate_environment(model).get("missing_keys") or ())
+
+
+def credential_hint(model: str, api_key_env: str | None = None) -> str:
+    """One sentence for an auth error: which variables hold the credentials, set or not, and what to do."""
+    names = credential_vars(model, api_key_env)
+    if not names:
+        return "Check the provider's credentials."
+    unset = [v for v in names if not os.environ.get(v)]
+    if len(unset) == len(names):
+        return f"{' / '.join(names)} not set: export it (export {names[0]}=...) and run again."
+    given = ", ".join(v for v in names if v not in unset)
+    return f"{given} set but refused by the provider: check its value, or the model's access."
 
 
 def _retry_after(exc: BaseException) -> float | None:

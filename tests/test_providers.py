@@ -48,6 +48,15 @@ def test_delay_is_reproducible_with_a_seeded_source() -> None:
     assert RetryPolicy(jitter=0.5).delay(1, rand=lambda: 1.0) == 1.0  # the top of the first window
 
 
+def test_retry_after_is_capped() -> None:
+    policy = RetryPolicy(base=0.01, cap=0.01, retry_after_cap=5.0)
+    assert policy.delay(1, 86400.0, rand=lambda: 0.5) == 5.0  # a day's Retry-After waits the cap
+    assert 3.0 <= policy.delay(1, 3.0, rand=lambda: 0.5) <= 3.4  # below the cap: honoured, plus jitter
+    assert RetryPolicy().retry_after_cap == 120.0
+    with pytest.raises(ValueError, match="retry_after_cap"):
+        RetryPolicy(retry_after_cap=-1)
+
+
 def test_attempts_are_bounded() -> None:
     policy = RetryPolicy(max_attempts=3)
     assert [policy.allows(n) for n in (1, 2, 3)] == [True, True, False]
@@ -87,6 +96,10 @@ def _exc(name: str, message: str = "boom", **kw: Any) -> BaseException:
     (lambda: _exc("InternalServerError", "Unterminated string in JSON"), ErrorKind.MALFORMED),
     (lambda: _exc("InternalServerError", "OPENAI_API_KEY: missing credentials"), ErrorKind.AUTH),
     (lambda: _exc("APIConnectionError"), ErrorKind.CONNECTION),
+    (lambda: _exc("BadRequestError"), ErrorKind.BAD_REQUEST),
+    (lambda: _exc("ServiceUnavailableError"), ErrorKind.SERVER),
+    (lambda: _exc("APIConnectionError", "Missing Gemini API key. Set the GEMINI_API_KEY"), ErrorKind.AUTH),
+    (lambda: _exc("AuthenticationError", "Missing Anthropic API Key"), ErrorKind.AUTH),
     (lambda: ConnectionResetError("reset"), ErrorKind.CONNECTION),
     (lambda: KeyError("x"), ErrorKind.UNKNOWN),
 ])
@@ -104,3 +117,43 @@ def test_retry_after_header_and_redaction() -> None:
     err = convert_exception(Limited("key sk-secret was rate limited"), lambda s: s.replace("sk-secret", "***"))
     assert err.kind is ErrorKind.RATE_LIMIT and err.status == 429 and err.retry_after == 2.5
     assert "sk-secret" not in err.message and "***" in err.message
+
+
+def test_credential_variables_and_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.providers import credential_hint, credential_vars, missing_credentials
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                 "MY_KEY", "MISTRAL_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert credential_vars("openai/gpt-4o-mini") == ("OPENAI_API_KEY",)
+    assert credential_vars("openai/x", "MY_KEY") == ("MY_KEY",)
+    assert credential_vars("mistral/mistral-small") == ("MISTRAL_API_KEY",)  # from litellm's validate_environment
+    assert missing_credentials("openai/gpt-4o-mini") == ("OPENAI_API_KEY",)
+    assert missing_credentials("openai/x", api_base="http://127.0.0.1:8000/v1") == ()  # a server of your own
+    assert missing_credentials("openai/x", api_base="http://h/v1", api_key_env="MY_KEY") == ("MY_KEY",)
+    assert missing_credentials("anthropic/claude-3-5-sonnet-20240620") == ("ANTHROPIC_API_KEY",)
+    bedrock = "bedrock/anthropic.claude-3-haiku-20240307-v1:0"
+    assert missing_credentials(bedrock) == ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_PROFILE", "work")
+    assert missing_credentials(bedrock) == ()  # credentials from a profile
+    assert credential_hint("openai/gpt-4o-mini") == "OPENAI_API_KEY not set: export it (export OPENAI_API_KEY=...) " \
+        "and run again."
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-whatever-1234")
+    assert missing_credentials("openai/gpt-4o-mini") == ()
+    assert "OPENAI_API_KEY set but refused" in credential_hint("openai/gpt-4o-mini")
+
+
+def test_client_auth_error_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
+    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeServer.thread(FakeScript(status=401)) as srv:
+        client = LiteLLMClient("openai/mine", api_base=srv.url)
+        with pytest.raises(FatalError) as info:
+            asyncio.run(client.complete([{"role": "user", "content": "hi"}], {}))
+    assert info.value.kind is ErrorKind.AUTH
+    assert "the server at api_base wants a key: export OPENAI_API_KEY=..." in info.value.message

@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tpm", type=float, default=None, help="tokens per minute per model")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("--max-retries", type=int, default=None)
+    p.add_argument("--retry-after-cap", type=float, default=None, metavar="SECONDS",
+                   help="longest Retry-After a rate-limited call waits before its retry (default 120); a model "
+                        "whose server still asks for longer when the retries run out is stopped")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None)

@@ -4,9 +4,12 @@
 that have no result yet (it says so when there is nothing left to send).
 The work is done by ``promptgrid.matrix.running.session`` (the code behind
 ``promptgrid.run``); this module only maps flags to its options, prints, and
-picks the exit code: 0 done (failed calls are data, not a failed command),
-1 a model was stopped by an error every call would repeat (bad key, unknown
-model), 2 bad input, 3 stopped by ``--max-cost``, 130 interrupted.
+picks the exit code: 0 done (some failed calls are data, not a failed
+command), 1 the models' calls failed: a model was stopped by an error every
+call would repeat (bad or missing key, unknown model, a Retry-After longer
+than ``--retry-after-cap``) or every call sent ended in an error; 2 bad input,
+3 stopped by ``--max-cost``, 130 interrupted. Whenever calls failed, the
+errors are summed up per kind with one (redacted) example each.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from promptgrid.matrix.running.store import RunStore
 if TYPE_CHECKING:  # pragma: no cover
     from promptgrid.matrix.running.runner import RunSummary
 
-__all__ = ["EXIT_HALTED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "build_config", "cmd_export",
-           "cmd_run", "exit_code", "print_estimate", "print_run"]
+__all__ = ["EXIT_CALLS_FAILED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "build_config", "cmd_export",
+           "cmd_run", "error_summary", "exit_code", "print_estimate", "print_run"]
 
-EXIT_HALTED = 1
+EXIT_CALLS_FAILED = 1
+"""A model halted, or every call sent ended in an error."""
 EXIT_MAX_COST = 3
 EXIT_INTERRUPTED = 130
 
@@ -46,7 +50,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
         concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, timeout=args.timeout,
         max_retries=args.max_retries, max_cost=args.max_cost, params=params, translation_store=args.store,
-        bfcl_data=args.bfcl_data)
+        bfcl_data=args.bfcl_data, retry_after_cap=args.retry_after_cap)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -61,12 +65,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def exit_code(summary: RunSummary) -> int:
-    """The exit code of a finished run: interrupted, then max cost, then a halted model, else 0."""
+    """The exit code of a finished run: interrupted, then max cost, then failed calls (a halted model, or
+    every call sent failed), else 0."""
     if summary.stopped == "interrupted":
         return EXIT_INTERRUPTED
     if summary.stopped == "max_cost":
         return EXIT_MAX_COST
-    return EXIT_HALTED if summary.halted else 0
+    return EXIT_CALLS_FAILED if summary.halted or summary.all_failed else 0
 
 
 def print_run(run: Run, out: TextIO, err: TextIO) -> int:
@@ -89,10 +94,13 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         limit = run.config["config"]["max_cost"]
         print(f"stopped: the run directory's spend reached --max-cost ${limit:.4f} "
               f"(now ${run.spend():.4f}). Raise --max-cost and run the same command to continue.", file=err)
+    if s.errors:
+        print(error_summary(s), file=err)
     for model, error in s.halted.items():
         print(f"model {model}: stopped after an error every call would repeat: {escape_controls(error)}\n"
-              f"  Its remaining jobs are left pending. Fix the key, model name or api_base and run the same "
-              "command again with --retry-errors (to resend the calls that failed).", file=err)
+              f"  Its remaining jobs are left pending. Fix the cause (key, model name, api_base, or wait out "
+              "the rate limit) and run the same command again with --retry-errors (to resend the calls that "
+              "failed).", file=err)
     counts = run.counts()
     if counts.get("call_errors"):
         print(f"{counts['call_errors']} calls in this run directory ended in an error "
@@ -109,6 +117,19 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(table, file=out)
         print(explain(run.results(), path), file=out)
     return exit_code(s)
+
+
+def error_summary(summary: RunSummary) -> str:
+    """The failed calls of this invocation per kind, most first, with one redacted example message each."""
+    head = (f"every call failed ({summary.errors} of {summary.sent})" if summary.all_failed
+            else f"{summary.errors} of {summary.sent} calls failed")
+    lines = [f"{head}, by kind:"]
+    for kind, n in sorted(summary.error_kinds.items(), key=lambda kv: (-kv[1], kv[0])):
+        example = escape_controls(summary.error_examples.get(kind, ""))
+        if len(example) > 300:
+            example = example[:300] + "..."
+        lines.append(f"  {kind}: {n}  e.g. {example}")
+    return "\n".join(lines)
 
 
 def accuracy_table(run_dir: str | Path) -> str:
@@ -165,6 +186,10 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
         note += f"; no price known for {', '.join(e.unpriced)}"
     print(f"total: {e.calls} calls to send, est. ${e.cost_input:.4f} input + output, "
           f"at most ${e.cost_max:.4f} ({note}).", file=out)
+    for model, names in e.missing_env.items():
+        print(f"model {model}: credentials not set: {', '.join(names)}. Export them before the run "
+              f"(export {names[0]}=...), or give --api-base for a server that needs no key; without them "
+              "its first call fails and the model is stopped.", file=out)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

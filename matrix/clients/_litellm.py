@@ -7,6 +7,10 @@ exceptions are converted here, once, into ``CallError`` subclasses
 are the runner's job, so the SDK's own retries are off (``max_retries=0``).
 Tool definitions are never passed (``tools=``): the functions are in the
 prompt, as BFCL's prompting mode does.
+
+Secrets: the values of the variables the provider reads credentials from
+(``credential_vars``) and the credentials inside ``api_base`` are added to
+the run's ``Redactor``; an auth error says which variable to set or check.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from promptgrid.providers import CallError, ErrorKind, call_error, convert_exception, import_litellm
+from promptgrid.providers import (
+    CallError,
+    ErrorKind,
+    call_error,
+    convert_exception,
+    credential_hint,
+    credential_vars,
+    import_litellm,
+)
 
 from ._base import Completion, Messages
 from ._redact import Redactor
@@ -35,15 +47,17 @@ class LiteLLMClient:
                  redactor: Redactor | None = None) -> None:
         self.name = name
         self.api_base = api_base
+        self.api_key_env = api_key_env
+        self._lt = import_litellm()
         self._redact = redactor or Redactor()
+        self._redact.add_env(credential_vars(name, api_key_env))
+        self._redact.add_url(api_base)
         self._api_key: str | None = None
         if api_key_env:
             self._api_key = os.environ.get(api_key_env)
-            self._redact.add(self._api_key)
         elif api_base and name.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             # OpenAI-compatible local servers need no key, but the SDK insists on one.
             self._api_key = "no-key-needed"
-        self._lt = import_litellm()
 
     async def complete(self, messages: Messages, params: Mapping[str, Any]) -> Completion:
         kwargs: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
@@ -57,7 +71,13 @@ class LiteLLMClient:
         except CallError:
             raise
         except Exception as exc:  # noqa: BLE001 - the one boundary where any provider error becomes ours
-            raise convert_exception(exc, self._redact) from None
+            error = convert_exception(exc, self._redact)
+            if error.kind is ErrorKind.AUTH:
+                hint = ("the server at api_base wants a key: export OPENAI_API_KEY=... (or name its variable with "
+                        "api_key_env in a run config) and run again" if self._api_key == "no-key-needed"
+                        else credential_hint(self.name, self.api_key_env))
+                error = call_error(error.kind, f"{error.message} -- {hint}", status=error.status)
+            raise error from None
         return self._completion(response)
 
     def _completion(self, response: Any) -> Completion:

@@ -13,6 +13,7 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     translation_store: path        # optional
     max_cost: 5.0                  # optional, USD for the whole run directory
     max_retries: 5                 # optional
+    retry_after_cap: 120           # optional: longest Retry-After (s) obeyed before a retry
     defaults:                      # optional, applied to every model (a model's own keys win)
       concurrency: 8
       params: {max_tokens: 512}
@@ -49,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, RunError, closest
+from promptgrid.matrix.clients._redact import redact_url
+from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
 from promptgrid.variants import compose_yaml
 from promptgrid.variants import YamlNode as _Node
 from promptgrid.variants._yaml import plain as _plain
@@ -80,7 +83,7 @@ PARAM_BOUNDS: dict[str, dict[str, Any]] = {
 }
 _MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout")
 _TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
-             "translation_store", "max_cost", "max_retries", "defaults", "models")
+             "translation_store", "max_cost", "max_retries", "retry_after_cap", "defaults", "models")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
 
 
@@ -109,7 +112,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """A whole run. Written to ``run.json`` (no secrets: keys are only named by ``api_key_env``)."""
+    """A whole run. Written to ``run.json`` (no secrets: keys are only named by ``api_key_env``, and
+    ``to_dict`` strips credentials from ``api_base``)."""
 
     grid: str
     dataset: str
@@ -125,10 +129,13 @@ class RunConfig:
     max_retries: int = DEFAULT_MAX_RETRIES
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
+    retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
+    """Seconds: a longer Retry-After is cut to this (a server asking for a day cannot freeze the run)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The record for ``run.json``: every field, ``api_base`` without its credentials."""
         d = dataclasses.asdict(self)
-        d["models"] = [m.to_dict() for m in self.models]
+        d["models"] = [{**m.to_dict(), "api_base": redact_url(m.api_base)} for m in self.models]
         d["run_dir"] = str(self.run_dir)
         d["cases"] = list(self.cases)
         d["variants"] = list(self.variants)
@@ -284,6 +291,8 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
         out["limit"] = r.number(top["limit"], "limit", integer=True, minimum=1)
     if "max_retries" in top:
         out["max_retries"] = r.number(top["max_retries"], "max_retries", integer=True, minimum=0)
+    if "retry_after_cap" in top:
+        out["retry_after_cap"] = float(r.number(top["retry_after_cap"], "retry_after_cap", minimum=0))
     if "max_cost" in top and top["max_cost"].value is not None:
         out["max_cost"] = float(r.number(top["max_cost"], "max_cost", minimum=0, strict=True))
     for k in ("cases", "variants"):

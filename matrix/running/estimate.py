@@ -5,7 +5,9 @@ is already in the store costs nothing, a job whose prompt repeats one seen
 earlier in the plan shares that call, every other job is a call to send.
 Input tokens are estimated as prompt characters / 4; cost comes from
 litellm's price list (free for local and fake models, unknown for models
-litellm has no price for).
+litellm has no price for). The credentials each model's provider needs are
+checked in the environment (``providers.missing_credentials``: names only,
+offline), so a missing key shows before the run, not at its first call.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class ModelEstimate:
     """USD for the input tokens; ``None`` when the price is unknown."""
     cost_max: float | None
     """USD with every answer at ``max_tokens``; ``None`` when the price is unknown."""
+    missing_env: tuple[str, ...] = ()
+    """Credential variables the model's provider needs that are not set (none for local, fake or
+    ``api_base`` models)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,11 @@ class Estimate:
         return sum(m.cost_max or 0.0 for m in self.models)
 
     @property
+    def missing_env(self) -> dict[str, tuple[str, ...]]:
+        """Models whose credentials are not in the environment -> the variables to set."""
+        return {m.model: m.missing_env for m in self.models if m.missing_env}
+
+    @property
     def unpriced(self) -> tuple[str, ...]:
         """Models litellm has no price for."""
         return tuple(m.model for m in self.models if m.cost_input is None)
@@ -114,7 +124,8 @@ def estimate(prep: Prepared) -> Estimate:
             max_out = calls * int(spec.params.get("max_tokens") or 0)
             client = _price_client(spec)
             per_model.append(ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
-                                           client.price(in_tok, 0), client.price(in_tok, max_out)))
+                                           client.price(in_tok, 0), client.price(in_tok, max_out),
+                                           _missing_env(spec)))
     finally:
         if store is not None:
             store.close()
@@ -142,6 +153,16 @@ class _Free:
 
     def price(self, input_tokens: int, output_tokens: int) -> float:
         return 0.0
+
+
+def _missing_env(spec: ModelSpec) -> tuple[str, ...]:
+    from promptgrid.matrix.clients import provider_of
+
+    if provider_of(spec.name) != "litellm":
+        return ()
+    from promptgrid.providers import missing_credentials
+
+    return missing_credentials(spec.name, api_base=spec.api_base, api_key_env=spec.api_key_env)
 
 
 def _price_client(spec: ModelSpec) -> Any:

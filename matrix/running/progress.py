@@ -4,10 +4,16 @@ On a terminal, one line redrawn in place a few times a second; otherwise
 (CI logs, ``2> file``) a plain line every ``interval`` seconds (5 s), so logs stay
 readable. ``--no-progress`` turns it off. The runner only bumps counters;
 drawing happens on a timer, so progress costs nothing per call.
+
+While a retry waits (a rate limit's Retry-After, backoff) the line says so:
+``waiting 118 s: rate limited by openai/x (Retry-After 86400 s capped)``
+(the longest wait in progress); a wait of a second or more is drawn at once,
+so a run that seems idle explains itself.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from typing import TextIO
@@ -40,6 +46,28 @@ class Progress:
         self.start = time.monotonic()
         self._last = 0.0 if self.tty else self.start  # logs: first line after one interval
         self._drawn = False
+        self._waits: dict[int, tuple[float, str]] = {}
+        self._tokens = itertools.count()
+
+    def wait(self, seconds: float, reason: str) -> int:
+        """A retry starts waiting ``seconds`` because of ``reason``; returns the token for ``end_wait``."""
+        token = next(self._tokens)
+        latest = max((until for until, _ in self._waits.values()), default=0.0)
+        until = time.monotonic() + seconds
+        self._waits[token] = (until, reason)
+        if seconds >= 1.0 and until > latest + 1.0:  # a new, longer wait: say so now (once, not per worker)
+            self.tick(force=True)
+        return token
+
+    def end_wait(self, token: int) -> None:
+        self._waits.pop(token, None)
+
+    def waiting(self) -> str | None:
+        """``waiting N s: reason`` for the wait that ends last, or None."""
+        if not self._waits:
+            return None
+        until, reason = max(self._waits.values())
+        return f"waiting {max(0.0, until - time.monotonic()):.0f} s: {reason}"
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
@@ -51,8 +79,9 @@ class Progress:
         width = 24
         filled = int(width * pct / 100)
         bar = "#" * filled + "-" * (width - filled)
+        waiting = self.waiting()
         return (f"[{bar}] {self.done}/{self.total} ({pct:.0f}%) errors {self.errors} "
-                f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}")
+                f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}" + (f" | {waiting}" if waiting else ""))
 
     def tick(self, force: bool = False) -> None:
         """Draw if the interval has passed (or ``force``)."""

@@ -11,8 +11,9 @@ records the jobs in the store, and sorts each job into one of three:
 
 ``concurrency`` workers per model take calls off a bounded queue, pace them
 (requests/tokens per minute), send them with a timeout, retry transient
-failures with exponential backoff and full jitter (honouring Retry-After),
-and commit each result, with the verdicts of every job it answers, in one
+failures with exponential backoff and full jitter (honouring Retry-After up
+to ``retry_after_cap``; the progress line says who is waited for and how
+long), and commit each result, with the verdicts of every job it answers, in one
 SQLite transaction as it arrives. A call that fails for good is a stored
 error, never a crashed run. Memory stays flat: the plan is streamed, and
 only calls in flight are held.
@@ -28,6 +29,12 @@ spilled beside the store (``RunStore.spill``) and stored by the next run.
 Errors that were final (non-retryable, or retries exhausted) are final: a
 re-run does not send them again unless ``retry_errors`` is set
 (``--retry-errors``).
+
+A model halts (no more calls; its other jobs stay pending, the other models
+go on) after an error every later call would repeat: bad or missing
+credentials (auth), an unknown model (not found), or a rate limit whose
+Retry-After was still above the cap when the retries ran out (the server
+wants more time than the run may wait).
 """
 
 from __future__ import annotations
@@ -106,7 +113,12 @@ class RunSummary:
     score_error: str | None = None
     """The first scorer exception, for the message."""
     halted: dict[str, str] = field(default_factory=dict)
-    """Models stopped after an error every call would repeat (auth, unknown model): name -> error."""
+    """Models stopped after an error every call would repeat (auth, unknown model, a rate limit longer
+    than the cap): name -> why."""
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    """Of ``errors``, how many of each kind (``ErrorKind`` values: auth, rate_limit, server, ...)."""
+    error_examples: dict[str, str] = field(default_factory=dict)
+    """The first (redacted) message of each error kind."""
     replayed: int = 0
     """Answers spilled by an earlier run on a full disk, added to the store before this one planned."""
     spilled: int = 0
@@ -119,6 +131,11 @@ class RunSummary:
     @property
     def calls_per_s(self) -> float:
         return self.sent / self.exec_s if self.exec_s > 0 else 0.0
+
+    @property
+    def all_failed(self) -> bool:
+        """Calls were sent and every one ended in an error (nothing was answered)."""
+        return self.sent > 0 and self.errors == self.sent
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "calls_per_s": round(self.calls_per_s, 3)}
@@ -187,7 +204,7 @@ class Runner:
         self._last_done: float | None = None
         self._rng = random.Random(seed)
         self._retry = RetryPolicy(max_attempts=max(1, config.max_retries + 1), base=config.backoff_base_s,
-                                  cap=config.backoff_max_s)
+                                  cap=config.backoff_max_s, retry_after_cap=config.retry_after_cap)
 
     # ------------------------------------------------------------------ public
 
@@ -446,9 +463,14 @@ class Runner:
                         latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)
                     break
                 if error.retryable and self._retry.allows(attempts) and self._stop is None:
-                    await asyncio.sleep(self._retry.delay(attempts, error.retry_after, rand=self._rng.random))
-                    if self._stop is not None:
-                        self._inflight.pop(job.key, None)
+                    delay = self._retry.delay(attempts, error.retry_after, rand=self._rng.random)
+                    token = self.progress.wait(delay, self._wait_reason(job.model, error))
+                    try:
+                        await asyncio.sleep(delay)
+                    finally:
+                        self.progress.end_wait(token)
+                    if self._stop is not None or lane.halted is not None:
+                        self._inflight.pop(job.key, None)  # left pending for the next run
                         return
                     continue
                 if error.retryable and self._stop is not None:
@@ -458,8 +480,8 @@ class Runner:
                     key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
                     params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
                     attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value)
-                if error.kind in _HALTING and lane.halted is None:
-                    lane.halted = result.error or error.kind.value
+                if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)):
+                    lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
                     self.summary.halted[job.model] = lane.halted
                 break
             self._finish(call, result)
@@ -469,6 +491,28 @@ class Runner:
         finally:
             self._reserved -= 1
             self.summary.attempts += attempts
+
+    def _beyond_cap(self, error: CallError) -> bool:
+        """A rate limit whose Retry-After is longer than the run may wait."""
+        return error.kind is ErrorKind.RATE_LIMIT and (error.retry_after or 0.0) > self.config.retry_after_cap
+
+    def _wait_reason(self, model: str, error: CallError) -> str:
+        """What the progress line says a retry waits for."""
+        if error.kind is ErrorKind.RATE_LIMIT:
+            ra = error.retry_after
+            hint = "" if ra is None else (f" (Retry-After {ra:g} s capped)" if self._beyond_cap(error)
+                                          else f" (Retry-After {ra:g} s)")
+            return f"rate limited by {model}{hint}"
+        return f"{error.kind.value} error from {model}, retrying"
+
+    def _halt_reason(self, error: CallError, message: str, attempts: int) -> str:
+        """Why a model gets no more calls (printed by the CLI, kept in ``RunSummary.halted``)."""
+        if error.kind is not ErrorKind.RATE_LIMIT:
+            return message
+        cap = self.config.retry_after_cap
+        return (f"rate limited: the server asked to wait {error.retry_after:g} s (Retry-After), more than the "
+                f"retry-after cap of {cap:g} s; gave up after {attempts} attempts, {cap:g} s apart. Run again "
+                "later, or raise --retry-after-cap (retry_after_cap) to wait longer. Last error: " + message)
 
     def _finish(self, call: _Call, result: CallResult) -> None:
         """Score every job of the call and commit it all in one transaction."""
@@ -499,6 +543,9 @@ class Runner:
         if result.status == ERROR:
             s.errors += 1
             p.errors += len(call.rows)
+            kind = result.error_kind or ErrorKind.UNKNOWN.value
+            s.error_kinds[kind] = s.error_kinds.get(kind, 0) + 1
+            s.error_examples.setdefault(kind, result.error or "")
         if result.cost_usd:
             p.spend += result.cost_usd
             if self.config.max_cost is not None and self._spent_before + p.spend >= self.config.max_cost:

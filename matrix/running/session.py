@@ -88,7 +88,7 @@ def _config_fields(config: RunConfig) -> dict[str, Any]:
     """A ``RunConfig`` as the dict ``load_run_config`` returns (so options merge over it the same way)."""
     out = {f: getattr(config, f) for f in ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases",
                                            "variants", "translation_store", "max_cost", "max_retries",
-                                           "backoff_base_s", "backoff_max_s")}
+                                           "backoff_base_s", "backoff_max_s", "retry_after_cap")}
     out["models"] = [m.to_dict() for m in config.models]
     return out
 
@@ -118,12 +118,14 @@ def build_config(
     params: Mapping[str, Any] | None = None,
     translation_store: str | os.PathLike[str] | None = None,
     bfcl_data: str | os.PathLike[str] | None = None,
+    retry_after_cap: float | None = None,
 ) -> RunConfig:
     """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
 
     ``models`` replaces the config's models; ``api_base``, ``concurrency``,
     ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
-    seed, ...) apply to every model. Raises ``RunError`` naming the option.
+    seed, ...) apply to every model; ``retry_after_cap`` is the longest
+    Retry-After obeyed (seconds). Raises ``RunError`` naming the option.
     """
     if isinstance(grid, RunConfig):
         base: dict[str, Any] = _config_fields(grid)
@@ -134,7 +136,8 @@ def build_config(
     else:
         base = {"grid": os.fspath(grid)}
     options = {"dataset": dataset, "bfcl_data": bfcl_data, "run_dir": run_dir, "limit": limit, "repeats": repeats,
-               "max_retries": max_retries, "max_cost": max_cost, "translation_store": translation_store}
+               "max_retries": max_retries, "max_cost": max_cost, "translation_store": translation_store,
+               "retry_after_cap": retry_after_cap}
     for key, value in options.items():
         if value is not None:
             base[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
@@ -161,7 +164,8 @@ def build_config(
         raise RunError(f"a model is named twice: {', '.join(names)}.")
     out_dir = Path(base["run_dir"]) if base.get("run_dir") else default_run_dir(base["grid"], base["dataset"])
     fields = {k: base[k] for k in ("bfcl_data", "limit", "cases", "variants", "translation_store", "max_cost",
-                                   "max_retries", "backoff_base_s", "backoff_max_s") if base.get(k) is not None}
+                                   "max_retries", "backoff_base_s", "backoff_max_s", "retry_after_cap")
+              if base.get(k) is not None}
     return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
                      repeats=repeats_, **fields)
 
@@ -172,6 +176,7 @@ _RUN_BOUNDS: dict[str, dict[str, Any]] = {
     "limit": {"integer": True, "minimum": 1},
     "max_cost": {"minimum": 0, "strict": True},
     "max_retries": {"integer": True, "minimum": 0},
+    "retry_after_cap": {"minimum": 0},
 }
 _MODEL_BOUNDS: dict[str, dict[str, Any]] = {
     "concurrency": {"integer": True, "minimum": 1},

@@ -3,8 +3,8 @@
 It serves ``POST /v1/chat/completions`` on 127.0.0.1 (a free port) and does
 what a ``FakeScript`` says: answer after some latency, in the format the
 system prompt asks for (or another one), or fail with 429 + Retry-After, 500,
-a hang, a malformed body or a 401 that echoes the caller's key (to test that
-keys are redacted). Every request is logged with the sha256 of its messages
+a hang, a malformed body or a 401, and echo the caller's key in an error body
+or an answer (to test that keys are redacted). Every request is logged with the sha256 of its messages
 (the same hash as ``Prompt.sha256``), so a test can tell which jobs were sent
 and how often.
 
@@ -73,6 +73,8 @@ class FakeScript:
     """Answer every request with this status (e.g. 400, 401, 404) and an OpenAI error body."""
     echo_auth_in_error: bool = False
     """Error bodies quote the Authorization header (a careless provider; tests key redaction)."""
+    echo_auth_in_answer: bool = False
+    """Answers end with the Authorization header the request came with (tests key redaction of responses)."""
     answer: str = "auto"
     """``auto``: a call, in the format the system prompt asks for; ``prose``: a sentence;
     ``text:...``: that literal text; ``module:function``: import it and call it with the request."""
@@ -268,6 +270,8 @@ class _Handler:
             text = auto_answer(request, other_format=u[5] < s.p_other_format,
                                wrap=_unit(s.seed, digest, n, 9) < s.p_wrap,
                                per_call_wrap=_unit(s.seed, digest, n, 10) < s.p_per_call_wrap)
+        if s.echo_auth_in_answer:
+            text += f" Received: {headers.get('authorization', '')}"
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
         payload = {
             "id": f"chatcmpl-{digest[:12]}-{n}",

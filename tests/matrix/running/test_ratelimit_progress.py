@@ -44,3 +44,20 @@ def test_progress_lines() -> None:
     quiet = io.StringIO()
     Progress(10, stream=quiet, enabled=False).tick(force=True)
     assert quiet.getvalue() == ""
+
+
+def test_progress_says_what_a_retry_waits_for() -> None:
+    out = io.StringIO()
+    bar = Progress(10, stream=out, interval=3600)
+    short = bar.wait(0.5, "server error from m, retrying")
+    assert out.getvalue() == ""  # under a second: drawn on the next timer tick only
+    long = bar.wait(120, "rate limited by m (Retry-After 86400 s capped)")
+    assert out.getvalue().count("\n") == 1  # a new, longer wait is drawn at once
+    assert "| waiting 120 s: rate limited by m (Retry-After 86400 s capped)" in out.getvalue()
+    bar.wait(119.5, "rate limited by m (Retry-After 86400 s capped)")
+    assert out.getvalue().count("\n") == 1  # another worker's wait ending with it: not drawn again
+    bar.end_wait(long)
+    assert bar.waiting() == "waiting 119 s: rate limited by m (Retry-After 86400 s capped)"
+    bar.end_wait(short)
+    bar.end_wait(short)  # twice is harmless
+    assert "waiting" in bar.line()

@@ -12,7 +12,7 @@ import pytest
 
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.matrix.api import Run
-from promptgrid.matrix.cli.run import EXIT_MAX_COST, print_estimate, print_run
+from promptgrid.matrix.cli.run import EXIT_CALLS_FAILED, EXIT_MAX_COST, print_estimate, print_run
 from promptgrid.matrix.running.estimate import estimate
 from promptgrid.matrix.running.session import execute, rescore
 from promptgrid.matrix.running.store import RunStore
@@ -50,7 +50,8 @@ def test_non_retryable_error_recorded_once(tmp_path: Path) -> None:
     with FakeServer.thread(FakeScript(status=400)) as srv:
         prep = prepared(config(tmp_path, api_base=srv.url), bfcl_variants(2), numbered_cases(2))
         code, summary, out, err = run(prep)
-        assert code == 0  # failed calls are data, not a failed command
+        assert code == EXIT_CALLS_FAILED  # every call failed: the command failed, and says why
+        assert "every call failed (4 of 4), by kind:\n  bad_request: 4  e.g. BadRequestError" in err
         assert len(srv.requests()) == 4 and summary.errors == 4
         assert "--retry-errors" in err
         with RunStore(tmp_path) as store:
