@@ -33,8 +33,8 @@ re-run does not send them again unless ``retry_errors`` is set
 A model halts (no more calls; its other jobs stay pending, the other models
 go on) after an error every later call would repeat: bad or missing
 credentials (auth), an unknown model (not found), or a rate limit whose
-Retry-After was still above the cap when the retries ran out (the server
-wants more time than the run may wait).
+Retry-After is still above the cap after one wait of the cap (the server
+wants more time than the run may wait, so the run ends within about one cap).
 """
 
 from __future__ import annotations
@@ -432,6 +432,7 @@ class Runner:
         params["timeout"] = spec.timeout
         est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
         attempts = 0
+        capped_waits = 0  # waits cut to retry_after_cap for this call
         self._reserved += 1
         if self._first_send is None:
             self._first_send = time.monotonic()
@@ -462,7 +463,11 @@ class Runner:
                         output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
                         latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)
                     break
-                if error.retryable and self._retry.allows(attempts) and self._stop is None:
+                # A server that still asks for more than the cap after one capped wait will not be
+                # satisfied by more capped waits: give up then, so the run ends within about one cap.
+                patient = not (self._beyond_cap(error) and capped_waits)
+                if error.retryable and patient and self._retry.allows(attempts) and self._stop is None:
+                    capped_waits += self._beyond_cap(error)
                     delay = self._retry.delay(attempts, error.retry_after, rand=self._rng.random)
                     token = self.progress.wait(delay, self._wait_reason(job.model, error))
                     try:
@@ -511,7 +516,7 @@ class Runner:
             return message
         cap = self.config.retry_after_cap
         return (f"rate limited: the server asked to wait {error.retry_after:g} s (Retry-After), more than the "
-                f"retry-after cap of {cap:g} s; gave up after {attempts} attempts, {cap:g} s apart. Run again "
+                f"retry-after cap of {cap:g} s; gave up after {attempts} attempts. Run again "
                 "later, or raise --retry-after-cap (retry_after_cap) to wait longer. Last error: " + message)
 
     def _finish(self, call: _Call, result: CallResult) -> None:
