@@ -13,13 +13,15 @@ Every command that writes a file a user names (``score-file --output``,
 ``export --output``, ``report``/``compare --out``) writes it with
 ``atomic_output`` or ``atomic_write``: the path is refused when it is one of the
 command's inputs or a run directory's own files (``store.sqlite3``, its journal,
-``run.json``, ``run.lock``), and the content goes to a temporary file in the same
-directory, renamed over the target only when complete, so a failure never leaves
-half a file and never truncates what is being read.
+``run.json``, ``run.lock``, the ``spill-*.jsonl`` answers a full disk left), and
+the content goes to a temporary file in the same directory, renamed over the
+target only when complete, so a failure never leaves half a file and never
+truncates what is being read.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -37,6 +39,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NUMBER_CHARS",
     "RUN_DIR_FILES",
+    "RUN_DIR_PATTERNS",
     "JSONLine",
     "atomic_output",
     "atomic_write",
@@ -54,6 +57,10 @@ MAX_NUMBER_CHARS = 400
 RUN_DIR_FILES = ("store.sqlite3", "store.sqlite3-wal", "store.sqlite3-shm", "store.sqlite3-journal",
                  "run.json", "run.lock")
 """A run directory's own files (``running.store.STORE_FILE``, its SQLite journals, ``run.json``, the lock)."""
+
+RUN_DIR_PATTERNS = ("spill-*.jsonl",)
+"""A run directory's own files by name pattern: ``running.store.SPILL_GLOB``, the answers a full disk kept
+out of the store, which the next run stores (and deletes): an output there would be read back as answers."""
 
 # Number literals that need the careful parse: long digit runs, or exponents that may overflow to inf.
 _RISKY_NUMBER = re.compile(r"(?<!\d)\d{%d}|[eE][+-]?\d{3}" % (MAX_NUMBER_CHARS + 1))
@@ -169,8 +176,8 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
     """``path`` as a Path, or ``OutputError`` when writing it would destroy an input or a run's store.
 
     Refused: one of ``inputs`` (also through a link or another spelling), a
-    directory, and a run directory's own files (``RUN_DIR_FILES`` in a
-    directory that holds a ``store.sqlite3``).
+    directory, and a run directory's own files (``RUN_DIR_FILES`` and
+    ``RUN_DIR_PATTERNS`` in a directory that holds a ``store.sqlite3``).
     """
     target = Path(path)
     for given in inputs:
@@ -180,7 +187,8 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
     resolved = target.resolve()
     if resolved.is_dir():
         raise OutputError(f"output {target} is a directory; give a file path.")
-    if resolved.name in RUN_DIR_FILES and (resolved.parent / RUN_DIR_FILES[0]).exists():
+    own = resolved.name in RUN_DIR_FILES or any(fnmatch.fnmatchcase(resolved.name, p) for p in RUN_DIR_PATTERNS)
+    if own and (resolved.parent / RUN_DIR_FILES[0]).exists():
         raise OutputError(f"output {target} is a file of the run directory {resolved.parent}; writing it would "
                           "destroy the run. Give a path outside the run's own files (e.g. RUN_DIR/results.jsonl).")
     if not resolved.parent.is_dir():

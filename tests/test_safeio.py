@@ -85,6 +85,20 @@ def test_run_directory_files_are_refused(tmp_path: Path, name: str) -> None:
     atomic_write(tmp_path / "results.jsonl", "ok\n")  # other files in a run directory are fine
 
 
+@pytest.mark.parametrize("name", ["spill-123.jsonl", "spill-1-x.jsonl"])
+def test_spill_files_are_refused(tmp_path: Path, name: str) -> None:
+    """A spill file holds answers the next run stores (and then deletes): an output there would be lost too."""
+    (tmp_path / "store.sqlite3").write_bytes(b"store")
+    (tmp_path / "spill-123.jsonl").write_text('{"call": {}}\n', encoding="utf-8")
+    with pytest.raises(OutputError, match="is a file of the run directory") as info:
+        atomic_write(tmp_path / name, "x")
+    assert "\n" not in str(info.value)
+    assert (tmp_path / "spill-123.jsonl").read_text(encoding="utf-8") == '{"call": {}}\n'
+    assert not (tmp_path / "spill-1-x.jsonl").exists()
+    atomic_write(tmp_path / "spill.jsonl", "ok\n")  # not the pattern
+    atomic_write(tmp_path.parent / name, "ok\n")  # no store beside it: an ordinary file
+
+
 def test_run_json_elsewhere_and_bad_targets(tmp_path: Path) -> None:
     atomic_write(tmp_path / "run.json", "{}")  # no store beside it: an ordinary file
     with pytest.raises(OutputError, match="is a directory"):

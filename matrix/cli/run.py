@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from promptgrid.matrix.running.runner import RunSummary
 
 __all__ = ["EXIT_CALLS_FAILED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "build_config", "cmd_export",
-           "cmd_run", "error_summary", "exit_code", "print_estimate", "print_run"]
+           "cmd_run", "error_summary", "exit_code", "print_estimate", "print_run", "spill_note"]
 
 EXIT_CALLS_FAILED = 1
 """A model halted, or every call sent ended in an error."""
@@ -87,6 +87,9 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(f"{s.sent} calls sent ({s.errors} ended in an error, {s.attempts} attempts{rate}); "
               f"{s.cached} jobs answered from the store, {s.shared} shared an identical prompt; "
               f"spent ${s.spend:.4f}.", file=err)
+    spill = spill_note(s)
+    if spill:
+        print(spill, file=err)
     if s.stopped == "interrupted":
         print(f"interrupted: every answer received is saved in {path}. Run the same command again to resume.",
               file=err)
@@ -117,6 +120,25 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(table, file=out)
         print(explain(run.results(), path), file=out)
     return exit_code(s)
+
+
+def spill_note(summary: RunSummary) -> str:
+    """One line on the answers that went around the store because of a full disk ("" when none did).
+
+    ``replayed``: spilled by an earlier run and stored first by this one (not
+    sent again); ``spilled``: this run's answers kept in a spill file for the
+    next run; ``lost``: answers neither could take (sent again next run).
+    """
+    parts = []
+    if summary.replayed:
+        parts.append(f"{summary.replayed} answer(s) an earlier run spilled on a full disk were stored first "
+                     "(not sent again)")
+    if summary.spilled:
+        parts.append(f"{summary.spilled} answer(s) the full store could not take are kept in spill-*.jsonl "
+                     "and stored by the next run")
+    if summary.lost:
+        parts.append(f"{summary.lost} answer(s) could not be kept anywhere and will be sent again")
+    return "; ".join(parts) + "." if parts else ""
 
 
 def error_summary(summary: RunSummary) -> str:

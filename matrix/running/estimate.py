@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import ModelSpec
-from .session import Prepared
-from .store import STORE_FILE, RunStore
+from .session import Prepared, has_store
+from .store import RunStore
 
 __all__ = ["Estimate", "ModelEstimate", "estimate"]
 
@@ -107,7 +107,7 @@ def estimate(prep: Prepared) -> Estimate:
     from .plan import iter_jobs
 
     config = prep.config
-    store = RunStore(config.run_dir, readonly=True) if (Path(config.run_dir) / STORE_FILE).is_file() else None
+    store = RunStore(config.run_dir, readonly=True) if has_store(config.run_dir) else None
     per_model = []
     try:
         for spec in config.models:

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -49,7 +49,7 @@ from .config import (
 from .store import STORE_FILE, RunLock, RunStore, case_from_dict, disk_full_errors, disk_full_stop
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
-           "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
+           "has_store", "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
 
 RUN_JSON = "run.json"
 RUN_JSON_VERSION = 2
@@ -353,6 +353,24 @@ def _recorded(data: Mapping[str, Any], key: str, config_key: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def has_store(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run_dir`` holds a store to check and read before a run (else the run creates one).
+
+    Not when there is no ``store.sqlite3``, nor when it is the empty file a run
+    killed while creating it leaves: 0 bytes, no ``-wal`` content (SQLite writes
+    the first page as soon as the store is set up) and no ``run.json`` (a run
+    writes it only once its store is made). Any other file is a store: opening
+    it reports damage, e.g. an empty store beside a ``run.json``, whose results
+    were lost.
+    """
+    path = Path(run_dir) / STORE_FILE
+    if not path.is_file():
+        return False
+    wal = path.with_name(path.name + "-wal")
+    return (path.stat().st_size > 0 or (wal.is_file() and wal.stat().st_size > 0)
+            or (Path(run_dir) / RUN_JSON).exists())
+
+
 def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     """Refuse to run another grid or dataset into a run directory that holds results of one (unless ``append``).
 
@@ -363,15 +381,19 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     dataset likewise by case ids. So the same command, a larger ``limit``,
     more models or repeats resume or extend the directory, while a grid or
     dataset none of whose selection is stored is refused before any call.
-    Raises ``RunError`` naming ``run.json`` and both grids (datasets).
+    Raises ``RunError`` naming ``run.json`` and both grids (datasets), and
+    ``StoreError`` for a damaged store (also with ``append``): a run never
+    writes into a store it cannot read. No store, or the empty file of a run
+    killed as it created it (``has_store``), is a new run directory.
     """
     identity = prep.identity
     run_dir = Path(prep.config.run_dir)
-    if append or identity is None or not (run_dir / STORE_FILE).is_file():
+    if identity is None or not has_store(run_dir):
         return
-    with RunStore(run_dir, readonly=True) as store:
-        stored_variants = {row[0] for row in store.db.execute("SELECT variant_id FROM variants")}
-        stored_cases = {row[0] for row in store.db.execute("SELECT case_id FROM cases")}
+    with RunStore(run_dir, readonly=True) as store:  # opening checks the file: damage stops an append too
+        if append:
+            return
+        stored_variants, stored_cases = store.stored_ids()
     data = read_run_json(run_dir)
     problems = []
     selected = {v.id for v in prep.variants}
@@ -484,42 +506,14 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             summary = await runner.run()
             if summary.stopped == "disk_full":  # run.json keeps the invocation as started: it may not fit
                 raise disk_full_stop(store, spilled=summary.spilled, lost=summary.lost)
-            invocation.update(finished=_now(), pending=prep.jobs - _answered(store, prep), summary=summary.to_dict())
+            invocation.update(finished=_now(), pending=prep.jobs - store.answered(
+                [m.name for m in config.models], [v.id for v in prep.variants], [c.id for c in prep.cases],
+                config.repeats), summary=summary.to_dict())
             _write_run_json(prep, invocation)
         finally:
             gc.unfreeze()
             store.close()
     return summary
-
-
-def _answered(store: RunStore, prep: Prepared) -> int:
-    """How many jobs of this plan have a result in the store (done or error), from earlier runs too.
-
-    Counted in SQL against the plan's models, variants, cases and repeats, as the report counts rows: a run
-    stopped before its producer reached a job (``max_cost`` at the start, Ctrl-C) still counts the answers an
-    earlier run stored for it.
-    """
-    db = store.db
-    plan = {"_plan_models": ("name", [m.name for m in prep.config.models]),
-            "_plan_variants": ("variant_id", [v.id for v in prep.variants]),
-            "_plan_cases": ("case_id", [c.id for c in prep.cases])}
-    try:
-        db.execute("BEGIN")  # one transaction, on the temp database only: the store is not locked
-        for table, (column, values) in plan.items():
-            db.execute(f"CREATE TEMP TABLE {table} ({column} TEXT PRIMARY KEY)")
-            db.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?)", ((v,) for v in values))
-        db.execute("COMMIT")
-        return int(db.execute(
-            'SELECT COUNT(*) FROM jobs j JOIN calls c ON c.key = j.key '
-            "JOIN models m ON m.id = j.model JOIN _plan_models USING (name) "
-            "JOIN variants v ON v.id = j.variant JOIN _plan_variants USING (variant_id) "
-            'JOIN cases k ON k.id = j."case" JOIN _plan_cases USING (case_id) '
-            "WHERE j.repeat < ?", (prep.config.repeats,)).fetchone()[0])
-    finally:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        for table in plan:
-            db.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 def _warm_up(scorer: Any, prep: Prepared) -> None:
@@ -555,7 +549,7 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
     stats = {"scored": 0, "changed": 0, "errors": 0, "failed": 0}
     with RunLock(path), RunStore(path) as store:
         variants, cases = _stored_records(store)
-        old = dict(_valid_by_row(store))
+        old = store.validity()
         batch: list[Any] = []
         for row, response, status in store.iter_scorable(only_unscored=only_unscored):
             if status != "done":
@@ -576,8 +570,3 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
                 batch = []
         store.set_verdicts(batch)
     return stats
-
-
-def _valid_by_row(store: RunStore) -> Iterator[tuple[tuple[int, int, int, int], int | None]]:
-    for m, v, c, r, valid in store.db.execute('SELECT model, variant, "case", repeat, valid FROM jobs'):
-        yield (m, v, c, r), valid

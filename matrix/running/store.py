@@ -417,6 +417,12 @@ class RunStore:
     def cases(self) -> dict[int, tuple[str, str, str, str, str]]:
         return {row[0]: row[1:] for row in self.db.execute("SELECT id, case_id, language, category, grp, data FROM cases")}
 
+    @_guarded
+    def stored_ids(self) -> tuple[set[str], set[str]]:
+        """The variant ids and the case ids the store holds (what ``session.check_run_dir`` compares)."""
+        return ({vid for (vid,) in self.db.execute("SELECT variant_id FROM variants")},
+                {cid for (cid,) in self.db.execute("SELECT case_id FROM cases")})
+
     # ------------------------------------------------------------------ jobs and calls
 
     @_guarded
@@ -574,6 +580,44 @@ class RunStore:
                 yield (m, v, c, r), response, status
 
     # ------------------------------------------------------------------ totals
+
+    @_guarded
+    def validity(self) -> dict[tuple[int, int, int, int], int | None]:
+        """The stored ``valid`` of every job row (None: unscored), to count what re-scoring changes."""
+        return {(m, v, c, r): valid
+                for m, v, c, r, valid in self.db.execute('SELECT model, variant, "case", repeat, valid FROM jobs')}
+
+    @_guarded
+    def answered(self, models: Iterable[str], variant_ids: Iterable[str], case_ids: Iterable[str],
+                 repeats: int) -> int:
+        """How many jobs of a plan (these models x variants x cases, repeats ``0..repeats-1``) have a result
+        (done or error), whichever run stored it.
+
+        Counted in SQL, as the report counts rows: a run stopped before its producer reached a job
+        (``max_cost`` at the start, Ctrl-C) still counts the answers an earlier run stored for it. The plan
+        goes into temp tables (one transaction on the temp database only: the store is not locked), so the
+        store must be open for writing.
+        """
+        db = self.db
+        plan = {"_plan_models": ("name", models), "_plan_variants": ("variant_id", variant_ids),
+                "_plan_cases": ("case_id", case_ids)}
+        try:
+            db.execute("BEGIN")
+            for table, (column, values) in plan.items():
+                db.execute(f"CREATE TEMP TABLE {table} ({column} TEXT PRIMARY KEY)")
+                db.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?)", ((v,) for v in values))
+            db.execute("COMMIT")
+            return int(db.execute(
+                'SELECT COUNT(*) FROM jobs j JOIN calls c ON c.key = j.key '
+                "JOIN models m ON m.id = j.model JOIN _plan_models USING (name) "
+                "JOIN variants v ON v.id = j.variant JOIN _plan_variants USING (variant_id) "
+                'JOIN cases k ON k.id = j."case" JOIN _plan_cases USING (case_id) '
+                "WHERE j.repeat < ?", (repeats,)).fetchone()[0])
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            for table in plan:
+                db.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
     @_guarded
     def spend(self) -> float:

@@ -182,6 +182,19 @@ def test_export_never_writes_over_the_store(run_dir: Path, capsys: pytest.Captur
         assert list(opened.rows())
 
 
+def test_export_never_writes_over_a_spill_file(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``export --output RUN/spill-123.jsonl`` would be read back (and deleted) by the next run as answers."""
+    from promptgrid.safeio import RUN_DIR_PATTERNS
+    from promptgrid.matrix.running.store import SPILL_GLOB
+
+    assert SPILL_GLOB in RUN_DIR_PATTERNS
+    target = run_dir / "spill-123.jsonl"
+    assert main(["export", str(run_dir), "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "is a file of the run directory" in err and len(err.strip().splitlines()) == 1
+    assert not target.exists()
+
+
 @pytest.mark.parametrize("payload, message", [
     (b"[" * 100_000 + b"]" * 100_000, "nested more than"),
     (b'{"model": "m", "tokens_in": ' + b"1" * 5000 + b"}", "a number has 5000 characters"),

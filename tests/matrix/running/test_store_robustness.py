@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
 import json
 import os
 import shutil
@@ -30,9 +31,12 @@ import pytest
 
 import promptgrid as pg
 from promptgrid.errors import RunError, StoreError, StoreFullError
+from promptgrid.matrix.api import Run
 from promptgrid.matrix.cli import main
+from promptgrid.matrix.cli.run import print_run, spill_note
 from promptgrid.matrix.clients._fake import FakeClient
-from promptgrid.matrix.running.session import execute
+from promptgrid.matrix.running.session import Prepared, RunIdentity, check_run_dir, execute
+from promptgrid.matrix.running.runner import RunSummary
 from promptgrid.matrix.running.store import STORE_FILE, CallResult, RunStore, disk_full_errors
 
 from support.builders import bfcl_variants, numbered_cases
@@ -153,8 +157,6 @@ def _commands(run_dir: Path, other: Path, out: Path) -> dict[str, list[str]]:
 def test_damaged_store_is_one_line_exit_2(command: str, damaged: tuple[Path, str, str], base_run: Path,
                                           tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir, expected, kind = damaged
-    if kind == "empty file" and command == "run (resume)":
-        pytest.skip("an empty file holds nothing yet (a run killed as it created it): run may create the store")
     before = (run_dir / STORE_FILE).read_bytes()
     code = main(_commands(run_dir, base_run, tmp_path / "out.jsonl")[command])
     err = capsys.readouterr().err
@@ -195,6 +197,92 @@ def test_damage_found_only_when_rows_are_read(base_run: Path, tmp_path: Path) ->
         run.results()
     with pytest.raises(StoreError, match="is corrupt or truncated"):
         run.counts()
+
+
+def _damage_table(run_dir: Path, table: str) -> None:
+    """Overwrite every page at the root of ``table`` and its indexes: the store still opens (schema intact)."""
+    path = run_dir / STORE_FILE
+    with sqlite3.connect(path) as db:
+        roots = [r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name=?", (table,))]
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(path.read_bytes())
+    for root in roots:
+        data[(root - 1) * page_size:root * page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("table", ["variants", "cases"])
+def test_damage_first_read_by_check_run_dir(table: str, base_run: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The run-directory check is the first to read the variant and case ids: their damage is a StoreError."""
+    run_dir = copy_run(base_run, tmp_path / "run")
+    _damage_table(run_dir, table)
+    variants, cases = bfcl_variants(3), numbered_cases(6)
+    identity = RunIdentity("bfcl_v4", frozenset(v.id for v in variants), "standin", frozenset(c.id for c in cases))
+    prep = prepared(config(run_dir, model=MODEL), variants, cases)
+    prep = Prepared(prep.config, prep.grid_name, prep.variants, prep.cases, prep.renderer, identity)
+    with pytest.raises(StoreError, match="is corrupt or truncated") as info:
+        check_run_dir(prep)
+    assert str(run_dir / STORE_FILE) in str(info.value)
+    before = (run_dir / STORE_FILE).read_bytes()
+    for command in ("run (resume)", "run --dry-run"):
+        assert main(_commands(run_dir, base_run, tmp_path / "out.jsonl")[command]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "is corrupt or truncated" in err, err
+        assert "Traceback" not in err and "sqlite3." not in err
+    assert (run_dir / STORE_FILE).read_bytes() == before
+
+
+def test_damaged_jobs_when_counting_and_rescoring(base_run: Path, tmp_path: Path) -> None:
+    """The pending count at the end of a run and the re-score's old verdicts read the jobs through guarded
+    methods."""
+    run_dir = copy_run(base_run, tmp_path / "run")
+    _damage_table(run_dir, "jobs")
+    with RunStore(run_dir) as store:
+        with pytest.raises(StoreError, match="is corrupt or truncated"):
+            store.answered([MODEL], [v.id for v in bfcl_variants(3)], [c.id for c in numbered_cases(6)], 1)
+        with pytest.raises(StoreError, match="is corrupt or truncated"):
+            store.validity()
+
+
+def test_answered_counts_the_plan_only(base_run: Path, tmp_path: Path) -> None:
+    with RunStore(copy_run(base_run, tmp_path / "run")) as store:
+        ids = [v.id for v in bfcl_variants(3)], [c.id for c in numbered_cases(6)]
+        assert store.answered([MODEL], *ids, 1) == 18
+        assert store.answered([MODEL], *ids, 2) == 18  # a repeat not run: nothing more answered
+        assert store.answered([MODEL, "fake/other"], ids[0][:1], ids[1], 1) == 6
+        assert store.answered(["fake/other"], *ids, 1) == 0
+        assert store.stored_ids() == (set(ids[0]), set(ids[1]))
+
+
+# --------------------------------------------------------------------------- the empty file of a killed run
+
+
+def test_empty_store_of_a_run_killed_while_creating_it_is_a_new_store(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A 0-byte store.sqlite3 with nothing else (no -wal content, no run.json) is created over, not refused."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / STORE_FILE).write_bytes(b"")
+    (run_dir / "run.lock").write_text("promptgrid pid 1")
+    (run_dir / f"{STORE_FILE}-wal").write_bytes(b"")
+    argv = _commands(run_dir, run_dir, tmp_path / "out.jsonl")["run (resume)"]
+    assert main([*argv, "--dry-run"]) == 0, capsys.readouterr().err
+    assert "1 calls to send" in capsys.readouterr().out and (run_dir / STORE_FILE).read_bytes() == b""
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "1 calls sent" in capsys.readouterr().err
+    assert pg.open_run(run_dir).counts()["done"] == 1
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["run", "run --append"])
+def test_empty_store_beside_a_run_record_is_refused(append: bool, base_run: Path, tmp_path: Path) -> None:
+    """An empty store beside run.json lost its results: refused, also with --append, and left as it is."""
+    run_dir = copy_run(base_run, tmp_path / "run")
+    (run_dir / STORE_FILE).write_bytes(b"")
+    with pytest.raises(StoreError, match="is not a promptgrid run store"):
+        pg.run("bfcl_v4", "mini", models=[MODEL], limit=1, variants=["python->python,True"], run_dir=run_dir,
+               append=append)
+    assert (run_dir / STORE_FILE).read_bytes() == b""
 
 
 # --------------------------------------------------------------------------- read-only run directories
@@ -335,6 +423,10 @@ def test_full_disk_spills_then_resume_replays(tmp_path: Path, monkeypatch: pytes
     second = CountingClient()
     summary = run_into(run_dir, second)
     assert summary.replayed == len(spilled) and summary.stopped is None
+    out, err = io.StringIO(), io.StringIO()
+    assert print_run(Run(run_dir, summary=summary), out, err) == 0
+    assert f"\n{len(spilled)} answer(s) an earlier run spilled on a full disk were stored first (not sent again)." \
+        in err.getvalue()
     assert spill_files(run_dir) == []
     assert summary.sent == sum(second.sent.values()) == 18 - sent_first
     assert not (set(first.sent) & set(second.sent))  # nothing stored or spilled is sent again
@@ -420,6 +512,14 @@ def test_full_disk_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert main(argv) == 0
     assert not spill_files(tmp_path)
     assert pg.open_run(tmp_path).counts()["pending"] == 0
+
+
+def test_spill_note_names_what_went_around_the_store() -> None:
+    assert spill_note(RunSummary(sent=3)) == ""
+    note = spill_note(RunSummary(sent=3, replayed=2, spilled=4, lost=1))
+    assert note == ("2 answer(s) an earlier run spilled on a full disk were stored first (not sent again); "
+                    "4 answer(s) the full store could not take are kept in spill-*.jsonl and stored by the next "
+                    "run; 1 answer(s) could not be kept anywhere and will be sent again.")
 
 
 def test_replay_skips_a_cut_line(tmp_path: Path, base_run: Path) -> None:
