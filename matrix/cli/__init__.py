@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=int, default=None)
     p.add_argument("--retry-after-cap", type=float, default=None, metavar="SECONDS",
                    help="longest Retry-After a rate-limited call waits before its retry (default 120); a model "
-                        "whose server still asks for longer when the retries run out is stopped")
+                        "whose server still asks for longer after one such wait is stopped, so the run ends")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None)
