@@ -116,8 +116,12 @@ def calls(functions: list[dict[str, Any]]) -> st.SearchStrategy[list[dict[str, d
 
 # -- checking parsed calls against the functions ------------------------------------------------------
 
-def typed(value: Any, p: Mapping[str, Any]) -> bool:
-    """Whether ``value`` has the kind ``p`` declares (and is one of its enum values)."""
+def typed(value: Any, p: Mapping[str, Any], int_floats: bool = False) -> bool:
+    """Whether ``value`` has the kind ``p`` declares (and is one of its enum values).
+
+    ``int_floats``: an int counts as a float (the checker's rule; JSON Schema's
+    ``number`` allows both, while the grammars always write a decimal point).
+    """
     enum = p.get("enum")
     if isinstance(enum, list) and enum:
         return value in enum
@@ -127,31 +131,32 @@ def typed(value: Any, p: Mapping[str, Any]) -> bool:
     if k == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if k == "float":
-        return isinstance(value, float)
+        return isinstance(value, float) or (int_floats and isinstance(value, int) and not isinstance(value, bool))
     if k == "boolean":
         return isinstance(value, bool)
     if k in ("array", "tuple"):
         items = items_of(p)
-        return isinstance(value, list) and (items is None or all(typed(v, items) for v in value))
+        return isinstance(value, list) and (items is None or all(typed(v, items, int_floats) for v in value))
     if k == "dict":
-        return isinstance(value, dict) and (not properties_of(p) or fits(value, p))
+        return isinstance(value, dict) and (not properties_of(p) or fits(value, p, int_floats))
     return True
 
 
-def fits(args: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
+def fits(args: Mapping[str, Any], p: Mapping[str, Any], int_floats: bool = False) -> bool:
     props = properties_of(p)
     return (set(required_params(p)) <= set(args) <= set(props)
-            and all(typed(v, props[k]) for k, v in args.items()))
+            and all(typed(v, props[k], int_floats) for k, v in args.items()))
 
 
-def assert_conforms(text: str, functions: list[Mapping[str, Any]], fmt: ReturnFormat, tag: bool) -> None:
+def assert_conforms(text: str, functions: list[Mapping[str, Any]], fmt: ReturnFormat, tag: bool,
+                    int_floats: bool = False) -> None:
     result = parse_response(text, fmt, tag)
     assert result.ok and result.n_calls >= 1, (result.failure, result.details, text[:500])
     by_name = {f["name"]: f for f in functions}
     for call in result.calls or ():
         ((name, args),) = call.items()
         assert name in by_name, (name, text[:500])
-        assert fits(args, by_name[name]["parameters"]), (name, args, text[:500])
+        assert fits(args, by_name[name]["parameters"], int_floats), (name, args, text[:500])
 
 
 @pytest.fixture(scope="session")
