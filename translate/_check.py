@@ -384,6 +384,8 @@ _REPEAT_REGEX_CHARS = 1_000
 #: characters apart (every distance up to about 4,400 characters, 500 on a 1 MB line): linear time.
 MIN_REPEAT_DISTANCE = 500
 REPEAT_WORK = 20_000_000
+# Sampled positions per copy length that must all be equal before a distance is searched in full.
+_SAMPLES = 8
 
 
 def _repeated_chunk(text: str) -> str | None:
@@ -398,11 +400,14 @@ def _repeated_chunk(text: str) -> str | None:
         return found
     sentences = [s.strip().casefold() for s in re.split(r"(?<=[.!?。！？।])\s*|\n", text)]
     seen: set[str] = set()
+    short: set[str] = set()
     for sentence in sentences:
-        if _content_length(sentence) >= 8:
-            if sentence in seen:
+        # Letters are counted on a sentence's second occurrence only (the same string as its first).
+        if sentence in seen and sentence not in short:
+            if _content_length(sentence) >= 8:
                 return sentence
-            seen.add(sentence)
+            short.add(sentence)
+        seen.add(sentence)
     return None
 
 
@@ -423,15 +428,21 @@ def _first_repeat(flat: str, min_distance: int) -> str | None:
     n = len(flat)
     max_distance = min(n, max(min_distance, REPEAT_WORK // n))
     codes = np.frombuffer(flat.encode("utf-32-le"), dtype=np.uint32)
-    marked = re.sub(r"[^\W\d_]", "\x01", flat.replace("\x01", "\x02"))
-    letter = np.frombuffer(marked.encode("utf-32-le"), dtype=np.uint32) == 1
-    sep = np.isin(codes, np.array([ord(c) for c in _REPEAT_SEPARATORS], dtype=np.uint32))
+    # Per distinct character, not per position: a lookup table over the text's code points.
+    table = np.zeros(int(codes.max()) + 1, dtype=bool)
+    table[[ord(c) for c in set(flat) if _LETTER_RE.match(c)]] = True
+    letter = table[codes]
+    table[:] = False
+    table[[ord(c) for c in _REPEAT_SEPARATORS if ord(c) < table.size]] = True
+    sep = table[codes]
     index = np.arange(n + 1)
     # seps_before[x]: separators immediately before position x
     last_other = np.maximum.accumulate(np.where(np.concatenate(([False], ~sep)), index, 0))
     seps_before = index - last_other
     cjk = ((codes >= 0x3040) & (codes <= 0x30FF)) | ((codes >= 0x3400) & (codes <= 0x9FFF))
     for starts, min_len, gaps in ((letter, 10, True), (cjk, 6, False)):
+        if not starts.any():  # a chunk starts with a letter (a CJK character): none, no match
+            continue
         max_gap = int(seps_before.max()) if gaps else 0
         best: tuple[int, int] | None = None
         for d in range(min_len, max_distance + 1):
@@ -441,8 +452,15 @@ def _first_repeat(flat: str, min_distance: int) -> str | None:
             # Common prefixes of flat[i:] and flat[i + d:] for i < end, exact up to i + d
             # (enough: a chunk is at most d long).
             span = min(n - d, end + d)
+            length = max(min_len, d - max_gap)
+            step = length // _SAMPLES
+            # A run of `length` equal positions holds `length // step` consecutive multiples of
+            # `step`: when the sampled positions have no such run, neither has the text (exact).
+            if step > 1 and (codes[:span:step] == codes[d:d + span:step]).tobytes().find(
+                    b"\x01" * (length // step)) < 0:
+                continue
             equal = codes[:span] == codes[d:d + span]
-            run = b"\x01" * max(min_len, d - max_gap)
+            run = b"\x01" * length
             if equal.tobytes().find(run, 0, end - 1 + len(run)) < 0:  # no copy long enough from i < end
                 continue
             positions = np.arange(span)
@@ -624,15 +642,26 @@ def _strip_markup(text: str) -> str:
 
 def _protected_problems(source_spans: Sequence[Span], translation: str) -> list[str]:
     """What of the source's protected spans (``find_spans(source, names)``) is not in the translation."""
-    missing: list[str] = []
+    missing: dict[str, None] = {}  # ordered, and a set: a long source has thousands of spans
     translation = _strip_markup(translation)
+    # Many spans, a long text: a whole word of the translation is looked up, not searched for, and a
+    # string of word characters and dots is in the translation iff it is in one of its distinct words.
+    words = set(_NAME_TOKEN_RE.findall(translation)) if len(source_spans) > _MANY_SPANS else set()
+    distinct = "\n".join(words)
     for span in source_spans:
         if span.kind in (SpanKind.PLACEHOLDER, SpanKind.TAG):
             continue
         required = _required(span)
-        if required.strip() and required not in translation and required not in missing:
-            missing.append(required)
-    return missing
+        if not required.strip() or required in words or required in missing:
+            continue
+        if required not in (distinct if words and _NAME_TOKEN_RE.fullmatch(required) else translation):
+            missing[required] = None
+    return list(missing)
+
+
+_NAME_TOKEN_RE = re.compile(r"[\w.]+")
+#: More source spans than this: the translation's words are indexed once.
+_MANY_SPANS = 64
 
 
 # --------------------------------------------------------------------------- back-translation
@@ -765,8 +794,20 @@ _EN_FUNCTION_WORDS = frozenset(
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?。！？।])\s*|\n")
 
 
-def _latin_words(text: str) -> list[str]:
-    return [w for w in _WORD_RE.findall(text) if w.isascii() or all(_char_script(c) in ("latin", None) for c in w)]
+def _foreign_letters(text: str) -> re.Pattern[str] | None:
+    """A character class of the letters of ``text`` in a script other than Latin (``None``: there are none).
+
+    Each distinct character is looked at once, not each word's characters.
+    """
+    foreign = sorted(c for c in set(text) if _char_script(c) not in ("latin", None))
+    return re.compile("[" + "".join(re.escape(c) for c in foreign) + "]") if foreign else None
+
+
+def _latin_words(text: str, foreign: re.Pattern[str] | None) -> list[str]:
+    """The words of ``text`` written in Latin letters only (``foreign``: ``_foreign_letters`` of ``text``
+    or of a text that contains it)."""
+    words = _WORD_RE.findall(text)
+    return words if foreign is None else [w for w in words if w.isascii() or not foreign.search(w)]
 
 
 def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:
@@ -776,9 +817,15 @@ def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:
     function words: a list of kept names ("string, integer, float") is not a
     copied sentence, "You SHOULD NOT include any other text" is.
     """
+    foreign = _foreign_letters(tr_prose)
+    # The sentences' words are the text's words (none spans a split): fewer than two
+    # function words in the whole text, none in a sentence. Distinct words are cased once.
+    distinct = Counter(_latin_words(tr_prose, foreign))
+    if sum(n for w, n in distinct.items() if w.casefold() in _EN_FUNCTION_WORDS) < 2:
+        return None
     source_words = {w.casefold() for w in _WORD_RE.findall(src_prose)}
     for sentence in _SENTENCE_SPLIT_RE.split(tr_prose):
-        words = [w.casefold() for w in _latin_words(sentence)]
+        words = [w.casefold() for w in _latin_words(sentence, foreign)]
         if len(words) < 4:
             continue
         shared = sum(w in source_words for w in words)
@@ -834,7 +881,7 @@ def _plausible_language_problem(src_prose: str, tr_prose: str, counts: dict[str,
         return None, "", None
     target_script = script_of(tgt_base)
     target_letters = _family_count(counts, target_script)
-    latin = _latin_words(tr_prose)
+    latin = _latin_words(tr_prose, _foreign_letters(tr_prose))
     english = sum(w.casefold() in _EN_FUNCTION_WORDS for w in latin) if src_base == "en" else 0
     if target_script != "latin" and (
         target_letters >= 0.5 * total or (target_letters >= 8 and english < 2)
