@@ -99,6 +99,8 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
               f"(now ${run.spend():.4f}). Raise --max-cost and run the same command to continue.", file=err)
     if s.errors:
         print(error_summary(s), file=err)
+    if s.unsupported:
+        print(unsupported_note(s), file=err)
     for model, error in s.halted.items():
         print(f"model {model}: stopped after an error every call would repeat: {escape_controls(error)}\n"
               f"  Its remaining jobs are left pending. Fix the cause (key, model name, api_base, or wait out "
@@ -120,6 +122,15 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(table, file=out)
         print(explain(run.results(), path), file=out)
     return exit_code(s)
+
+
+def unsupported_note(summary: RunSummary) -> str:
+    """The jobs not sent because their model cannot do their call mode, with the reasons (most jobs first)."""
+    reasons = sorted(summary.unsupported_reasons.items(), key=lambda kv: -kv[1])
+    shown = "; ".join(f"{escape_controls(reason)} ({n} jobs)" for reason, n in reasons[:3])
+    more = f"; and {len(reasons) - 3} more reasons" if len(reasons) > 3 else ""
+    return (f"{summary.unsupported} jobs not sent: their model cannot do their call mode (stored as unsupported, "
+            f"left out of the accuracy): {shown}{more}.")
 
 
 def spill_note(summary: RunSummary) -> str:
@@ -179,7 +190,7 @@ def accuracy_table(run_dir: str | Path) -> str:
             else:
                 n, ok, errors = c
                 note = f", {errors} err" if errors else ""
-                line.append(f"{100 * ok / n:.1f}% ({ok}/{n}{note})")
+                line.append(f"{100 * ok / n:.1f}% ({ok}/{n}{note})" if n else "unsupported")
         body.append(line)
     overall = ["all variants"]
     for m in models:
@@ -208,6 +219,10 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
         note += f"; no price known for {', '.join(e.unpriced)}"
     print(f"total: {e.calls} calls to send, est. ${e.cost_input:.4f} input + output, "
           f"at most ${e.cost_max:.4f} ({note}).", file=out)
+    for m in e.models:
+        if m.unsupported:
+            print(f"model {m.model}: {m.unsupported} jobs would not be sent: it cannot do their call mode (they "
+                  "are stored as unsupported and left out of the accuracy; the run says why).", file=out)
     for model, names in e.missing_env.items():
         print(f"model {model}: credentials not set: {', '.join(names)}. Export them before the run "
               f"(export {names[0]}=...), or give --api-base for a server that needs no key; without them "

@@ -9,6 +9,7 @@ llama-cpp-python is an optional extra (``promptgrid[local]``).
 from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableError, call_error
 
 from ._base import Completion, ModelClient
+from ._envelope import envelope, read_envelope
 from ._redact import REDACTED, Redactor
 from ._registry import make_client, provider_of
 
@@ -22,6 +23,8 @@ __all__ = [
     "Redactor",
     "RetryableError",
     "call_error",
+    "envelope",
     "make_client",
     "provider_of",
+    "read_envelope",
 ]

@@ -31,6 +31,10 @@ class Completion:
     """Price of this call in USD; None when the model's price is unknown."""
     model: str | None = None
     """The model id the provider says answered (may differ from the one asked)."""
+    tool_calls: tuple[dict[str, Any], ...] | None = None
+    """Native tool calls, OpenAI shape ``{"id", "type": "function", "function": {"name", "arguments"}}``
+    (``arguments`` the raw JSON string); ``None`` when the answer has none. Stored with ``text`` as one
+    JSON envelope (``promptgrid.matrix.clients.envelope``)."""
 
 
 @runtime_checkable
@@ -39,12 +43,26 @@ class ModelClient(Protocol):
 
     ``complete`` raises only ``CallError`` subclasses (and ``CancelledError``).
     ``params`` are generation parameters (temperature, max_tokens, seed,
-    top_p, ...) plus, optionally, ``timeout`` in seconds.
+    top_p, ...) plus, optionally, ``timeout`` in seconds. ``request`` is the
+    prompt's request pieces beyond the messages (``Prompt.request``: tools for
+    native calls, schema and grammar for constrained ones; ``None`` in prompt
+    mode); the runner passes it only when it is not ``None``, and only after
+    ``unsupported(request)`` said ``None``.
     """
 
     name: str
 
-    async def complete(self, messages: Messages, params: Mapping[str, Any]) -> Completion: ...
+    async def complete(self, messages: Messages, params: Mapping[str, Any], *,
+                       request: Mapping[str, Any] | None = None) -> Completion: ...
+
+    def unsupported(self, request: Mapping[str, Any]) -> str | None:
+        """Why this model cannot be sent ``request`` (one line), or ``None`` when it can.
+
+        Decided before sending, from the client's configuration and the
+        provider's advertised capabilities: such jobs are stored as
+        ``unsupported`` and never sent.
+        """
+        ...
 
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         """Estimated USD for a call of this size; None when unknown (dry-run, --max-cost)."""

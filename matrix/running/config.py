@@ -27,6 +27,7 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
         rpm: 500                   # requests per minute
         tpm: 200000                # tokens per minute
         timeout: 60                # seconds per call
+        constraints: vllm          # constrained decoding: openai | vllm | llama.cpp | none (litellm models)
 
 Errors name the file, line and key, as the grid loader does.
 
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, RunError, closest
+from promptgrid.matrix.clients._litellm import CONSTRAINTS
 from promptgrid.matrix.clients._redact import redact_url
 from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
 from promptgrid.variants import compose_yaml
@@ -81,7 +83,7 @@ PARAM_BOUNDS: dict[str, dict[str, Any]] = {
     "seed": {"integer": True, "minimum": -2**63},
     "top_p": {"minimum": 0},
 }
-_MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout")
+_MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout", "constraints")
 _TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
              "translation_store", "max_cost", "max_retries", "retry_after_cap", "defaults", "models")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
@@ -94,6 +96,9 @@ class ModelSpec:
 
     Only ``name`` and ``params`` change a model's answers, so only they enter
     a job's key; ``api_base``, ``api_key_env`` and the limits do not.
+    ``constraints`` says how the constrained call mode is sent (the grammar or
+    schema itself is in the prompt's request, which the key covers); vllm and
+    llama.cpp send the same grammar, so it is left out of the key too.
     """
 
     name: str
@@ -105,6 +110,19 @@ class ModelSpec:
     rpm: float | None = None
     tpm: float | None = None
     timeout: float = DEFAULT_TIMEOUT_S
+    constraints: str | None = None
+    """How ``call_mode: constrained`` is sent to a litellm model (``CONSTRAINTS``): ``openai`` (JSON-schema
+    ``response_format``, json return format only), ``vllm`` / ``llama.cpp`` (the GBNF grammar, for a server
+    given with ``api_base``), ``none``. ``None``: ``openai`` where litellm says the model takes a JSON schema,
+    else unsupported. Local models always use the grammar; fake models answer every mode."""
+
+    def __post_init__(self) -> None:
+        if self.constraints is not None and self.constraints not in CONSTRAINTS:
+            raise RunError(f"model {self.name}: constraints {self.constraints!r} is not one of "
+                           f"{', '.join(CONSTRAINTS)}.{closest(str(self.constraints), CONSTRAINTS)}")
+        if self.constraints is not None and self.name.startswith(("local/", "fake/")):
+            raise RunError(f"model {self.name}: constraints applies to litellm models only (local models always "
+                           "constrain with a grammar, fake models answer every call mode); remove it.")
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "params": dict(self.params)}
@@ -252,6 +270,12 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
     for k in ("rpm", "tpm", "timeout"):
         if k in merged and merged[k].value is not None:
             out[k] = float(r.number(merged[k], f"{key}.{k}", minimum=0, strict=True))
+    if "constraints" in merged and merged["constraints"].value is not None:
+        value = r.expect(merged["constraints"], (str,), f"{key}.constraints", "a string")
+        if value not in CONSTRAINTS:
+            raise r.fail(merged["constraints"], f"{key}.constraints",
+                         f"{value!r} is not one of {', '.join(CONSTRAINTS)}.{closest(value, CONSTRAINTS)}")
+        out["constraints"] = value
     return out
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import ModelSpec
 from .session import Prepared, has_store
-from .store import RunStore
+from .store import UNSUPPORTED, RunStore
 
 __all__ = ["Estimate", "ModelEstimate", "estimate"]
 
@@ -47,6 +47,8 @@ class ModelEstimate:
     missing_env: tuple[str, ...] = ()
     """Credential variables the model's provider needs that are not set (none for local, fake or
     ``api_base`` models)."""
+    unsupported: int = 0
+    """Jobs that would not be sent: the model cannot do their call mode (``ModelClient.unsupported``)."""
 
 
 @dataclass(frozen=True)
@@ -112,33 +114,37 @@ def estimate(prep: Prepared) -> Estimate:
     try:
         for spec in config.models:
             seen: set[bytes] = set()
-            counts = [0, 0, 0, 0, 0]  # jobs, stored, shared, calls, input tokens
+            counts = [0, 0, 0, 0, 0, 0]  # jobs, stored, shared, calls, input tokens, unsupported
             batch: list[Any] = []
+            client = _price_client(spec)
             for job in iter_jobs(spec.name, spec.params, prep.variants, prep.cases, config.repeats, prep.renderer):
                 batch.append(job)
                 if len(batch) >= _BATCH:
-                    _count(batch, store, seen, counts)
+                    _count(batch, store, seen, counts, client.unsupported)
                     batch = []
-            _count(batch, store, seen, counts)
-            jobs, stored, shared, calls, in_tok = counts
+            _count(batch, store, seen, counts, client.unsupported)
+            jobs, stored, shared, calls, in_tok, unsupported = counts
             max_out = calls * int(spec.params.get("max_tokens") or 0)
-            client = _price_client(spec)
             per_model.append(ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
                                            client.price(in_tok, 0), client.price(in_tok, max_out),
-                                           _missing_env(spec)))
+                                           _missing_env(spec), unsupported))
     finally:
         if store is not None:
             store.close()
     return Estimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
 
 
-def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: list[int]) -> None:
-    """Add a batch of jobs to ``counts`` (jobs, stored, shared, calls, input tokens)."""
+def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: list[int],
+           unsupported: Any) -> None:
+    """Add a batch of jobs to ``counts`` (jobs, stored, shared, calls, input tokens, unsupported)."""
     stored = store.lookup([j.key for j in batch]) if store is not None and batch else {}
     for job in batch:
         counts[0] += 1
         digest = bytes.fromhex(job.key)[:16]
-        if job.key in stored:
+        request = getattr(job, "request", None)
+        if request is not None and stored.get(job.key) in (None, UNSUPPORTED) and unsupported(request):
+            counts[5] += 1
+        elif job.key in stored and stored[job.key] != UNSUPPORTED:  # unsupported before, sendable now: a call
             counts[1] += 1
         elif digest in seen:
             counts[2] += 1
@@ -149,10 +155,20 @@ def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: l
 
 
 class _Free:
-    """Local and fake models cost nothing."""
+    """Local and fake models cost nothing; what they cannot send needs no client (nor llama-cpp) to tell."""
+
+    def __init__(self, local: bool) -> None:
+        self.local = local
 
     def price(self, input_tokens: int, output_tokens: int) -> float:
         return 0.0
+
+    def unsupported(self, request: Any) -> str | None:
+        if not self.local:
+            return None  # fake models answer every call mode
+        from promptgrid.matrix.clients._local import local_unsupported
+
+        return local_unsupported(request)
 
 
 def _missing_env(spec: ModelSpec) -> tuple[str, ...]:
@@ -168,8 +184,9 @@ def _missing_env(spec: ModelSpec) -> tuple[str, ...]:
 def _price_client(spec: ModelSpec) -> Any:
     from promptgrid.matrix.clients import provider_of
 
-    if provider_of(spec.name) != "litellm":
-        return _Free()
+    provider = provider_of(spec.name)
+    if provider != "litellm":
+        return _Free(provider == "local")
     from promptgrid.matrix.clients._litellm import LiteLLMClient
 
-    return LiteLLMClient(spec.name, api_base=spec.api_base)
+    return LiteLLMClient(spec.name, api_base=spec.api_base, constraints=spec.constraints)

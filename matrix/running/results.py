@@ -33,7 +33,7 @@ __all__ = ["RESULT_SCHEMA_VERSION", "ResultRow", "dump_results", "read_results",
 
 RESULT_SCHEMA_VERSION = 1
 
-STATUSES = ("done", "error", "pending")
+STATUSES = ("done", "error", "pending", "unsupported")
 
 
 # Not slotted: the store and ``from_dict`` build rows by filling ``__dict__`` at once (``_make``),
@@ -58,11 +58,15 @@ class ResultRow:
     key: str | None = None
     """The model call's cache key; rows of identical prompts share one call."""
     status: str = "done"
-    """``done`` (answered), ``error`` (the call failed for good) or ``pending`` (not sent yet)."""
+    """``done`` (answered), ``error`` (the call failed for good), ``pending`` (not sent yet) or ``unsupported``
+    (never sent: the model cannot do the variant's call mode, e.g. native tools on a model without tool
+    support; the reason in ``error``, ``error_kind`` ``unsupported``; left out of every rate)."""
     response: str | None = None
-    """The model's answer text (``None`` unless ``status == "done"``)."""
+    """The model's answer text (``None`` unless ``status == "done"``). For a native call (``call_mode:
+    native``) the JSON envelope ``{"content": text or null, "tool_calls": [{"name", "arguments"}]}``
+    (``promptgrid.matrix.clients.envelope``; ``arguments`` the provider's raw string)."""
     error: str | None = None
-    """Why the call failed (keys redacted); ``None`` unless ``status == "error"``."""
+    """Why the call failed (keys redacted), or why it was not sent (``unsupported``); ``None`` otherwise."""
     error_kind: str | None = None
     """The failure's class: rate_limit, timeout, server, auth, bad_request, context_length, ..."""
     valid: bool | None = None
@@ -133,12 +137,13 @@ class ResultRow:
 
     @property
     def scored(self) -> bool:
-        """The job counts in the rates: it has a verdict, or its call failed (counted incorrect)."""
-        return self.valid is not None or self.error is not None
+        """The job counts in the rates: it has a verdict, or its call failed (counted incorrect); never an
+        ``unsupported`` job (not sent)."""
+        return self.status != "unsupported" and (self.valid is not None or self.error is not None)
 
     @property
     def correct(self) -> bool:
-        """The answer is valid (a failed call never is)."""
+        """The answer is valid (a failed or unsupported call never is)."""
         return self.valid is True and self.error is None
 
     @classmethod

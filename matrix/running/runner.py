@@ -30,6 +30,18 @@ Errors that were final (non-retryable, or retries exhausted) are final: a
 re-run does not send them again unless ``retry_errors`` is set
 (``--retry-errors``).
 
+Unsupported combinations: before a job with request pieces (``Job.request``:
+native tools, a constraint) is sent, its client says whether it can send them
+(``ModelClient.unsupported``). If not, the call is stored with status
+``unsupported`` (the reason in ``error``, ``error_kind`` ``unsupported``,
+no verdict), never sent, and counted apart (``RunSummary.unsupported``); the
+rates leave it out. A re-run sends it only if the client can send it now (a
+model option changed, e.g. ``constraints``).
+
+A native answer (tool calls) is stored as the JSON envelope of
+``promptgrid.matrix.clients.envelope`` (text and raw tool calls), so that
+``promptgrid score`` can re-score it offline.
+
 A model halts (no more calls; its other jobs stay pending, the other models
 go on) after an error every later call would repeat: bad or missing
 credentials (auth), an unknown model (not found), or a rate limit whose
@@ -58,12 +70,12 @@ from promptgrid.variants import Variant
 from promptgrid.errors import StoreFullError
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 
-from promptgrid.matrix.clients import ModelClient, Redactor
+from promptgrid.matrix.clients import ModelClient, Redactor, envelope
 from .plan import Job, Renders, iter_jobs
 from .progress import Progress
 from .ratelimit import TokenBucket
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
-from .store import DONE, ERROR, CallResult, RunStore
+from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore
 
 __all__ = ["RunSummary", "Runner", "Scorer", "verdict_row"]
 
@@ -127,6 +139,10 @@ class RunSummary:
     """Answers that neither the store nor the spill file could take (their calls are sent again next run)."""
     store_error: str | None = None
     """Why the store stopped taking results (``stopped == "disk_full"``)."""
+    unsupported: int = 0
+    """Jobs not sent because their model cannot do their call mode (stored ``unsupported``; new or stored)."""
+    unsupported_reasons: dict[str, int] = field(default_factory=dict)
+    """Of ``unsupported``, how many jobs per reason."""
 
     @property
     def calls_per_s(self) -> float:
@@ -349,6 +365,7 @@ class Runner:
                 scored = store.scored([k for k in status]) if status else set()
                 new: list[_Call] = []
                 late: list[VerdictRow | None] = []
+                refused: dict[str, tuple[str, list[Row], Job]] = {}  # key -> (reason, rows, job): never sent
                 # No await in this loop: classification and registration in flight are atomic
                 # with respect to the workers, so a key is never sent twice.
                 for row, job in zip(rows, chunk):
@@ -358,7 +375,14 @@ class Runner:
                         self.summary.shared += 1
                         continue
                     st = status.get(job.key)
-                    resend = st == ERROR and self.retry_errors and job.key not in self._retried
+                    reason = self._unsupported(lane, job)
+                    if reason is not None and (st is None or st == UNSUPPORTED):
+                        self._count_unsupported(reason)
+                        if st is None:
+                            refused.setdefault(job.key, (reason, [], job))[1].append(row)
+                        continue
+                    resend = ((st == ERROR and self.retry_errors and job.key not in self._retried)
+                              or st == UNSUPPORTED)  # the model can send it now
                     if st is not None and not resend:
                         self.summary.cached += 1
                         self.progress.cached += 1
@@ -373,6 +397,11 @@ class Runner:
                     new.append(call)
                 if late:
                     store.set_verdicts([v for v in late if v is not None])
+                for key, (reason, refused_rows, job) in refused.items():
+                    store.record(CallResult(key=key, model=job.model, repeat=job.repeat,
+                                            prompt_sha256=job.prompt_sha256, params=_params_json(job.params),
+                                            status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
+                                 [(row, None, None, None) for row in refused_rows])
                 for call in new:
                     if self._stop is not None:
                         self._inflight.pop(call.job.key, None)
@@ -382,6 +411,16 @@ class Runner:
             if self._stop != "interrupted":
                 for _ in range(max(1, lane.spec.concurrency)):
                     await lane.queue.put(None)
+
+    def _unsupported(self, lane: _Lane, job: Job) -> str | None:
+        """Why ``lane``'s model cannot be sent ``job``'s request pieces; None when it can (or there are none)."""
+        request = getattr(job, "request", None)
+        return None if request is None else lane.client.unsupported(request)
+
+    def _count_unsupported(self, reason: str) -> None:
+        self.summary.unsupported += 1
+        self.summary.unsupported_reasons[reason] = self.summary.unsupported_reasons.get(reason, 0) + 1
+        self.progress.done += 1
 
     def _score_stored(self, row: Row, job: Job, status: str) -> VerdictRow | None:
         """Verdict for a job whose call was answered before (another variant, an earlier run)."""
@@ -428,6 +467,8 @@ class Runner:
 
     async def _send(self, lane: _Lane, call: _Call) -> None:
         job, spec = call.job, lane.spec
+        request = getattr(job, "request", None)
+        native = request is not None and request.get("call_mode") == "native"
         params = dict(job.params)
         params["timeout"] = spec.timeout
         est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
@@ -445,7 +486,9 @@ class Runner:
                     await lane.tpm.acquire(est_tokens)
                 started = time.monotonic()
                 try:
-                    completion = await _with_timeout(lane.client.complete(job.messages, params), spec.timeout)
+                    sending = (lane.client.complete(job.messages, params) if request is None
+                               else lane.client.complete(job.messages, params, request=request))
+                    completion = await _with_timeout(sending, spec.timeout)
                     error: CallError | None = None
                 except CallError as exc:
                     error = exc
@@ -458,7 +501,9 @@ class Runner:
                         lane.tpm.give_back(est_tokens - used if used else 0)
                     result = CallResult(
                         key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                        params=_params_json(job.params), status=DONE, response=self.redact.exact(completion.text),
+                        params=_params_json(job.params), status=DONE,
+                        response=self.redact.exact(envelope(completion.text, completion.tool_calls) if native
+                                                   else completion.text),
                         finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
                         output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
                         latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)

@@ -46,7 +46,7 @@ from .config import (
     model_params,
     number_problem,
 )
-from .store import STORE_FILE, RunLock, RunStore, case_from_dict, disk_full_errors, disk_full_stop
+from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, case_from_dict, disk_full_errors, disk_full_stop
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
            "has_store", "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
@@ -222,6 +222,8 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
     for key in ("rpm", "tpm", "timeout"):
         if m.get(key) is not None:
             spec[key] = float(_checked(key, m[key], **_MODEL_BOUNDS[key]))
+    if m.get("constraints") is not None:
+        spec["constraints"] = m["constraints"]  # checked by ModelSpec
     for key, value in limits.items():
         if value is not None:
             checked = _checked(key, value, **_MODEL_BOUNDS[key])
@@ -311,7 +313,7 @@ def _clients(config: RunConfig, redactor: Any) -> dict[str, Any]:
             raise RunError(f"model {spec.name}: api_key_env {spec.api_key_env} is not set in the environment. "
                            f"Export it first: export {spec.api_key_env}=...")
         out[spec.name] = make_client(spec.name, api_base=spec.api_base, api_key_env=spec.api_key_env,
-                                     redactor=redactor)
+                                     redactor=redactor, constraints=spec.constraints)
         load = getattr(out[spec.name], "load", None)
         if callable(load):
             load()  # a local model loads before the clock starts, and fails now if it cannot
@@ -552,6 +554,8 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
         old = store.validity()
         batch: list[Any] = []
         for row, response, status in store.iter_scorable(only_unscored=only_unscored):
+            if status == UNSUPPORTED:  # never sent: no verdict, out of the rates
+                continue
             if status != "done":
                 batch.append((row, None, False, None))
                 stats["errors"] += 1

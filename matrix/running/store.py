@@ -87,17 +87,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
 """
 
-VerdictRow = tuple[tuple[int, int, int, int], str | None, bool, str | None]
-"""A job row (model, variant, case, repeat ids), its verdict JSON, valid, error code."""
+VerdictRow = tuple[tuple[int, int, int, int], str | None, bool | None, str | None]
+"""A job row (model, variant, case, repeat ids), its verdict JSON, valid (None: no verdict), error code."""
 
 DONE = "done"
 ERROR = "error"
+UNSUPPORTED = "unsupported"
+"""A call never sent: its model cannot do its call mode (the reason in ``error``; no verdict, out of the rates)."""
 _NO_VERDICT: Mapping[str, Any] = {}  # a failed or pending call has none: the verdict fields keep their defaults
 
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    """What one call ended in: a response (``status == "done"``) or a final error."""
+    """What one call ended in: a response (``status == "done"``), a final error, or ``unsupported`` (never sent)."""
 
     key: str
     model: str
@@ -494,7 +496,7 @@ class RunStore:
             db.executemany(
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
                 "AND repeat=?",
-                [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+                [(v, None if ok is None else int(ok), code, *row) for row, v, ok, code in verdicts])
 
     # ------------------------------------------------------------------ full disk: spill and replay
 
@@ -563,7 +565,7 @@ class RunStore:
         with self._transaction():
             self.db.executemany(
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
-                "AND repeat=?", [(v, int(ok), code, *row) for row, v, ok, code in verdicts])
+                "AND repeat=?", [(v, None if ok is None else int(ok), code, *row) for row, v, ok, code in verdicts])
 
     @_guarded_iter
     def iter_scorable(self, *, only_unscored: bool = False, batch: int = 1000) -> Iterator[tuple[tuple[int, int, int, int], str | None, str]]:
@@ -626,25 +628,26 @@ class RunStore:
 
     @_guarded
     def counts(self) -> dict[str, int]:
-        jobs, done, errors, pending = self.db.execute(
-            "SELECT COUNT(*), SUM(c.status='done'), SUM(c.status='error'), SUM(c.status IS NULL) "
-            "FROM jobs j LEFT JOIN calls c ON c.key = j.key").fetchone()
+        jobs, done, errors, pending, unsupported = self.db.execute(
+            "SELECT COUNT(*), SUM(c.status='done'), SUM(c.status='error'), SUM(c.status IS NULL), "
+            "SUM(c.status='unsupported') FROM jobs j LEFT JOIN calls c ON c.key = j.key").fetchone()
         calls, call_errors, retryable = self.db.execute(
             "SELECT COUNT(*), SUM(status='error'), SUM(status='error' AND error_kind IN "
             "('rate_limit','server','timeout','connection','malformed')) FROM calls").fetchone()
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
-                "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
+                "unsupported": unsupported or 0, "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
 
     @_guarded
     def tally(self) -> list[tuple[str, str, str, int, int, int]]:
         """(model, variant_id, label, answered, valid, errors) per model x variant, in store order.
 
         ``answered`` counts jobs whose call has a result (done or error); pending
-        jobs are left out. Counted in SQL, so it costs the same for any run size
+        and unsupported jobs are left out. Counted in SQL, so it costs the same for any run size
         (the end-of-run table; intervals are the report's, ``Run.accuracy()``).
         """
         return list(self.db.execute(
-            "SELECT m.name, v.variant_id, v.label, COUNT(*), COALESCE(SUM(j.valid = 1), 0), "
+            "SELECT m.name, v.variant_id, v.label, COALESCE(SUM(c.status != 'unsupported'), 0), "
+            "COALESCE(SUM(j.valid = 1), 0), "
             "COALESCE(SUM(c.status = 'error'), 0) FROM jobs j JOIN calls c ON c.key = j.key "
             "JOIN models m ON m.id = j.model JOIN variants v ON v.id = j.variant "
             "GROUP BY j.model, j.variant ORDER BY j.model, j.variant"))

@@ -40,6 +40,7 @@ from promptgrid.languages import DEFAULT_LANGUAGES, detect_language_match
 from promptgrid.safeio import read_json_lines
 from promptgrid.variants import Variant, builtin_grids, load_grid
 
+from promptgrid.matrix.scoring._native import call_mode, native_verdict, unwrap_constrained
 from promptgrid.matrix.scoring.check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
 from promptgrid.matrix.scoring.failure_modes import classify
 from promptgrid.matrix.scoring.parse import decode_bfcl, format_matches, parse_any, parse_response
@@ -99,6 +100,7 @@ def clear_caches() -> None:
     """Forget memoized parses and verdicts (e.g. to time scoring from cold)."""
     _parse.cache_clear()
     _score.cache_clear()
+    _score_native.cache_clear()
 
 
 def score(response: str, variant: Variant, case: Case, *,
@@ -111,8 +113,13 @@ def score(response: str, variant: Variant, case: Case, *,
     label the prompt asked for before the calls (``Action:`` in the
     MASSIVE-Agents one-shot prompt), which is removed first.
     """
-    text = _answer_text(response, variant)
     langs = languages if isinstance(languages, tuple) else tuple(languages)
+    mode = call_mode(variant)
+    if mode == "native":
+        return _score_native(response if isinstance(response, str) else "", case, langs)
+    text = _answer_text(response, variant)
+    if mode == "constrained":
+        text = unwrap_constrained(text, variant, case)
     return _score(text, variant.return_format, variant.tool_call_tag, case, langs)
 
 
@@ -124,9 +131,17 @@ def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
     language match), for re-scoring large result sets where BFCL's verdict
     is all that is wanted; ``score(...).error_code`` always equals
     ``bfcl_verdict(...).code`` (tests/matrix/scoring/test_bfcl_agreement.py).
-    Not memoized.
+    Not memoized. Native answers (``call_mode: native``) have no bfcl-eval
+    prompt decoding: their code is ``score``'s.
     """
-    calls, fail = decode_bfcl(_answer_text(response, variant), variant.return_format, variant.tool_call_tag)
+    mode = call_mode(variant)
+    if mode == "native":
+        verdict = score(response, variant, case)
+        return CheckResult(verdict.error_code, verdict.message, verdict.error_code)
+    text = _answer_text(response, variant)
+    if mode == "constrained":
+        text = unwrap_constrained(text, variant, case)
+    calls, fail = decode_bfcl(text, variant.return_format, variant.tool_call_tag)
     if fail is None:
         return check_calls(calls, compile_case(case))  # what _bfcl_check does with calls
     return _bfcl_check(None, fail.bfcl_error_type, fail.details, compile_case(case))
@@ -159,6 +174,11 @@ def _strip_prefix(text: str, prefix: str) -> str:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _score(text: str, return_format: str, tool_call_tag: bool, case: Case, languages: tuple[str, ...]) -> Verdict:
     return _verdict(text, return_format, tool_call_tag, case, languages, _parse)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _score_native(response: str, case: Case, languages: tuple[str, ...]) -> Verdict:
+    return native_verdict(response, case, languages)
 
 
 def score_uncached(text: str, return_format: str, tool_call_tag: bool, case: Case,

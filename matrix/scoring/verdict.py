@@ -106,6 +106,7 @@ class FailureMode(enum.Enum):
     PROSE_AROUND_CALL = "prose_around_call"
     WRONG_XML_TYPE_NAMES = "wrong_xml_type_names"
     MALFORMED_CALL = "malformed_call"
+    BAD_TOOL_ARGUMENTS = "bad_tool_arguments"
     HALLUCINATED_FUNCTION = "hallucinated_function"
     WRONG_COUNT = "wrong_count"
     WRONG_FUNCTION = "wrong_function"
@@ -142,6 +143,7 @@ _DESCRIPTIONS = {
     FailureMode.UNKNOWN_PARAMETER: "passed a parameter the function does not take or the answer does not allow",
     FailureMode.WRONG_TYPE: "passed a value of the wrong type",
     FailureMode.WRONG_VALUE: "passed a wrong value",
+    FailureMode.BAD_TOOL_ARGUMENTS: "sent native tool-call arguments that are not a valid JSON object",
 }
 
 @dataclass(frozen=True, init=False)

@@ -5,8 +5,15 @@ what a ``FakeScript`` says: answer after some latency, in the format the
 system prompt asks for (or another one), or fail with 429 + Retry-After, 500,
 a hang, a malformed body or a 401, and echo the caller's key in an error body
 or an answer (to test that keys are redacted). Every request is logged with the sha256 of its messages
-(the same hash as ``Prompt.sha256``), so a test can tell which jobs were sent
-and how often.
+(the same hash as ``Prompt.sha256`` in prompt mode), so a test can tell which jobs were sent
+and how often, and with the request pieces beyond the messages (``tools``,
+``tool_choice``, ``response_format``, and the grammar fields ``grammar``,
+``guided_grammar``, ``structured_outputs``), so a test can check the exact body.
+
+Call modes: a request with ``tools`` is answered with a native tool call of the
+first tool (empty arguments, like ``auto_answer``); one with an OpenAI
+``response_format`` json_schema in the strict wrapper ``{"calls": [...]}``;
+one with a grammar in the format the system prompt asks for (``auto_answer``).
 
 Why a raw asyncio HTTP/1.1 server and not ``http.server``: the runner
 benchmark pushes 200+ calls/s through litellm on a 2-core machine; the
@@ -42,7 +49,10 @@ from typing import Any
 
 from promptgrid.variants import ReturnFormat
 
-__all__ = ["FakeScript", "FakeServer", "auto_answer", "request_hash"]
+__all__ = ["FakeScript", "FakeServer", "auto_answer", "auto_tool_calls", "first_function_name", "request_hash", "schema_answer"]
+
+#: Request fields beyond the messages that the log keeps (call modes: tools, schema, grammar).
+REQUEST_PIECES = ("tools", "tool_choice", "response_format", "grammar", "guided_grammar", "structured_outputs")
 
 AnswerFn = Callable[[dict[str, Any]], str]
 
@@ -136,6 +146,16 @@ def _format_call(fmt: ReturnFormat, name: str) -> str:
     return f"[{name}()]"
 
 
+def first_function_name(messages: Any) -> str:
+    """The first function documented in the system prompt (``get_weather`` when none is found)."""
+    system = "\n".join(str(m.get("content", "")) for m in messages or [] if m.get("role") == "system")
+    for pattern in _NAME_PATTERNS:
+        match = pattern.search(system)
+        if match:
+            return match.group(1)
+    return "get_weather"
+
+
 def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool = False,
                 per_call_wrap: bool = False) -> str:
     """A plausible answer: a call to the first documented function, in the asked format.
@@ -145,12 +165,7 @@ def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool 
     """
     messages = request.get("messages") or []
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-    name = "get_weather"
-    for pattern in _NAME_PATTERNS:
-        match = pattern.search(system)
-        if match:
-            name = match.group(1)
-            break
+    name = first_function_name(messages)
     fmt = _requested_format(system)
     if other_format:
         fmt = _FORMATS[(_FORMATS.index(fmt) + 1) % len(_FORMATS)]
@@ -163,6 +178,25 @@ def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool 
     if wrap:
         text = f"```\n{text}\n```"
     return text
+
+
+def auto_tool_calls(tools: list[Any]) -> list[dict[str, Any]]:
+    """A native answer: one call of the first tool, with empty arguments (OpenAI ``tool_calls`` shape)."""
+    first = tools[0] if tools and isinstance(tools[0], dict) else {}
+    name = (first.get("function") or {}).get("name", "get_weather")
+    return [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": "{}"}}]
+
+
+def schema_answer(response_format: dict[str, Any]) -> str | None:
+    """An answer to an OpenAI strict json_schema ``response_format`` (``{"calls": [...]}``): a call of the
+    first function the schema allows, empty parameters. ``None`` for another kind of response_format."""
+    schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    items = (((schema.get("properties") or {}).get("calls") or {}).get("items")) or {}
+    branch = (items.get("anyOf") or [items])[0]
+    names = ((branch.get("properties") or {}).get("function") or {}).get("enum") or []
+    if response_format.get("type") != "json_schema" or not names:
+        return None
+    return json.dumps({"calls": [{"function": names[0], "parameters": {}}]})
 
 
 def _load_answer_fn(spec: str) -> AnswerFn:
@@ -223,6 +257,7 @@ class _Handler:
             "max_tokens": request.get("max_tokens"),
             "authorized": bool(headers.get("authorization")),
         }
+        entry.update({k: request[k] for k in REQUEST_PIECES if k in request})
         u = [_unit(s.seed, digest, n, i) for i in range(6)]
         delay = s.latency_s + s.latency_jitter_s * u[0]
         outcome = "ok"
@@ -260,8 +295,15 @@ class _Handler:
             kind = {429: "rate_limit_exceeded", 401: "invalid_api_key", 404: "model_not_found"}.get(
                 status, "invalid_request_error" if status < 500 else "server_error")
             return status, extra, _error_body(message, kind)
+        tool_calls = None
+        schema_text = (schema_answer(request["response_format"])
+                       if isinstance(request.get("response_format"), dict) else None)
         if self.answer_fn is not None:
             text = self.answer_fn(request)
+        elif request.get("tools") and s.answer == "auto":
+            text, tool_calls = "", auto_tool_calls(request["tools"])
+        elif schema_text is not None and s.answer == "auto":
+            text = schema_text
         elif s.answer == "prose":
             text = "I would call a function to answer this, but I will explain in prose instead."
         elif s.answer.startswith("text:"):
@@ -273,12 +315,16 @@ class _Handler:
         if s.echo_auth_in_answer:
             text += f" Received: {headers.get('authorization', '')}"
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        message: dict[str, Any] = {"role": "assistant", "content": text if tool_calls is None else None}
+        if tool_calls is not None:
+            message["tool_calls"] = tool_calls
         payload = {
             "id": f"chatcmpl-{digest[:12]}-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.get("model", "fake"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "stop" if tool_calls is None else "tool_calls"}],
             "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1,
                       "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
         }

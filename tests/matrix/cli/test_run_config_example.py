@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "docs" / "run-config.example.yaml"
 
 # The commented-out model of the example (a real provider, so the file as written needs no key).
-_COMMENTED_MODEL = re.compile(r"^  # (- name: openai/my-model|  api_base:|  api_key_env:)", re.MULTILINE)
+_COMMENTED_MODEL = re.compile(r"^  # (- name: openai/my-model|  api_base:|  api_key_env:|  constraints:)",
+                              re.MULTILINE)
 
 
 def _uncommented(text: str) -> str:

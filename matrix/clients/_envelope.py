@@ -1,0 +1,81 @@
+"""The stored form of a native tool-calling answer: one JSON envelope in the ``response`` column.
+
+A native answer is text and/or tool calls; the store keeps one string per
+call, so the runner stores (and ``promptgrid score RUN_DIR`` re-reads)::
+
+    {"content": "<text>" | null, "tool_calls": [{"name": "<tool name>", "arguments": "<raw JSON string>"}]}
+
+as canonical JSON (keys in that order, no spaces, non-ASCII kept). ``name`` is
+the name the model called (the sanitized tool name it was offered, mapped back
+to the case's function name at scoring time); ``arguments`` is the provider's
+raw string, unparsed, so that malformed arguments are scored as such.
+``content`` is ``null`` when the model wrote no text.
+
+Bounded: at most ``MAX_STORED_CALLS`` calls are kept (later ones are dropped,
+and ``"truncated": true`` is added), and a string longer than
+``MAX_INPUT_CHARS`` is cut to one character more (it still fails the parser's
+length bound, so it scores as "arguments too long" without storing megabytes).
+Answers without tool calls in prompt and constrained mode are stored as their
+plain text, as always.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from promptgrid.safeio import parse_json_line
+
+__all__ = ["MAX_INPUT_CHARS", "MAX_STORED_CALLS", "Envelope", "envelope", "read_envelope"]
+
+#: The parsers' input bound (``promptgrid.matrix.scoring.parse.MAX_INPUT_CHARS``, equal by test; not
+#: imported, so that importing the clients stays cheap).
+MAX_INPUT_CHARS = 1_000_000
+
+#: Most tool calls stored per answer (a bound; BFCL's parallel answers have a handful).
+MAX_STORED_CALLS = 64
+
+Envelope = tuple[str | None, list[dict[str, Any]]]
+"""(content, tool calls in the OpenAI shape ``{"type": "function", "function": {"name", "arguments"}}``)."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_INPUT_CHARS else text[:MAX_INPUT_CHARS + 1]
+
+
+def envelope(content: str | None, tool_calls: Sequence[Mapping[str, Any]] | None) -> str:
+    """The canonical JSON envelope of a native answer (see the module docstring)."""
+    calls: list[dict[str, Any]] = []
+    for entry in list(tool_calls or ())[:MAX_STORED_CALLS]:
+        fn = entry.get("function") if isinstance(entry, Mapping) else None
+        fn = fn if isinstance(fn, Mapping) else {}
+        name, arguments = fn.get("name"), fn.get("arguments")
+        if isinstance(arguments, Mapping):  # an SDK that hands the decoded object: keep it as JSON text
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append({"name": _cut(name) if isinstance(name, str) else None,
+                      "arguments": _cut(arguments) if isinstance(arguments, str) else None})
+    out: dict[str, Any] = {"content": _cut(content) if content else None, "tool_calls": calls}
+    if tool_calls and len(tool_calls) > MAX_STORED_CALLS:
+        out["truncated"] = True
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_envelope(stored: str) -> Envelope | None:
+    """(content, tool calls) from a stored envelope; ``None`` when ``stored`` is not one.
+
+    The tool calls come back in the provider's shape, ready for
+    ``promptgrid.matrix.calling.read_tool_calls``. Never raises.
+    """
+    if len(stored) > MAX_STORED_CALLS * 2 * (MAX_INPUT_CHARS + 64) or not stored.startswith("{"):
+        return None
+    try:
+        value = parse_json_line(stored)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("tool_calls"), list):
+        return None
+    content = value.get("content")
+    calls = [{"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+             if isinstance(c, dict) else c for c in value["tool_calls"]]
+    return (content if isinstance(content, str) else None), calls
