@@ -4,7 +4,7 @@
 
     grid = pg.load_grid("bfcl_v4")                  # built-in name or YAML path -> Grid
     cases = pg.load_dataset("mini:en")              # -> list[Case]
-    for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
+    for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages, request
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)   # -> Run
     run = pg.open_run("runs/x")                     # read-only, also on a read-only copy
     rows = run.results()                            # list[ResultRow] (pg.load_results: also a JSONL export)
@@ -94,6 +94,10 @@ def render(
     bfcl_data: PathLike | None = None,
 ) -> Iterator[Prompt]:
     """The prompts of ``grid`` x ``cases``, case by case (each case's variants in grid order).
+
+    A native or constrained variant's prompt carries ``request`` (tools, or
+    the answer's JSON schema / OpenAI ``response_format`` / GBNF grammar: see
+    ``promptgrid.matrix.calling.call_request``); ``None`` in prompt call mode.
 
     ``grid``: a ``Grid``, a built-in name or YAML path, or Variants.
     ``cases``: ``Case`` records or a dataset spec. ``variants``: only these

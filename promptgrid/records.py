@@ -66,12 +66,27 @@ def messages_sha256(messages: list[dict[str, str]] | tuple[Message, ...]) -> str
 
 @dataclass(frozen=True, eq=False)
 class Prompt:
-    """The chat messages to send for one (variant, case), and their hash."""
+    """The chat messages to send for one (variant, case), the request pieces beyond them, and their hash."""
 
     variant_id: str
     case_id: str
     messages: tuple[dict[str, str], ...]
+    request: Mapping[str, Any] | None = None
+    """What the call sends beside the messages; ``None`` in prompt call mode. Native:
+    ``{"call_mode": "native", "tools": [...], "tool_choice": "auto", "tool_names": {sent: original}}``.
+    Constrained: ``{"call_mode": "constrained", "return_format", "tool_call_tag", "json_schema",
+    "response_format", "grammar", "unavailable"}`` (see ``promptgrid.matrix.calling.call_request``)."""
 
     @property
     def sha256(self) -> str:
-        return messages_sha256(self.messages)
+        """sha256 of the messages (prompt mode: unchanged since the first release), or of the
+        messages and the request together, so a constrained prompt never shares a call with its
+        prompt-mode twin."""
+        if self.request is None:
+            return messages_sha256(self.messages)
+        canonical = json.dumps(
+            {"messages": [{"role": m["role"], "content": m["content"]} for m in self.messages],
+             "request": self.request},
+            ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

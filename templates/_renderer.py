@@ -32,6 +32,14 @@ prompt_style); ``answer_prefix`` is a label the prompt tells the model to put
 before its calls (``Action:`` in the MASSIVE-Agents one-shot prompt), which
 scoring removes before parsing. The variables a template sees are listed in templates/README.md.
 
+The ``call_mode`` variable tells a template how the functions travel: in
+``native`` mode they go as provider tools, so the built-in templates leave out
+the function docs and the output-format / tool-call instructions (a user
+template decides for itself; ``functions`` is rendered in every mode). The
+request pieces beside the messages (tools, grammar, schema) are not built
+here: ``promptgrid.matrix`` attaches them (``Prompt.request``) from
+:meth:`Renderer.functions`, the docs localized as the prompt's are.
+
 Per case, function docs are cached per (doc format, flavour, description
 language) in a weak-keyed map, so the 26 variants of a case render its docs
 three times, not 26; localized catalogs are cached per (catalog, language).
@@ -364,6 +372,7 @@ class Renderer:
             "tool_call_tag": variant.tool_call_tag,
             "prompt_format": variant.prompt_format,
             "prompt_style": variant.prompt_style,
+            "call_mode": variant.call_mode,
             "output_format": output_format,
             "tagged_output_format": tagged,
             "example_call": example_call,
@@ -415,6 +424,22 @@ class Renderer:
         context["case"] = case
         system, user = self._run(plan.compiled, context)
         return Prompt(plan.variant_id, case.id, _messages(case, system, user))
+
+    def functions(self, variant: Variant, case: Case) -> tuple[Any, ...]:
+        """The case's function docs with descriptions in ``variant``'s description language.
+
+        What native tool schemas and constraints are built from: localized exactly
+        as the docs in the prompt are (same units, same ``MissingTranslationError``).
+        English returns ``case.functions`` itself.
+        """
+        lang = case.language if variant.description_language == QUERY_LANGUAGE else variant.description_language
+        if is_english(lang):
+            return tuple(case.functions)
+        missing = MissingUnits()
+        lookup = self._localization.description if self._localization is not None else None
+        functions = localize_functions(case.functions, lang, lookup, missing)
+        missing.raise_if_any(f"variant {variant.id}, case {case.id}")
+        return tuple(functions)
 
     def _run(self, compiled: _Compiled, context: dict[str, Any]) -> tuple[str, str | None]:
         template = compiled.template

@@ -2,8 +2,10 @@
 
 BFCL V4's five dimensions (return format, function-doc format, tool-call tag,
 prompt format, prompt style) plus three from MASSIVE-Agents: the template and
-the languages of instructions and of function descriptions. The table in
-DESIGN.md is the source of these names.
+the languages of instructions and of function descriptions, and the call mode
+(the functions and the answer format in the prompt, as provider tools, or the
+answer forced into the format by a grammar or schema). The table in DESIGN.md
+is the source of these names.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 __all__ = [
     "BUILTIN_STYLES",
     "BUILTIN_TEMPLATES",
+    "CallMode",
     "DIMENSIONS",
+    "NATIVE_IGNORED",
     "Dimension",
     "DocFormat",
     "LANGUAGE_RE",
@@ -67,6 +71,21 @@ class PromptFormat(_ValueEnum):
 
     PLAINTEXT = "plaintext"
     MARKDOWN = "markdown"
+
+
+class CallMode(_ValueEnum):
+    """How the functions reach the model and how its answer is shaped.
+
+    ``prompt``: function docs and answer format in the prompt (BFCL's "(Prompt)"
+    models; the default). ``native``: the functions as the provider's tool
+    schemas, the answer read from its tool calls (BFCL's "(FC)"). ``constrained``:
+    the prompt of ``prompt`` mode, and decoding forced into the return format by a
+    grammar or JSON schema built from the function docs.
+    """
+
+    PROMPT = "prompt"
+    NATIVE = "native"
+    CONSTRAINED = "constrained"
 
 
 #: The two XML return formats (they share a parser and the XML type names).
@@ -121,5 +140,11 @@ DIMENSIONS: dict[str, Dimension] = {
         Dimension("template", "bfcl_v4", None, str, "prompt template (.j2) that assembles the prompt"),
         Dimension("instruction_language", "en", None, str, "language of the instructions, or 'query'"),
         Dimension("description_language", "en", None, str, "language of function descriptions, or 'query'"),
+        Dimension("call_mode", CallMode.PROMPT, tuple(CallMode), str,
+                  "functions in the prompt, as native tools, or answer constrained to the format"),
     )
 }
+
+#: The dimensions that do not apply in ``native`` call mode (the provider's tool
+#: calls have no return format, docs or tag): a native variant holds their defaults.
+NATIVE_IGNORED = ("return_format", "doc_format", "tool_call_tag")

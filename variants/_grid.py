@@ -25,6 +25,15 @@ With ``extends``, the parent's base is the starting point (this file's base
 overrides it key by key), and the parent's include and exclude blocks come
 before this file's. A grid with no include block is the single base variant.
 Expansion is deterministic; duplicates collapse onto their first occurrence.
+
+``call_mode: native`` ignores return_format, doc_format and tool_call_tag (the
+provider's tool calls have no answer format): a native point takes their
+defaults, so a product crossing native with the formats gives one native
+variant per value of the other dimensions (first occurrence kept). Naming
+``native`` and a non-default value of one of them in the same mapping (``base``,
+one ``variants:`` entry, one ``with:``) is a contradiction and a GridError;
+values that reach a native point from a product or vary axis, from ``base``,
+``with`` or a parent grid are simply not used.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS
+from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS, NATIVE_IGNORED, CallMode
 from promptgrid.errors import GridError, closest
 from ._variant import Variant
 from ._yaml import YamlNode as _Node
@@ -166,11 +175,21 @@ def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
 
 
 def _point(spec: _Spec, node: _Node, key: str) -> dict[str, Any]:
+    """One explicit mapping of dimension: value (base, a ``variants:`` entry, a ``with:``), validated."""
     mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: value")
-    return {
+    point = {
         dim: _check_value(spec, dim, v.value, (v.key_line or v.line), f"{key}.{dim}")
         for dim, v in mapping.items()
     }
+    if point.get("call_mode") == CallMode.NATIVE:
+        for dim in NATIVE_IGNORED:
+            if dim in point and point[dim] != DIMENSIONS[dim].default:
+                v = mapping[dim]
+                raise _fail(spec.where, (v.key_line or v.line), f"{key}.{dim}",
+                            f"{dim}: {point[dim]} does not apply with call_mode: native (the model answers "
+                            f"with the provider's tool calls); remove {dim} from this mapping or use call_mode "
+                            "prompt or constrained.")
+    return point
 
 
 def _axes(spec: _Spec, node: _Node, key: str) -> dict[str, tuple[Any, ...]]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
-from ._dimensions import DIMENSIONS, DocFormat, PromptFormat, ReturnFormat
+from ._dimensions import DIMENSIONS, NATIVE_IGNORED, CallMode, DocFormat, PromptFormat, ReturnFormat
 
 __all__ = ["Variant"]
 
@@ -21,6 +21,7 @@ _STYLE_LABEL = {"experimental_bfcl": " exp", "experimental": " exp-blog"}
 _RETURN_FORMATS: dict[str, ReturnFormat] = {f.value: f for f in ReturnFormat}
 _DOC_FORMATS: dict[str, DocFormat] = {f.value: f for f in DocFormat}
 _PROMPT_FORMATS: dict[str, PromptFormat] = {f.value: f for f in PromptFormat}
+_CALL_MODES: dict[str, CallMode] = {m.value: m for m in CallMode}
 
 
 @dataclass(frozen=True, order=True)
@@ -34,6 +35,12 @@ class Variant:
     Variant(return_format=ReturnFormat.JSON)``. A value outside the enum is
     kept as given (the grid loader rejects it with a message; a parser
     raises ``UnknownReturnFormatError``).
+
+    In ``native`` call mode the return format, doc format and tool-call tag do
+    not apply: a native variant holds their defaults whatever it was given
+    (``NATIVE_IGNORED``), so a grid crossing them with ``native`` gives one
+    native variant, with one id. (The grid loader rejects a file that names
+    ``native`` and a non-default format in one mapping.)
     """
 
     return_format: ReturnFormat = ReturnFormat.PYTHON
@@ -44,11 +51,12 @@ class Variant:
     template: str = "bfcl_v4"
     instruction_language: str = "en"
     description_language: str = "en"
+    call_mode: CallMode = CallMode.PROMPT
 
     def __post_init__(self) -> None:
         # Frozen: set through object.__setattr__. Unhashable junk falls through to the checks downstream.
         for name, members in (("return_format", _RETURN_FORMATS), ("doc_format", _DOC_FORMATS),
-                              ("prompt_format", _PROMPT_FORMATS)):
+                              ("prompt_format", _PROMPT_FORMATS), ("call_mode", _CALL_MODES)):
             value = getattr(self, name)
             try:
                 member = members.get(value)
@@ -56,10 +64,13 @@ class Variant:
                 continue
             if member is not None and member is not value:
                 object.__setattr__(self, name, member)
+        if self.call_mode is CallMode.NATIVE:
+            for name in NATIVE_IGNORED:
+                object.__setattr__(self, name, DIMENSIONS[name].default)
 
     @property
     def id(self) -> str:
-        """Canonical id: BFCL's query string, then each non-default extra dimension."""
+        """Canonical id: BFCL's query string, then each non-default extra dimension (call mode last)."""
         style = _STYLE_ID.get(self.prompt_style, self.prompt_style)
         parts = [
             f"ret_fmt={self.return_format}",
@@ -74,12 +85,21 @@ class Variant:
             parts.append(f"instr_lang={self.instruction_language}")
         if self.description_language != "en":
             parts.append(f"desc_lang={self.description_language}")
+        if self.call_mode is not CallMode.PROMPT:
+            parts.append(f"call_mode={self.call_mode}")
         return "&".join(parts)
 
     @property
     def label(self) -> str:
-        """Short label in the BFCL V4 figure notation, e.g. ``json->python,False md``."""
-        label = f"{self.doc_format}->{self.return_format},{self.tool_call_tag}"
+        """Short label in the BFCL V4 figure notation, e.g. ``json->python,False md``.
+
+        A native variant reads ``native`` in place of the formats; a constrained
+        one ends in `` constrained``.
+        """
+        if self.call_mode is CallMode.NATIVE:
+            label = "native"
+        else:
+            label = f"{self.doc_format}->{self.return_format},{self.tool_call_tag}"
         if self.prompt_format is PromptFormat.MARKDOWN:
             label += " md"
         if self.prompt_style != "classic":
@@ -88,11 +108,20 @@ class Variant:
             label += f" [{self.template}]"
         if self.instruction_language != "en" or self.description_language != "en":
             label += f" instr={self.instruction_language} desc={self.description_language}"
+        if self.call_mode is CallMode.CONSTRAINED:
+            label += " constrained"
         return label
 
     def dimensions(self) -> dict[str, Any]:
-        """Dimension name -> value, enum members as their plain ``.value``: what files and stores hold."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        """Dimension name -> value, enum members as their plain ``.value``: what files and stores hold.
+
+        ``call_mode`` is left out when it is ``prompt`` (the default), so stores
+        and files of prompt-mode runs stay as they were before the dimension existed.
+        """
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        if self.call_mode is CallMode.PROMPT:
+            del out["call_mode"]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "dimensions": self.dimensions()}

@@ -13,6 +13,8 @@ Everything here is pure: a case's BFCL function docs in, request pieces out.
   reads as calls of the case's functions, for each return format and tag.
 - :func:`format_calls`: calls written in a return format (the inverse of the
   parser; for tests and the fake client).
+- :func:`call_request`: the request pieces of a native or constrained variant
+  (``Prompt.request``); :class:`RequestRenderer` attaches them to rendered prompts.
 
 Constraints are built from function names and parameter types only, never
 from a ground truth.
@@ -20,6 +22,7 @@ from a ground truth.
 
 from ._format import format_calls
 from ._grammar import ANY_DEPTH, MAX_ITEMS, MAX_STRING, gbnf_grammar
+from ._request import RequestRenderer, call_request
 from ._schema import MAX_CALLS, ConstraintError, json_schema, parameter_schema, response_format, unwrap_strict_answer
 from ._tools import ToolCallFailure, ToolCalls, ToolSchemas, read_tool_calls, tool_names, tool_schemas
 
@@ -29,9 +32,11 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_STRING",
     "ConstraintError",
+    "RequestRenderer",
     "ToolCallFailure",
     "ToolCalls",
     "ToolSchemas",
+    "call_request",
     "format_calls",
     "gbnf_grammar",
     "json_schema",

@@ -148,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--case", action="append", default=[], metavar="ID")
     p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
-    p.add_argument("--jsonl", action="store_true", help="one JSON object per line (default: readable text)")
+    p.add_argument("--jsonl", action="store_true",
+                   help="one JSON object per line, with the tools / response_format / grammar of native and "
+                   "constrained variants (default: readable text)")
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.set_defaults(handler=_render)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from tabulate import tabulate
 
@@ -51,6 +53,40 @@ def cmd_grid_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _request_fields(request: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What ``render --jsonl`` writes beside ``messages`` for a native or constrained prompt.
+
+    ``call_mode``; native: ``tools`` (OpenAI-style tool schemas, descriptions
+    localized) and ``tool_choice``; constrained: ``response_format`` (OpenAI
+    ``json_schema`` form, json return format without the tag only), ``grammar``
+    (GBNF), and ``unavailable`` (piece -> why it could not be built) when one
+    is missing. Nothing for prompt mode.
+    """
+    if request is None:
+        return {}
+    out: dict[str, Any] = {"call_mode": request["call_mode"]}
+    if request["call_mode"] == "native":
+        out.update(tools=request["tools"], tool_choice=request["tool_choice"])
+        return out
+    for key in ("response_format", "grammar"):
+        if request.get(key) is not None:
+            out[key] = request[key]
+    if request.get("unavailable"):
+        out["unavailable"] = request["unavailable"]
+    return out
+
+
+def _request_summary(request: Mapping[str, Any] | None) -> str:
+    """One readable line on what is sent beside the messages ("" in prompt mode)."""
+    if request is None:
+        return ""
+    if request["call_mode"] == "native":
+        names = ", ".join(t["function"]["name"] for t in request["tools"])
+        return f"--- tools (native, tool_choice={request['tool_choice']}): {names or '(none)'}\n"
+    sent = [k for k in ("response_format", "grammar") if request.get(k) is not None]
+    return f"--- constrained: {', '.join(sent) or 'nothing can be built'} (see render --jsonl)\n"
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from promptgrid.matrix.api import render
     from promptgrid.matrix.datasets import load_dataset
@@ -66,6 +102,7 @@ def cmd_render(args: argparse.Namespace) -> int:
                 "case_id": prompt.case_id,
                 "label": labels[prompt.variant_id],
                 "messages": list(prompt.messages),
+                **_request_fields(prompt.request),
                 "sha256": prompt.sha256,
             }
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -73,5 +110,6 @@ def cmd_render(args: argparse.Namespace) -> int:
             out.write(f"=== {prompt.case_id} | {labels[prompt.variant_id]} | {prompt.variant_id}\n")
             for m in prompt.messages:
                 out.write(f"--- {m['role']}\n{escape_controls(m['content'])}\n")  # dataset text is untrusted
+            out.write(escape_controls(_request_summary(prompt.request)))
             out.write("\n")
     return 0

@@ -30,7 +30,8 @@ def job_key(model: str, params: Mapping[str, Any], messages_sha256: str, repeat:
     Included: the model string, the generation parameters actually sent
     (temperature, max_tokens, seed -- already offset by the repeat --, top_p,
     and any extra provider parameter), the messages (by their sha256, see
-    ``Prompt.sha256``) and the repeat index.
+    ``Prompt.sha256``, which covers the request pieces -- tools, schema,
+    grammar -- of native and constrained prompts) and the repeat index.
 
     Excluded, because they change how or where a call is made but not what
     the model answers: ``api_base`` and ``api_key_env`` (moving a server does
@@ -68,6 +69,8 @@ class Job:
     params: Mapping[str, Any]
     messages: tuple[dict[str, str], ...]
     prompt_sha256: str
+    request: Mapping[str, Any] | None = None
+    """``Prompt.request``: tools, schema or grammar sent beside the messages; ``None`` in prompt call mode."""
 
 
 class Renders(Protocol):
@@ -85,4 +88,5 @@ def iter_jobs(model: str, params: Mapping[str, Any], variants: Sequence[Variant]
             digest = prompt.sha256
             for r in range(repeats):
                 p = per_repeat[r]
-                yield Job(model, variant, vid, case, r, job_key(model, p, digest, r), p, prompt.messages, digest)
+                yield Job(model, variant, vid, case, r, job_key(model, p, digest, r), p, prompt.messages, digest,
+                          prompt.request)

@@ -272,7 +272,9 @@ def make_renderer(variants: Iterable[Variant], *, template_dir: str | os.PathLik
                   translation_store: str | os.PathLike[str] | None = None, localization: Any = None,
                   bfcl_data: str | os.PathLike[str] | None = None) -> Any:
     """A ``Renderer`` for these variants: translations are read (catalogs + store) only when one needs them,
-    or when a translation store is named (so a wrong path fails now)."""
+    or when a translation store is named (so a wrong path fails now). Its prompts carry ``request`` for
+    native and constrained variants (``RequestRenderer``)."""
+    from promptgrid.matrix.calling import RequestRenderer
     from promptgrid.templates import Renderer
 
     if localization is None and (translation_store is not None or any(
@@ -280,7 +282,7 @@ def make_renderer(variants: Iterable[Variant], *, template_dir: str | os.PathLik
         from promptgrid.translate import default_localization
 
         localization = default_localization(store=translation_store)
-    return Renderer(template_dir, localization, bfcl_data=bfcl_data)
+    return RequestRenderer(Renderer(template_dir, localization, bfcl_data=bfcl_data))
 
 
 def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:

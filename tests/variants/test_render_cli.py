@@ -51,3 +51,32 @@ def test_render_translated_grid_offline(capsys: pytest.CaptureFixture[str]) -> N
     english, partial, full = (line["messages"][-1]["content"] for line in lines)  # type: ignore[index]
     assert english != partial != full
     assert "Model Instructions:" in partial and "Model Instructions:" not in full
+
+
+def test_render_jsonl_writes_the_request_pieces(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = render_lines(capsys, "call_modes", "--dataset", "mini:de", "--limit", "1")
+    assert len(lines) == 9
+    by_label = {line["label"]: line for line in lines}
+    for line in lines[:4]:  # prompt mode: the fields it always had, nothing more
+        assert set(line) == {"variant_id", "case_id", "label", "messages", "sha256"}
+    native = by_label["native"]
+    assert native["call_mode"] == "native" and native["tool_choice"] == "auto"
+    assert [t["function"]["name"] for t in native["tools"]] == ["weather_get_current"]  # type: ignore[index]
+    assert "weather.get_current" not in json.dumps(native["messages"])
+    constrained_json = by_label["json->json,False constrained"]
+    assert constrained_json["response_format"]["type"] == "json_schema"  # type: ignore[index]
+    assert constrained_json["response_format"]["json_schema"]["strict"] is True  # type: ignore[index]
+    assert "root ::=" in str(constrained_json["grammar"])
+    constrained_xml = by_label["json->concise_xml,False constrained"]
+    assert "response_format" not in constrained_xml and "root ::=" in str(constrained_xml["grammar"])
+    assert "json_schema" in constrained_xml["unavailable"]  # type: ignore[operator]
+    prompt_json = by_label["json->json,False"]
+    assert constrained_json["messages"] == prompt_json["messages"]
+    assert constrained_json["sha256"] != prompt_json["sha256"]
+
+
+def test_render_text_names_the_tools_of_a_native_prompt(capsys: pytest.CaptureFixture[str]) -> None:
+    vid = load_grid("call_modes").variants[-1].id
+    assert main(["render", "call_modes", "--dataset", "mini:en", "--limit", "1", "--variant", vid]) == 0
+    out = capsys.readouterr().out
+    assert "--- tools (native, tool_choice=auto): weather_get_current" in out
