@@ -289,6 +289,7 @@ def run(
     retry_after_cap: float | None = None,
     max_cost: float | None = None,
     api_base: str | None = None,
+    constraints: str | None = None,
     params: Mapping[str, Any] | None = None,
     translation_store: PathLike | None = None,
     bfcl_data: PathLike | None = None,
@@ -309,7 +310,9 @@ def run(
     per call, each after at most ``retry_after_cap`` seconds (default 120)
     however long a server's Retry-After asks for; ``max_cost`` (USD, for the whole run directory) stops sending
     when reached; ``params`` are generation parameters for every model
-    (temperature, max_tokens, seed, ...). ``retry_errors`` sends again the
+    (temperature, max_tokens, seed, ...); ``constraints`` says how
+    ``call_mode: constrained`` is sent to the litellm models (``openai``,
+    ``vllm``, ``llama.cpp``, ``none``; see ``ModelSpec.constraints``). ``retry_errors`` sends again the
     calls that ended in an error before (errors are final otherwise).
     A ``run_dir`` that holds another grid's or dataset's results is refused
     (``RunError``) before any call; ``append=True`` combines them on purpose.
@@ -324,8 +327,8 @@ def run(
     prep = _prepare(grid, dataset, dict(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
-        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, params=params,
-        translation_store=translation_store, bfcl_data=bfcl_data))
+        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
+        params=params, translation_store=translation_store, bfcl_data=bfcl_data))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -351,6 +354,7 @@ async def arun(
     retry_after_cap: float | None = None,
     max_cost: float | None = None,
     api_base: str | None = None,
+    constraints: str | None = None,
     params: Mapping[str, Any] | None = None,
     translation_store: PathLike | None = None,
     bfcl_data: PathLike | None = None,
@@ -362,8 +366,8 @@ async def arun(
     prep = _prepare(grid, dataset, dict(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
-        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, params=params,
-        translation_store=translation_store, bfcl_data=bfcl_data))
+        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
+        params=params, translation_store=translation_store, bfcl_data=bfcl_data))
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append)
 
 

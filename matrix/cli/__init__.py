@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import PromptgridError
+from promptgrid.matrix.clients import CONSTRAINTS
 
 __all__ = ["build_parser", "main"]
 
@@ -173,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base) "
                         "or local/smollm2-135m or local/PATH.gguf")
     p.add_argument("--api-base", default=None, metavar="URL")
+    p.add_argument("--constraints", default=None, choices=CONSTRAINTS,
+                   help="how call_mode constrained is sent to the litellm models: vllm or llama.cpp (the GBNF "
+                        "grammar, for a server given with --api-base), openai (JSON-schema response_format, json "
+                        "return format only), none; default: openai where litellm says the model takes a schema, "
+                        "else the jobs are stored unsupported")
     p.add_argument("--run-dir", default=None, metavar="DIR", help="default: ./runs/<name>")
     p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
     p.add_argument("--case", action="append", default=[], metavar="ID")

@@ -10,10 +10,12 @@ from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableErro
 
 from ._base import Completion, ModelClient
 from ._envelope import envelope, read_envelope
+from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor
 from ._registry import make_client, provider_of
 
 __all__ = [
+    "CONSTRAINTS",
     "REDACTED",
     "CallError",
     "Completion",

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, RunError, closest
-from promptgrid.matrix.clients._litellm import CONSTRAINTS
+from promptgrid.matrix.clients import CONSTRAINTS
 from promptgrid.matrix.clients._redact import redact_url
 from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
 from promptgrid.variants import compose_yaml

@@ -35,6 +35,8 @@ from promptgrid.records import Case
 from promptgrid.variants import Grid, Variant, load_grid
 from promptgrid.variants._yaml import read_yaml_text
 
+from promptgrid.matrix.clients import provider_of
+
 from .config import (
     _SECRET_KEYS,
     DEFAULT_CONCURRENCY,
@@ -119,12 +121,14 @@ def build_config(
     translation_store: str | os.PathLike[str] | None = None,
     bfcl_data: str | os.PathLike[str] | None = None,
     retry_after_cap: float | None = None,
+    constraints: str | None = None,
 ) -> RunConfig:
     """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
 
     ``models`` replaces the config's models; ``api_base``, ``concurrency``,
     ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
-    seed, ...) apply to every model; ``retry_after_cap`` is the longest
+    seed, ...) apply to every model; ``constraints`` (``ModelSpec.constraints``)
+    to every litellm model (local and fake models take none); ``retry_after_cap`` is the longest
     Retry-After obeyed (seconds). Raises ``RunError`` naming the option.
     """
     if isinstance(grid, RunConfig):
@@ -157,7 +161,7 @@ def build_config(
     if bad:
         raise RunError(f"params: {bad[0]!r} is not a generation parameter. Give api_base and timeout as their own "
                        "options, and keys only through an environment variable (api_key_env in a run config).")
-    specs = [_model_spec(m, api_base, overrides, repeats_, concurrency=concurrency, rpm=rpm, tpm=tpm,
+    specs = [_model_spec(m, api_base, overrides, repeats_, constraints, concurrency=concurrency, rpm=rpm, tpm=tpm,
                          timeout=timeout) for m in _models(models, base)]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
@@ -208,7 +212,7 @@ def _models(models: Iterable[str | ModelSpec] | None, base: Mapping[str, Any]) -
 
 
 def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str, Any], repeats: int,
-                **limits: Any) -> ModelSpec:
+                constraints: str | None = None, **limits: Any) -> ModelSpec:
     """One model's spec: its own values, then the options given for every model (options win)."""
     merged = {**dict(m.get("params") or {}), **{k: v for k, v in params.items() if v is not None}}
     for key, value in merged.items():
@@ -222,8 +226,10 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
     for key in ("rpm", "tpm", "timeout"):
         if m.get(key) is not None:
             spec[key] = float(_checked(key, m[key], **_MODEL_BOUNDS[key]))
-    if m.get("constraints") is not None:
-        spec["constraints"] = m["constraints"]  # checked by ModelSpec
+    if constraints is not None and provider_of(m["name"]) == "litellm":
+        spec["constraints"] = constraints  # checked by ModelSpec
+    elif m.get("constraints") is not None:
+        spec["constraints"] = m["constraints"]
     for key, value in limits.items():
         if value is not None:
             checked = _checked(key, value, **_MODEL_BOUNDS[key])

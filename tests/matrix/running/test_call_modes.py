@@ -7,12 +7,14 @@ import io
 import json
 from pathlib import Path
 
-from promptgrid.matrix.api import Run
-from promptgrid.matrix.cli.run import print_run
+import pytest
 
+from promptgrid.errors import RunError
+from promptgrid.matrix.api import Run
 from promptgrid.matrix.calling import RequestRenderer
-from promptgrid.matrix.cli.run import print_estimate
-from promptgrid.matrix.running.config import ModelSpec, model_params
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.cli.run import print_estimate, print_run
+from promptgrid.matrix.running.config import ModelSpec, load_run_config, model_params
 from promptgrid.matrix.running.estimate import estimate
 from promptgrid.matrix.running.session import Prepared, execute, rescore
 from promptgrid.matrix.running.store import RunStore
@@ -120,3 +122,38 @@ def test_modes_do_not_share_calls_and_dedupe_within_a_mode(tmp_path: Path) -> No
                                                                          instruction_language="query")]))
         assert summary.sent == 6 and summary.shared == 3
         assert len(srv.requests()) == 6
+
+
+def test_constraints_option_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "call_modes", "--dataset", "mini", "--model", "openai/served", "--model", "fake/auto",
+            "--api-base", "http://127.0.0.1:9/v1", "--limit", "2", "--run-dir", str(tmp_path), "--dry-run"]
+    assert main(argv) == 0
+    # An unknown model behind api_base: native is assumed to work, constrained needs a constraints option.
+    assert "model openai/served: 8 jobs would not be sent" in capsys.readouterr().out
+    assert main([*argv, "--constraints", "vllm"]) == 0  # fake/auto takes no constraints: not applied to it
+    assert "would not be sent" not in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--constraints", "grammar"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_constraints_in_a_run_config_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("grid: call_modes\ndataset: mini\nmodels:\n  - name: openai/served\n    constraints: vlm\n")
+    with pytest.raises(RunError, match=r"run.yaml:5: models\[0\].constraints: 'vlm' is not one of .*vllm"):
+        load_run_config(path)
+    path.write_text("grid: call_modes\ndataset: mini\nmodels:\n  - name: openai/served\n    constraints: vllm\n")
+    assert load_run_config(path)["models"][0]["constraints"] == "vllm"
+    with pytest.raises(RunError, match="constraints applies to litellm models only"):
+        ModelSpec(name="local/smollm2-135m", constraints="vllm")
+
+
+def test_constraints_option_of_the_api(tmp_path: Path) -> None:
+    from promptgrid.matrix.api import run as pg_run
+
+    with FakeServer.thread() as srv:
+        done = pg_run("call_modes", "mini", models=["openai/served"], api_base=srv.url, constraints="llama.cpp",
+                      limit=1, variants=[PYTHON.id], run_dir=tmp_path)
+        assert done.summary.sent == 1 and done.summary.unsupported == 0
+        assert "grammar" in srv.requests()[0]
+    assert done.config["config"]["models"][0]["constraints"] == "llama.cpp"
