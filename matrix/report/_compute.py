@@ -20,6 +20,7 @@ from promptgrid.matrix.report import stats
 from promptgrid.matrix.scoring.metrics import prf
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.errors import ReportError
+from ._call_modes import call_mode_of, call_modes_of, format_tax, mode_failures, parse_shares, unsupported_counts
 from ._languages import language_match_stats, language_stats, pass_k_stats, translation_kind
 from ._matrix import (
     ModelData,
@@ -35,6 +36,7 @@ from ._model import (
     NAN_INTERVAL,
     Cell,
     DimensionEffect,
+    FormatTax,
     Interval,
     LanguageCell,
     LanguageSummary,
@@ -91,8 +93,8 @@ def _cells(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, Variant
                 accuracy=acc,
                 ci=acc_ci,
                 ci_method="wilson" if repeats <= 1 else "bootstrap",
-                errors=sum(j.error is not None for j in vj),
-                unscored=sum(not j.scored for j in vj),
+                errors=sum(j.error is not None for j in scored),
+                unscored=sum(not j.scored and j.status != "unsupported" for j in vj),
                 n_cases=int(np.count_nonzero(md.den["accuracy"][:, col])),
                 repeats=repeats,
                 fsa=fsa,
@@ -164,7 +166,9 @@ def _effects(md: ModelData, infos: Mapping[str, VariantInfo], settings: Settings
         return []
     acc = num.sum(0) / den.sum(0)
     boot = md.boot()
-    vinfos = [infos[v] for v in md.vids]
+    # Variant.dimensions() omits call_mode at its default: missing means prompt, so prompt variants pair too.
+    vinfos = [VariantInfo(i.id, i.label, {**i.dimensions, "call_mode": call_mode_of(i.dimensions)})
+              for i in (infos[v] for v in md.vids)]
     dims = dimension_names(vinfos)
     out: list[DimensionEffect] = []
     for d in dims:
@@ -300,10 +304,13 @@ def aggregate(
     languages = language_order(j.case_language for j in jobs if j.scored)
     varies_language = any(translation_kind(v.dimensions) is not None for v in variant_infos)
     do_languages = len(languages) > 1 or varies_language
+    modes = call_modes_of(variant_infos)
+    several_modes = len(modes) > 1
 
     cells: list[Cell] = []
     sens: list[Sensitivity] = []
     effects: list[DimensionEffect] = []
+    tax: list[FormatTax] = []
     tests: list[PairedTest] = []
     lcells: list[LanguageCell] = []
     lsum: list[LanguageSummary] = []
@@ -326,6 +333,8 @@ def aggregate(
         if s is not None:
             sens.append(s)
         effects += _effects(md, infos, settings)
+        if several_modes:
+            tax += format_tax(md, infos, settings)
         tests += _baseline_tests(md, base, infos, settings)
         if base is not None and base not in md.vids:
             notes.append(f"{model}: the baseline variant was not run for this model; no paired tests.")
@@ -349,13 +358,19 @@ def aggregate(
             )
 
     notes += _model_case_sets(models, by_model)
-    unscored = sum(not j.scored for j in jobs)
+    unsupported = unsupported_counts(jobs, order, infos)
+    if unsupported:
+        notes.append(
+            f"{sum(u.count for u in unsupported)} job(s) were not sent because the model cannot do the variant's "
+            "call mode (unsupported): they are left out of every rate and listed under 'Unsupported jobs'."
+        )
+    unscored = sum(not j.scored and j.status != "unsupported" for j in jobs)
     if unscored:
         notes.append(
             f"{unscored} job(s) have neither a verdict nor an error and are left out of every rate"
             " (score the run first: promptgrid score RUN_DIR)."
         )
-    errors = sum(j.error is not None for j in jobs)
+    errors = sum(j.error is not None for j in jobs if j.scored)
     if errors:
         notes.append(f"{errors} failed call(s) are counted as incorrect in every rate (column 'errors').")
     fcounts, fexamples = failure_stats(jobs, order, infos, cells)
@@ -383,4 +398,8 @@ def aggregate(
         max_repeats=max_repeats,
         notes=tuple(notes),
         pending=pending,
+        unsupported=tuple(unsupported),
+        format_tax=tuple(tax),
+        parse_shares=tuple(parse_shares(jobs, infos, confidence)) if modes != ["prompt"] else (),
+        mode_failures=tuple(mode_failures(jobs, infos)) if several_modes else (),
     )

@@ -2,7 +2,8 @@
 
 ``results.csv`` is the main file (one row per model x variant); the others
 hold the sensitivity, effects, paired tests, language (accuracy, summary,
-translation, language match), pass^k, failure and cost tables. Differences are fractions too (x100 for percentage points).
+translation, language match), pass^k, failure and cost tables, and with call modes the unsupported jobs,
+format tax, parse share and failure modes per call mode. Differences are fractions too (x100 for percentage points).
 Empty cells mean "not computable".
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from promptgrid.variants import DIMENSIONS
 
+from ._call_modes import call_mode_of
 from ._model import ReportData
 
 __all__ = ["RESULTS_COLUMNS", "csv_files"]
@@ -69,7 +71,13 @@ def _write(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def csv_files(data: ReportData) -> dict[str, str]:
     """File name -> CSV text."""
     dims = list(DIMENSIONS) + sorted({k for v in data.variants for k in v.dimensions} - set(DIMENSIONS))
-    dims_of = {v.id: v.dimensions for v in data.variants}
+    # A prompt-only run keeps the columns it had before call modes existed: call_mode only when a variant sets
+    # it, and then "prompt" where Variant.dimensions() leaves it out (the default).
+    with_modes = any("call_mode" in v.dimensions for v in data.variants)
+    if not with_modes:
+        dims.remove("call_mode")
+    dims_of = {v.id: {**v.dimensions, "call_mode": call_mode_of(v.dimensions)} if with_modes else v.dimensions
+               for v in data.variants}
     out = {
         "results.csv": _write(
             list(RESULTS_COLUMNS) + dims,
@@ -345,6 +353,30 @@ def csv_files(data: ReportData) -> dict[str, str]:
         out["language_match.csv"] = _write(
             ["model", "language", "answers", "n", "matched", "rate", "ci_low", "ci_high"],
             ([x.model, x.language, x.answers, x.n, x.matched, x.rate, *x.ci] for x in data.language_match),
+        )
+    if data.unsupported:
+        out["unsupported.csv"] = _write(
+            ["model", "variant_id", "label", "call_mode", "count", "reason"],
+            ([u.model, u.variant_id, u.label, u.call_mode, u.count, u.reason] for u in data.unsupported),
+        )
+    if data.format_tax:
+        out["format_tax.csv"] = _write(
+            ["model", "call_mode", "reference", "n_pairs", "n_cases", "accuracy", "prompt_accuracy", "diff",
+             "diff_ci_low", "diff_ci_high", "better", "worse", "p_value", "p_holm", "significant"],
+            ([t.model, t.call_mode, t.reference, t.n_pairs, t.n_cases, t.accuracy, t.prompt_accuracy, t.diff,
+              *t.diff_ci, t.better, t.worse, t.p_value, t.p_holm, t.significant] for t in data.format_tax),
+        )
+    if data.parse_shares:
+        out["parse_share.csv"] = _write(
+            ["model", "call_mode", "return_format", "n", "parsed", "parse_share", "parse_ci_low", "parse_ci_high",
+             "correct", "accuracy", "accuracy_ci_low", "accuracy_ci_high"],
+            ([x.model, x.call_mode, x.return_format, x.n, x.parsed, x.parse_share, *x.parse_ci, x.correct,
+              x.accuracy, *x.accuracy_ci] for x in data.parse_shares),
+        )
+    if data.mode_failures:
+        out["failure_modes_by_call_mode.csv"] = _write(
+            ["model", "call_mode", "failure_mode", "count", "share"],
+            ([f.model, f.call_mode, f.mode, f.count, f.share] for f in data.mode_failures),
         )
     if data.pass_k:
         out["pass_k.csv"] = _write(

@@ -24,6 +24,7 @@ from promptgrid.matrix.running.results import ResultRow
 from promptgrid.matrix.scoring.verdict import FailureMode
 
 from . import stats
+from ._call_modes import CALL_MODES, PARSE_FAILURE_MODES, call_mode_of, parses_as_call
 from ._format import pct
 from ._rows import Rows
 from ._usage import failure_mode
@@ -35,16 +36,6 @@ MIN_N = 30
 
 TOP_MODES = 3
 
-# Modes that mean "no call in the requested format" (the parse failed or the answer is not a call at all),
-# as opposed to a well-formed call with the wrong content.
-_FORMAT_MODES = frozenset({
-    FailureMode.NO_CALL, FailureMode.PROSE_INSTEAD_OF_CALL, FailureMode.PER_CALL_TOOLCALL_WRAPPING,
-    FailureMode.PER_CALL_FUNCTIONS_WRAPPING, FailureMode.PER_CALL_LIST_WRAPPING, FailureMode.TAG_MISSING,
-    FailureMode.UNEXPECTED_TAG, FailureMode.OTHER_FORMAT, FailureMode.UNCLOSED_TAG, FailureMode.BAD_ESCAPING,
-    FailureMode.CODE_FENCE, FailureMode.PROSE_AROUND_CALL, FailureMode.WRONG_XML_TYPE_NAMES,
-    FailureMode.MALFORMED_CALL,
-})
-_FORMAT_VALUES = frozenset(m.value for m in _FORMAT_MODES)
 _MODES = {m.value: m for m in FailureMode}
 CALL_ERROR = "call_error"  # what the report's failure_mode names a failed call
 
@@ -134,6 +125,9 @@ class ModelDigest:
     top_format: str
     """The most frequent of those modes ('' when there is none)."""
     sample: SampleNote | None
+    parse_by_mode: tuple[tuple[str, int, int], ...] = ()
+    """Per call mode (dimension order): (mode, answers that parse as calls, scored jobs); only when the model
+    ran more than one call mode."""
 
     @property
     def accuracy(self) -> float:
@@ -142,6 +136,10 @@ class ModelDigest:
     def modes_line(self) -> str:
         """``prose instead of call 96% (25/26), no call 4% (1/26)`` (``none`` when nothing failed)."""
         return ", ".join(f"{m.title} {pct(m.share, 0)}% ({m.count}/{self.scored})" for m in self.modes) or "none"
+
+    def parse_line(self) -> str:
+        """``prompt 0% (0/12), constrained 100% (12/12)``: answers that parse as calls per call mode."""
+        return ", ".join(f"{mode} {pct(ok / n, 0)}% ({ok}/{n})" for mode, ok, n in self.parse_by_mode)
 
     def meaning(self) -> str:
         """One sentence on what this model's numbers mean, chosen from its counts."""
@@ -176,6 +174,7 @@ def digest(rows: Rows, confidence: float = stats.DEFAULT_CONFIDENCE) -> list[Mod
     cells: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     modes: dict[str, Counter[str]] = defaultdict(Counter)
     errors: Counter[str] = Counter()
+    parse: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for i, r in enumerate(rows, 1):
         j = r if isinstance(r, ResultRow) else ResultRow.from_dict(r, where=f"row {i}")
         if not j.scored:
@@ -187,6 +186,9 @@ def digest(rows: Rows, confidence: float = stats.DEFAULT_CONFIDENCE) -> list[Mod
         else:
             modes[j.model][failure_mode(j)] += 1
         errors[j.model] += j.error is not None
+        p = parse[j.model][call_mode_of(j.dimensions)]
+        p[0] += parses_as_call(j)
+        p[1] += 1
     out = []
     for model, by_variant in cells.items():
         counts = list(by_variant.values())
@@ -198,10 +200,18 @@ def digest(rows: Rows, confidence: float = stats.DEFAULT_CONFIDENCE) -> list[Mod
             model=model, scored=scored, correct=sum(ok for _, ok in counts), errors=errors[model],
             variants=len(counts), spread=max(accs) - min(accs),
             modes=tuple(ModeCount(m, c, c / scored) for m, c in ranked[:TOP_MODES]),
-            format_failures=sum(c for m, c in modes[model].items() if m in _FORMAT_VALUES),
-            top_format=next((m for m, _ in ranked if m in _FORMAT_VALUES), ""),
-            sample=sample_note([n for n, _ in counts], widths, accs)))
+            format_failures=sum(c for m, c in modes[model].items() if m in PARSE_FAILURE_MODES),
+            top_format=next((m for m, _ in ranked if m in PARSE_FAILURE_MODES), ""),
+            sample=sample_note([n for n, _ in counts], widths, accs),
+            parse_by_mode=_parse_by_mode(parse[model])))
     return out
+
+
+def _parse_by_mode(counts: dict[str, list[int]]) -> tuple[tuple[str, int, int], ...]:
+    if len(counts) < 2:
+        return ()
+    rank = {m: i for i, m in enumerate(CALL_MODES)}
+    return tuple((m, ok, n) for m, (ok, n) in sorted(counts.items(), key=lambda kv: (rank.get(kv[0], 99), kv[0])))
 
 
 def explain(rows: Rows, run_dir: str | os.PathLike[str]) -> str:
@@ -211,6 +221,8 @@ def explain(rows: Rows, run_dir: str | os.PathLike[str]) -> str:
     for d in digest(rows):
         lines.append(f"{d.model}: top failure modes (share of answers): {d.modes_line()}.")
         lines.append(f"  {_capital(d.meaning())}")
+        if d.parse_by_mode:
+            lines.append(f"  Answers that parse as calls, per call mode: {d.parse_line()}.")
         if d.sample is not None:
             lines.append(f"  {_capital(d.sample.sentence())}")
     page = Path(run_dir) / "report" / "report.html"

@@ -31,13 +31,17 @@ from ._tables import (
     cost_table,
     effects_tables,
     failure_tables,
+    format_tax_table,
     language_accuracy_table,
     language_match_table,
     language_summary_table,
+    mode_failure_tables,
+    parse_share_table,
     pass_k_table,
     results_table,
     sensitivity_table,
     translation_tables,
+    unsupported_table,
 )
 
 if TYPE_CHECKING:  # matplotlib only where figures are drawn
@@ -232,6 +236,12 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
                 _figure(figs.get("dimension_effects")) + "".join(_table(t) for t in effects_tables(data)),
             )
         )
+    if data.format_tax or data.parse_shares:
+        body = _table(format_tax_table(data)) if data.format_tax else ""
+        body += _table(parse_share_table(data)) if data.parse_shares else ""
+        sections.append(("call-modes-section", "Call modes", body))
+    if data.unsupported:
+        sections.append(("unsupported-section", "Unsupported jobs", _table(unsupported_table(data))))
     if data.baseline_tests:
         sections.append(("baseline-section", "Against the baseline", "".join(_table(t) for t in baseline_tables(data))))
     if data.language_cells or data.language_match:
@@ -247,7 +257,7 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
         sections.append(("languages-section", "Languages", body))
     if data.pass_k:
         sections.append(("pass-k-section", "Consistency (pass^k)", _table(pass_k_table(data))))
-    body = "".join(_table(t) for t in failure_tables(data))
+    body = "".join(_table(t) for t in failure_tables(data) + mode_failure_tables(data))
     if data.failure_examples:
         body += "<h3>Examples</h3>"
         modes = list(dict.fromkeys(e.mode for e in data.failure_examples))

@@ -24,6 +24,7 @@ DIMENSION_TITLES = {
     "template": "Template",
     "instruction_language": "Instruction language",
     "description_language": "Description language",
+    "call_mode": "Call mode",
 }
 
 _STYLE_SHORT = {"experimental_bfcl": "exp", "experimental": "exp-blog"}

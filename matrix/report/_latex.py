@@ -16,12 +16,16 @@ from ._tables import (
     cost_table,
     effects_tables,
     failure_tables,
+    format_tax_table,
     language_match_table,
     language_summary_table,
+    mode_failure_tables,
+    parse_share_table,
     pass_k_table,
     results_table,
     sensitivity_table,
     translation_tables,
+    unsupported_table,
 )
 
 __all__ = ["latex_escape", "latex_tables"]
@@ -81,6 +85,12 @@ def _tabular(t: Table) -> str:
 def latex_tables(data: ReportData) -> str:
     tables = [accuracy_table(data), sensitivity_table(data)]
     tables += effects_tables(data)
+    if data.format_tax:
+        tables.append(format_tax_table(data))
+    if data.parse_shares:
+        tables.append(parse_share_table(data))
+    if data.unsupported:
+        tables.append(unsupported_table(data))
     tables += baseline_tables(data)
     if data.language_summaries:
         tables.append(language_summary_table(data))
@@ -89,7 +99,7 @@ def latex_tables(data: ReportData) -> str:
         tables.append(language_match_table(data))
     if data.pass_k:
         tables.append(pass_k_table(data))
-    tables += failure_tables(data)
+    tables += failure_tables(data) + mode_failure_tables(data)
     tables += [cost_table(data), results_table(data)]
     head = [
         "% promptgrid format-sensitivity tables (generated; do not edit).",

@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from promptgrid.display import escape_controls
 
-from ._format import pct, with_ci
+from ._format import pct, pval, with_ci
 from ._labels import shared_dimensions, short_label
 from ._model import FigureRef, ReportData
 from ._summary import methods_points, sample_notes, summary_points
@@ -20,14 +20,18 @@ from ._tables import (
     cost_table,
     effects_tables,
     failure_tables,
+    format_tax_table,
     language_accuracy_table,
     language_match_table,
     language_summary_table,
     markdown_table,
+    mode_failure_tables,
+    parse_share_table,
     pass_k_table,
     results_table,
     sensitivity_table,
     translation_tables,
+    unsupported_table,
 )
 
 __all__ = ["console_table", "markdown_report", "overview"]
@@ -39,9 +43,11 @@ def overview(data: ReportData) -> str:
     langs = f", {len(data.languages)} languages ({', '.join(data.languages)})" if len(data.languages) > 1 else ""
     shared = shared_dimensions(data)
     shared = f" Shared by every variant: {shared}." if shared else ""
+    unsupported = sum(u.count for u in data.unsupported)
+    unsent = f" ({unsupported:,} unsupported, not sent)" if unsupported else ""
     return (
         f"{len(data.models)} model(s) x {len(data.variants)} variant(s) x {data.n_cases} case(s){reps}{langs}; "
-        f"{data.n_rows:,} jobs. Baseline variant: {base}.{shared}"
+        f"{data.n_rows:,} jobs{unsent}. Baseline variant: {base}.{shared}"
     )
 
 
@@ -91,6 +97,14 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
         lines += ["## Dimension effects", ""] + image("dimension_effects")
         for t in effects_tables(data):
             lines += _section(t)
+    if data.format_tax or data.parse_shares:
+        lines += ["## Call modes", ""]
+        if data.format_tax:
+            lines += _section(format_tax_table(data))
+        if data.parse_shares:
+            lines += _section(parse_share_table(data))
+    if data.unsupported:
+        lines += ["## Unsupported jobs", ""] + _section(unsupported_table(data))
     if data.baseline_tests:
         lines += ["## Paired comparison with the baseline", ""]
         for t in baseline_tables(data):
@@ -110,7 +124,7 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
     if data.pass_k:
         lines += ["## Consistency over repeats (pass^k)", ""] + _section(pass_k_table(data))
     lines += ["## Failure modes", ""]
-    for t in failure_tables(data):
+    for t in failure_tables(data) + mode_failure_tables(data):
         lines += _section(t)
     if data.failure_examples:
         lines += ["### Examples", ""]
@@ -156,6 +170,13 @@ def console_table(data: ReportData) -> str:
             f"best {short_label(data, s.best_variant)}); "
             f"std {pct(s.std)} pp"
         )
+    for t in data.format_tax:
+        out.append(
+            f"{t.model}: {t.call_mode} - prompt {with_ci(t.diff, t.diff_ci, signed=True)} pp on {t.n_cases} cases "
+            f"({t.reference}; p {pval(t.p_value)})"
+        )
+    for u in data.unsupported:
+        out.append(f"{u.model}: {u.count} job(s) of {short_label(data, u.variant_id)} unsupported, not sent: {u.reason}")
     for model, note in sample_notes(data).items():
         out.append(f"{model}: {note.sentence()}")
     for n in data.notes:

@@ -22,11 +22,14 @@ __all__ = [
     "FailureCount",
     "FailureExample",
     "FigureRef",
+    "FormatTax",
     "Interval",
     "LanguageCell",
     "LanguageMatch",
     "LanguageSummary",
+    "ModeFailure",
     "PairedTest",
+    "ParseShare",
     "PassK",
     "PendingJobs",
     "ReportData",
@@ -34,6 +37,7 @@ __all__ = [
     "Settings",
     "SpeedPoint",
     "TranslationDelta",
+    "UnsupportedJobs",
     "VariantInfo",
 ]
 
@@ -340,6 +344,70 @@ class FailureExample:
 
 
 @dataclass(frozen=True)
+class UnsupportedJobs:
+    """Jobs of one model and variant never sent: the model cannot do the variant's call mode (in no rate)."""
+
+    model: str
+    variant_id: str
+    label: str
+    call_mode: str
+    count: int
+    reason: str
+    """The stored reason (the row's ``error``)."""
+
+
+@dataclass(frozen=True)
+class FormatTax:
+    """accuracy(call mode) - accuracy(prompt) of one model, paired on the same cases (``_call_modes``)."""
+
+    model: str
+    call_mode: str
+    reference: str
+    """What the mode is compared with: the prompt variant of the same format, or the mean over prompt formats."""
+    n_pairs: int
+    """Variants of this mode that have a prompt-mode partner."""
+    n_cases: int
+    accuracy: float
+    prompt_accuracy: float
+    diff: float
+    diff_ci: Interval
+    better: int
+    """Cases where the mode scores higher than its prompt reference."""
+    worse: int
+    p_value: float
+    p_holm: float
+    significant: bool
+
+
+@dataclass(frozen=True)
+class ParseShare:
+    """Per model, call mode and return format: answers that parse as calls, and the accuracy (Wilson intervals)."""
+
+    model: str
+    call_mode: str
+    return_format: str
+    """``-`` for native answers (no return format applies)."""
+    n: int
+    parsed: int
+    parse_share: float
+    parse_ci: Interval
+    correct: int
+    accuracy: float
+    accuracy_ci: Interval
+
+
+@dataclass(frozen=True)
+class ModeFailure:
+    """One failure mode of one model under one call mode."""
+
+    model: str
+    call_mode: str
+    mode: str
+    count: int
+    share: float  # of the call mode's scored jobs
+
+
+@dataclass(frozen=True)
 class CostSummary:
     """Tokens, money and time of one model; None where the rows carry no value.
 
@@ -407,6 +475,14 @@ class ReportData:
     notes: tuple[str, ...] = ()
     pending: PendingJobs | None = None
     """The last invocation's unanswered jobs, when the rows came from a run directory that has some."""
+    unsupported: tuple[UnsupportedJobs, ...] = ()
+    """Jobs never sent (the model cannot do the call mode); in no rate."""
+    format_tax: tuple[FormatTax, ...] = ()
+    """Per model, each call mode against prompt mode; empty when the run has one call mode."""
+    parse_shares: tuple[ParseShare, ...] = ()
+    """Per model, call mode and return format; empty when the run has only prompt-mode variants."""
+    mode_failures: tuple[ModeFailure, ...] = ()
+    """Failure modes per call mode; empty when the run has one call mode."""
 
     def cell(self, model: str, variant_id: str) -> Cell | None:
         for c in self.cells:

@@ -110,7 +110,8 @@ def methods_points(data: ReportData) -> list[str]:
     return [
         "Unit of analysis: the test case. Accuracy = correct / scored jobs; a failed call (error) counts as "
         "incorrect in every rate and is also counted in 'errors'; jobs with neither a verdict nor an error are "
-        "left out.",
+        "left out, and so are unsupported jobs (never sent: the model cannot do the variant's call mode), which "
+        "are listed on their own.",
         f"Intervals are {conf}%. A single proportion whose cases were each asked once: Wilson score interval. "
         f"Everything else: percentile bootstrap with {st.n_resamples:,} resamples of cases (seed {st.seed}); a case's "
         "repeats stay together (cluster bootstrap) and one set of resamples is shared by all variants of a model, "
@@ -140,4 +141,27 @@ def methods_points(data: ReportData) -> list[str]:
         f"Small sample: flagged for a model when a variant has fewer than {MIN_N} scored jobs, or when the spread "
         "(best - worst) is below the smallest meaningful difference, taken as the median interval width / √2 "
         "(two independent intervals of that width, combined).",
+    ] + _call_mode_methods(data)
+
+
+def _call_mode_methods(data: ReportData) -> list[str]:
+    """The methods points on call modes, only for a run that has other call modes than prompt."""
+    if not (data.format_tax or data.parse_shares):
+        return []
+    return [
+        "Call modes: prompt (functions and answer format in the prompt), native (the provider's tool calling) and "
+        "constrained (decoding forced into the return format by a schema or grammar); every answer is scored by the "
+        "same checker. In the dimension effects, prompt is the reference call mode.",
+        "Format tax: accuracy(mode) - accuracy(prompt) per model on the cases both sides have. A constrained "
+        "variant is paired with the prompt variant that differs only in its call mode (same return format, doc "
+        "format, tag, template and languages), and the differences are averaged over formats. A native variant has "
+        "no return format, so it is compared with the mean accuracy of the prompt variants that differ from it only "
+        "in call mode, return format, doc format and tag (the prompt mode's average over formats, not its best "
+        "format). Interval: paired bootstrap over cases; test: two-sided sign test (exact McNemar for one repeat "
+        "and one pair) on each case's mean difference, Holm-adjusted over the modes of a model.",
+        "Parse as calls: the share of scored answers that are well-formed calls, right or wrong - not a failed "
+        "call and not failed for a format-level reason (no call, prose, another format, missing or unexpected tag, "
+        "unclosed tag or bracket, bad escaping, code fence, text around the call, wrong XML type names, malformed "
+        "call, native tool arguments that are not a JSON object); correct answers count as parsed, including a "
+        "correct 'no call' on an irrelevance case. Wilson intervals over jobs.",
     ]

@@ -28,14 +28,18 @@ __all__ = [
     "cost_table",
     "effects_tables",
     "failure_tables",
+    "format_tax_table",
     "language_accuracy_table",
     "language_match_table",
     "language_summary_table",
     "markdown_table",
+    "mode_failure_tables",
+    "parse_share_table",
     "pass_k_table",
     "results_table",
     "sensitivity_table",
     "translation_tables",
+    "unsupported_table",
 ]
 
 
@@ -479,3 +483,110 @@ def cost_table(data: ReportData) -> Table:
         "Output tokens/s: output tokens / latency over successful calls (includes time to first token). "
         "Percentiles: linear interpolation.",
     )
+
+
+def unsupported_table(data: ReportData) -> Table:
+    """Jobs never sent because the model cannot do the variant's call mode (the reason as stored)."""
+    rows = [[u.model, _label(data, u.variant_id), u.call_mode, fmt_num(u.count), u.reason] for u in data.unsupported]
+    return _table(
+        "unsupported",
+        "Unsupported jobs (not sent, in no rate)",
+        ["Model", "Variant", "Call mode", "Jobs", "Reason"],
+        rows,
+        [False, False, False, True, False],
+        "Decided before sending: the model (or its client) cannot do the variant's call mode. These jobs count "
+        "neither as correct nor as incorrect nor as failed calls.",
+    )
+
+
+def format_tax_table(data: ReportData) -> Table:
+    """Per model, each call mode against prompt mode on the same cases (the 'format tax')."""
+    test = "mid-p McNemar" if data.settings.mid_p else "exact McNemar"
+    rows = [
+        [
+            t.model,
+            t.call_mode,
+            t.reference,
+            fmt_num(t.n_pairs),
+            fmt_num(t.n_cases),
+            pct(t.accuracy),
+            pct(t.prompt_accuracy),
+            with_ci(t.diff, t.diff_ci, signed=True),
+            f"{t.better}/{t.worse}",
+            pval(t.p_value),
+            pval(t.p_holm),
+            "yes" if t.significant else "",
+        ]
+        for t in data.format_tax
+    ]
+    return _table(
+        "format-tax",
+        "Call mode against prompt mode (format tax)",
+        ["Model", "Call mode", "Compared with", "Variants", "Cases", "Mode AST %", "Prompt AST %", "Diff pp [CI]",
+         "Better/worse", "p", "p (Holm)", f"Significant (α={data.settings.alpha:g})"],
+        rows,
+        [False, False, False] + [True] * 8 + [False],
+        "Diff = accuracy(mode) - accuracy(prompt) on the same cases. Constrained: each variant against the "
+        "prompt variant with the same return format and other dimensions, averaged over formats. Native (no "
+        "return format): against the mean of the prompt variants over the format dimensions. CI: paired bootstrap "
+        f"over cases; p: {test} (sign) test on the per-case differences, Holm over the modes of each model.",
+    )
+
+
+def parse_share_table(data: ReportData) -> Table:
+    """Per model, call mode and return format: answers that parse as calls beside the accuracy."""
+    rows = [
+        [
+            p.model,
+            p.call_mode,
+            p.return_format,
+            fmt_num(p.n),
+            with_ci(p.parse_share, p.parse_ci),
+            with_ci(p.accuracy, p.accuracy_ci),
+        ]
+        for p in data.parse_shares
+    ]
+    return _table(
+        "parse-share",
+        "Answers that parse as calls, and accuracy, per call mode and return format",
+        ["Model", "Call mode", "Return format", "n", "Parse as calls % [CI]", "AST % [CI]"],
+        rows,
+        [False, False, False, True, True, True],
+        "Parse as calls: scored answers that are no failed call and fail for no format-level reason (no call, "
+        "prose, other format, unclosed tag, malformed call, tool arguments not JSON, ...): well-formed calls, "
+        "right or wrong; a correct answer counts as parsed. Native answers have no return format (-). "
+        "Wilson intervals over jobs.",
+    )
+
+
+def mode_failure_tables(data: ReportData) -> list[Table]:
+    """One table per model: failure-mode counts per call mode (only when the run has more than one)."""
+    out: list[Table] = []
+    jobs = {(p.model, p.call_mode): 0 for p in data.parse_shares}
+    for p in data.parse_shares:
+        jobs[(p.model, p.call_mode)] += p.n
+    for m in data.models:
+        mf = [f for f in data.mode_failures if f.model == m]
+        if not mf:
+            continue
+        totals: dict[str, int] = defaultdict(int)
+        for f in mf:
+            totals[f.mode] += f.count
+        modes = sorted(totals, key=lambda k: (-totals[k], k))
+        by = {(f.call_mode, f.mode): f.count for f in mf}
+        rows = []
+        for cm in dict.fromkeys(p.call_mode for p in data.parse_shares if p.model == m):
+            counts = [by.get((cm, mode), 0) for mode in modes]
+            rows.append([cm, fmt_num(jobs[(m, cm)]), fmt_num(sum(counts))] + [fmt_num(n) if n else "" for n in counts])
+        out.append(
+            _table(
+                f"mode-failures-{len(out)}",
+                f"{m}: failure modes per call mode (counts)",
+                ["Call mode", "Jobs", "Failed"] + modes,
+                rows,
+                [False] + [True] * (2 + len(modes)),
+                "bad_tool_arguments: native tool-call arguments that are not a valid JSON object; "
+                "call_error: the call itself failed.",
+            )
+        )
+    return out

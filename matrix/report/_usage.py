@@ -79,10 +79,14 @@ def failure_stats(
 
 
 def calls_of(jobs: Iterable[ResultRow]) -> list[ResultRow]:
-    """One job per model call: identical prompts across variants share a call (same key) and its cost."""
+    """One job per model call: identical prompts across variants share a call (same key) and its cost.
+
+    Unsupported jobs were never sent: no call."""
     seen: set[tuple[str, str]] = set()
     out = []
     for j in jobs:
+        if j.status == "unsupported":
+            continue
         if j.key is not None:
             if (j.model, j.key) in seen:
                 continue
