@@ -82,12 +82,13 @@ def _ci_note(data: ReportData) -> str:
 
 
 def accuracy_table(data: ReportData) -> Table:
+    unsupported = {(u.model, u.variant_id) for u in data.unsupported}
     rows = []
     for v in data.variants:
         row = [_label(data, v.id)]
         for m in data.models:
             c = data.cell(m, v.id)
-            row.append(with_ci(c.accuracy, c.ci) if c else DASH)
+            row.append(with_ci(c.accuracy, c.ci) if c else "unsupported" if (m, v.id) in unsupported else DASH)
         rows.append(row)
     return _table(
         "accuracy",

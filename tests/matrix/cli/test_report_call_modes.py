@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.matrix.cli import main
+from promptgrid.matrix.testing.fake_server import FakeServer
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -41,3 +42,22 @@ def test_call_modes_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixtur
     tax = _csv(report / "format_tax.csv")
     assert [(r["call_mode"], r["n_cases"]) for r in tax] == [("native", "3"), ("constrained", "3")]
     assert {r["call_mode"] for r in _csv(report / "results.csv")} == {"prompt", "native", "constrained"}
+
+
+def test_unsupported_jobs_of_a_served_model_in_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "r"
+    with FakeServer.thread() as srv:  # JSON-schema constraints only: constrained python/XML are unsupported
+        assert main(["run", "call_modes", "--dataset", "mini:en", "--limit", "2", "--model", "openai/served",
+                     "--api-base", srv.url, "--constraints", "openai", "--run-dir", str(run_dir),
+                     "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(run_dir), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "json->python,False constrained" in out and "unsupported" in out.split("\n\n")[1]
+    assert "6 job(s) were not sent" in out and "neither a verdict" not in out and "failed call" not in out
+    rows = _csv(run_dir / "report" / "unsupported.csv")
+    assert [(r["call_mode"], r["count"]) for r in rows] == [("constrained", "2")] * 3
+    assert all("not JSON" in r["reason"] for r in rows)
+    results = {r["variant_id"]: r for r in _csv(run_dir / "report" / "results.csv")}
+    assert len(results) == 6 and {r["errors"] for r in results.values()} == {"0"}
+    assert {r["unscored"] for r in results.values()} == {"0"}

@@ -145,3 +145,10 @@ def test_digest_states_the_parse_share_per_call_mode(tmp_path: Any) -> None:
     assert "Answers that parse as calls, per call mode: prompt 89% (8/9), native 100% (4/4), " \
            "constrained 100% (8/8)." in text
     assert not math.isnan(d.accuracy)
+
+
+def test_no_prompt_partner_gives_no_format_tax_but_parse_shares() -> None:
+    data = aggregate(rows_with_accuracy({C_PY: [1, 0], NATIVE: [0, 1]}), n_resamples=200)
+    assert data.format_tax == () and [p.call_mode for p in data.parse_shares] == ["native", "constrained"]
+    assert "(format tax)" not in markdown_report(data) and "Answers that parse as calls" in markdown_report(data)
+    assert set(data.to_dict()) >= {"unsupported", "format_tax", "parse_shares", "mode_failures"}
