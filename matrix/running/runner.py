@@ -237,6 +237,7 @@ class Runner:
         cpu0 = time.process_time()
         store = self.store
         self.summary.replayed = store.replay_spills()
+        store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
         model_ids = store.add_models(m.name for m in self.config.models)
         self._variant_ids = store.add_variants(self.variants)
         self._case_ids = store.add_cases(self.cases)

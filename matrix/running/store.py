@@ -64,6 +64,9 @@ SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
 LOCK_FILE = "run.lock"
 SPILL_GLOB = "spill-*.jsonl"
+#: Disk claimed at the start of a run for answers a full disk keeps out of the store (a few hundred
+#: answers of a few KiB: what is in flight when the disk fills, with room to spare).
+SPILL_RESERVE = 2 * 1024 * 1024
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _SCHEMA = """
@@ -225,7 +228,7 @@ def disk_full_errors(run_dir: Path) -> Iterator[None]:
 def disk_full_stop(store: RunStore, *, spilled: int, lost: int) -> StoreFullError:
     """The error a run stopped by a full disk ends with: where, what was kept, and what to do."""
     kept = (f"{spilled} answer(s) the store could not take are kept in {store.spill_path.name} and stored by the "
-            "next run" if spilled else "every answer received is stored")
+            "next run" if spilled else "every answer the store took is kept")
     if lost:
         kept += f"; {lost} answer(s) could not be kept anywhere and will be sent again"
     return StoreFullError(f"disk full at {store.path.parent}: the run stopped; {kept}. Free space and re-run the "
@@ -300,6 +303,8 @@ class RunStore:
             raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
         self._model_ids: dict[str, int] = {}
         self._spill_fd: int | None = None
+        self._spill_at = 0  # where the next spilled line goes
+        self._spilled_any = False
         if readonly:
             self.db = _connect_readonly(self.path)
         else:
@@ -352,6 +357,9 @@ class RunStore:
         if self._spill_fd is not None:
             os.close(self._spill_fd)
             self._spill_fd = None
+            if not self._spilled_any:
+                with contextlib.suppress(OSError):
+                    self.spill_path.unlink()
         self.db.close()
 
     def __enter__(self) -> RunStore:
@@ -505,29 +513,59 @@ class RunStore:
         """This process's spill file (``spill-<pid>.jsonl`` beside the store; it exists once ``spill`` wrote)."""
         return self.path.with_name(f"spill-{os.getpid()}.jsonl")
 
-    def spill(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
-        """Append a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk.
+    def reserve_spill(self, size: int = SPILL_RESERVE) -> None:
+        """Claim ``size`` bytes of disk for ``spill`` now, while there is space.
 
-        Only used once the disk is full, so each line is fsynced. Raises
-        ``OSError`` when even this fails; the file is then cut back to its last
-        whole line, so the answers spilled before stay readable.
+        A disk that fills during a run is full for the spill file too, so the
+        answers that arrive after it would have nowhere to go. The reservation
+        is ``spill_path`` written full of spaces (real blocks, not a sparse
+        file) and one newline: a blank line that ``replay_spills`` skips.
+        ``spill`` then overwrites it from the start and only grows the file
+        past it; ``close`` deletes it when nothing was spilled. Best effort: on
+        a disk already too full to reserve, ``spill`` appends as it can.
         """
-        if self._spill_fd is None:
-            self._spill_fd = os.open(self.spill_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        fd = self._spill_fd
-        line = json.dumps({"call": dataclasses.asdict(result),
-                           "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]},
-                          separators=(",", ":")).encode() + b"\n"
-        end = os.lseek(fd, 0, os.SEEK_END)
+        if self._spill_fd is not None:
+            return
+        fd = os.open(self.spill_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
+            os.write(fd, b" " * (size - 1) + b"\n")
             os.fsync(fd)
         except OSError:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, end)
+                os.ftruncate(fd, 0)
+        self._spill_fd, self._spill_at, self._spilled_any = fd, 0, False
+
+    def spill(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
+        """Write a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk.
+
+        Only used once the disk is full, so each line is fsynced. Lines go over
+        the space ``reserve_spill`` claimed, then past it. Raises ``OSError``
+        when even this fails; whatever of the line was written is blanked out
+        (or cut off), so the answers spilled before stay readable.
+        """
+        if self._spill_fd is None:
+            self._spill_fd = os.open(self.spill_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._spill_at = os.lseek(self._spill_fd, 0, os.SEEK_END)
+        fd, start = self._spill_fd, self._spill_at
+        line = json.dumps({"call": dataclasses.asdict(result),
+                           "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]},
+                          separators=(",", ":")).encode() + b"\n"
+        size = os.fstat(fd).st_size
+        try:
+            offset = start
+            view = memoryview(line)
+            while view:
+                offset += (n := os.pwrite(fd, view, offset))
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                if start >= size:
+                    os.ftruncate(fd, start)
+                else:  # blank out the partial line inside the reservation
+                    os.pwrite(fd, b" " * min(len(line), size - start), start)
             raise
+        self._spill_at, self._spilled_any = start + len(line), True
 
     @_guarded
     def replay_spills(self) -> int:

@@ -412,7 +412,8 @@ def test_full_disk_spills_then_resume_replays(tmp_path: Path, monkeypatch: pytes
     assert "Free space and re-run the same command to resume" in message
     [spill] = spill_files(run_dir)
     assert spill.name in message
-    spilled = [json.loads(line) for line in spill.read_text().splitlines()]
+    # The spilled lines, then what is left of the space reserved at the start (one blank line).
+    spilled = [json.loads(line) for line in spill.read_text().splitlines() if line.strip()]
     sent_first = sum(first.sent.values())
     assert len(spilled) == sent_first - 5 > 0  # every answer past the full disk is kept: none lost
     assert f"{len(spilled)} answer(s) the store could not take" in message
@@ -451,7 +452,7 @@ def test_spill_that_fails_too_counts_the_lost(tmp_path: Path, monkeypatch: pytes
     with monkeypatch.context() as m:
         fill_disk_after(m, 3)
         m.setattr(RunStore, "spill", no_space)
-        with pytest.raises(StoreFullError, match=r"every answer received is stored; \d+ answer\(s\) could not be "
+        with pytest.raises(StoreFullError, match=r"every answer the store took is kept; \d+ answer\(s\) could not be "
                                                  "kept anywhere and will be sent again") as info:
             run_into(run_dir, first)
     lost = sum(first.sent.values()) - 3
@@ -492,7 +493,7 @@ def test_full_disk_before_any_call(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     client = CountingClient()
     with monkeypatch.context() as m:
         m.setattr(RunStore, "add_jobs", full)
-        with pytest.raises(StoreFullError, match="every answer received is stored"):
+        with pytest.raises(StoreFullError, match="every answer the store took is kept"):
             run_into(tmp_path / "run", client)
     assert not client.sent and not spill_files(tmp_path / "run")
 
@@ -545,3 +546,29 @@ def test_disk_full_errors_names_the_run_directory(tmp_path: Path) -> None:
     with pytest.raises(PermissionError):  # anything else is not turned into a full disk
         with disk_full_errors(tmp_path):
             raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_spill_space_is_reserved_before_the_disk_fills(tmp_path: Path) -> None:
+    """A disk full for the store is full for a new spill file too: the space is claimed at the start."""
+    from promptgrid.matrix.running.store import SPILL_RESERVE
+
+    run_dir = tmp_path / "run"
+    with RunStore(run_dir, create=True) as store:
+        store.reserve_spill()
+        path = store.spill_path
+        assert path.stat().st_size == SPILL_RESERVE
+        assert path.stat().st_blocks * 512 >= SPILL_RESERVE  # real blocks, not a sparse file
+        results = [CallResult(key=f"k{i}", model="m", repeat=0, prompt_sha256="p", params="{}", status="done",
+                              response="x" * 1000) for i in range(20)]
+        for result in results:
+            store.spill(result, [])
+        assert path.stat().st_size == SPILL_RESERVE  # written over the reservation: no new block needed
+    assert path.exists()  # kept: it holds answers
+    with RunStore(run_dir) as store:
+        assert store.replay_spills() == 20
+        assert sorted(k for (k,) in store.db.execute("SELECT key FROM calls")) == sorted(r.key for r in results)
+    assert not path.exists()
+    with RunStore(run_dir) as store:  # a run that spilled nothing leaves no file behind
+        store.reserve_spill()
+        assert store.spill_path.exists()
+    assert list(run_dir.glob("spill-*.jsonl")) == []
