@@ -74,16 +74,20 @@ def build_report(
     if out_dir is None or not wanted:
         return ReportResult(data, (), console)
     out = Path(out_dir)
+    elsewhere = "write the report elsewhere with --out DIR (out=DIR in Python), e.g. for a read-only archived run."
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ReportError(f"cannot create the report directory {out}: {exc.strerror or exc}.") from None
+        raise ReportError(f"cannot create the report directory {out}: {exc.strerror or exc}; {elsewhere}") from None
     written: list[Path] = []
 
     def write(name: str, content: str | bytes) -> None:
         path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        written.append(atomic_write(path, content))  # never over a run's own files, never half a file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(atomic_write(path, content))  # never over a run's own files, never half a file
+        except PermissionError as exc:
+            raise ReportError(f"cannot write {path}: {exc.strerror or exc}; {elsewhere}") from None
 
     figures: list[Any] = []
     if wanted & {"md", "html", "figures"}:

@@ -42,7 +42,9 @@ import errno
 import functools
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -264,7 +266,7 @@ def _guarded_iter(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def _connect_readonly(path: Path) -> sqlite3.Connection:
+def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, Path | None]:
     """Open the store for reading only: no lock, nothing written, no file created beside it.
 
     ``mode=ro`` alone is not enough: SQLite then creates ``-wal``/``-shm``
@@ -274,19 +276,45 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
     ``immutable=1``, which reads the file alone. A store with a ``-wal``
     (a run in progress, or one that was killed) is opened ``mode=ro`` so the
     commits still in the WAL are read too; that needs its ``-shm`` file, or a
-    writable directory to create it in.
+    writable directory to create it in. An archive that has neither (a
+    killed run's directory copied without ``-shm``, then made read-only) is
+    read from a private copy of the store and its WAL in a temporary
+    directory, returned second so the caller removes it on close.
     """
     wal = path.with_name(path.name + "-wal")
     query = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None, timeout=30.0)
         db.execute("PRAGMA query_only=1")
+        if wal.exists():  # opening is lazy: read once, so a -shm that cannot be created shows here
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error:
+                db.close()
+                raise
+        return db, None
     except sqlite3.Error as exc:
         if not wal.exists():
             raise _store_error(path, exc) from None
-        raise StoreError(f"cannot open {path} read-only: {exc}. A run directory copied while a run was "
+        first = exc
+    copy = Path(tempfile.mkdtemp(prefix="promptgrid-store-"))
+    try:
+        shutil.copyfile(path, copy / path.name)
+        shutil.copyfile(wal, copy / wal.name)
+        db = sqlite3.connect(f"{(copy / path.name).as_uri()}?mode=ro", uri=True, isolation_level=None,
+                             timeout=30.0)
+    except (OSError, sqlite3.Error):
+        shutil.rmtree(copy, ignore_errors=True)
+        raise StoreError(f"cannot open {path} read-only: {first}. A run directory copied while a run was "
                          f"writing it needs its {wal.name} and {path.name}-shm files too.") from None
-    return db
+    try:
+        db.execute("PRAGMA query_only=1")
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:  # the copy opens where the original could not: what is left is damage
+        db.close()
+        shutil.rmtree(copy, ignore_errors=True)
+        raise _store_error(path, exc) from None
+    return db, copy
 
 
 class RunStore:
@@ -303,10 +331,11 @@ class RunStore:
             raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
         self._model_ids: dict[str, int] = {}
         self._spill_fd: int | None = None
+        self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
         self._spill_at = 0  # where the next spilled line goes
         self._spilled_any = False
         if readonly:
-            self.db = _connect_readonly(self.path)
+            self.db, self._copy = _connect_readonly(self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -316,7 +345,7 @@ class RunStore:
         try:
             self._open(create=create, readonly=readonly)
         except BaseException:
-            self.db.close()
+            self.close()
             raise
 
     @_guarded
@@ -361,6 +390,9 @@ class RunStore:
                 with contextlib.suppress(OSError):
                     self.spill_path.unlink()
         self.db.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     def __enter__(self) -> RunStore:
         return self

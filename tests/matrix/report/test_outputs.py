@@ -223,3 +223,15 @@ def test_figures_are_deterministic_and_undated(tmp_path: Path) -> None:
     svg = (tmp_path / "a" / "figures" / "heatmap.svg").read_text(encoding="utf-8")
     assert "<dc:date>" not in svg
     assert (tmp_path / "a" / "figures" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_report_that_cannot_be_written_says_to_use_out(tmp_path: Path) -> None:
+    """A read-only archived run cannot hold RUN/report: the error says where else it can go."""
+    from promptgrid.errors import ReportError
+    from promptgrid.matrix.report import build_report
+    from support.rows import make_row
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ReportError, match=r"cannot create the report directory .*--out DIR \(out=DIR in Python\)"):
+        build_report([make_row(case_id="c1")], blocker / "report", baseline=None, formats={"md"}, n_resamples=200)

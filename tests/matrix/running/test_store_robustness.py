@@ -351,12 +351,15 @@ _SETPRIV = shutil.which("setpriv")
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or _SETPRIV is None,
                     reason="as root, setpriv drops the capability that writes through chmod a-w")
-@pytest.mark.parametrize("killed_writer", [False, True], ids=["closed store", "store with -wal (killed run)"])
-def test_chmod_read_only_run_directory_as_root_without_capabilities(killed_writer: bool, base_run: Path,
+@pytest.mark.parametrize("killed_writer", [False, True, "no-shm"],
+                         ids=["closed store", "store with -wal (killed run)", "-wal copied without -shm"])
+def test_chmod_read_only_run_directory_as_root_without_capabilities(killed_writer: bool | str, base_run: Path,
                                                                     tmp_path: Path) -> None:
     run_dir = copy_run(base_run, tmp_path / "archive")
     if killed_writer:
         _leave_wal(run_dir)
+    if killed_writer == "no-shm":  # read from a private copy: the directory cannot hold a new -shm
+        (run_dir / f"{STORE_FILE}-shm").unlink()
     paths = [run_dir, *run_dir.rglob("*")]
     for p in paths:
         p.chmod(p.stat().st_mode & ~0o222)
