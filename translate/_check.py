@@ -944,9 +944,22 @@ def _dropped_sentence(src_prose: str, tr_prose: str, low: float, slack: int) -> 
         return None
     for number, (src, tr) in enumerate(zip(source, translated), 1):
         src_len, tr_len = _content_length(src), _content_length(tr)
-        if tr_len < low * src_len - slack:
+        if tr_len < low * src_len - slack:  # full slack: pieces split at commas/colons are short
             return f"sentence {number} has {tr_len} letters for {src_len} in the source: most of it dropped"
     return None
+
+
+#: The lower bound's slack fades out between these source lengths (letters): a short label
+#: ("City") may translate to a word of any length, but a whole sentence cut to one word
+#: ("Send a text message to one of your contacts." -> "メッセージ") must fail.
+LOW_SLACK_FULL, LOW_SLACK_NONE = 16, 64
+
+
+def _low_slack(slack: int, src_len: int) -> float:
+    """The lower bound's slack for a source of ``src_len`` letters (see ``LOW_SLACK_FULL``)."""
+    if src_len <= LOW_SLACK_FULL:
+        return slack
+    return slack * max(0.0, (LOW_SLACK_NONE - src_len) / (LOW_SLACK_NONE - LOW_SLACK_FULL))
 
 
 def _length_bounds(lang: str, source: str) -> tuple[float, float, int]:
@@ -961,7 +974,7 @@ def _length_bounds(lang: str, source: str) -> tuple[float, float, int]:
 def _length_problem(src_prose: str, tr_prose: str, src_len: int, tr_len: int, lang: str,
                     source: str = "en") -> str | None:
     low, high, slack = _length_bounds(lang, source)
-    if tr_len < low * src_len - slack or tr_len == 0:
+    if tr_len < low * src_len - _low_slack(slack, src_len) or tr_len == 0:
         return f"{tr_len} letters for {src_len} in the source: too short for {lang} (truncated?)"
     dropped = _dropped_sentence(src_prose, tr_prose, low, slack)
     if dropped:
