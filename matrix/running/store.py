@@ -551,17 +551,25 @@ class RunStore:
         A disk that fills during a run is full for the spill file too, so the
         answers that arrive after it would have nowhere to go. The reservation
         is ``spill_path`` written full of spaces (real blocks, not a sparse
-        file) and one newline: a blank line that ``replay_spills`` skips.
+        file; at most a tenth of the free space) and one newline: a blank line that ``replay_spills`` skips.
         ``spill`` then overwrites it from the start and only grows the file
         past it; ``close`` deletes it when nothing was spilled. Best effort: on
         a disk already too full to reserve, ``spill`` appends as it can.
         """
         if self._spill_fd is not None:
             return
+        try:  # never more than a tenth of the free space: the reservation must not fill the disk itself
+            st = os.statvfs(self.path.parent)
+            size = min(size, st.f_bavail * st.f_frsize // 10)
+        except OSError:
+            pass
         fd = os.open(self.spill_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, b" " * (size - 1) + b"\n")
-            os.fsync(fd)
+            if size > 0:
+                view = memoryview(b" " * (size - 1) + b"\n")
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
