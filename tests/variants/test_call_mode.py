@@ -62,6 +62,14 @@ def test_builtin_call_modes_grid() -> None:
     assert grid.variants[-1].label == "native"
 
 
+def test_builtin_demo_grid_is_prompt_vs_constrained_for_json_and_python() -> None:
+    grid = load_grid("demo")
+    assert [(v.call_mode, v.return_format) for v in grid] == [
+        (CallMode.PROMPT, ReturnFormat.JSON), (CallMode.PROMPT, ReturnFormat.PYTHON),
+        (CallMode.CONSTRAINED, ReturnFormat.JSON), (CallMode.CONSTRAINED, ReturnFormat.PYTHON)]
+    assert all(not v.tool_call_tag and v.doc_format is DocFormat.JSON for v in grid)
+
+
 def test_product_collapses_native_to_one_variant_in_first_order(tmp_path: Path) -> None:
     grid = load_grid(write(tmp_path, """
 include:
