@@ -25,16 +25,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from promptgrid.matrix.api import load_results  # noqa: E402
 from promptgrid.matrix.running.results import ResultRow  # noqa: E402
-from promptgrid.matrix.scoring.verdict import FailureMode  # noqa: E402
+from promptgrid.matrix.report._call_modes import PARSE_FAILURE_MODES  # noqa: E402  (one definition)
 
-PARSE_FAILURE_MODES = frozenset(m.value for m in (
-    FailureMode.NO_CALL, FailureMode.PROSE_INSTEAD_OF_CALL, FailureMode.PER_CALL_TOOLCALL_WRAPPING,
-    FailureMode.PER_CALL_FUNCTIONS_WRAPPING, FailureMode.PER_CALL_LIST_WRAPPING, FailureMode.TAG_MISSING,
-    FailureMode.UNEXPECTED_TAG, FailureMode.OTHER_FORMAT, FailureMode.UNCLOSED_TAG, FailureMode.BAD_ESCAPING,
-    FailureMode.CODE_FENCE, FailureMode.PROSE_AROUND_CALL, FailureMode.WRONG_XML_TYPE_NAMES,
-    FailureMode.MALFORMED_CALL, FailureMode.BAD_TOOL_ARGUMENTS,
-))
-"""Failure modes that mean "no call in the requested format" (the same set as the report's parse share)."""
 MODES = ("prompt", "constrained", "native")
 
 
