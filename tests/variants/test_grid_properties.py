@@ -58,7 +58,9 @@ def test_expansion_properties(tmp_path: Path, spec: dict[str, object]) -> None:
     try:
         first = load_grid(path)
     except GridError as exc:
-        assert "expands to no variants" in str(exc)
+        # The two refusals a random grid can meet: nothing left after exclude, or a point that sets
+        # call_mode: native beside a format dimension it collapses (a documented contradiction).
+        assert "expands to no variants" in str(exc) or "does not apply with call_mode: native" in str(exc), exc
         return
     second = load_grid(path)
     assert first.variants == second.variants  # deterministic
