@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from promptgrid.errors import RunError
 from promptgrid.records import Case
+from promptgrid.safeio import parse_json_line
 from promptgrid.variants import Grid, Variant, load_grid
 from promptgrid.variants._yaml import read_yaml_text
 
@@ -343,7 +344,7 @@ def read_run_json(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(run_dir) / RUN_JSON
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json_line(path.read_text(encoding="utf-8"))  # bounded: an archive may come from anyone
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -127,3 +127,15 @@ def test_unreadable_run_json_stops_the_run_and_is_kept(tmp_path: Path) -> None:
     with pytest.raises(pg.RunError, match=r"cannot read .*run\.json.*Move it aside"):
         _run(run_dir)
     assert (run_dir / "run.json").read_text(encoding="utf-8") == "{not json"
+
+
+@pytest.mark.parametrize("hostile", ["[" * 100_000 + "]" * 100_000, '{"n": ' + "9" * 5000 + "}",
+                                     '{"x": NaN}'], ids=["deep", "huge number", "nan"])
+def test_hostile_run_json_is_one_line_error(tmp_path: Path, hostile: str) -> None:
+    from promptgrid.matrix.running.session import read_run_json
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(hostile, encoding="utf-8")
+    with pytest.raises(pg.RunError, match=r"cannot read .*run\.json.*Move it aside"):
+        read_run_json(run_dir)
