@@ -44,6 +44,7 @@ __all__ = [
     "RetryableError",
     "call_error",
     "convert_exception",
+    "kind_from_status",
     "credential_hint",
     "credential_vars",
     "import_litellm",
@@ -67,6 +68,9 @@ class ErrorKind(str, enum.Enum):
     CONTEXT_LENGTH = "context_length"
     NOT_FOUND = "not_found"
     CONTENT_FILTER = "content_filter"
+    EXPIRED = "expired"
+    """A batch line the provider never answered: its batch expired or was cancelled first (sending it again can
+    succeed)."""
     UNKNOWN = "unknown"
 
     @property
@@ -75,7 +79,7 @@ class ErrorKind(str, enum.Enum):
 
 
 _RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.SERVER, ErrorKind.TIMEOUT,
-                        ErrorKind.CONNECTION, ErrorKind.MALFORMED})
+                        ErrorKind.CONNECTION, ErrorKind.MALFORMED, ErrorKind.EXPIRED})
 
 
 class CallError(Exception):
@@ -280,7 +284,8 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def _kind_from_status(status: int | None) -> ErrorKind:
+def kind_from_status(status: int | None) -> ErrorKind:
+    """The error kind of an HTTP status (a provider error, a batch line's status code)."""
     if status is None:
         return ErrorKind.UNKNOWN
     if status == 429:
@@ -343,7 +348,7 @@ def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = 
     elif isinstance(exc, ValueError) and "json" in str(exc).lower():
         kind = ErrorKind.MALFORMED
     else:
-        kind = _kind_from_status(status)
+        kind = kind_from_status(status)
     if kind in _CREDENTIAL_SUSPECTS and _missing_credentials(str(exc)):
         kind = ErrorKind.AUTH
     retry_after = _retry_after(exc) if kind.retryable else None

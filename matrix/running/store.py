@@ -59,7 +59,7 @@ from promptgrid.variants import Variant
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
 
-__all__ = ["CallResult", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
+__all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
            "case_to_dict", "disk_full_errors", "disk_full_stop"]
 
 SCHEMA_VERSION = 1
@@ -90,6 +90,23 @@ CREATE TABLE IF NOT EXISTS jobs (
     PRIMARY KEY (model, variant, "case", repeat)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
+"""
+
+# Tables added after schema 1 shipped: created by ``_upgrade`` on every writable open (``IF NOT EXISTS``), so
+# a store of any schema-1 promptgrid gains them on its next run; readers of a store without them see none.
+_BATCH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY, model TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+    provider_id TEXT, input_file TEXT, output_file TEXT, error_file TEXT,
+    requests INTEGER NOT NULL, bytes INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS batch_jobs (
+    batch TEXT NOT NULL, key TEXT NOT NULL, model TEXT NOT NULL, repeat INTEGER NOT NULL,
+    prompt_sha256 TEXT NOT NULL, params TEXT NOT NULL, native INTEGER NOT NULL,
+    PRIMARY KEY (batch, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS batch_jobs_by_key ON batch_jobs (key);
 """
 
 VerdictRow = tuple[tuple[int, int, int, int], str | None, bool | None, str | None]
@@ -123,6 +140,53 @@ class CallResult:
     error: str | None = None
     error_kind: str | None = None
     raw_model: str | None = None
+
+
+#: Batch states (``BatchRecord.state``): recorded before upload, file uploaded, batch created at the provider,
+#: provider finished (results not all stored yet), results stored; ``exported``: written by export-batch.
+PREPARING, UPLOADED, SUBMITTED, ENDED, COLLECTED, EXPORTED = (
+    "preparing", "uploaded", "submitted", "ended", "collected", "exported")
+LIVE_BATCH_STATES = (PREPARING, UPLOADED, SUBMITTED, ENDED)
+"""A key in a batch in one of these states is never put in another batch nor sent online."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    """One batch of one model's calls sent to a provider's batch API (or written by export-batch)."""
+
+    id: str
+    """Our id (also the uploaded file's name and the batch's metadata), unique in the store."""
+    model: str
+    kind: str
+    """``openai`` (OpenAI-compatible files + batches API), ``bedrock``, ``export``."""
+    state: str
+    provider_id: str | None
+    input_file: str | None
+    output_file: str | None
+    error_file: str | None
+    requests: int
+    bytes: int
+    created_at: float
+    updated_at: float
+    detail: str | None
+    """JSON: the provider's own state, request counts, errors."""
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_BATCH_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJob:
+    """What a batch line needs to become a ``CallResult`` when its answer comes back."""
+
+    key: str
+    model: str
+    repeat: int
+    prompt_sha256: str
+    params: str
+    native: int
+    """1 when the call was sent with native tools (its answer is stored as the tool-call envelope)."""
 
 
 def case_to_dict(case: Case) -> dict[str, Any]:
@@ -334,6 +398,7 @@ class RunStore:
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
         self._spill_at = 0  # where the next spilled line goes
         self._spilled_any = False
+        self._tables: set[str] | None = None  # table names, read once (``_has_table``)
         if readonly:
             self.db, self._copy = _connect_readonly(self.path)
         else:
@@ -363,6 +428,22 @@ class RunStore:
         if create and not tables:
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if not readonly:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Add what later versions of schema 1 have (tables, nullable columns) to a store that lacks it.
+
+        Additive only, so an older promptgrid still reads the store (it ignores what it does not know).
+        """
+        self.db.executescript(_BATCH_SCHEMA)
+        self._tables = None
+
+    def _has_table(self, name: str) -> bool:
+        """Whether the store has table ``name`` (a read-only store of an older version may lack the batch tables)."""
+        if self._tables is None:
+            self._tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return name in self._tables
 
     def _check_schema(self, tables: set[str]) -> None:
         """Raise ``StoreError`` unless the file is a promptgrid store of the schema this version reads."""
@@ -538,6 +619,102 @@ class RunStore:
                 "AND repeat=?",
                 [(v, None if ok is None else int(ok), code, *row) for row, v, ok, code in verdicts])
 
+    # ------------------------------------------------------------------ batches (provider batch APIs, export)
+
+    @_guarded
+    def add_batch(self, batch: BatchRecord, lines: Sequence[BatchJob]) -> None:
+        """Record a batch and its jobs in one transaction, before anything is uploaded.
+
+        Written first so that a process killed while uploading finds the batch
+        (and its keys) on resume and never puts those keys in a second batch.
+        """
+        with self._transaction():
+            self.db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                batch.id, batch.model, batch.kind, batch.state, batch.provider_id, batch.input_file,
+                batch.output_file, batch.error_file, batch.requests, batch.bytes, batch.created_at,
+                batch.updated_at, batch.detail))
+            self.db.executemany("INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?)",
+                                [(batch.id, *line) for line in lines])
+
+    @_guarded
+    def update_batch(self, batch_id: str, **fields: Any) -> BatchRecord:
+        """Set fields of a stored batch (state, provider_id, files, detail), committed at once; returns it."""
+        allowed = {"state", "provider_id", "input_file", "output_file", "error_file", "detail"}
+        if not fields.keys() <= allowed:
+            raise ValueError(f"cannot update batch fields {sorted(fields.keys() - allowed)}")
+        sets = ", ".join(f"{k}=?" for k in fields)
+        with self._transaction():
+            self.db.execute(f"UPDATE batches SET {sets}, updated_at=? WHERE id=?",
+                            (*fields.values(), time.time(), batch_id))
+        found = self.batches(batch_id=batch_id)
+        if not found:
+            raise KeyError(batch_id)
+        return found[0]
+
+    @_guarded
+    def batches(self, *, model: str | None = None, batch_id: str | None = None) -> list[BatchRecord]:
+        """The recorded batches (of ``model``, or the one ``batch_id``), oldest first."""
+        if not self._has_table("batches"):
+            return []
+        where, args = [], []
+        if model is not None:
+            where.append("model=?")
+            args.append(model)
+        if batch_id is not None:
+            where.append("id=?")
+            args.append(batch_id)
+        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at, id"
+        return [BatchRecord(*row) for row in self.db.execute(sql, args)]
+
+    @_guarded
+    def batch_jobs(self, batch_id: str) -> dict[str, BatchJob]:
+        """The jobs of one batch by key (what its result lines must join back to)."""
+        if not self._has_table("batch_jobs"):
+            return {}
+        return {row[0]: BatchJob(*row) for row in self.db.execute(
+            "SELECT key, model, repeat, prompt_sha256, params, native FROM batch_jobs WHERE batch=?", (batch_id,))}
+
+    @_guarded
+    def live_batch_keys(self, model: str) -> set[str]:
+        """Keys of ``model`` that are in a live batch (recorded, uploaded, running or not yet collected)."""
+        if not self._has_table("batches"):
+            return set()
+        marks = ",".join("?" * len(LIVE_BATCH_STATES))
+        return {k for (k,) in self.db.execute(
+            f"SELECT bj.key FROM batch_jobs bj JOIN batches b ON b.id = bj.batch WHERE b.model=? "
+            f"AND b.kind != 'export' AND b.state IN ({marks})", (model, *LIVE_BATCH_STATES))}
+
+    @_guarded
+    def job_rows(self, keys: Sequence[str]) -> dict[str, list[tuple[int, int, int, int]]]:
+        """The (model, variant, case, repeat) rows each of ``keys`` answers."""
+        out: dict[str, list[tuple[int, int, int, int]]] = {}
+        for chunk in _chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            for m, v, c, r, key in self.db.execute(
+                    f'SELECT model, variant, "case", repeat, key FROM jobs WHERE key IN ({marks})', chunk):
+                out.setdefault(key, []).append((m, v, c, r))
+        return out
+
+    @_guarded
+    def record_many(self, entries: Sequence[tuple[CallResult, Sequence[VerdictRow]]], *,
+                    keep_answers: bool = True) -> int:
+        """Commit several results in one transaction; returns how many were written.
+
+        With ``keep_answers`` a key that already has an answer (status done)
+        is left as it is: collecting a batch's results again (a resumed
+        collection, a second import of the same file) changes nothing.
+        """
+        written = 0
+        with self._transaction():
+            for result, verdicts in entries:
+                if keep_answers:
+                    row = self.db.execute("SELECT status FROM calls WHERE key=?", (result.key,)).fetchone()
+                    if row is not None and row[0] == DONE:
+                        continue
+                self._insert_result(result, verdicts)
+                written += 1
+        return written
+
     # ------------------------------------------------------------------ full disk: spill and replay
 
     @property
@@ -711,7 +888,7 @@ class RunStore:
             "SUM(c.status='unsupported') FROM jobs j LEFT JOIN calls c ON c.key = j.key").fetchone()
         calls, call_errors, retryable = self.db.execute(
             "SELECT COUNT(*), SUM(status='error'), SUM(status='error' AND error_kind IN "
-            "('rate_limit','server','timeout','connection','malformed')) FROM calls").fetchone()
+            "('rate_limit','server','timeout','connection','malformed','expired')) FROM calls").fetchone()
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
                 "unsupported": unsupported or 0, "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
 
