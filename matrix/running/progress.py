@@ -47,6 +47,8 @@ class Progress:
         self._last = 0.0 if self.tty else self.start  # logs: first line after one interval
         self._drawn = False
         self._waits: dict[int, tuple[float, str]] = {}
+        self.note: str | None = None
+        """Appended to the line when set (a batch run's ``3 batches running``)."""
         self._tokens = itertools.count()
 
     def wait(self, seconds: float, reason: str) -> int:
@@ -81,7 +83,8 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         waiting = self.waiting()
         return (f"[{bar}] {self.done}/{self.total} ({pct:.0f}%) errors {self.errors} "
-                f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}" + (f" | {waiting}" if waiting else ""))
+                f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}" + (f" | {waiting}" if waiting else "")
+                + (f" | {self.note}" if self.note else ""))
 
     def tick(self, force: bool = False) -> None:
         """Draw if the interval has passed (or ``force``)."""

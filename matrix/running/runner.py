@@ -143,6 +143,14 @@ class RunSummary:
     """Jobs not sent because their model cannot do their call mode (stored ``unsupported``; new or stored)."""
     unsupported_reasons: dict[str, int] = field(default_factory=dict)
     """Of ``unsupported``, how many jobs per reason."""
+    in_batch: int = 0
+    """Jobs not sent because their call is in a live provider batch (``--batch``; collected when it ends)."""
+    batches: int = 0
+    """Provider batches this invocation created (``--batch``)."""
+    batch_jobs: int = 0
+    """Calls this invocation put in those batches."""
+    batches_live: int = 0
+    """Batches of the run directory still running when this invocation ended (``promptgrid status`` collects)."""
 
     @property
     def calls_per_s(self) -> float:
@@ -177,6 +185,8 @@ class _Lane:
     tpm: TokenBucket | None
     halted: str | None = None
     """Why this model gets no more calls (bad key, unknown model): every call would fail the same way."""
+    live: set[str] = field(default_factory=set)
+    """Keys in a live provider batch (``RunStore.live_batch_keys``): never sent online, never batched again."""
 
 
 async def _with_timeout(awaitable: Any, seconds: float) -> Any:
@@ -257,14 +267,16 @@ class Runner:
         installed = self._install_signals(loop)
         ticker = asyncio.create_task(self._tick())
         try:
+            await self._before(lanes)
             for lane in lanes:
                 self._tasks.append(asyncio.create_task(self._guard(self._produce(lane))))
-                for _ in range(max(1, lane.spec.concurrency)):
+                for _ in range(self._workers(lane)):
                     self._tasks.append(asyncio.create_task(self._guard(self._work(lane))))
             results = await asyncio.gather(*self._tasks, return_exceptions=True)
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r
+            await self._after(lanes)
         finally:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -287,6 +299,12 @@ class Runner:
         return self.summary
 
     # ------------------------------------------------------------------ plumbing
+
+    async def _before(self, lanes: Sequence[_Lane]) -> None:
+        """Hook: runs before the producers start (a batch run carries on the batches a killed run left)."""
+
+    async def _after(self, lanes: Sequence[_Lane]) -> None:
+        """Hook: runs after every call of the plan has a result (a batch run polls and collects here)."""
 
     async def _guard(self, coro: Any) -> None:
         """Run a producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
@@ -355,6 +373,7 @@ class Runner:
 
     async def _produce(self, lane: _Lane) -> None:
         store = self.store
+        lane.live = store.live_batch_keys(lane.spec.name)
         try:
             for chunk in self._chunks(lane):
                 if self._stop is not None or lane.halted is not None:
@@ -376,6 +395,10 @@ class Runner:
                         self.summary.shared += 1
                         continue
                     st = status.get(job.key)
+                    if st is None and job.key in lane.live:  # a provider batch has it: collected, not sent
+                        self.summary.in_batch += 1
+                        self.progress.done += 1
+                        continue
                     reason = self._unsupported(lane, job)
                     if reason is not None and (st is None or st == UNSUPPORTED):
                         self._count_unsupported(reason)
@@ -410,8 +433,12 @@ class Runner:
                     await lane.queue.put(call)
         finally:
             if self._stop != "interrupted":
-                for _ in range(max(1, lane.spec.concurrency)):
+                for _ in range(self._workers(lane)):
                     await lane.queue.put(None)
+
+    def _workers(self, lane: _Lane) -> int:
+        """How many tasks take this model's calls off its queue (``concurrency``; a batch run has one writer)."""
+        return max(1, lane.spec.concurrency)
 
     def _unsupported(self, lane: _Lane, job: Job) -> str | None:
         """Why ``lane``'s model cannot be sent ``job``'s request pieces; None when it can (or there are none)."""

@@ -538,7 +538,8 @@ def _warm_up(scorer: Any, prep: Prepared) -> None:
 # --------------------------------------------------------------------------- re-scoring
 
 
-def _stored_records(store: RunStore) -> tuple[dict[int, Variant], dict[int, Case]]:
+def stored_records(store: RunStore) -> tuple[dict[int, Variant], dict[int, Case]]:
+    """The store's variants and cases by their ids (what re-scoring and batch collection score with)."""
     variants = {i: Variant(**dims) for i, (_vid, _label, dims) in store.variants().items()}
     cases = {i: case_from_dict(json.loads(row[4])) for i, row in store.cases().items()}
     return variants, cases
@@ -559,7 +560,7 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
         raise RunError(f"{path} is not a run directory (no {STORE_FILE}).")
     stats = {"scored": 0, "changed": 0, "errors": 0, "failed": 0}
     with RunLock(path), RunStore(path) as store:
-        variants, cases = _stored_records(store)
+        variants, cases = stored_records(store)
         old = store.validity()
         batch: list[Any] = []
         for row, response, status in store.iter_scorable(only_unscored=only_unscored):

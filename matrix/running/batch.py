@@ -1,0 +1,420 @@
+"""A run through provider batch APIs (``promptgrid run --batch``), and storing batch result lines.
+
+Each model's new calls (what an online run would send: not stored, not
+unsupported, not already in a live batch) are written as lines of input files
+(``batches/<batch id>.jsonl`` in the run directory), split by the provider's
+request and size limits, uploaded, and submitted as batches; the run then polls
+them and stores every result line as it is collected. Every step is recorded
+in the store before the next one starts (``BatchRecord.state``)::
+
+    preparing   batch and its keys recorded, input file written, not known to be uploaded
+    uploaded    the provider has the file (its id recorded)
+    submitted   the provider has the batch (its id recorded): running
+    ended       the provider finished it (completed, failed, expired, cancelled): results not all stored
+    collected   every line of it is stored (an answer or a typed error)
+
+A process killed at any point resumes from the store: a ``preparing`` batch
+looks for its file at the provider by name before uploading it, an
+``uploaded`` one for a batch made from its file before creating one, so a step
+done by the provider but never recorded is adopted, not repeated; a
+``submitted`` one is polled; an ``ended`` one is collected again, and lines
+already stored are left as they are. Keys in a live batch (any state before
+``collected``) are never put in another batch and never sent online.
+
+Lines a batch did not answer (expired, cancelled: ``ErrorKind.EXPIRED``), and
+lines that failed, are stored as typed errors, like online errors: a re-run
+with ``--retry-errors`` sends them again (in a new batch with ``--batch``,
+online without). Cost is recorded at the batch price (``BatchBackend.price``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import RunError
+from promptgrid.providers import CallError, ErrorKind
+from promptgrid.records import Case
+from promptgrid.variants import Variant
+
+from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
+from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
+from .store import (COLLECTED, DONE, ENDED, ERROR, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchRecord,
+                    CallResult, RunStore)
+
+__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
+
+BATCH_DIR = "batches"
+"""Input files are written here, inside the run directory, before they are uploaded."""
+
+#: Result lines committed per transaction while collecting (so a killed collection keeps what it stored).
+COLLECT_CHUNK = 500
+
+Scorer = Callable[[str, Variant, Case], Any]
+
+
+@dataclass
+class CollectCounts:
+    """What storing a set of result lines did."""
+
+    written: int = 0
+    """Calls stored (answers and errors)."""
+    answers: int = 0
+    errors: int = 0
+    kept: int = 0
+    """Lines whose key already had an answer: left as they were (a second collection or import)."""
+    unknown: int = 0
+    """Lines whose ``custom_id`` is not a job of the batch (ignored)."""
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+
+def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[str, BatchJob], *,
+                  scorer: Scorer, variants: Mapping[int, Variant], cases: Mapping[int, Case],
+                  redactor: Redactor | None = None, price: Callable[[int, int], float | None] | None = None,
+                  counts: CollectCounts | None = None) -> CollectCounts:
+    """Store result lines as calls, with the verdicts of every job each one answers.
+
+    ``jobs`` are the batch's (or export's) jobs by key; ``variants`` and
+    ``cases`` map the store's ids to records (``session.stored_records``).
+    Committed every ``COLLECT_CHUNK`` lines; a key that already has an answer
+    is kept as it is (``RunStore.record_many``), so storing the same lines
+    twice changes nothing. ``price(input_tokens, output_tokens)`` gives each
+    answer's cost (the batch price).
+    """
+    counts = counts or CollectCounts()
+    redact = redactor or Redactor()
+    pending: list[LineResult] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        rows_of = store.job_rows([r.key for r in pending])
+        entries = []
+        for line in pending:
+            job = jobs[line.key]
+            rows = rows_of.get(line.key, [])
+            if line.completion is not None:
+                c = line.completion
+                text = envelope(c.text, c.tool_calls) if job.native else c.text
+                cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None \
+                    else None
+                result = CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                                    params=job.params, status=DONE, response=redact.exact(text),
+                                    finish_reason=c.finish_reason, input_tokens=c.input_tokens,
+                                    output_tokens=c.output_tokens, cost_usd=cost, attempts=1, raw_model=c.model)
+                verdicts = []
+                for row in rows:
+                    try:
+                        verdicts.append(verdict_row(row, scorer(result.response or "", variants[row[1]],
+                                                                cases[row[2]])))
+                    except Exception:  # noqa: BLE001 - a checker bug must not lose the answer; `score` redoes it
+                        continue
+            else:
+                error = line.error or CallError(ErrorKind.UNKNOWN, "no answer")
+                result = CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                                    params=job.params, status=ERROR, attempts=1, error=redact(error.message),
+                                    error_kind=error.kind.value)
+                verdicts = [(row, None, False, None) for row in rows]
+            entries.append((result, verdicts))
+        written = store.record_many(entries)
+        counts.written += written
+        counts.kept += len(entries) - written
+        for result, _ in entries:
+            if result.status == DONE:
+                counts.answers += 1
+            else:
+                counts.errors += 1
+                kind = result.error_kind or "unknown"
+                counts.error_kinds[kind] = counts.error_kinds.get(kind, 0) + 1
+        pending.clear()
+
+    seen: set[str] = set()
+    for line in lines:
+        if line.key not in jobs or line.key in seen:
+            counts.unknown += line.key not in jobs
+            continue
+        seen.add(line.key)
+        pending.append(line)
+        if len(pending) >= COLLECT_CHUNK:
+            flush()
+    flush()
+    return counts
+
+
+def _lines_of(backend: BatchBackend, data: bytes, where: str) -> Iterable[LineResult]:
+    """The result lines of a downloaded file; a line whose key cannot be read is skipped (its job is then
+    one the file did not answer)."""
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield backend.decode(raw, f"{where}:{number}")
+        except CallError:
+            continue
+
+
+async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchRecord, *, scorer: Scorer,
+                        variants: Mapping[int, Variant], cases: Mapping[int, Case],
+                        redactor: Redactor | None = None) -> CollectCounts:
+    """Download an ended batch's output and error files and store every line; mark it ``collected``.
+
+    Jobs of the batch that neither file answers are stored as errors: ``expired``
+    when the batch expired or was cancelled (retryable), the batch's own error
+    when it failed validation.
+    """
+    jobs = store.batch_jobs(batch.id)
+    counts = CollectCounts()
+    detail = json.loads(batch.detail) if batch.detail else {}
+    for file_id, what in ((batch.output_file, "output"), (batch.error_file, "errors")):
+        if not file_id:
+            continue
+        data = await backend.download(file_id)
+        store_results(store, _lines_of(backend, data, f"batch {batch.provider_id} {what} file {file_id}"), jobs,
+                      scorer=scorer, variants=variants, cases=cases, redactor=redactor, price=backend.price,
+                      counts=counts)
+    answered = store.lookup(list(jobs))
+    missing = [k for k in jobs if k not in answered]
+    if missing:
+        provider_state = detail.get("provider_state") or "ended"
+        if provider_state == "failed":
+            kind = ErrorKind.BAD_REQUEST
+            message = f"batch {batch.provider_id} failed: {detail.get('errors') or 'no reason given'}"
+        else:
+            kind = ErrorKind.EXPIRED
+            message = f"batch {batch.provider_id} {provider_state} before answering this line"
+        store_results(store, (LineResult(k, error=CallError(kind, message)) for k in missing), jobs, scorer=scorer,
+                      variants=variants, cases=cases, redactor=redactor, counts=counts)
+    store.update_batch(batch.id, state=COLLECTED)
+    return counts
+
+
+async def advance(store: RunStore, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> BatchRecord:
+    """Take a batch one step further (upload, submit, poll); returns it as recorded afterwards."""
+    if batch.state == PREPARING:
+        file_id = await backend.find_upload(batch.id)
+        if file_id is None:
+            path = run_dir / BATCH_DIR / f"{batch.id}.jsonl"
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise RunError(f"batch {batch.id}: its input file {path} is gone ({exc.strerror}) and the provider "
+                               "has no upload of it. Remove the run directory's batch record by running with "
+                               "a new --run-dir, or restore the file.") from None
+            file_id = await backend.upload(batch.id, data)
+        return store.update_batch(batch.id, state=UPLOADED, input_file=file_id)
+    if batch.state == UPLOADED:
+        assert batch.input_file is not None
+        provider_id = await backend.find_submitted(batch.input_file, batch.id)
+        if provider_id is None:
+            provider_id = await backend.submit(batch.input_file, batch.id)
+        return store.update_batch(batch.id, state=SUBMITTED, provider_id=provider_id)
+    if batch.state == SUBMITTED:
+        assert batch.provider_id is not None
+        status = await backend.status(batch.provider_id)
+        if status.state == "running":
+            if batch.detail != status.to_detail():
+                return store.update_batch(batch.id, detail=status.to_detail())
+            return batch
+        return store.update_batch(batch.id, state=ENDED, output_file=status.output_file,
+                                  error_file=status.error_file, detail=status.to_detail())
+    return batch
+
+
+async def poll_batches(store: RunStore, backends: Mapping[str, BatchBackend], run_dir: Path, *, scorer: Scorer,
+                       variants: Mapping[int, Variant], cases: Mapping[int, Case], redactor: Redactor | None = None,
+                       wait: bool = False, poll_s: float = 30.0, models: Iterable[str] | None = None,
+                       on_progress: Callable[[list[BatchRecord]], None] | None = None) -> CollectCounts:
+    """Advance every live batch of ``models`` (all with a backend) as far as it goes now; with ``wait``, until
+    all are collected, polling every ``poll_s`` seconds. Returns what was collected."""
+    total = CollectCounts()
+    names = set(models) if models is not None else set(backends)
+    while True:
+        live = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names]
+        for batch in live:
+            backend = backends[batch.model]
+            before = None
+            while batch.live and batch.state != before and batch.state != ENDED:
+                before = batch.state
+                batch = await advance(store, backend, batch, run_dir)
+            if batch.state == ENDED:
+                counts = await collect_batch(store, backend, batch, scorer=scorer, variants=variants, cases=cases,
+                                             redactor=redactor)
+                _merge(total, counts)
+                _remove_input(run_dir, batch.id)
+        if on_progress is not None:
+            on_progress(store.batches())
+        still = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names]
+        if not wait or not still:
+            return total
+        await asyncio.sleep(poll_s)
+
+
+def _merge(total: CollectCounts, counts: CollectCounts) -> None:
+    for name in ("written", "answers", "errors", "kept", "unknown"):
+        setattr(total, name, getattr(total, name) + getattr(counts, name))
+    for kind, n in counts.error_kinds.items():
+        total.error_kinds[kind] = total.error_kinds.get(kind, 0) + n
+
+
+def _remove_input(run_dir: Path, batch_id: str) -> None:
+    """A collected batch's input file is not needed any more (its results are stored)."""
+    try:
+        (run_dir / BATCH_DIR / f"{batch_id}.jsonl").unlink()
+    except OSError:
+        pass
+
+
+class _Builder:
+    """The input file being filled for one model (flushed at the provider's limits)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.jobs: list[BatchJob] = []
+        self.size = 0
+        self.rows = 0
+        """Job rows the lines answer (identical prompts of several variants share a line)."""
+
+
+class BatchRunner(Runner):
+    """A ``Runner`` whose new calls go into provider batches instead of online calls.
+
+    The plan, the cache, deduplication and ``unsupported`` are the online
+    runner's (its producer); one batch writer per model takes the new calls,
+    and after the plan is walked the run polls and collects (``wait``) or
+    returns with the batches submitted (``promptgrid status`` or the same
+    command collects them later).
+    """
+
+    def __init__(self, *args: Any, backends: Mapping[str, BatchBackend], wait: bool = True, poll_s: float = 30.0,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.backends = dict(backends)
+        self.wait = wait
+        self.poll_s = poll_s
+        self.run_dir = Path(self.store.path).parent
+        self.collected = CollectCounts()
+
+    def _workers(self, lane: _Lane) -> int:
+        return 1
+
+    async def _before(self, lanes: Sequence[_Lane]) -> None:
+        # What a killed run left: carry its batches as far as they go before planning new ones.
+        await self._poll(wait=False)
+
+    async def _after(self, lanes: Sequence[_Lane]) -> None:
+        if self._stop is None:
+            await self._poll(wait=self.wait)
+
+    async def run(self) -> RunSummary:
+        summary = await super().run()
+        summary.batches_live = sum(1 for b in self.store.batches() if b.live and b.kind != "export")
+        summary.sent = self.collected.written
+        summary.errors = self.collected.errors
+        summary.error_kinds = dict(self.collected.error_kinds)
+        return summary
+
+    async def _poll(self, *, wait: bool) -> None:
+        """Advance and collect this run's models' live batches (until none is left, with ``wait``)."""
+        from .session import stored_records
+
+        if not self.store.batches():
+            return
+        variants, cases = stored_records(self.store)
+        polling = asyncio.ensure_future(poll_batches(
+            self.store, self.backends, self.run_dir, scorer=self.scorer, variants=variants, cases=cases,
+            redactor=self.redact, wait=wait, poll_s=self.poll_s, models=self.backends,
+            on_progress=self._batch_progress))
+        self._tasks.append(polling)  # Ctrl-C cancels it like the calls of an online run
+        try:
+            _merge(self.collected, await polling)
+        except asyncio.CancelledError:
+            self._stop = "interrupted"
+        except CallError as exc:
+            self.summary.halted["batch API"] = (
+                f"{exc.kind.value}: {self.redact(exc.message)}. Batches are kept: run the same command again, "
+                "or promptgrid status RUN_DIR, to go on collecting.")
+        finally:
+            self._tasks.remove(polling)
+
+    def _batch_progress(self, batches: list[BatchRecord]) -> None:
+        live = [b for b in batches if b.live and b.kind != "export"]
+        self.progress.note = f"{len(live)} batch(es) running, polled every {self.poll_s:g} s" if live else None
+        self.progress.tick(force=True)
+
+    def _live_keys(self, lane: _Lane) -> set[str]:
+        return self.store.live_batch_keys(lane.spec.name)
+
+    async def _work(self, lane: _Lane) -> None:
+        """Take the new calls off the queue into input files; flush at the limits and at the end."""
+        backend = self.backends[lane.spec.name]
+        builder = _Builder()
+        while True:
+            call = await lane.queue.get()
+            if call is None:
+                break
+            if self._stop is not None:
+                self._inflight.pop(call.job.key, None)
+                continue
+            line = self._encode(backend, call)
+            if builder.lines and (len(builder.lines) + 1 > backend.max_requests
+                                  or builder.size + len(line) > backend.max_bytes):
+                await self._flush(lane, backend, builder)
+                builder = _Builder()
+            builder.lines.append(line)
+            builder.size += len(line)
+            builder.rows += len(call.rows)
+            job = call.job
+            request = getattr(job, "request", None)
+            builder.jobs.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
+                                         int(request is not None and request.get("call_mode") == "native")))
+        if builder.lines and self._stop != "interrupted":
+            await self._flush(lane, backend, builder)
+
+    def _encode(self, backend: BatchBackend, call: _Call) -> bytes:
+        job = call.job
+        return backend.encode(job.key, job.messages, job.params, getattr(job, "request", None))
+
+    async def _flush(self, lane: _Lane, backend: BatchBackend, builder: _Builder) -> None:
+        """Record one batch and its keys, write its input file, then upload and submit it."""
+        batch_id = f"pg-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
+        directory = self.run_dir / BATCH_DIR
+        directory.mkdir(exist_ok=True)
+        tmp = directory / f".{batch_id}.jsonl.tmp"
+        with open(tmp, "wb") as f:
+            f.writelines(builder.lines)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / f"{batch_id}.jsonl")
+        now = time.time()
+        record = BatchRecord(batch_id, lane.spec.name, backend.kind, PREPARING, None, None, None, None,
+                             len(builder.lines), builder.size, now, now, None)
+        self.store.add_batch(record, builder.jobs)
+        for job in builder.jobs:
+            self._inflight.pop(job.key, None)
+            lane.live.add(job.key)
+        self.summary.batches += 1
+        self.summary.batch_jobs += len(builder.jobs)
+        self.progress.done += builder.rows
+        if lane.halted is not None:
+            return  # recorded: the next run uploads it
+        before = None
+        try:
+            while record.state not in (SUBMITTED, before):
+                before = record.state
+                record = await advance(self.store, backend, record, self.run_dir)
+        except CallError as exc:
+            self._batch_failed(lane, exc)
+
+    def _batch_failed(self, lane: _Lane, exc: CallError) -> None:
+        """A batch API call failed: this model makes no more batches now; what is recorded resumes next run."""
+        message = (f"batch API of {lane.spec.name}: {exc.kind.value}: {self.redact(exc.message)}. The batches "
+                   "recorded so far are kept; run the same command again (or promptgrid status RUN_DIR) to go on.")
+        lane.halted = message
+        self.summary.halted[lane.spec.name] = message
