@@ -43,14 +43,17 @@ from promptgrid.variants import Grid, Variant, load_grid
 
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
-from promptgrid.matrix.running.session import Prepared, build_config, execute, make_renderer, prepare, read_run_json
+from promptgrid.matrix.running.session import (BatchMode, Prepared, build_config, execute, make_renderer, prepare,
+                                              read_run_json)
 from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     from promptgrid.matrix.report import ReportResult
+    from promptgrid.matrix.running.batch import RunStatus
     from promptgrid.matrix.running.runner import Runner, RunSummary
 
-__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "load_results", "open_run", "render", "report", "run"]
+__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "load_results", "open_run", "render", "report", "run",
+           "status"]
 
 PathLike = str | os.PathLike[str]
 
@@ -198,6 +201,30 @@ class Run:
             return store.spend()
 
 
+def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: float = 30.0) -> RunStatus:
+    """Where a run directory stands: jobs per model (done, errors, pending, unsupported) and its batches.
+
+    With ``poll`` (the default) the live batches of ``--batch`` runs are
+    advanced and their results collected first (the models' credentials must
+    be in the environment, as for the run); ``wait`` polls every ``poll_s``
+    seconds until none is left. A run directory a run is writing is read
+    without polling (``RunStatus.note`` says so). Raises ``RunError`` for a
+    directory that is not a run, ``StoreError`` for a damaged store.
+    """
+    from promptgrid.matrix.running.batch import run_status
+
+    path = Path(run_dir)
+    if not (path / STORE_FILE).is_file():
+        raise RunError(f"{path} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
+    coro = run_status(path, poll=poll, wait=wait, poll_s=poll_s)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-status") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def open_run(path: PathLike) -> Run:
     """Open an existing run directory read-only (also a read-only copy or archive: nothing is written there).
 
@@ -296,6 +323,9 @@ def run(
     retry_errors: bool = False,
     append: bool = False,
     progress: bool = False,
+    batch: bool = False,
+    batch_wait: bool = True,
+    batch_poll_s: float = 30.0,
 ) -> Run:
     """Send every (model, variant, case, repeat) not yet answered in ``run_dir``, score and store the answers.
 
@@ -316,6 +346,12 @@ def run(
     calls that ended in an error before (errors are final otherwise).
     A ``run_dir`` that holds another grid's or dataset's results is refused
     (``RunError``) before any call; ``append=True`` combines them on purpose.
+    ``batch=True`` sends the new calls through each model's batch API
+    (OpenAI-compatible files + batches, Bedrock batch inference; see
+    ``promptgrid.matrix.running.batch``) at the batch price, and polls every
+    ``batch_poll_s`` seconds until every batch is collected, or returns once
+    they are submitted with ``batch_wait=False`` (``status`` or calling
+    ``run`` again collects them).
     Each call is recorded in ``run_dir/run.json`` (``Run.config["invocations"]``).
 
     Resumable: calling it again sends only what has no result yet. Prints
@@ -332,8 +368,10 @@ def run(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append))
-    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append)
+        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append,
+                                    batch=_batch_mode(batch, batch_wait, batch_poll_s)))
+    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append,
+                              batch=_batch_mode(batch, batch_wait, batch_poll_s))
 
 
 async def arun(
@@ -361,6 +399,9 @@ async def arun(
     retry_errors: bool = False,
     append: bool = False,
     progress: bool = False,
+    batch: bool = False,
+    batch_wait: bool = True,
+    batch_poll_s: float = 30.0,
 ) -> Run:
     """``run``, awaited in the caller's event loop (same options, same result)."""
     prep = _prepare(grid, dataset, dict(
@@ -368,12 +409,22 @@ async def arun(
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
         retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
         params=params, translation_store=translation_store, bfcl_data=bfcl_data))
-    return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append)
+    return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
+                          batch=_batch_mode(batch, batch_wait, batch_poll_s))
+
+
+def _batch_mode(batch: bool, wait: bool, poll_s: float) -> BatchMode | None:
+    if not batch:
+        return None
+    if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not poll_s > 0 or poll_s == float("inf"):
+        raise RunError(f"batch_poll_s must be a positive number of seconds, got {poll_s!r}.")
+    return BatchMode(wait=bool(wait), poll_s=float(poll_s))
 
 
 async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
-                   started: Callable[[Runner], None] | None = None) -> Run:
-    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started, append=append)
+                   started: Callable[[Runner], None] | None = None, batch: BatchMode | None = None) -> Run:
+    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started, append=append,
+                            batch=batch)
     return Run(prep.config.run_dir, summary=summary)
 
 
@@ -403,11 +454,12 @@ class _Stopper:
                 stop()
 
 
-def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool) -> Run:
+def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
+                       batch: BatchMode | None = None) -> Run:
     stopper = _Stopper()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
         future = pool.submit(lambda: asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors,
-                                                          append=append, started=stopper.started)))
+                                                          append=append, started=stopper.started, batch=batch)))
         try:
             return future.result()
         except KeyboardInterrupt:

@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "run": "promptgrid.matrix.api",
     "arun": "promptgrid.matrix.api",
     "open_run": "promptgrid.matrix.api",
+    "status": "promptgrid.matrix.api",
     "load_results": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
     "score": "promptgrid.matrix.scoring",
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "promptgrid.matrix.running.config",
     "Run": "promptgrid.matrix.api",
     "RunSummary": "promptgrid.matrix.running.runner",
+    "RunStatus": "promptgrid.matrix.running.batch",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
     "ReportResult": "promptgrid.matrix.report",
@@ -103,7 +105,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         render,
         report,
         run,
+        status,
     )
+    from promptgrid.matrix.running.batch import RunStatus
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.matrix.running.results import ResultRow

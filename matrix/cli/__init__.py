@@ -74,6 +74,12 @@ def _export(args: argparse.Namespace) -> int:
     return cmd_export(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from .run import cmd_status
+
+    return cmd_status(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import cmd_report
 
@@ -198,6 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.add_argument("--dry-run", action="store_true", help="print jobs, tokens and cost; call nothing")
+    p.add_argument("--batch", action="store_true",
+                   help="send the new calls through each model's batch API (OpenAI-compatible files + batches: "
+                        "openai/, azure/, hosted_vllm/; Bedrock batch inference) at the batch price; results within "
+                        "the provider's window (24 h). Re-running the same command, or promptgrid status RUN_DIR, "
+                        "collects; a killed run resumes without sending a job twice")
+    p.add_argument("--no-wait", action="store_true",
+                   help="with --batch: return once the batches are submitted instead of polling until they end")
+    p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
+                   help="with --batch: seconds between polls of the batches (default 30)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--retry-errors", action="store_true",
                    help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
@@ -224,6 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "all"],
                    help="files to write (default: print the table only, unless --out is given: all)")
     p.set_defaults(handler=_report)
+
+    p = sub.add_parser("status", help="where a run directory stands; polls and collects its batches")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--no-poll", action="store_true", help="only read the store (no provider call)")
+    p.add_argument("--wait", action="store_true", help="poll until every batch is collected")
+    p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
+                   help="with --wait: seconds between polls (default 30)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_status)
 
     p = sub.add_parser("compare", help="compare two runs of the same grid")
     p.add_argument("run_a", metavar="RUN_DIR_A")

@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from promptgrid.errors import RunError
 from promptgrid.safeio import check_output
 from promptgrid.display import escape_controls
 from promptgrid.matrix import api
@@ -60,7 +61,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_run_dir(prep, append=args.append)  # the dry run says now what the run would refuse
         print_estimate(estimate(prep), sys.stdout)
         return 0
-    run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors, append=args.append)
+    if (args.no_wait or args.poll != 30.0) and not args.batch:
+        raise RunError("--no-wait and --poll apply to a batch run: add --batch.")
+    run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors, append=args.append,
+                  batch=args.batch, batch_wait=not args.no_wait, batch_poll_s=args.poll)
     return print_run(run, sys.stdout, sys.stderr)
 
 
@@ -80,8 +84,14 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
     s = run.summary
     assert s is not None, "print_run needs the Run that run()/execute made"
     path = run.path
+    if s.batches or s.in_batch or s.batches_live:
+        print(batch_note(s, path), file=err)
     if s.sent == 0 and s.stopped is None:
-        print(f"nothing to send: all {s.jobs} jobs already have results in {path} (no model calls made).", file=err)
+        if not (s.batches or s.batches_live):
+            print(f"nothing to send: all {s.jobs} jobs already have results in {path} (no model calls made).", file=err)
+    elif s.batch:
+        print(f"{s.sent} batch results stored ({s.errors} of them errors); {s.cached} jobs answered from the store, "
+              f"{s.shared} shared an identical prompt; spent ${s.spend:.4f} at the batch price.", file=err)
     else:
         rate = f", {s.calls_per_s:.1f} calls/s" if s.exec_s > 0 else ""
         print(f"{s.sent} calls sent ({s.errors} ended in an error, {s.attempts} attempts{rate}); "
@@ -122,6 +132,20 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(table, file=out)
         print(explain(run.results(), path), file=out)
     return exit_code(s)
+
+
+def batch_note(summary: RunSummary, path: Path) -> str:
+    """What a batch run did: batches created, jobs waiting in live batches, and how to collect them."""
+    parts = []
+    if summary.batches:
+        parts.append(f"{summary.batches} batch(es) submitted with {summary.batch_jobs} calls")
+    if summary.in_batch:
+        parts.append(f"{summary.in_batch} jobs were already in a live batch (not sent again)")
+    text = "; ".join(parts) + "." if parts else ""
+    if summary.batches_live:
+        text += (f" {summary.batches_live} batch(es) still running: run `promptgrid status {path}` (or the same "
+                 "command) later to collect their results.")
+    return text.strip()
 
 
 def unsupported_note(summary: RunSummary) -> str:
@@ -211,9 +235,16 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
     for m in e.models:
         price = (f"${m.cost_input:.4f} input, up to ${m.cost_max:.4f} with max_tokens output"
                  if m.cost_input is not None and m.cost_max is not None else "price unknown")
-        lines.append([m.model, m.jobs, m.stored, m.shared, m.calls, m.input_tokens, m.output_tokens_max, price])
-    print(tabulate(lines, headers=["model", "jobs", "already stored", "shared prompt", "calls to send",
-                                   "est. input tokens", "max output tokens", "est. cost"]), file=out)
+        row = [m.model, m.jobs, m.stored, m.shared, m.calls, m.input_tokens, m.output_tokens_max, price]
+        if any(x.batch_cost_input is not None for x in e.models):
+            row.append(f"${m.batch_cost_input:.4f} input, up to ${m.batch_cost_max:.4f}"
+                       if m.batch_cost_input is not None and m.batch_cost_max is not None else "no batch price")
+        lines.append(row)
+    headers = ["model", "jobs", "already stored", "shared prompt", "calls to send", "est. input tokens",
+               "max output tokens", "est. cost (online)"]
+    if any(x.batch_cost_input is not None for x in e.models):
+        headers.append("est. cost (--batch)")
+    print(tabulate(lines, headers=headers), file=out)
     note = "input tokens are prompt characters / 4; cost from litellm's price list"
     if e.unpriced:
         note += f"; no price known for {', '.join(e.unpriced)}"
@@ -239,3 +270,58 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output:
         print(f"exported {n} jobs to {args.output}", file=sys.stderr)
     return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``promptgrid status RUN_DIR``: jobs per model and batches, after polling them (unless --no-poll)."""
+    import json
+
+    if not (args.poll > 0 and args.poll != float("inf")):
+        raise RunError(f"--poll must be a positive number of seconds, got {args.poll}.")
+    st = api.status(args.run_dir, poll=not args.no_poll, wait=args.wait, poll_s=args.poll)
+    if args.json:
+        print(json.dumps({
+            "run_dir": str(st.path), "note": st.note,
+            "models": [dict(zip(("model", "jobs", "done", "errors", "pending", "unsupported"), m)) for m in st.models],
+            "batches": [{"id": b.id, "model": b.model, "kind": b.kind, "state": b.state,
+                         "provider_id": b.provider_id, "requests": b.requests, "created_at": b.created_at,
+                         "updated_at": b.updated_at, "detail": json.loads(b.detail) if b.detail else None}
+                        for b in st.batches],
+            "collected": None if st.collected is None else st.collected.__dict__}, indent=2))
+        return 0
+    print(status_text(st))
+    return 0
+
+
+def status_text(st: Any) -> str:
+    """The readable form of a ``RunStatus``: a jobs table per model, a batch table, and what to do next."""
+    import json
+    import time
+
+    from tabulate import tabulate
+
+    lines = [f"run directory {st.path}"]
+    lines.append(tabulate([[escape_controls(m), *rest] for m, *rest in st.models],
+                          headers=["model", "jobs", "done", "errors", "pending", "unsupported"], tablefmt="github"))
+    if st.batches:
+        now = time.time()
+        rows = []
+        for b in st.batches:
+            detail = json.loads(b.detail) if b.detail else {}
+            done = "" if detail.get("completed") is None else f"{detail['completed']}/{detail.get('total') or b.requests}"
+            rows.append([b.id, escape_controls(b.model), b.kind, b.state, detail.get("provider_state") or "",
+                         b.requests, done, f"{(now - b.created_at) / 60:.0f} min"])
+        lines.append("")
+        lines.append(tabulate(rows, headers=["batch", "model", "kind", "state", "provider", "requests", "answered",
+                                             "age"], tablefmt="github"))
+    if st.collected is not None and st.collected.written:
+        c = st.collected
+        lines.append(f"\ncollected now: {c.answers} answers, {c.errors} errors"
+                     + (f" ({', '.join(f'{k}: {n}' for k, n in sorted(c.error_kinds.items()))})" if c.errors else ""))
+    if st.note:
+        lines.append(escape_controls(st.note))
+    live = st.live
+    if live:
+        lines.append(f"{len(live)} batch(es) still running: run `promptgrid status {st.path}` again later "
+                     "(or with --wait).")
+    return "\n".join(lines)

@@ -49,7 +49,8 @@ from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
 from .store import (COLLECTED, DONE, ENDED, ERROR, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchRecord,
                     CallResult, RunStore)
 
-__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
+__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "RunStatus", "collect_batch", "poll_batches", "run_status",
+           "store_results"]
 
 BATCH_DIR = "batches"
 """Input files are written here, inside the run directory, before they are uploaded."""
@@ -314,6 +315,7 @@ class BatchRunner(Runner):
 
     async def run(self) -> RunSummary:
         summary = await super().run()
+        summary.batch = True
         summary.batches_live = sum(1 for b in self.store.batches() if b.live and b.kind != "export")
         summary.sent = self.collected.written
         summary.errors = self.collected.errors
@@ -418,3 +420,83 @@ class BatchRunner(Runner):
                    "recorded so far are kept; run the same command again (or promptgrid status RUN_DIR) to go on.")
         lane.halted = message
         self.summary.halted[lane.spec.name] = message
+
+
+# --------------------------------------------------------------------------- promptgrid status
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run directory stands (``promptgrid status``): jobs per model, batches, and what polling collected."""
+
+    path: Path
+    models: list[tuple[str, int, int, int, int, int]]
+    """(model, jobs, done, errors, pending, unsupported) per model."""
+    batches: list[BatchRecord]
+    collected: CollectCounts | None = None
+    """What this call collected (None: not polled)."""
+    note: str | None = None
+    """Why the batches were not polled, when they were not."""
+
+    @property
+    def live(self) -> list[BatchRecord]:
+        return [b for b in self.batches if b.live and b.kind != "export"]
+
+
+async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait: bool = False, poll_s: float = 30.0,
+                     clients: Mapping[str, Any] | None = None, scorer: Scorer | None = None) -> RunStatus:
+    """Read a run directory's state; with ``poll``, advance and collect its live batches first.
+
+    Polling writes the store, so it takes the run directory's lock; when a run
+    holds it (that run polls its own batches), the state is read without
+    polling and ``note`` says why. The models' clients are rebuilt from the
+    latest invocation in ``run.json`` (their credentials must be in the
+    environment, as for the run), only for models with live batches.
+    ``clients`` and ``scorer`` replace them (tests).
+    """
+    from .config import ModelSpec
+    from .session import _clients, batch_backends, read_run_json, stored_records
+    from .store import RunLock
+
+    path = Path(run_dir)
+    collected: CollectCounts | None = None
+    note = None
+    with RunStore(path, readonly=True) as store:
+        live_models = sorted({b.model for b in store.batches() if b.live and b.kind != "export"})
+    if poll and live_models:
+        lock = RunLock(path)
+        try:
+            lock.acquire()
+        except RunError as exc:
+            note = f"not polled: {exc}"
+        else:
+            try:
+                data = read_run_json(path)
+                invocations = data.get("invocations") or []
+                config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
+                fields = set(ModelSpec.__dataclass_fields__)
+                specs = [ModelSpec(**{k: v for k, v in m.items() if k in fields})
+                         for m in config.get("models") or [] if isinstance(m, dict) and m.get("name") in live_models]
+                unknown = set(live_models) - {s.name for s in specs}
+                if unknown:
+                    raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose "
+                                   "batches are live: run the same `promptgrid run ... --batch` command to collect.")
+                if clients is None:
+                    from promptgrid.matrix.clients import Redactor
+
+                    redactor = Redactor()
+                    the_clients = _clients(None, redactor, specs)
+                else:
+                    redactor, the_clients = None, dict(clients)
+                backends = batch_backends(specs, the_clients)
+                if scorer is None:
+                    from promptgrid.matrix.scoring import score as scorer
+                with RunStore(path) as store:
+                    variants, cases = stored_records(store)
+                    collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
+                                                   cases=cases, redactor=redactor, wait=wait, poll_s=poll_s)
+            finally:
+                lock.release()
+    with RunStore(path, readonly=True) as store:
+        return RunStatus(path, store.model_counts(), store.batches(), collected, note)
+

@@ -49,6 +49,10 @@ class ModelEstimate:
     ``api_base`` models)."""
     unsupported: int = 0
     """Jobs that would not be sent: the model cannot do their call mode (``ModelClient.unsupported``)."""
+    batch_cost_input: float | None = None
+    """``cost_input`` at the model's batch price (``--batch``); ``None`` without a batch API or a known price."""
+    batch_cost_max: float | None = None
+    """``cost_max`` at the batch price."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,12 @@ def estimate(prep: Prepared) -> Estimate:
             _count(batch, store, seen, counts, client.unsupported)
             jobs, stored, shared, calls, in_tok, unsupported = counts
             max_out = calls * int(spec.params.get("max_tokens") or 0)
+            batch_price = _batch_price(spec, client)
             per_model.append(ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
                                            client.price(in_tok, 0), client.price(in_tok, max_out),
-                                           _missing_env(spec), unsupported))
+                                           _missing_env(spec), unsupported,
+                                           batch_price(in_tok, 0) if batch_price else None,
+                                           batch_price(in_tok, max_out) if batch_price else None))
     finally:
         if store is not None:
             store.close()
@@ -179,6 +186,15 @@ def _missing_env(spec: ModelSpec) -> tuple[str, ...]:
     from promptgrid.providers import missing_credentials
 
     return missing_credentials(spec.name, api_base=spec.api_base, api_key_env=spec.api_key_env)
+
+
+def _batch_price(spec: ModelSpec, client: Any) -> Any:
+    """The price function of the model's batch API (``BatchBackend.price``), or None when it has none."""
+    from promptgrid.matrix.clients import OpenAIBatchBackend, batch_kind
+
+    if batch_kind(spec.name) == "openai" and hasattr(client, "_lt"):
+        return OpenAIBatchBackend(client).price
+    return None
 
 
 def _price_client(spec: ModelSpec) -> Any:

@@ -145,6 +145,8 @@ class RunSummary:
     """Of ``unsupported``, how many jobs per reason."""
     in_batch: int = 0
     """Jobs not sent because their call is in a live provider batch (``--batch``; collected when it ends)."""
+    batch: bool = False
+    """This invocation sent through batch APIs (``--batch``): ``sent`` counts the batch results it stored."""
     batches: int = 0
     """Provider batches this invocation created (``--batch``)."""
     batch_jobs: int = 0

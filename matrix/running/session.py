@@ -313,11 +313,12 @@ def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
     return Prepared(config, grid.name, variants, cases, renderer, identity)
 
 
-def _clients(config: RunConfig, redactor: Any) -> dict[str, Any]:
+def _clients(config: RunConfig | None, redactor: Any, models: Iterable[ModelSpec] | None = None) -> dict[str, Any]:
+    """A client per model of ``config`` (or of ``models``), loaded and checked (credentials named)."""
     from promptgrid.matrix.clients import make_client
 
     out = {}
-    for spec in config.models:
+    for spec in (models if models is not None else config.models if config is not None else ()):
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             raise RunError(f"model {spec.name}: api_key_env {spec.api_key_env} is not set in the environment. "
                            f"Export it first: export {spec.api_key_env}=...")
@@ -469,7 +470,8 @@ def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
 
 async def execute(prep: Prepared, *, progress: bool = False, progress_stream: TextIO | None = None,
                   retry_errors: bool = False, scorer: Any = None, clients: Mapping[str, Any] | None = None,
-                  started: Callable[[Any], None] | None = None, append: bool = False) -> Any:
+                  started: Callable[[Any], None] | None = None, append: bool = False,
+                  batch: BatchMode | None = None) -> Any:
     """Run a prepared config in the run directory; returns the invocation's ``RunSummary``.
 
     Holds the run directory's lock throughout (a second writer gets a
@@ -483,7 +485,10 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     nothing else is written to the console. ``scorer`` and ``clients``
     replace ``promptgrid.matrix.scoring.score`` and the model clients (tests).
     ``started`` is called with the ``Runner`` once it exists, from the loop
-    that runs it (so another thread can stop it).
+    that runs it (so another thread can stop it). ``batch`` sends the new
+    calls through the models' batch APIs (``promptgrid.matrix.running.batch``)
+    instead of online; every model must have one (``RunError`` otherwise,
+    before anything is sent).
     """
     from promptgrid.matrix.clients import Redactor
 
@@ -498,6 +503,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
+        backends = batch_backends(config.models, the_clients) if batch is not None else None
         store = RunStore(run_dir, create=True)
         invocation = _invocation(prep, append=append, retry_errors=retry_errors)
         _write_run_json(prep, invocation)
@@ -509,9 +515,14 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             gc.collect()
             gc.freeze()
             bar = Progress(prep.jobs, stream=progress_stream or sys.stderr, enabled=progress)
-            runner = Runner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
-                            clients=the_clients, store=store, scorer=scorer, progress=bar, redactor=redactor,
-                            retry_errors=retry_errors)
+            common = dict(variants=prep.variants, cases=prep.cases, renderer=prep.renderer, clients=the_clients,
+                          store=store, scorer=scorer, progress=bar, redactor=redactor, retry_errors=retry_errors)
+            if batch is not None and backends is not None:
+                from .batch import BatchRunner
+
+                runner = BatchRunner(config, backends=backends, wait=batch.wait, poll_s=batch.poll_s, **common)
+            else:
+                runner = Runner(config, **common)
             if started is not None:
                 started(runner)
             summary = await runner.run()
@@ -525,6 +536,38 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             gc.unfreeze()
             store.close()
     return summary
+
+
+@dataclass(frozen=True)
+class BatchMode:
+    """How a ``--batch`` run behaves once its batches are submitted."""
+
+    wait: bool = True
+    """Poll until every batch is collected (False: return once submitted; ``status`` or a re-run collects)."""
+    poll_s: float = 30.0
+    """Seconds between polls."""
+
+
+def batch_backends(models: Iterable[ModelSpec], clients: Mapping[str, Any]) -> dict[str, Any]:
+    """The batch backend of every model; ``RunError`` naming the models that have none."""
+    from promptgrid.matrix.clients import OpenAIBatchBackend, batch_kind
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
+
+    out: dict[str, Any] = {}
+    missing = []
+    for spec in models:
+        kind = batch_kind(spec.name)
+        client = clients[spec.name]
+        if kind == "openai" and isinstance(client, LiteLLMClient):
+            out[spec.name] = OpenAIBatchBackend(client)
+        else:
+            missing.append(spec.name)
+    if missing:
+        raise RunError(f"--batch: no batch API for {', '.join(missing)}. Batches go through OpenAI-compatible "
+                       "files + batches endpoints (openai/, azure/, hosted_vllm/ models, e.g. vLLM with --api-base) "
+                       "and Bedrock batch inference (bedrock/ models). Run these models online (without --batch), or "
+                       "write their requests with promptgrid export-batch and run them on your own engine.")
+    return out
 
 
 def _warm_up(scorer: Any, prep: Prepared) -> None:

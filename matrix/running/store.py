@@ -634,7 +634,8 @@ class RunStore:
                 batch.output_file, batch.error_file, batch.requests, batch.bytes, batch.created_at,
                 batch.updated_at, batch.detail))
             self.db.executemany("INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?)",
-                                [(batch.id, *line) for line in lines])
+                                [(batch.id, j.key, j.model, j.repeat, j.prompt_sha256, j.params, j.native)
+                                 for j in lines])
 
     @_guarded
     def update_batch(self, batch_id: str, **fields: Any) -> BatchRecord:
@@ -891,6 +892,15 @@ class RunStore:
             "('rate_limit','server','timeout','connection','malformed','expired')) FROM calls").fetchone()
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
                 "unsupported": unsupported or 0, "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
+
+    @_guarded
+    def model_counts(self) -> list[tuple[str, int, int, int, int, int]]:
+        """(model, jobs, done, errors, pending, unsupported) per model, in store order."""
+        return [(name, jobs or 0, done or 0, errors or 0, pending or 0, unsupported or 0)
+                for name, jobs, done, errors, pending, unsupported in self.db.execute(
+                    "SELECT m.name, COUNT(*), SUM(c.status='done'), SUM(c.status='error'), SUM(c.status IS NULL), "
+                    "SUM(c.status='unsupported') FROM jobs j JOIN models m ON m.id = j.model "
+                    "LEFT JOIN calls c ON c.key = j.key GROUP BY j.model ORDER BY j.model")]
 
     @_guarded
     def tally(self) -> list[tuple[str, str, str, int, int, int]]:
