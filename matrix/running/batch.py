@@ -444,7 +444,7 @@ class RunStatus:
 
 
 async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait: bool = False, poll_s: float = 30.0,
-                     clients: Mapping[str, Any] | None = None, scorer: Scorer | None = None) -> RunStatus:
+                     backends: Mapping[str, BatchBackend] | None = None, scorer: Scorer | None = None) -> RunStatus:
     """Read a run directory's state; with ``poll``, advance and collect its live batches first.
 
     Polling writes the store, so it takes the run directory's lock; when a run
@@ -452,10 +452,9 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
     polling and ``note`` says why. The models' clients are rebuilt from the
     latest invocation in ``run.json`` (their credentials must be in the
     environment, as for the run), only for models with live batches.
-    ``clients`` and ``scorer`` replace them (tests).
+    ``backends`` and ``scorer`` replace them (tests).
     """
-    from .config import ModelSpec
-    from .session import _clients, batch_backends, read_run_json, stored_records
+    from .session import stored_records
     from .store import RunLock
 
     path = Path(run_dir)
@@ -471,32 +470,36 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
             note = f"not polled: {exc}"
         else:
             try:
-                data = read_run_json(path)
-                invocations = data.get("invocations") or []
-                config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
-                fields = set(ModelSpec.__dataclass_fields__)
-                specs = [ModelSpec(**{k: v for k, v in m.items() if k in fields})
-                         for m in config.get("models") or [] if isinstance(m, dict) and m.get("name") in live_models]
-                unknown = set(live_models) - {s.name for s in specs}
-                if unknown:
-                    raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose "
-                                   "batches are live: run the same `promptgrid run ... --batch` command to collect.")
-                if clients is None:
-                    from promptgrid.matrix.clients import Redactor
-
-                    redactor = Redactor()
-                    the_clients = _clients(None, redactor, specs)
-                else:
-                    redactor, the_clients = None, dict(clients)
-                backends = batch_backends(specs, the_clients)
+                if backends is None:
+                    backends = _backends_of_run(path, live_models)
                 if scorer is None:
                     from promptgrid.matrix.scoring import score as scorer
                 with RunStore(path) as store:
                     variants, cases = stored_records(store)
                     collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
-                                                   cases=cases, redactor=redactor, wait=wait, poll_s=poll_s)
+                                                   cases=cases, wait=wait, poll_s=poll_s, models=live_models)
             finally:
                 lock.release()
     with RunStore(path, readonly=True) as store:
         return RunStatus(path, store.model_counts(), store.batches(), collected, note)
 
+
+
+def _backends_of_run(path: Path, models: Sequence[str]) -> dict[str, BatchBackend]:
+    """The batch backends of ``models`` as the latest invocation in ``run.json`` configured them."""
+    from promptgrid.matrix.clients import Redactor
+
+    from .config import ModelSpec
+    from .session import _clients, batch_backends, read_run_json
+
+    data = read_run_json(path)
+    invocations = data.get("invocations") or []
+    config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
+    fields = set(ModelSpec.__dataclass_fields__)
+    specs = [ModelSpec(**{k: v for k, v in m.items() if k in fields})
+             for m in config.get("models") or [] if isinstance(m, dict) and m.get("name") in models]
+    unknown = set(models) - {s.name for s in specs}
+    if unknown:
+        raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose batches are "
+                       "live: run the same `promptgrid run ... --batch` command to collect them.")
+    return batch_backends(specs, _clients(None, Redactor(), specs))

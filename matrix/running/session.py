@@ -471,7 +471,7 @@ def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
 async def execute(prep: Prepared, *, progress: bool = False, progress_stream: TextIO | None = None,
                   retry_errors: bool = False, scorer: Any = None, clients: Mapping[str, Any] | None = None,
                   started: Callable[[Any], None] | None = None, append: bool = False,
-                  batch: BatchMode | None = None) -> Any:
+                  batch: BatchMode | None = None, backends: Mapping[str, Any] | None = None) -> Any:
     """Run a prepared config in the run directory; returns the invocation's ``RunSummary``.
 
     Holds the run directory's lock throughout (a second writer gets a
@@ -488,7 +488,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     that runs it (so another thread can stop it). ``batch`` sends the new
     calls through the models' batch APIs (``promptgrid.matrix.running.batch``)
     instead of online; every model must have one (``RunError`` otherwise,
-    before anything is sent).
+    before anything is sent); ``backends`` replaces them (tests).
     """
     from promptgrid.matrix.clients import Redactor
 
@@ -503,7 +503,8 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
-        backends = batch_backends(config.models, the_clients) if batch is not None else None
+        if batch is not None and backends is None:
+            backends = batch_backends(config.models, the_clients)
         store = RunStore(run_dir, create=True)
         invocation = _invocation(prep, append=append, retry_errors=retry_errors)
         _write_run_json(prep, invocation)
