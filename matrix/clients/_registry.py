@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ._base import ModelClient
+from ._batch import BatchBackend, OpenAIBatchBackend, batch_kind
 from ._redact import Redactor
 
-__all__ = ["make_client", "provider_of"]
+__all__ = ["make_batch_backend", "make_client", "provider_of"]
 
 
 def provider_of(name: str) -> str:
@@ -36,3 +40,19 @@ def make_client(name: str, *, api_base: str | None = None, api_key_env: str | No
 
     return LiteLLMClient(name, api_base=api_base, api_key_env=api_key_env, redactor=redactor,
                          constraints=constraints)
+
+
+def make_batch_backend(client: Any, options: Mapping[str, Any] | None = None) -> BatchBackend | None:
+    """The batch backend of ``client``'s model (a ``LiteLLMClient``), or ``None`` when it has no batch API we drive.
+
+    ``options`` are the model's ``batch:`` settings in the run config, passed as keywords (``max_requests``,
+    ``max_bytes``; for Bedrock ``_batch_bedrock.BEDROCK_BATCH_OPTIONS``). Bedrock's backend is imported on use.
+    """
+    kind = batch_kind(client.name)
+    if kind == "openai":
+        return OpenAIBatchBackend(client, **dict(options or {}))
+    if kind == "bedrock":
+        from ._batch_bedrock import BedrockBatchBackend
+
+        return BedrockBatchBackend(client, **dict(options or {}))
+    return None
