@@ -369,6 +369,11 @@ class BedrockBatchBackend:
         except CallError as exc:
             if exc.kind is ErrorKind.NOT_FOUND:
                 return None
+            if exc.kind is ErrorKind.AUTH:
+                # S3 answers 403, not 404, for a missing object when the caller may not list the bucket.
+                raise call_error(ErrorKind.AUTH, f"{exc.message} (S3 refuses to say whether s3://{self.bucket}/{key} "
+                                 "exists without s3:ListBucket on the bucket: grant it to these credentials)",
+                                 status=exc.status) from None
             raise
         return f"s3://{self.bucket}/{key}"
 

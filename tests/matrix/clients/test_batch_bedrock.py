@@ -276,7 +276,7 @@ def test_find_upload() -> None:
         assert run(b.find_upload(BATCH)) is None
         with pytest.raises(CallError) as info:
             run(b.find_upload(BATCH))
-        assert info.value.kind is ErrorKind.AUTH
+        assert info.value.kind is ErrorKind.AUTH and "s3:ListBucket" in info.value.message
 
 
 def test_submit_creates_an_idempotent_job() -> None:
