@@ -325,11 +325,13 @@ class BedrockBatchBackend:
             import boto3
             from botocore.config import Config
 
+            # A session of our own, not boto3's process-wide default one (which caches credentials for everyone).
+            session = boto3.session.Session()
             config = Config(retries={"total_max_attempts": 3, "mode": "standard"})
             if self._s3 is None:
-                self._s3 = boto3.client("s3", region_name=self.region, config=config)
+                self._s3 = session.client("s3", region_name=self.region, config=config)
             if self._bedrock is None:
-                self._bedrock = boto3.client("bedrock", region_name=self.region, config=config)
+                self._bedrock = session.client("bedrock", region_name=self.region, config=config)
         return self._s3, self._bedrock
 
     async def _call(self, service: str, operation: str, **kwargs: Any) -> Any:
