@@ -49,7 +49,7 @@ from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     from promptgrid.matrix.report import ReportResult
-    from promptgrid.matrix.running.batch import RunStatus
+    from promptgrid.matrix.running.session import RunStatus
     from promptgrid.matrix.running.runner import Runner, RunSummary
 
 __all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "load_results", "open_run", "render", "report", "run",
@@ -211,7 +211,7 @@ def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: 
     without polling (``RunStatus.note`` says so). Raises ``RunError`` for a
     directory that is not a run, ``StoreError`` for a damaged store.
     """
-    from promptgrid.matrix.running.batch import run_status
+    from promptgrid.matrix.running.session import run_status
 
     path = Path(run_dir)
     if not (path / STORE_FILE).is_file():

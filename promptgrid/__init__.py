@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "promptgrid.matrix.running.config",
     "Run": "promptgrid.matrix.api",
     "RunSummary": "promptgrid.matrix.running.runner",
-    "RunStatus": "promptgrid.matrix.running.batch",
+    "RunStatus": "promptgrid.matrix.running.session",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
     "ReportResult": "promptgrid.matrix.report",
@@ -107,7 +107,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         run,
         status,
     )
-    from promptgrid.matrix.running.batch import RunStatus
+    from promptgrid.matrix.running.session import RunStatus
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.matrix.running.results import ResultRow

@@ -84,7 +84,7 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
     s = run.summary
     assert s is not None, "print_run needs the Run that run()/execute made"
     path = run.path
-    if s.batches or s.in_batch or s.batches_live:
+    if s.batches or s.in_batch or s.batches_live or s.batch_left:
         print(batch_note(s, path), file=err)
     if s.sent == 0 and s.stopped is None:
         if not (s.batches or s.batches_live):
@@ -141,6 +141,9 @@ def batch_note(summary: RunSummary, path: Path) -> str:
         parts.append(f"{summary.batches} batch(es) submitted with {summary.batch_jobs} calls")
     if summary.in_batch:
         parts.append(f"{summary.in_batch} jobs were already in a live batch (not sent again)")
+    if summary.batch_left:
+        parts.append(f"{summary.batch_left} jobs left pending: fewer than the provider takes per batch "
+                     "(min_requests); run them online (without --batch) or together with more jobs")
     text = "; ".join(parts) + "." if parts else ""
     if summary.batches_live:
         text += (f" {summary.batches_live} batch(es) still running: run `promptgrid status {path}` (or the same "

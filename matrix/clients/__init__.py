@@ -14,7 +14,7 @@ from ._batch import (BatchBackend, BatchStatus, LineResult, OpenAIBatchBackend, 
 from ._envelope import envelope, read_envelope
 from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor
-from ._registry import make_client, provider_of
+from ._registry import make_batch_backend, make_client, provider_of
 
 __all__ = [
     "BatchBackend",
@@ -37,6 +37,7 @@ __all__ = [
     "RetryableError",
     "call_error",
     "envelope",
+    "make_batch_backend",
     "make_client",
     "provider_of",
     "read_envelope",

@@ -91,7 +91,7 @@ class BatchStatus:
 
     def to_detail(self) -> str:
         """JSON for ``BatchRecord.detail``."""
-        return json.dumps({"provider_state": self.provider_state, "total": self.total, "completed": self.completed,
+        return json.dumps({"state": self.state, "provider_state": self.provider_state, "total": self.total, "completed": self.completed,
                            "failed": self.failed, "errors": self.errors}, separators=(",", ":"))
 
 

@@ -50,6 +50,12 @@ def make_batch_backend(client: Any, options: Mapping[str, Any] | None = None) ->
     """
     kind = batch_kind(client.name)
     if kind == "openai":
+        extra = sorted(set(options or {}) - {"max_requests", "max_bytes"})
+        if extra:
+            from promptgrid.errors import RunError
+
+            raise RunError(f"model {client.name}: batch option(s) {', '.join(extra)} apply to Bedrock only; an "
+                           "OpenAI-compatible batch API takes max_requests and max_bytes.")
         return OpenAIBatchBackend(client, **dict(options or {}))
     if kind == "bedrock":
         from ._batch_bedrock import BedrockBatchBackend

@@ -47,10 +47,9 @@ from promptgrid.variants import Variant
 from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
 from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
 from .store import (COLLECTED, DONE, ENDED, ERROR, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchRecord,
-                    CallResult, RunStore)
+                    CallResult, RunStore, stored_records)
 
-__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "RunStatus", "collect_batch", "poll_batches", "run_status",
-           "store_results"]
+__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 
 BATCH_DIR = "batches"
 """Input files are written here, inside the run directory, before they are uploaded."""
@@ -83,7 +82,7 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
     """Store result lines as calls, with the verdicts of every job each one answers.
 
     ``jobs`` are the batch's (or export's) jobs by key; ``variants`` and
-    ``cases`` map the store's ids to records (``session.stored_records``).
+    ``cases`` map the store's ids to records (``store.stored_records``).
     Committed every ``COLLECT_CHUNK`` lines; a key that already has an answer
     is kept as it is (``RunStore.record_many``), so storing the same lines
     twice changes nothing. ``price(input_tokens, output_tokens)`` gives each
@@ -184,7 +183,7 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
     missing = [k for k in jobs if k not in answered]
     if missing:
         provider_state = detail.get("provider_state") or "ended"
-        if provider_state == "failed":
+        if detail.get("state") == "failed":
             kind = ErrorKind.BAD_REQUEST
             message = f"batch {batch.provider_id} failed: {detail.get('errors') or 'no reason given'}"
         else:
@@ -208,7 +207,13 @@ async def advance(store: RunStore, backend: BatchBackend, batch: BatchRecord, ru
                 raise RunError(f"batch {batch.id}: its input file {path} is gone ({exc.strerror}) and the provider "
                                "has no upload of it. Remove the run directory's batch record by running with "
                                "a new --run-dir, or restore the file.") from None
-            file_id = await backend.upload(batch.id, data)
+            try:
+                file_id = await backend.upload(batch.id, data)
+            except CallError as exc:
+                if not exc.retryable:  # refused outright (too few lines, too big): free its keys, keep nothing
+                    store.drop_batch(batch.id)
+                    _remove_input(run_dir, batch.id)
+                raise
         return store.update_batch(batch.id, state=UPLOADED, input_file=file_id)
     if batch.state == UPLOADED:
         assert batch.input_file is not None
@@ -324,8 +329,6 @@ class BatchRunner(Runner):
 
     async def _poll(self, *, wait: bool) -> None:
         """Advance and collect this run's models' live batches (until none is left, with ``wait``)."""
-        from .session import stored_records
-
         if not self.store.batches():
             return
         variants, cases = stored_records(self.store)
@@ -364,7 +367,14 @@ class BatchRunner(Runner):
             if self._stop is not None:
                 self._inflight.pop(call.job.key, None)
                 continue
-            line = self._encode(backend, call)
+            try:
+                line = self._encode(backend, call)
+            except CallError as exc:  # a request this batch API cannot carry: that job's error, like online
+                self._finish(call, CallResult(
+                    key=call.job.key, model=call.job.model, repeat=call.job.repeat,
+                    prompt_sha256=call.job.prompt_sha256, params=_params_json(call.job.params), status=ERROR,
+                    attempts=0, error=self.redact(exc.message), error_kind=exc.kind.value))
+                continue
             if builder.lines and (len(builder.lines) + 1 > backend.max_requests
                                   or builder.size + len(line) > backend.max_bytes):
                 await self._flush(lane, backend, builder)
@@ -377,6 +387,13 @@ class BatchRunner(Runner):
             builder.jobs.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
                                          int(request is not None and request.get("call_mode") == "native")))
         if builder.lines and self._stop != "interrupted":
+            if len(builder.lines) < getattr(backend, "min_requests", 1):
+                # Fewer than the provider takes per batch (Bedrock: 100): never padded; left pending.
+                for job in builder.jobs:
+                    self._inflight.pop(job.key, None)
+                self.summary.batch_left += builder.rows
+                self.progress.done += builder.rows
+                return
             await self._flush(lane, backend, builder)
 
     def _encode(self, backend: BatchBackend, call: _Call) -> bytes:
@@ -420,86 +437,3 @@ class BatchRunner(Runner):
                    "recorded so far are kept; run the same command again (or promptgrid status RUN_DIR) to go on.")
         lane.halted = message
         self.summary.halted[lane.spec.name] = message
-
-
-# --------------------------------------------------------------------------- promptgrid status
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """Where a run directory stands (``promptgrid status``): jobs per model, batches, and what polling collected."""
-
-    path: Path
-    models: list[tuple[str, int, int, int, int, int]]
-    """(model, jobs, done, errors, pending, unsupported) per model."""
-    batches: list[BatchRecord]
-    collected: CollectCounts | None = None
-    """What this call collected (None: not polled)."""
-    note: str | None = None
-    """Why the batches were not polled, when they were not."""
-
-    @property
-    def live(self) -> list[BatchRecord]:
-        return [b for b in self.batches if b.live and b.kind != "export"]
-
-
-async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait: bool = False, poll_s: float = 30.0,
-                     backends: Mapping[str, BatchBackend] | None = None, scorer: Scorer | None = None) -> RunStatus:
-    """Read a run directory's state; with ``poll``, advance and collect its live batches first.
-
-    Polling writes the store, so it takes the run directory's lock; when a run
-    holds it (that run polls its own batches), the state is read without
-    polling and ``note`` says why. The models' clients are rebuilt from the
-    latest invocation in ``run.json`` (their credentials must be in the
-    environment, as for the run), only for models with live batches.
-    ``backends`` and ``scorer`` replace them (tests).
-    """
-    from .session import stored_records
-    from .store import RunLock
-
-    path = Path(run_dir)
-    collected: CollectCounts | None = None
-    note = None
-    with RunStore(path, readonly=True) as store:
-        live_models = sorted({b.model for b in store.batches() if b.live and b.kind != "export"})
-    if poll and live_models:
-        lock = RunLock(path)
-        try:
-            lock.acquire()
-        except RunError as exc:
-            note = f"not polled: {exc}"
-        else:
-            try:
-                if backends is None:
-                    backends = _backends_of_run(path, live_models)
-                if scorer is None:
-                    from promptgrid.matrix.scoring import score as scorer
-                with RunStore(path) as store:
-                    variants, cases = stored_records(store)
-                    collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
-                                                   cases=cases, wait=wait, poll_s=poll_s, models=live_models)
-            finally:
-                lock.release()
-    with RunStore(path, readonly=True) as store:
-        return RunStatus(path, store.model_counts(), store.batches(), collected, note)
-
-
-
-def _backends_of_run(path: Path, models: Sequence[str]) -> dict[str, BatchBackend]:
-    """The batch backends of ``models`` as the latest invocation in ``run.json`` configured them."""
-    from promptgrid.matrix.clients import Redactor
-
-    from .config import ModelSpec
-    from .session import _clients, batch_backends, read_run_json
-
-    data = read_run_json(path)
-    invocations = data.get("invocations") or []
-    config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
-    fields = set(ModelSpec.__dataclass_fields__)
-    specs = [ModelSpec(**{k: v for k, v in m.items() if k in fields})
-             for m in config.get("models") or [] if isinstance(m, dict) and m.get("name") in models]
-    unknown = set(models) - {s.name for s in specs}
-    if unknown:
-        raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose batches are "
-                       "live: run the same `promptgrid run ... --batch` command to collect them.")
-    return batch_backends(specs, _clients(None, Redactor(), specs))

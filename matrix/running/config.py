@@ -28,6 +28,7 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
         tpm: 200000                # tokens per minute
         timeout: 60                # seconds per call
         constraints: vllm          # constrained decoding: openai | vllm | llama.cpp | none (litellm models)
+        batch: {max_requests: 50000}  # --batch options; Bedrock also role_arn, s3_uri (see ModelSpec.batch)
 
 Errors name the file, line and key, as the grid loader does.
 
@@ -83,7 +84,11 @@ PARAM_BOUNDS: dict[str, dict[str, Any]] = {
     "seed": {"integer": True, "minimum": -2**63},
     "top_p": {"minimum": 0},
 }
-_MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout", "constraints")
+_MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm", "tpm", "timeout", "constraints",
+               "batch")
+#: Keys of a model's ``batch:`` options: the limits every batch API has, and Bedrock's S3 and role settings.
+BATCH_OPTIONS = ("max_requests", "max_bytes", "min_requests", "role_arn", "s3_uri", "output_s3_uri", "region",
+                 "timeout_hours")
 _TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
              "translation_store", "max_cost", "max_retries", "retry_after_cap", "defaults", "models")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
@@ -116,6 +121,11 @@ class ModelSpec:
     given with ``api_base``), ``none``. ``None``: ``openai`` where litellm says the model takes a JSON schema,
     else unsupported. Local models always use the grammar; fake models answer every mode."""
 
+    batch: Mapping[str, Any] = field(default_factory=dict)
+    """Options of the model's batch API (``--batch``; ``BATCH_OPTIONS``): ``max_requests`` and ``max_bytes`` per
+    batch (default: the provider's limits), and for Bedrock ``role_arn``, ``s3_uri`` (required),
+    ``output_s3_uri``, ``region``, ``timeout_hours``, ``min_requests``. Not in the job key."""
+
     def __post_init__(self) -> None:
         if self.constraints is not None and self.constraints not in CONSTRAINTS:
             raise RunError(f"model {self.name}: constraints {self.constraints!r} is not one of "
@@ -125,7 +135,7 @@ class ModelSpec:
                            "constrain with a grammar, fake models answer every call mode); remove it.")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "params": dict(self.params)}
+        return {**dataclasses.asdict(self), "params": dict(self.params), "batch": dict(self.batch)}
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,15 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
             raise r.fail(merged["constraints"], f"{key}.constraints",
                          f"{value!r} is not one of {', '.join(CONSTRAINTS)}.{closest(value, CONSTRAINTS)}")
         out["constraints"] = value
+    if "batch" in merged and merged["batch"].value is not None:
+        options = r.keys(merged["batch"], BATCH_OPTIONS, f"{key}.batch")
+        batch: dict[str, Any] = {}
+        for k, v in options.items():
+            if k in ("max_requests", "max_bytes", "min_requests", "timeout_hours"):
+                batch[k] = r.number(v, f"{key}.batch.{k}", integer=True, minimum=1)
+            else:
+                batch[k] = r.expect(v, (str,), f"{key}.batch.{k}", "a string")
+        out["batch"] = batch
     return out
 
 

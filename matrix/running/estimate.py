@@ -190,11 +190,17 @@ def _missing_env(spec: ModelSpec) -> tuple[str, ...]:
 
 def _batch_price(spec: ModelSpec, client: Any) -> Any:
     """The price function of the model's batch API (``BatchBackend.price``), or None when it has none."""
-    from promptgrid.matrix.clients import OpenAIBatchBackend, batch_kind
+    from promptgrid.errors import RunError
+    from promptgrid.matrix.clients import make_batch_backend
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
 
-    if batch_kind(spec.name) == "openai" and hasattr(client, "_lt"):
-        return OpenAIBatchBackend(client).price
-    return None
+    if not isinstance(client, LiteLLMClient):
+        return None
+    try:
+        backend = make_batch_backend(client, spec.batch)
+    except RunError:  # batch options incomplete (Bedrock's role and bucket): the run says so; price it anyway
+        return lambda i, o: None if (p := client.price(i, o)) is None else p * 0.5
+    return None if backend is None else backend.price
 
 
 def _price_client(spec: ModelSpec) -> Any:

@@ -151,6 +151,9 @@ class RunSummary:
     """Provider batches this invocation created (``--batch``)."""
     batch_jobs: int = 0
     """Calls this invocation put in those batches."""
+    batch_left: int = 0
+    """Jobs not batched because they were fewer than the provider's minimum per batch (left pending: run them
+    online, or with more jobs)."""
     batches_live: int = 0
     """Batches of the run directory still running when this invocation ended (``promptgrid status`` collects)."""
 

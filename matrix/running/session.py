@@ -49,7 +49,8 @@ from .config import (
     model_params,
     number_problem,
 )
-from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, case_from_dict, disk_full_errors, disk_full_stop
+from .store import (STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop,
+                    stored_records)
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
            "has_store", "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
@@ -227,6 +228,8 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
     for key in ("rpm", "tpm", "timeout"):
         if m.get(key) is not None:
             spec[key] = float(_checked(key, m[key], **_MODEL_BOUNDS[key]))
+    if m.get("batch"):
+        spec["batch"] = dict(m["batch"])
     if constraints is not None and provider_of(m["name"]) == "litellm":
         spec["constraints"] = constraints  # checked by ModelSpec
     elif m.get("constraints") is not None:
@@ -551,18 +554,18 @@ class BatchMode:
 
 def batch_backends(models: Iterable[ModelSpec], clients: Mapping[str, Any]) -> dict[str, Any]:
     """The batch backend of every model; ``RunError`` naming the models that have none."""
-    from promptgrid.matrix.clients import OpenAIBatchBackend, batch_kind
+    from promptgrid.matrix.clients import make_batch_backend
     from promptgrid.matrix.clients._litellm import LiteLLMClient
 
     out: dict[str, Any] = {}
     missing = []
     for spec in models:
-        kind = batch_kind(spec.name)
         client = clients[spec.name]
-        if kind == "openai" and isinstance(client, LiteLLMClient):
-            out[spec.name] = OpenAIBatchBackend(client)
-        else:
+        backend = make_batch_backend(client, spec.batch) if isinstance(client, LiteLLMClient) else None
+        if backend is None:
             missing.append(spec.name)
+        else:
+            out[spec.name] = backend
     if missing:
         raise RunError(f"--batch: no batch API for {', '.join(missing)}. Batches go through OpenAI-compatible "
                        "files + batches endpoints (openai/, azure/, hosted_vllm/ models, e.g. vLLM with --api-base) "
@@ -580,13 +583,6 @@ def _warm_up(scorer: Any, prep: Prepared) -> None:
 
 
 # --------------------------------------------------------------------------- re-scoring
-
-
-def stored_records(store: RunStore) -> tuple[dict[int, Variant], dict[int, Case]]:
-    """The store's variants and cases by their ids (what re-scoring and batch collection score with)."""
-    variants = {i: Variant(**dims) for i, (_vid, _label, dims) in store.variants().items()}
-    cases = {i: case_from_dict(json.loads(row[4])) for i, row in store.cases().items()}
-    return variants, cases
 
 
 def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscored: bool = False) -> dict[str, int]:
@@ -628,3 +624,83 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
                 batch = []
         store.set_verdicts(batch)
     return stats
+
+
+# --------------------------------------------------------------------------- promptgrid status
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run directory stands (``promptgrid status``): jobs per model, batches, and what polling collected."""
+
+    path: Path
+    models: list[tuple[str, int, int, int, int, int]]
+    """(model, jobs, done, errors, pending, unsupported) per model."""
+    batches: list[Any]
+    """``store.BatchRecord``s, oldest first."""
+    collected: Any = None
+    """What this call collected (a ``batch.CollectCounts``; None: not polled)."""
+    note: str | None = None
+    """Why the batches were not polled, when they were not."""
+
+    @property
+    def live(self) -> list[Any]:
+        return [b for b in self.batches if b.live and b.kind != "export"]
+
+
+async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait: bool = False, poll_s: float = 30.0,
+                     backends: Mapping[str, Any] | None = None, scorer: Any = None) -> RunStatus:
+    """Read a run directory's state; with ``poll``, advance and collect its live batches first.
+
+    Polling writes the store, so it takes the run directory's lock; when a run
+    holds it (that run polls its own batches), the state is read without
+    polling and ``note`` says why. The models' clients are rebuilt from the
+    latest invocation in ``run.json`` (their credentials must be in the
+    environment, as for the run), only for models with live batches.
+    ``backends`` and ``scorer`` replace them (tests).
+    """
+    from .batch import poll_batches
+
+    path = Path(run_dir)
+    collected = None
+    note = None
+    with RunStore(path, readonly=True) as store:
+        live_models = sorted({b.model for b in store.batches() if b.live and b.kind != "export"})
+    if poll and live_models:
+        lock = RunLock(path)
+        try:
+            lock.acquire()
+        except RunError as exc:
+            note = f"not polled: {exc}"
+        else:
+            try:
+                if backends is None:
+                    backends = _backends_of_run(path, live_models)
+                if scorer is None:
+                    from promptgrid.matrix.scoring import score as scorer
+                with RunStore(path) as store:
+                    variants, cases = stored_records(store)
+                    collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
+                                                   cases=cases, wait=wait, poll_s=poll_s, models=live_models)
+            finally:
+                lock.release()
+    with RunStore(path, readonly=True) as store:
+        return RunStatus(path, store.model_counts(), store.batches(), collected, note)
+
+
+
+def _backends_of_run(path: Path, models: Sequence[str]) -> dict[str, Any]:
+    """The batch backends of ``models`` as the latest invocation in ``run.json`` configured them."""
+    from promptgrid.matrix.clients import Redactor
+
+    data = read_run_json(path)
+    invocations = data.get("invocations") or []
+    config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
+    fields = set(ModelSpec.__dataclass_fields__)
+    specs = [ModelSpec(**{k: v for k, v in m.items() if k in fields})
+             for m in config.get("models") or [] if isinstance(m, dict) and m.get("name") in models]
+    unknown = set(models) - {s.name for s in specs}
+    if unknown:
+        raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose batches are "
+                       "live: run the same `promptgrid run ... --batch` command to collect them.")
+    return batch_backends(specs, _clients(None, Redactor(), specs))

@@ -60,7 +60,7 @@ from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
-           "case_to_dict", "disk_full_errors", "disk_full_stop"]
+           "case_to_dict", "stored_records", "disk_full_errors", "disk_full_stop"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
@@ -193,6 +193,13 @@ def case_to_dict(case: Case) -> dict[str, Any]:
     return {"id": case.id, "category": case.category, "turns": [dict(t) for t in case.turns],
             "functions": list(case.functions), "ground_truth": list(case.ground_truth),
             "language": case.language, "group": case.group, "source": case.source, "extra": dict(case.extra)}
+
+
+def stored_records(store: RunStore) -> tuple[dict[int, Variant], dict[int, Case]]:
+    """The store's variants and cases by their ids (what re-scoring and batch collection score with)."""
+    variants = {i: Variant(**dims) for i, (_vid, _label, dims) in store.variants().items()}
+    cases = {i: case_from_dict(json.loads(row[4])) for i, row in store.cases().items()}
+    return variants, cases
 
 
 def case_from_dict(d: Mapping[str, Any]) -> Case:
@@ -651,6 +658,16 @@ class RunStore:
         if not found:
             raise KeyError(batch_id)
         return found[0]
+
+    @_guarded
+    def drop_batch(self, batch_id: str) -> None:
+        """Forget a batch the provider never received (``preparing``): its keys may be batched or sent again."""
+        with self._transaction():
+            state = self.db.execute("SELECT state FROM batches WHERE id=?", (batch_id,)).fetchone()
+            if state is None or state[0] != PREPARING:
+                raise ValueError(f"batch {batch_id} is not preparing: the provider may have it")
+            self.db.execute("DELETE FROM batch_jobs WHERE batch=?", (batch_id,))
+            self.db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
 
     @_guarded
     def batches(self, *, model: str | None = None, batch_id: str | None = None) -> list[BatchRecord]:

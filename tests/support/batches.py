@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptgrid.providers import ErrorKind, call_error
 from promptgrid.matrix.clients import BatchStatus, LineResult, decode_result_line, encode_request_line
 
 from .running import answer_right
@@ -35,6 +36,9 @@ class MemoryBatchAPI:
     fail_keys: frozenset[str] = frozenset()
     max_requests: int = 50_000
     max_bytes: int = 10**9
+    min_requests: int = 1
+    refuse_keys: frozenset[str] = frozenset()
+    """Keys ``encode`` refuses (a request this API cannot carry)."""
     crash_at: str | None = None
     """``upload``, ``submit``, ``status``, ``download``: that step raises ``Crash`` once, after taking effect;
     ``collect``: the second download (the output file is stored, the error file not yet)."""
@@ -77,9 +81,12 @@ class MemoryBackend:
         self.api = api
         self.max_requests = api.max_requests
         self.max_bytes = api.max_bytes
+        self.min_requests = api.min_requests
 
     def encode(self, key: str, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any],
                request: Mapping[str, Any] | None) -> bytes:
+        if key in self.api.refuse_keys:
+            raise call_error(ErrorKind.BAD_REQUEST, "this batch API cannot carry that request")
         body = {"model": "memory", "messages": [dict(m) for m in messages], **params}
         if request is not None:
             body["request"] = dict(request)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import RunError
-from promptgrid.matrix.running.batch import BATCH_DIR, run_status
+from promptgrid.matrix.running.batch import BATCH_DIR
+from promptgrid.matrix.running.session import run_status
 from promptgrid.matrix.running.session import BatchMode, execute
 from promptgrid.matrix.running.store import RunStore
 from support.batches import Crash, MemoryBatchAPI
@@ -95,9 +96,7 @@ def test_expired_lines_are_typed_errors_and_retry_errors_batches_them_again(tmp_
 
 def test_failed_lines_are_stored_as_server_errors(tmp_path: Path) -> None:
     prep = _prep(tmp_path)
-    keys = {j.key for j in __import__("promptgrid.matrix.running.plan", fromlist=["iter_jobs"]).iter_jobs(
-        MODEL, prep.config.models[0].params, prep.variants, prep.cases, 1, prep.renderer)}
-    bad = frozenset(sorted(keys)[:4])
+    bad = frozenset(_keys(prep)[:4])
     summary = _batch_run(prep, MemoryBatchAPI(fail_keys=bad))
     assert summary.error_kinds == {"server": 4}
     with RunStore(tmp_path, readonly=True) as store:
@@ -130,3 +129,27 @@ def test_a_model_without_a_batch_api_is_refused_before_anything_is_sent(tmp_path
     prep = prepared(config(tmp_path, model="fake/auto"), bfcl_variants(2), numbered_cases(2))
     with pytest.raises(RunError, match="no batch API for fake/auto"):
         asyncio.run(execute(prep, scorer=stand_in_score, batch=FAST))
+
+
+def _keys(prep: Any) -> list[str]:
+    from promptgrid.matrix.running.plan import iter_jobs
+
+    return sorted({j.key for j in iter_jobs(MODEL, prep.config.models[0].params, prep.variants, prep.cases, 1,
+                                            prep.renderer)})
+
+
+def test_a_remainder_below_the_providers_minimum_is_left_pending_not_padded(tmp_path: Path) -> None:
+    api = MemoryBatchAPI(max_requests=10, min_requests=8)
+    summary = _batch_run(_prep(tmp_path), api)
+    assert [len(keys) for kind, keys in api.log if kind == "upload"] == [10, 10, 10]
+    assert summary.batch_left == 6
+    assert Counter(r[3] for r in _rows(tmp_path)) == {"done": 30, "pending": 6}
+
+
+def test_a_request_the_batch_api_cannot_carry_is_that_jobs_error(tmp_path: Path) -> None:
+    prep = _prep(tmp_path)
+    refused = frozenset(_keys(prep)[:2])
+    summary = _batch_run(prep, MemoryBatchAPI(refuse_keys=refused))
+    assert summary.batch_jobs == 34
+    with RunStore(tmp_path, readonly=True) as store:
+        assert {store.call(k)["error_kind"] for k in refused} == {"bad_request"}
