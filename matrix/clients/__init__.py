@@ -10,7 +10,7 @@ from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableErro
 
 from ._base import Completion, ModelClient
 from ._batch import (BatchBackend, BatchStatus, LineResult, OpenAIBatchBackend, batch_kind, body_model,
-                     completion_from_body, decode_result_line, encode_request_line)
+                     completion_from_body, decode_result, decode_result_line, encode_request_line)
 from ._envelope import envelope, read_envelope
 from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor
@@ -25,6 +25,7 @@ __all__ = [
     "batch_kind",
     "body_model",
     "completion_from_body",
+    "decode_result",
     "decode_result_line",
     "encode_request_line",
     "REDACTED",

@@ -45,6 +45,7 @@ __all__ = [
     "batch_kind",
     "body_model",
     "completion_from_body",
+    "decode_result",
     "decode_result_line",
     "encode_request_line",
 ]
@@ -202,6 +203,12 @@ def decode_result_line(line: bytes | str, where: str) -> LineResult:
         obj = parse_json_line(line.decode("utf-8") if isinstance(line, bytes) else line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise call_error(ErrorKind.MALFORMED, f"{where}: not a JSON line ({exc})") from None
+    return decode_result(obj, where)
+
+
+def decode_result(obj: Any, where: str) -> LineResult:
+    """A result line already parsed (by ``safeio.read_json_lines``) as a ``LineResult``; raises like
+    ``decode_result_line`` when it has no string ``custom_id``."""
     if not isinstance(obj, dict) or not isinstance(obj.get("custom_id"), str) or not obj["custom_id"]:
         raise call_error(ErrorKind.MALFORMED, f"{where}: a result line needs a string custom_id")
     key = obj["custom_id"]
