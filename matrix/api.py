@@ -11,6 +11,8 @@
     table = run.accuracy()                          # list[AccuracyRow], 95% intervals
     pg.report(run, out="report/", formats=["md", "csv", "html"])
     verdict = pg.score(response_text, variant, case)
+    pg.export_batch("runs/x", "hosted_vllm/m", "requests.jsonl")   # OpenAI batch file (vllm run-batch)
+    pg.import_batch("runs/x", "results.jsonl")      # its answers, stored and scored
 
 Functions return values and raise ``PromptgridError`` subclasses; nothing is
 printed (``run(..., progress=True)`` draws a progress line on stderr). The
@@ -35,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from promptgrid.errors import GridError, ReportError, RunError
 from promptgrid.records import Case, Prompt
@@ -49,11 +51,12 @@ from promptgrid.matrix.running.store import STORE_FILE, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     from promptgrid.matrix.report import ReportResult
+    from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.matrix.running.runner import Runner, RunSummary
 
-__all__ = ["AccuracyRow", "Run", "arun", "load_dataset", "load_results", "open_run", "render", "report", "run",
-           "status"]
+__all__ = ["AccuracyRow", "Run", "arun", "export_batch", "import_batch", "load_dataset", "load_results", "open_run",
+           "render", "report", "run", "status"]
 
 PathLike = str | os.PathLike[str]
 
@@ -223,6 +226,72 @@ def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: 
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-status") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def export_batch(
+    run_dir: PathLike,
+    model: str,
+    out: PathLike | IO[bytes],
+    *,
+    body_model: str | None = None,
+    retry_errors: bool = False,
+    grid: Grid | PathLike | RunConfig | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+    cases: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    repeats: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    api_base: str | Sequence[str] | None = None,
+    constraints: str | None = None,
+    translation_store: PathLike | None = None,
+    bfcl_data: PathLike | None = None,
+    append: bool = False,
+) -> ExportSummary:
+    """Write ``model``'s calls of a run that have no result yet as an OpenAI batch file (what ``vllm run-batch``
+    reads), one request line per call, its ``custom_id`` the job key; ``import_batch`` stores the answers.
+
+    ``out``: a path (replaced only when complete) or a binary stream. The run
+    is the latest config in ``run_dir/run.json``, restricted to ``model``; or,
+    with ``grid`` (and ``dataset``), the one these options make, as ``run``
+    makes it (this starts a run directory; ``append`` as in ``run``). The
+    selection options, ``params``, ``api_base`` and ``constraints`` (how
+    constrained calls are written: ``vllm`` puts the grammar where vLLM reads
+    it) override the recorded ones. Calls with a stored result (errors too,
+    unless ``retry_errors``), in a live ``--batch`` batch, or that the model
+    cannot be sent (stored ``unsupported``) are not written. ``body_model``
+    replaces the ``model`` of every body (the name the vLLM server serves).
+    The export is recorded in the store; exporting again writes the calls
+    still without a result again. Returns the counts (``ExportSummary``).
+    Raises ``RunError`` (no run config, not a litellm model, a directory of
+    another grid), ``OutputError`` for an ``out`` that would destroy a file of
+    the run.
+    """
+    from promptgrid.matrix.running.exchange import export_config, export_requests
+
+    config, new_run = export_config(
+        run_dir, model, grid=grid, dataset=dataset, limit=limit,
+        cases=cases, variants=variants, repeats=repeats, params=params, api_base=api_base, constraints=constraints,
+        translation_store=translation_store, bfcl_data=bfcl_data)
+    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
+    return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,
+                           retry_errors=retry_errors)
+
+
+def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
+    """Store the answers of an OpenAI batch output file (``vllm run-batch -o FILE``) to requests that
+    ``export_batch`` wrote from ``run_dir``; scored like a run's answers, cost unknown.
+
+    The whole file is checked first: a line that does not parse, a
+    ``custom_id`` no export of this run wrote, or one given twice stores
+    nothing and raises ``RunError`` naming ``file:line``. Idempotent: a second
+    import of the same file changes nothing (``ImportSummary.already``).
+    Calls of the exports that the file does not answer stay pending
+    (``ImportSummary.pending``).
+    """
+    from promptgrid.matrix.running.exchange import import_results
+
+    return import_results(run_dir, results)
 
 
 def open_run(path: PathLike) -> Run:

@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "arun": "promptgrid.matrix.api",
     "open_run": "promptgrid.matrix.api",
     "status": "promptgrid.matrix.api",
+    "export_batch": "promptgrid.matrix.api",
+    "import_batch": "promptgrid.matrix.api",
     "load_results": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
     "score": "promptgrid.matrix.scoring",
@@ -54,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "Run": "promptgrid.matrix.api",
     "RunSummary": "promptgrid.matrix.running.runner",
     "RunStatus": "promptgrid.matrix.running.session",
+    "ExportSummary": "promptgrid.matrix.running.exchange",
+    "ImportSummary": "promptgrid.matrix.running.exchange",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
     "ReportResult": "promptgrid.matrix.report",
@@ -99,6 +103,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         AccuracyRow,
         Run,
         arun,
+        export_batch,
+        import_batch,
         load_dataset,
         load_results,
         open_run,
@@ -108,6 +114,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         status,
     )
     from promptgrid.matrix.running.session import RunStatus
+    from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.matrix.running.results import ResultRow

@@ -80,6 +80,18 @@ def _status(args: argparse.Namespace) -> int:
     return cmd_status(args)
 
 
+def _export_batch(args: argparse.Namespace) -> int:
+    from .batchfiles import cmd_export_batch
+
+    return cmd_export_batch(args)
+
+
+def _import_batch(args: argparse.Namespace) -> int:
+    from .batchfiles import cmd_import_batch
+
+    return cmd_import_batch(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import cmd_report
 
@@ -248,6 +260,50 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --wait: seconds between polls (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_status)
+
+    p = sub.add_parser("export-batch", help="write a model's new calls as an OpenAI batch file (vllm run-batch)",
+                       description="Write the calls of MODEL in RUN_DIR that have no result yet as OpenAI batch "
+                       "request lines (what vllm run-batch reads), one per call, its custom_id the job key. Store "
+                       "the answers with promptgrid import-batch RUN_DIR RESULTS.jsonl. The run is RUN_DIR's "
+                       "latest config (run.json), or the one --grid and --dataset make (this starts RUN_DIR).")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--model", required=True, metavar="M",
+                   help="litellm model string of the run (hosted_vllm/NAME, openai/NAME, ...)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="default: standard output")
+    p.add_argument("--body-model", default=None, metavar="NAME",
+                   help="the model field of every request (the name the vLLM server serves; default: M without "
+                        "its provider prefix)")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="write again the calls that ended in an error (errors are final otherwise)")
+    p.add_argument("--constraints", default=None, choices=CONSTRAINTS,
+                   help="how call_mode constrained is written: vllm (the grammar where vLLM reads it), llama.cpp, "
+                        "openai (JSON-schema response_format), none; default: the run's")
+    p.add_argument("--api-base", default=None, metavar="URL",
+                   help="the model's server as the run gives it (only decides what the model is sent)")
+    p.add_argument("--grid", default=None, metavar="GRID",
+                   help="grid name/path or run CONFIG.yaml: start RUN_DIR from these options, as promptgrid run "
+                        "--run-dir RUN_DIR does")
+    _add_dataset_options(p, required=False)
+    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
+    p.add_argument("--case", action="append", default=[], metavar="ID")
+    p.add_argument("--variant", action="append", default=[], metavar="ID")
+    p.add_argument("--repeats", type=int, default=None, metavar="K")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
+    p.add_argument("--append", action="store_true",
+                   help="with --grid: combine another grid or dataset into RUN_DIR on purpose")
+    p.set_defaults(handler=_export_batch)
+
+    p = sub.add_parser("import-batch", help="store the answers of an OpenAI batch output file",
+                       description="Store the result lines of an OpenAI batch output file (vllm run-batch -o FILE) "
+                       "for requests promptgrid export-batch wrote from RUN_DIR. The whole file is checked first: "
+                       "a line that does not parse, a custom_id RUN_DIR did not export, or one given twice stores "
+                       "nothing (exit 2). Importing the same file again changes nothing.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("results", metavar="RESULTS.jsonl")
+    p.set_defaults(handler=_import_batch)
 
     p = sub.add_parser("compare", help="compare two runs of the same grid")
     p.add_argument("run_a", metavar="RUN_DIR_A")
