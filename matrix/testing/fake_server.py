@@ -88,7 +88,7 @@ REQUEST_PIECES = ("tools", "tool_choice", "response_format", "grammar", "guided_
 
 AnswerFn = Callable[[dict[str, Any]], str]
 
-#: The endpoint names of the log's ``endpoint`` field (and of ``FakeScript.block``).
+#: The endpoint names of the log's ``endpoint`` field; all but the first can be ``FakeScript.block``.
 ENDPOINTS = ("chat.completions", "files.create", "files.list", "files.retrieve", "files.content", "files.delete",
              "batches.create", "batches.retrieve", "batches.list", "batches.cancel")
 
@@ -152,14 +152,16 @@ class FakeScript:
     batch_max_requests: int | None = None
     """Creating a batch from a file of more lines than this is refused with a 400."""
     block: str | None = None
-    """An endpoint name (``ENDPOINTS``): its ``block_nth`` request is logged (``"blocked": true``),
+    """A files or batches endpoint name (``ENDPOINTS`` but chat.completions, whose hangs are
+    ``p_hang``): its ``block_nth`` request is logged (``"blocked": true``),
     its state change made, and then never answered (``hang_s``), so a crash test can kill the
     client inside that step."""
     block_nth: int = 1
 
     def __post_init__(self) -> None:
-        if self.block is not None and self.block not in ENDPOINTS:
-            raise ValueError(f"FakeScript.block: unknown endpoint {self.block!r}; one of {', '.join(ENDPOINTS)}")
+        if self.block is not None and self.block not in ENDPOINTS[1:]:
+            raise ValueError(f"FakeScript.block: {self.block!r} is not a files or batches endpoint; "
+                             f"one of {', '.join(ENDPOINTS[1:])}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

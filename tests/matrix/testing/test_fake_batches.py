@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -275,9 +278,31 @@ def test_block_nth_lets_the_first_requests_through() -> None:
     assert retrieves[1]["batch_status"] == "completed"
 
 
+def test_a_client_killed_inside_a_blocked_upload_left_the_file_on_the_server(tmp_path: Path) -> None:
+    """The crash-test pattern: a subprocess server, a client process seen blocked in the log, SIGKILL."""
+    upload = ("import httpx, sys; httpx.post(sys.argv[1] + '/files', data={'purpose': 'batch'}, "
+              "files={'file': ('in.jsonl', sys.stdin.buffer.read())}, timeout=60)")
+    with FakeServer.subprocess(FakeScript(block="files.create"), log_path=tmp_path / "log.jsonl") as srv:
+        client = subprocess.Popen([sys.executable, "-c", upload, srv.url], stdin=subprocess.PIPE)
+        assert client.stdin is not None
+        client.stdin.write(batch_file(2))
+        client.stdin.close()
+        deadline = time.monotonic() + 30
+        while not any(e.get("blocked") for e in srv.batch_log()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client.kill()
+        assert client.wait() == -signal.SIGKILL
+        (entry,) = srv.batch_log()
+        files = asyncio.run(litellm.afile_list(purpose="batch", **kw(srv)))
+    assert entry["blocked"] and entry["custom_ids"] == ["k0", "k1"]
+    assert [f.id for f in files.data] == [entry["file_id"]]
+
+
 def test_block_names_a_known_endpoint() -> None:
     with pytest.raises(ValueError, match="batches.create"):
         FakeScript(block="batch.create")
+    with pytest.raises(ValueError, match="not a files or batches endpoint"):
+        FakeScript(block="chat.completions")  # p_hang hangs chat requests
 
 
 # ------------------------------------------------------------------------------------------ capacity, outage
