@@ -101,3 +101,21 @@ def test_export_refuses_what_it_cannot_export(tmp_path: Path, capsys: pytest.Cap
                  "--limit", "1", "-o", str(tmp_path / "q2.jsonl")]) == 2
     assert "--append" in capsys.readouterr().err  # another dataset into the directory: refused as run refuses it
     assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(run_dir / "store.sqlite3")]) == 2
+
+
+def test_export_from_a_run_uses_the_models_recorded_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+
+    run_dir = tmp_path / "run"
+    variants = [a for v in VARIANTS for a in ("--variant", v)]
+    with FakeServer.thread(FakeScript(status=500)) as server:  # every call fails: the errors are stored
+        assert main(["run", "bfcl_v4", "--dataset", "mini:en", "--limit", "2", *variants, "--model", MODEL,
+                     "--api-base", server.url, "--temperature", "0.3", "--max-retries", "0", "--run-dir",
+                     str(run_dir), "--no-progress"]) == 1
+    capsys.readouterr()
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(tmp_path / "q.jsonl")]) == 0
+    assert "0 request line(s)" in capsys.readouterr().err  # the same keys (temperature 0.3): errors are final
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "--retry-errors", "-o",
+                 str(tmp_path / "q.jsonl")]) == 0
+    bodies = [json.loads(line)["body"] for line in (tmp_path / "q.jsonl").read_bytes().splitlines()]
+    assert len(bodies) == 4 and {b["temperature"] for b in bodies} == {0.3}
