@@ -83,15 +83,17 @@ _RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.SERVER, ErrorKind.TIMEOU
 
 
 class CallError(Exception):
-    """A provider call failed. ``kind`` says why; ``retry_after`` is the server's hint in seconds."""
+    """A provider call failed. ``kind`` says why; ``retry_after`` is the server's hint in seconds; ``endpoint``
+    the ``api_base`` that failed, without credentials, when the client knows it (a model with several)."""
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, endpoint: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.endpoint = endpoint
 
     @property
     def retryable(self) -> bool:
@@ -110,10 +112,10 @@ class FatalError(CallError):
 
 
 def call_error(kind: ErrorKind, message: str, *, status: int | None = None,
-               retry_after: float | None = None) -> CallError:
+               retry_after: float | None = None, endpoint: str | None = None) -> CallError:
     """Build the right subclass for ``kind``."""
     cls = RetryableError if kind.retryable else FatalError
-    return cls(kind, message, status=status, retry_after=retry_after)
+    return cls(kind, message, status=status, retry_after=retry_after, endpoint=endpoint)
 
 
 @dataclass(frozen=True)

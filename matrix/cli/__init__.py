@@ -191,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", default=[], metavar="M",
                    help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base) "
                         "or local/smollm2-135m or local/PATH.gguf")
-    p.add_argument("--api-base", default=None, metavar="URL")
+    p.add_argument("--api-base", action="append", default=[], metavar="URL",
+                   help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: "
+                        "calls are spread over them (least-busy, failover), --concurrency per server")
     p.add_argument("--constraints", default=None, choices=CONSTRAINTS,
                    help="how call_mode constrained is sent to the litellm models: vllm or llama.cpp (the GBNF "
                         "grammar, for a server given with --api-base), openai (JSON-schema response_format, json "

@@ -47,7 +47,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of ``promptgrid run``'s flags (over a run config file when GRID is one)."""
     params = {k: getattr(args, k) for k in ("temperature", "max_tokens", "seed") if getattr(args, k) is not None}
     return _build_config(
-        args.grid, args.dataset, models=args.model or None, api_base=args.api_base, run_dir=args.run_dir,
+        args.grid, args.dataset, models=args.model or None, api_base=args.api_base or None, run_dir=args.run_dir,
         limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
         concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, timeout=args.timeout,
         max_retries=args.max_retries, max_cost=args.max_cost, params=params, translation_store=args.store,

@@ -31,6 +31,9 @@ class Completion:
     """Price of this call in USD; None when the model's price is unknown."""
     model: str | None = None
     """The model id the provider says answered (may differ from the one asked)."""
+    endpoint: str | None = None
+    """The ``api_base`` that answered, credentials removed (one of a model's several endpoints); ``None``
+    when the model is sent to its provider's default endpoint."""
     tool_calls: tuple[dict[str, Any], ...] | None = None
     """Native tool calls, OpenAI shape ``{"id", "type": "function", "function": {"name", "arguments"}}``
     (``arguments`` the raw JSON string); ``None`` when the answer has none. Stored with ``text`` as one

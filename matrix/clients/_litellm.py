@@ -27,6 +27,11 @@ Call modes (``request``, ``Prompt.request``):
   ``litellm.supports_response_schema`` says the model takes a JSON schema,
   else unsupported. Python/XML on ``openai`` are unsupported (no grammars).
 
+Several endpoints (``api_base`` a list: replicas of one model) go through
+litellm's Router, least-busy with failover (``_router``); one endpoint, or
+none, is today's direct ``acompletion``. ``Completion.endpoint`` is the
+``api_base`` that answered, without credentials.
+
 Secrets: the values of the variables the provider reads credentials from
 (``credential_vars``) and the credentials inside ``api_base`` are added to
 the run's ``Redactor``; an auth error says which variable to set or check.
@@ -37,7 +42,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promptgrid.providers import (
@@ -50,8 +55,9 @@ from promptgrid.providers import (
     import_litellm,
 )
 
+from . import _router
 from ._base import Completion, Messages
-from ._redact import Redactor
+from ._redact import Redactor, redact_url
 
 __all__ = ["CONSTRAINTS", "LiteLLMClient"]
 
@@ -63,26 +69,36 @@ class LiteLLMClient:
     """``litellm.acompletion`` for one model string (``openai/gpt-4o-mini``, ``bedrock/...``).
 
     ``api_base`` points the provider at another server (vLLM, llama.cpp server,
-    Ollama, the fake server). ``api_key_env`` names the environment variable
-    holding the key; the key itself is never stored or logged.
+    Ollama, the fake server); a list of them (replicas of the model) is sent
+    through litellm's Router (``_router``): ``api_bases`` holds them all,
+    ``api_base`` the first. ``api_key_env`` names the environment variable
+    holding the key (one key for every endpoint); the key itself is never
+    stored or logged.
     """
 
-    def __init__(self, name: str, *, api_base: str | None = None, api_key_env: str | None = None,
+    def __init__(self, name: str, *, api_base: str | Sequence[str] | None = None, api_key_env: str | None = None,
                  redactor: Redactor | None = None, constraints: str | None = None) -> None:
         self.name = name
         self.constraints = constraints
-        self.api_base = api_base
+        self.api_bases: tuple[str, ...] = (api_base,) if isinstance(api_base, str) else tuple(api_base or ())
+        self.api_base = self.api_bases[0] if self.api_bases else None
         self.api_key_env = api_key_env
         self._lt = import_litellm()
         self._redact = redactor or Redactor()
         self._redact.add_env(credential_vars(name, api_key_env))
-        self._redact.add_url(api_base)
+        for url in self.api_bases:
+            self._redact.add_url(url)
         self._api_key: str | None = None
         if api_key_env:
             self._api_key = os.environ.get(api_key_env)
-        elif api_base and name.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        elif self.api_base and name.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             # OpenAI-compatible local servers need no key, but the SDK insists on one.
             self._api_key = "no-key-needed"
+        # Recorded endpoints, without credentials, by the URL litellm reports (trailing slash ignored).
+        self._endpoints = {url.rstrip("/"): redact_url(url) for url in self.api_bases}
+        self._router: Any = None
+        if len(self.api_bases) > 1:
+            self._router, self._strategy = _router.make_router(self._lt, name, self.api_bases, self._api_key)
 
     def _says(self, check: Any) -> bool:
         """What a litellm capability check says of this model (unknown models: no)."""
@@ -145,22 +161,28 @@ class LiteLLMClient:
         kwargs.update(model=self.name, messages=[dict(m) for m in messages], max_retries=0, drop_params=True)
         if request is not None:
             kwargs.update(self._request_kwargs(request))
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        if self._api_key is not None:
-            kwargs["api_key"] = self._api_key
+        if self._router is None:
+            if self.api_base:
+                kwargs["api_base"] = self.api_base
+            if self._api_key is not None:
+                kwargs["api_key"] = self._api_key
         try:
-            response = await self._lt.acompletion(**kwargs)
+            if self._router is None:
+                response = await self._lt.acompletion(**kwargs)
+            else:  # endpoint and key are the deployment's
+                response = await _router.send(self._lt, self._router, self._strategy, kwargs)
         except CallError:
             raise
         except Exception as exc:  # noqa: BLE001 - the one boundary where any provider error becomes ours
             error = convert_exception(exc, self._redact)
+            message = error.message
             if error.kind is ErrorKind.AUTH:
                 hint = ("the server at api_base wants a key: export OPENAI_API_KEY=... (or name its variable with "
                         "api_key_env in a run config) and run again" if self._api_key == "no-key-needed"
                         else credential_hint(self.name, self.api_key_env))
-                error = call_error(error.kind, f"{error.message} -- {hint}", status=error.status)
-            raise error from None
+                message = f"{message} -- {hint}"
+            raise call_error(error.kind, message, status=error.status, retry_after=error.retry_after,
+                             endpoint=self._failed_endpoint(exc)) from None
         return self._completion(response)
 
     def _completion(self, response: Any) -> Completion:
@@ -180,7 +202,24 @@ class LiteLLMClient:
             output_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
             model=getattr(response, "model", None),
+            endpoint=self._endpoint(hidden.get("api_base")),
         )
+
+    def _failed_endpoint(self, exc: BaseException) -> str | None:
+        """The endpoint a failed call was last sent to: the Router stamps its deployment on the exception."""
+        if self._router is None:
+            return redact_url(self.api_base)
+        deployment = self._router.get_deployment(model_id=getattr(exc, "failed_deployment_id", None) or "")
+        return self._endpoint(getattr(getattr(deployment, "litellm_params", None), "api_base", None))
+
+    def _endpoint(self, answered: Any) -> str | None:
+        """The configured ``api_base`` that answered (litellm's report of it, matched to ours), without
+        credentials; ``None`` for a model sent to its provider's default endpoint."""
+        if self._router is None:
+            return redact_url(self.api_base)
+        if not isinstance(answered, str):
+            return None
+        return self._endpoints.get(answered.rstrip("/")) or redact_url(answered)
 
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         try:
@@ -191,7 +230,8 @@ class LiteLLMClient:
             return None
 
     async def aclose(self) -> None:
-        return None
+        if self._router is not None:
+            self._router.discard()  # its callbacks leave litellm's process-wide lists
 
 
 @functools.cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._base import ModelClient
@@ -21,11 +21,12 @@ def provider_of(name: str) -> str:
     return "litellm"
 
 
-def make_client(name: str, *, api_base: str | None = None, api_key_env: str | None = None,
+def make_client(name: str, *, api_base: str | Sequence[str] | None = None, api_key_env: str | None = None,
                 redactor: Redactor | None = None, constraints: str | None = None) -> ModelClient:
     """The client for ``name``; raises ``MissingDependencyError`` when its extra is not installed.
 
     ``constraints``: how a litellm model is sent constrained calls (``ModelSpec.constraints``).
+    ``api_base``: one URL, or several (replicas of the model, spread by litellm's Router; ``ModelSpec.api_bases``).
     """
     provider = provider_of(name)
     if provider == "local":

@@ -52,7 +52,7 @@ from ._model import (
 )
 from ._order import dimension_names, language_order, order_variants, resolve_baseline, value_str
 from ._rows import Rows, as_results
-from ._usage import cost_summary, failure_stats, speed_points
+from ._usage import cost_summary, endpoint_summaries, failure_stats, speed_points
 
 __all__ = ["aggregate", "order_variants", "resolve_baseline"]
 
@@ -402,4 +402,5 @@ def aggregate(
         format_tax=tuple(tax),
         parse_shares=tuple(parse_shares(jobs, infos, confidence)) if modes != ["prompt"] else (),
         mode_failures=tuple(mode_failures(jobs, infos)) if several_modes else (),
+        endpoints=tuple(endpoint_summaries(jobs)),
     )

@@ -29,6 +29,7 @@ from ._tables import (
     accuracy_table,
     baseline_tables,
     cost_table,
+    endpoint_table,
     effects_tables,
     failure_tables,
     format_tax_table,
@@ -275,7 +276,9 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
                 f"{len(exs)} shown)</span></summary>{inner}</details>"
             )
     sections.append(("failures-section", "Failure modes", body))
-    sections.append(("cost-section", "Cost and latency", _figure(figs.get("speed")) + _table(cost_table(data))))
+    endpoints = endpoint_table(data)
+    sections.append(("cost-section", "Cost and latency", _figure(figs.get("speed")) + _table(cost_table(data))
+                     + (_table(endpoints) if endpoints is not None else "")))
     sections.append(("results-section", "Detailed results", _table(results_table(data))))
     methods = "".join(f"<li>{html.escape(p)}</li>" for p in methods_points(data))
     sections.append(("methods", "Methods", f'<ol class="methods">{methods}</ol>'))

@@ -14,6 +14,7 @@ from ._tables import (
     accuracy_table,
     baseline_tables,
     cost_table,
+    endpoint_table,
     effects_tables,
     failure_tables,
     format_tax_table,
@@ -100,7 +101,8 @@ def latex_tables(data: ReportData) -> str:
     if data.pass_k:
         tables.append(pass_k_table(data))
     tables += failure_tables(data) + mode_failure_tables(data)
-    tables += [cost_table(data), results_table(data)]
+    endpoints = endpoint_table(data)
+    tables += [cost_table(data), *([endpoints] if endpoints is not None else []), results_table(data)]
     head = [
         "% promptgrid format-sensitivity tables (generated; do not edit).",
         "% Requires \\usepackage{booktabs} and \\usepackage{graphicx}.",

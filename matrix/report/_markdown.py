@@ -18,6 +18,7 @@ from ._tables import (
     accuracy_table,
     baseline_tables,
     cost_table,
+    endpoint_table,
     effects_tables,
     failure_tables,
     format_tax_table,
@@ -145,6 +146,8 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
                 + [f"  {fence}", ""]
             )
     lines += ["## Cost and latency", ""] + image("speed") + _section(cost_table(data))
+    if (endpoints := endpoint_table(data)) is not None:
+        lines += _section(endpoints)
     lines += ["## Detailed results", ""] + _section(results_table(data))
     lines += ["## Methods", ""] + [f"- {p}" for p in methods_points(data)] + [""]
     # model text, model names and case ids are untrusted: no raw ANSI escapes or bidi overrides in report.md

@@ -19,6 +19,7 @@ __all__ = [
     "Cell",
     "CostSummary",
     "DimensionEffect",
+    "EndpointSummary",
     "FailureCount",
     "FailureExample",
     "FigureRef",
@@ -427,6 +428,20 @@ class CostSummary:
 
 
 @dataclass(frozen=True)
+class EndpointSummary:
+    """One endpoint of a model served by several (``api_base`` a list): the calls it took, per model call."""
+
+    model: str
+    endpoint: str
+    """The ``api_base`` (credentials removed); ``"(unknown)"`` for calls stored without one."""
+    calls: int
+    errors: int
+    """Calls that ended in an error on this endpoint (after failover, and the runner's retries)."""
+    latency_mean: float
+    """Mean seconds of its answered calls (NaN when none)."""
+
+
+@dataclass(frozen=True)
 class SpeedPoint:
     """MASSIVE-Agents Fig. 2: mean accuracy over variants against output speed."""
 
@@ -483,6 +498,8 @@ class ReportData:
     """Per model, call mode and return format; empty when the run has only prompt-mode variants."""
     mode_failures: tuple[ModeFailure, ...] = ()
     """Failure modes per call mode; empty when the run has one call mode."""
+    endpoints: tuple[EndpointSummary, ...] = ()
+    """Per model and endpoint, for the models whose calls went to more than one endpoint; else empty."""
 
     def cell(self, model: str, variant_id: str) -> Cell | None:
         for c in self.cells:

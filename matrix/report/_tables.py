@@ -26,6 +26,7 @@ __all__ = [
     "accuracy_table",
     "baseline_tables",
     "cost_table",
+    "endpoint_table",
     "effects_tables",
     "failure_tables",
     "format_tax_table",
@@ -443,6 +444,18 @@ def failure_tables(data: ReportData) -> list[Table]:
             )
         )
     return out
+
+
+def endpoint_table(data: ReportData) -> Table | None:
+    """Calls per endpoint of the models served by several (``api_base`` a list); None when no model was."""
+    if not data.endpoints:
+        return None
+    rows = [[e.model, e.endpoint, fmt_num(e.calls), fmt_num(e.errors), fmt_num(e.latency_mean)]
+            for e in data.endpoints]
+    return _table("endpoints", "Calls per endpoint", ["Model", "Endpoint", "Calls", "Errors", "Mean latency (s)"],
+                  rows, [False, False, True, True, True],
+                  "Models with several endpoints (replicas): calls spread least-busy, a call that found its "
+                  "endpoint down sent on to another. Per model call; errors after every retry.")
 
 
 def cost_table(data: ReportData) -> Table:

@@ -1,4 +1,4 @@
-"""Failure modes with examples, cost, latency and output speed."""
+"""Failure modes with examples, cost, latency and output speed, calls per endpoint."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from promptgrid.variants import DIMENSIONS
 
 from promptgrid.matrix.report import stats
 from ._matrix import ModelData, ci_of, quiet_nan
-from ._model import Cell, CostSummary, FailureCount, FailureExample, SpeedPoint, VariantInfo
+from ._model import Cell, CostSummary, EndpointSummary, FailureCount, FailureExample, SpeedPoint, VariantInfo
 from promptgrid.matrix.running.results import ResultRow
 
-__all__ = ["EXAMPLES_PER_MODE", "EXAMPLE_CHARS", "cost_summary", "failure_stats", "speed_points"]
+__all__ = ["EXAMPLES_PER_MODE", "EXAMPLE_CHARS", "cost_summary", "endpoint_summaries", "failure_stats", "speed_points"]
+
+UNKNOWN_ENDPOINT = "(unknown)"
 
 EXAMPLES_PER_MODE = 3
 EXAMPLE_CHARS = 400
@@ -119,6 +121,26 @@ def cost_summary(model: str, all_jobs: Sequence[ResultRow]) -> CostSummary:
         latency_p95=stats.percentile(lat, 95),
         output_tokens_per_s=speed_of(jobs),
     )
+
+
+def endpoint_summaries(jobs: Sequence[ResultRow]) -> list[EndpointSummary]:
+    """Calls, errors and mean latency per model and endpoint, for the models that used more than one endpoint
+    (replicas given as a list of ``api_base``); counted per model call (``calls_of``)."""
+    by_model: dict[str, dict[str, list[ResultRow]]] = defaultdict(lambda: defaultdict(list))
+    for j in calls_of(jobs):
+        if j.status in ("done", "error"):
+            by_model[j.model][j.endpoint or UNKNOWN_ENDPOINT].append(j)
+    out = []
+    for model in sorted(by_model):
+        endpoints = by_model[model]
+        if len(set(endpoints) - {UNKNOWN_ENDPOINT}) < 2:
+            continue
+        for endpoint in sorted(endpoints):
+            calls = endpoints[endpoint]
+            answered = [j.latency_s for j in calls if j.error is None and j.latency_s is not None]
+            out.append(EndpointSummary(model, endpoint, len(calls), sum(j.error is not None for j in calls),
+                                       float(np.mean(answered)) if answered else math.nan))
+    return out
 
 
 def speed_points(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], conf: float) -> list[SpeedPoint]:

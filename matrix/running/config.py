@@ -20,10 +20,10 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     models:
       - openai/gpt-4o-mini         # a plain model string, or a mapping:
       - name: openai/my-model
-        api_base: http://localhost:8000/v1
+        api_base: http://localhost:8000/v1   # or a list of replicas: [http://h1:8000/v1, http://h2:8000/v1]
         api_key_env: MY_SERVER_KEY # the NAME of the variable holding the key, never the key
         params: {temperature: 0, max_tokens: 512, seed: 1, top_p: 1}
-        concurrency: 8
+        concurrency: 8             # calls in flight; per endpoint when api_base lists several
         rpm: 500                   # requests per minute
         tpm: 200000                # tokens per minute
         timeout: 60                # seconds per call
@@ -31,6 +31,14 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
         batch: {max_requests: 50000}  # --batch options; Bedrock also role_arn, s3_uri (see ModelSpec.batch)
 
 Errors name the file, line and key, as the grid loader does.
+
+Several endpoints: ``api_base`` may list the URLs of several servers of the
+same model (vLLM replicas). Calls are spread over them by litellm's Router
+(least-busy), and a call that finds one down (refused connection, 5xx) is
+retried at once on another (``LiteLLMClient``); ``concurrency`` is
+then the limit *per endpoint*, so the model has ``concurrency x endpoints``
+calls in flight (``ModelSpec.in_flight``); ``rpm`` and ``tpm`` stay limits of
+the whole model. Which endpoint answered is stored per call (``endpoint``).
 
 Generation parameters are explicit and recorded per run and per call:
 ``temperature`` defaults to 0 (greedy, reproducible), ``max_tokens`` to 512.
@@ -46,10 +54,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from promptgrid.errors import PromptgridError, RunError, closest
 from promptgrid.matrix.clients import CONSTRAINTS
@@ -110,8 +119,10 @@ class ModelSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     """Generation parameters sent with every call (temperature, max_tokens, seed, top_p, ...)."""
     api_base: str | None = None
+    """The server to send to (vLLM, llama.cpp server, Ollama, a proxy); the first of ``api_bases``."""
     api_key_env: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
+    """Calls in flight at once; per endpoint when ``api_bases`` has several (see ``in_flight``)."""
     rpm: float | None = None
     tpm: float | None = None
     timeout: float = DEFAULT_TIMEOUT_S
@@ -126,7 +137,21 @@ class ModelSpec:
     batch (default: the provider's limits), and for Bedrock ``role_arn``, ``s3_uri`` (required),
     ``output_s3_uri``, ``region``, ``timeout_hours``, ``min_requests``. Not in the job key."""
 
+    api_bases: tuple[str, ...] = ()
+    """Every endpoint serving this model (vLLM replicas), in config order: ``(api_base,)`` for one, empty for
+    none. Give either field; the other is filled in. Several are sent through litellm's Router (least-busy,
+    failover); not in the job key (any replica gives the same answers)."""
+
     def __post_init__(self) -> None:
+        bases = tuple(self.api_bases) if self.api_bases else ((self.api_base,) if self.api_base else ())
+        if self.api_base is not None and bases and self.api_base != bases[0]:
+            raise RunError(f"model {self.name}: api_base {redact_url(self.api_base)!r} is not the first of "
+                           "api_bases; give one of the two fields.")
+        problem = api_bases_problem(bases)
+        if problem is not None:
+            raise RunError(f"model {self.name}: api_base: {problem}.")
+        object.__setattr__(self, "api_bases", bases)
+        object.__setattr__(self, "api_base", bases[0] if bases else None)
         if self.constraints is not None and self.constraints not in CONSTRAINTS:
             raise RunError(f"model {self.name}: constraints {self.constraints!r} is not one of "
                            f"{', '.join(CONSTRAINTS)}.{closest(str(self.constraints), CONSTRAINTS)}")
@@ -134,8 +159,14 @@ class ModelSpec:
             raise RunError(f"model {self.name}: constraints applies to litellm models only (local models always "
                            "constrain with a grammar, fake models answer every call mode); remove it.")
 
+    @property
+    def in_flight(self) -> int:
+        """The most calls of this model in flight at once: ``concurrency`` per endpoint."""
+        return max(1, self.concurrency) * max(1, len(self.api_bases))
+
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "params": dict(self.params), "batch": dict(self.batch)}
+        return {**dataclasses.asdict(self), "params": dict(self.params), "batch": dict(self.batch),
+                "api_bases": list(self.api_bases)}
 
 
 @dataclass(frozen=True)
@@ -163,7 +194,8 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The record for ``run.json``: every field, ``api_base`` without its credentials."""
         d = dataclasses.asdict(self)
-        d["models"] = [{**m.to_dict(), "api_base": redact_url(m.api_base)} for m in self.models]
+        d["models"] = [{**m.to_dict(), "api_base": redact_url(m.api_base),
+                        "api_bases": [redact_url(u) for u in m.api_bases]} for m in self.models]
         d["run_dir"] = str(self.run_dir)
         d["cases"] = list(self.cases)
         d["variants"] = list(self.variants)
@@ -186,6 +218,34 @@ def model_params(params: Mapping[str, Any] | None, repeats: int) -> dict[str, An
     if out.get("max_tokens") is None:
         out["max_tokens"] = DEFAULT_MAX_TOKENS
     return {k: v for k, v in out.items() if v is not None}
+
+
+def api_base_problem(url: Any) -> str | None:
+    """What is wrong with ``url`` as an endpoint (an http(s) URL with a host), or ``None``. Credentials in it
+    are never quoted."""
+    if not isinstance(url, str):
+        return f"expected a URL string, got {type(url).__name__}"
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        if ok:
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        ok = False
+    return None if ok else f"{redact_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)"
+
+
+def api_bases_problem(urls: Sequence[Any]) -> str | None:
+    """What is wrong with a model's endpoints (each an http(s) URL, none twice), or ``None``."""
+    seen: set[str] = set()
+    for url in urls:
+        problem = api_base_problem(url)
+        if problem is not None:
+            return problem
+        if url.rstrip("/") in seen:
+            return f"{redact_url(url)!r} is listed twice"
+        seen.add(url.rstrip("/"))
+    return None
 
 
 def number_problem(value: Any, *, integer: bool = False, minimum: float = 0.0, strict: bool = False) -> str | None:
@@ -263,9 +323,10 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
     if "name" not in m:
         raise r.fail(node, key, "a model needs a name (a litellm model string, local/smollm2-135m, ...).")
     out: dict[str, Any] = {"name": r.expect(m["name"], (str,), f"{key}.name", "a model string")}
-    for k in ("api_base", "api_key_env"):
-        if k in merged:
-            out[k] = r.expect(merged[k], (str,), f"{key}.{k}", "a string")
+    if "api_key_env" in merged:
+        out["api_key_env"] = r.expect(merged["api_key_env"], (str,), f"{key}.api_key_env", "a string")
+    if "api_base" in merged and merged["api_base"].value is not None:
+        out["api_base"] = _api_base(r, merged["api_base"], f"{key}.api_base")
     if "api_key_env" in out and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", out["api_key_env"]):
         raise r.fail(merged["api_key_env"], f"{key}.api_key_env",
                      "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key.")
@@ -296,6 +357,26 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
                 batch[k] = r.expect(v, (str,), f"{key}.batch.{k}", "a string")
         out["batch"] = batch
     return out
+
+
+def _api_base(r: _Reader, node: _Node, key: str) -> str | tuple[str, ...]:
+    """A model's ``api_base``: one URL, or a non-empty list of distinct URLs (replicas of the model)."""
+    if isinstance(node.value, str):
+        problem = api_base_problem(node.value)
+        if problem:
+            raise r.fail(node, key, f"{problem}.")
+        return node.value
+    items = r.expect(node, (list,), key, "a URL or a list of URLs")
+    if not items:
+        raise r.fail(node, key, "empty list: give at least one URL, or leave api_base out.")
+    urls: list[str] = []
+    for i, item in enumerate(items):
+        url = r.expect(item, (str,), f"{key}[{i}]", "a URL string")
+        problem = api_bases_problem([*urls, url])
+        if problem:
+            raise r.fail(item, f"{key}[{i}]", f"{problem}.")
+        urls.append(url)
+    return tuple(urls)
 
 
 def load_run_config(path: str | Path) -> dict[str, Any]:

@@ -122,6 +122,9 @@ class ResultRow:
     """The provider's finish reason (``stop``, ``length``, ...)."""
     raw_model: str | None = None
     """The model name the provider reported."""
+    endpoint: str | None = None
+    """The ``api_base`` that answered (or last failed), credentials removed; ``None`` for a provider's default
+    endpoint and for runs stored before endpoints were recorded."""
     params: Mapping[str, Any] | None = None
     """Generation parameters sent (temperature, max_tokens, seed, ...)."""
     dimensions: Mapping[str, Any] = field(default_factory=dict)

@@ -261,7 +261,7 @@ class Runner:
             self._stop = "max_cost"
         lanes = []
         for spec in self.config.models:
-            conc = max(1, spec.concurrency)
+            conc = spec.in_flight  # concurrency per endpoint
             lanes.append(_Lane(
                 spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
                 queue=asyncio.Queue(maxsize=conc * 2),
@@ -442,8 +442,9 @@ class Runner:
                     await lane.queue.put(None)
 
     def _workers(self, lane: _Lane) -> int:
-        """How many tasks take this model's calls off its queue (``concurrency``; a batch run has one writer)."""
-        return max(1, lane.spec.concurrency)
+        """How many tasks take this model's calls off its queue (``concurrency`` per endpoint: ``in_flight``;
+        a batch run has one writer)."""
+        return lane.spec.in_flight
 
     def _unsupported(self, lane: _Lane, job: Job) -> str | None:
         """Why ``lane``'s model cannot be sent ``job``'s request pieces; None when it can (or there are none)."""
@@ -539,7 +540,8 @@ class Runner:
                                                    else completion.text),
                         finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
                         output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-                        latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model)
+                        latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model,
+                        endpoint=completion.endpoint)
                     break
                 # A server that still asks for more than the cap after one capped wait will not be
                 # satisfied by more capped waits: give up then, so the run ends within about one cap.
@@ -562,7 +564,8 @@ class Runner:
                 result = CallResult(
                     key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
                     params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
-                    attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value)
+                    attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
+                    endpoint=error.endpoint)
                 if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)):
                     lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
                     self.summary.halted[job.model] = lane.halted

@@ -107,7 +107,7 @@ def build_config(
     dataset: str | None = None,
     *,
     models: Iterable[str | ModelSpec] | None = None,
-    api_base: str | None = None,
+    api_base: str | Sequence[str] | None = None,
     run_dir: str | os.PathLike[str] | None = None,
     limit: int | None = None,
     cases: Iterable[str] | None = None,
@@ -127,7 +127,8 @@ def build_config(
 ) -> RunConfig:
     """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
 
-    ``models`` replaces the config's models; ``api_base``, ``concurrency``,
+    ``models`` replaces the config's models; ``api_base`` (one URL, or a
+    list of replicas of the model: ``ModelSpec.api_bases``), ``concurrency``,
     ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
     seed, ...) apply to every model; ``constraints`` (``ModelSpec.constraints``)
     to every litellm model (local and fake models take none); ``retry_after_cap`` is the longest
@@ -213,7 +214,14 @@ def _models(models: Iterable[str | ModelSpec] | None, base: Mapping[str, Any]) -
                    "command line) or list models in the run config.")
 
 
-def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str, Any], repeats: int,
+def _api_bases(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """One URL or a list of them as the tuple ``ModelSpec.api_bases`` holds (checked there)."""
+    if not value:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _model_spec(m: Mapping[str, Any], api_base: str | Sequence[str] | None, params: Mapping[str, Any], repeats: int,
                 constraints: str | None = None, **limits: Any) -> ModelSpec:
     """One model's spec: its own values, then the options given for every model (options win)."""
     merged = {**dict(m.get("params") or {}), **{k: v for k, v in params.items() if v is not None}}
@@ -221,7 +229,8 @@ def _model_spec(m: Mapping[str, Any], api_base: str | None, params: Mapping[str,
         if key in PARAM_BOUNDS and value is not None:
             _checked(key, value, **PARAM_BOUNDS[key])
     spec: dict[str, Any] = {"name": m["name"], "params": model_params(merged, repeats),
-                            "api_base": api_base or m.get("api_base"), "api_key_env": m.get("api_key_env"),
+                            "api_bases": _api_bases(api_base) or _api_bases(m.get("api_bases") or m.get("api_base")),
+                            "api_key_env": m.get("api_key_env"),
                             "concurrency": _default_concurrency(m["name"])}
     if m.get("concurrency") is not None:
         spec["concurrency"] = _checked("concurrency", m["concurrency"], **_MODEL_BOUNDS["concurrency"])
@@ -325,7 +334,7 @@ def _clients(config: RunConfig | None, redactor: Any, models: Iterable[ModelSpec
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             raise RunError(f"model {spec.name}: api_key_env {spec.api_key_env} is not set in the environment. "
                            f"Export it first: export {spec.api_key_env}=...")
-        out[spec.name] = make_client(spec.name, api_base=spec.api_base, api_key_env=spec.api_key_env,
+        out[spec.name] = make_client(spec.name, api_base=spec.api_bases, api_key_env=spec.api_key_env,
                                      redactor=redactor, constraints=spec.constraints)
         load = getattr(out[spec.name], "load", None)
         if callable(load):
@@ -539,6 +548,9 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
         finally:
             gc.unfreeze()
             store.close()
+            if clients is None:  # ours: a Router's callbacks leave litellm's process-wide lists
+                for client in the_clients.values():
+                    await client.aclose()
     return summary
 
 

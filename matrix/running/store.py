@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, repeat INTEGER NOT NULL, prompt_sha256 TEXT NOT NULL,
     params TEXT NOT NULL, status TEXT NOT NULL, response TEXT, finish_reason TEXT,
     input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, attempts INTEGER,
-    error TEXT, error_kind TEXT, raw_model TEXT, finished_at REAL
+    error TEXT, error_kind TEXT, raw_model TEXT, finished_at REAL, endpoint TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs (
     model INTEGER NOT NULL, variant INTEGER NOT NULL, "case" INTEGER NOT NULL, repeat INTEGER NOT NULL,
@@ -140,6 +140,8 @@ class CallResult:
     error: str | None = None
     error_kind: str | None = None
     raw_model: str | None = None
+    endpoint: str | None = None
+    """The ``api_base`` that answered (or last failed), credentials removed; ``None`` for a provider's default."""
 
 
 #: Batch states (``BatchRecord.state``): recorded before upload, file uploaded, batch created at the provider,
@@ -444,7 +446,13 @@ class RunStore:
         Additive only, so an older promptgrid still reads the store (it ignores what it does not know).
         """
         self.db.executescript(_BATCH_SCHEMA)
+        if "endpoint" not in self._call_columns():
+            self.db.execute("ALTER TABLE calls ADD COLUMN endpoint TEXT")  # appended: INSERT's positions hold
         self._tables = None
+
+    def _call_columns(self) -> set[str]:
+        """The columns of ``calls`` (a read-only store of an older version may lack ``endpoint``)."""
+        return {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
 
     def _has_table(self, name: str) -> bool:
         """Whether the store has table ``name`` (a read-only store of an older version may lack the batch tables)."""
@@ -616,10 +624,10 @@ class RunStore:
         r = result
         db = self.db
         db.execute(
-            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
              r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, r.error, r.error_kind,
-             r.raw_model, time.time()))
+             r.raw_model, time.time(), r.endpoint))
         if verdicts:
             db.executemany(
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
@@ -957,17 +965,18 @@ class RunStore:
         make = ResultRow._make
         loads = json.loads
         join = "LEFT JOIN" if include_pending else "JOIN"
+        endpoint = "c.endpoint" if "endpoint" in self._call_columns() else "NULL"  # an older read-only store
         cur = self.db.execute(
             'SELECT j.model, j.variant, j."case", j.repeat, j.key, j.verdict, j.valid, j.error_code, '
             "c.status, c.response, c.error, c.error_kind, c.latency_s, c.input_tokens, c.output_tokens, "
-            "c.cost_usd, c.attempts, c.finish_reason, c.raw_model, c.params "
+            f"c.cost_usd, c.attempts, c.finish_reason, c.raw_model, {endpoint}, c.params "
             f'FROM jobs j {join} calls c ON c.key = j.key ORDER BY j.model, j."case", j.variant, j.repeat')
         while True:
             batch = cur.fetchmany(500)
             if not batch:
                 return
             for (m, v, c, rep, key, verdict, valid, code, status, response, error, kind, latency, tin, tout,
-                 cost, attempts, finish, raw_model, params) in batch:
+                 cost, attempts, finish, raw_model, answered_by, params) in batch:
                 vid, label, dims = variants[v]
                 case_id, lang, category, group = cases[c]
                 d = loads(verdict) if verdict else _NO_VERDICT
@@ -990,7 +999,8 @@ class RunStore:
                     "n_predicted_calls": d.get("n_predicted_calls", 0), "message": d.get("message", ""),
                     "response_language": d.get("response_language"), "language_match": d.get("language_match"),
                     "latency_s": latency, "input_tokens": tin, "output_tokens": tout, "cost_usd": cost,
-                    "attempts": attempts, "finish_reason": finish, "raw_model": raw_model, "params": p,
+                    "attempts": attempts, "finish_reason": finish, "raw_model": raw_model,
+                    "endpoint": answered_by, "params": p,
                     "dimensions": dims, "label": label, "case_language": lang, "case_category": category,
                     "case_group": group,
                 })
