@@ -320,7 +320,10 @@ class OpenAIBatchBackend:
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        b = await self._call("aretrieve_batch", batch_id=batch_id)
+        # litellm downloads a finished batch's output on retrieve to log its cost unless told not to: we
+        # download it once ourselves, when collecting.
+        b = await self._call("aretrieve_batch", batch_id=batch_id,
+                             litellm_metadata={"batch_ignore_default_logging": True})
         provider_state = str(_get(b, "status") or "unknown")
         state = provider_state if provider_state in ENDED_STATES else "running"
         counts = _get(b, "request_counts")
