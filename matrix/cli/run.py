@@ -90,7 +90,7 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         if not (s.batches or s.batches_live):
             print(f"nothing to send: all {s.jobs} jobs already have results in {path} (no model calls made).", file=err)
     elif s.batch:
-        print(f"{s.sent} batch results stored ({s.errors} of them errors); {s.cached} jobs answered from the store, "
+        print(f"{s.sent} batch results collected ({s.errors} of them errors); {s.cached} jobs answered from the store, "
               f"{s.shared} shared an identical prompt; spent ${s.spend:.4f} at the batch price.", file=err)
     else:
         rate = f", {s.calls_per_s:.1f} calls/s" if s.exec_s > 0 else ""

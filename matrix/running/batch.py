@@ -322,7 +322,9 @@ class BatchRunner(Runner):
         summary = await super().run()
         summary.batch = True
         summary.batches_live = sum(1 for b in self.store.batches() if b.live and b.kind != "export")
-        summary.sent = self.collected.written
+        # Lines of batches it collected, including lines a killed collection had stored already (``kept``):
+        # the batch's answers, so a resumed collection of mostly answers is not "every call failed".
+        summary.sent = self.collected.written + self.collected.kept
         summary.errors = self.collected.errors
         summary.error_kinds = dict(self.collected.error_kinds)
         return summary

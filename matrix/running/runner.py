@@ -146,7 +146,8 @@ class RunSummary:
     in_batch: int = 0
     """Jobs not sent because their call is in a live provider batch (``--batch``; collected when it ends)."""
     batch: bool = False
-    """This invocation sent through batch APIs (``--batch``): ``sent`` counts the batch results it stored."""
+    """This invocation sent through batch APIs (``--batch``): ``sent`` counts the lines of the batches it
+    collected, ``errors`` those stored as errors."""
     batches: int = 0
     """Provider batches this invocation created (``--batch``)."""
     batch_jobs: int = 0

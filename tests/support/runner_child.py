@@ -2,6 +2,7 @@
 
 Usage (``support.running.child_command`` / ``child_env`` build it):
     PYTHONPATH=tests python -m support.runner_child '{"run_dir": ..., "api_base": ..., "cases": N, "variants": N, ...}'
+(``"batch": true`` sends through the server's batch API, polling every ``"poll"`` seconds.)
 Prints the run summary as JSON on the last line of stdout; exits with `promptgrid run`'s code.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from promptgrid.errors import PromptgridError
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.cli.run import print_run
-from promptgrid.matrix.running.session import execute
+from promptgrid.matrix.running.session import BatchMode, execute
 from support.builders import bfcl_variants, numbered_cases
 from support.running import config, prepared, stand_in_score
 
@@ -27,7 +28,9 @@ def main() -> int:
                  max_retries=opts.get("max_retries", 5))
     prep = prepared(cfg, bfcl_variants(opts.get("variants", 26)), numbered_cases(opts.get("cases", 10)))
     try:
-        summary = asyncio.run(execute(prep, progress=opts.get("progress", False), scorer=stand_in_score))
+        batch = BatchMode(wait=True, poll_s=opts.get("poll", 0.05)) if opts.get("batch") else None
+        summary = asyncio.run(execute(prep, progress=opts.get("progress", False), scorer=stand_in_score,
+                                      batch=batch))
     except PromptgridError as exc:
         print(f"promptgrid: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "docs" / "run-config.example.yaml"
 
 # The commented-out model of the example (a real provider, so the file as written needs no key).
-_COMMENTED_MODEL = re.compile(r"^  # (- name: openai/my-model|  api_base:|  api_key_env:|  constraints:)",
-                              re.MULTILINE)
+_COMMENTED_MODEL = re.compile(r"^  # (- name: openai/my-model|  api_base:|  api_key_env:|  constraints:|  batch:|"
+                              r"    max_requests:|    max_bytes:)", re.MULTILINE)
 
 
 def _uncommented(text: str) -> str:
@@ -45,6 +45,7 @@ def test_the_example_loads_with_its_commented_model_too(tmp_path: Path) -> None:
     third = config.load_run_config(copy)["models"][2]
     assert third["api_base"] == "http://127.0.0.1:8000/v1" and third["api_key_env"] == "MY_SERVER_KEY"
     assert third["concurrency"] == 8 and third["timeout"] == 120  # from defaults
+    assert third["batch"] == {"max_requests": 50000, "max_bytes": 200000000}
 
 
 def test_the_example_dry_runs_without_keys(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
