@@ -435,7 +435,11 @@ class BatchRunner(Runner):
 
     def _batch_failed(self, lane: _Lane, exc: CallError) -> None:
         """A batch API call failed: this model makes no more batches now; what is recorded resumes next run."""
-        message = (f"batch API of {lane.spec.name}: {exc.kind.value}: {self.redact(exc.message)}. The batches "
-                   "recorded so far are kept; run the same command again (or promptgrid status RUN_DIR) to go on.")
+        message = f"batch API of {lane.spec.name}: {exc.kind.value}: {self.redact(exc.message)}. "
+        if exc.kind is ErrorKind.NOT_FOUND:
+            message += ("This server has no files/batches API (a plain `vllm serve` has none): run the model online "
+                        "(without --batch), or write its requests with promptgrid export-batch for `vllm run-batch`. ")
+        message += ("The batches recorded so far are kept; run the same command again (or promptgrid status "
+                    "RUN_DIR) to go on.")
         lane.halted = message
         self.summary.halted[lane.spec.name] = message
