@@ -96,6 +96,7 @@ class LiteLLMClient:
             self._api_key = "no-key-needed"
         # Recorded endpoints, without credentials, by the URL litellm reports (trailing slash ignored).
         self._endpoints = {url.rstrip("/"): redact_url(url) for url in self.api_bases}
+        self._direct = redact_url(self.api_base)  # the endpoint of every call without a Router (worked out once)
         self._router: Any = None
         if len(self.api_bases) > 1:
             self._router, self._strategy = _router.make_router(self._lt, name, self.api_bases, self._api_key)
@@ -208,7 +209,7 @@ class LiteLLMClient:
     def _failed_endpoint(self, exc: BaseException) -> str | None:
         """The endpoint a failed call was last sent to: the Router stamps its deployment on the exception."""
         if self._router is None:
-            return redact_url(self.api_base)
+            return self._direct
         deployment = self._router.get_deployment(model_id=getattr(exc, "failed_deployment_id", None) or "")
         return self._endpoint(getattr(getattr(deployment, "litellm_params", None), "api_base", None))
 
@@ -216,7 +217,7 @@ class LiteLLMClient:
         """The configured ``api_base`` that answered (litellm's report of it, matched to ours), without
         credentials; ``None`` for a model sent to its provider's default endpoint."""
         if self._router is None:
-            return redact_url(self.api_base)
+            return self._direct
         if not isinstance(answered, str):
             return None
         return self._endpoints.get(answered.rstrip("/")) or redact_url(answered)
