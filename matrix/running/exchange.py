@@ -8,8 +8,8 @@ engine wrote. The file format is ``promptgrid.matrix.clients._batch``'s (the
 body is exactly what the online call sends: messages, parameters, tools,
 response_format or the grammar the model's ``constraints`` names).
 
-Export walks the model's plan as the runner does (``plan.iter_jobs``, jobs
-recorded in the store, one line per distinct call): it skips calls with a
+Export walks the model's plan with the runner's own producer (``Runner``:
+jobs recorded in the store, one line per distinct call): it skips calls with a
 stored result (errors too, unless ``retry_errors``), calls in a live provider
 batch (``--batch``), and calls the model cannot be sent (stored
 ``unsupported``, as a run stores them). It records the export in the store
@@ -34,6 +34,8 @@ Both take the run directory's lock (``RunLock``).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import tempfile
@@ -54,11 +56,10 @@ from promptgrid.variants import Variant
 from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
 from .batch import store_results
 from .config import ModelSpec, RunConfig
-from .plan import iter_jobs
-from .runner import _params_json, verdict_row
+from .runner import Runner, _Lane, _params_json
 from .session import (RUN_JSON, Prepared, _invocation, _now, _write_run_json, build_config, check_run_dir,
                       read_run_json)
-from .store import (COLLECTED, DONE, ERROR, EXPORTED, STORE_FILE, UNSUPPORTED, BatchJob, BatchRecord, CallResult,
+from .store import (COLLECTED, EXPORTED, STORE_FILE, BatchJob, BatchRecord,
                     RunLock, RunStore, disk_full_errors, stored_records)
 
 __all__ = ["EXPORT_KIND", "ExportSummary", "ImportSummary", "export_config", "export_requests", "import_results"]
@@ -69,8 +70,6 @@ EXPORT_KIND = "export"
 FILE_ENGINE = "http://export-batch.invalid/v1"
 """The ``api_base`` an exported model without one is checked with (never contacted): the file's engine."""
 
-#: Jobs walked per store round trip (as the runner's producer).
-CHUNK = 256
 #: Problems an import names before it says how many more there are.
 MAX_PROBLEMS = 10
 
@@ -205,7 +204,6 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                 invocation = _invocation(prep, append=append, retry_errors=retry_errors)
                 invocation["export_batch"] = {"model": spec.name}
                 _write_run_json(prep, invocation)
-            store.replay_spills()  # answers a full disk kept out of the store are results, not new calls
             if isinstance(out, (str, os.PathLike)):
                 from promptgrid.safeio import atomic_output
 
@@ -230,87 +228,82 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
 
 def _export(store: RunStore, prep: Prepared, spec: ModelSpec, backend: OpenAIBatchBackend, handle: IO[bytes], *,
             body_model: str | None, retry_errors: bool, scorer: Scorer | None, output: str | None) -> ExportSummary:
-    """Walk the plan, write the lines to ``handle``, record the export; returns the counts."""
-    model_id = store.add_models([spec.name])[spec.name]
-    variant_ids = store.add_variants(prep.variants)
-    case_ids = store.add_cases(prep.cases)
-    live = store.live_batch_keys(spec.name)
-    client = backend.client
-    jobs: list[BatchJob] = []
-    exported: set[str] = set()
-    counts = dict.fromkeys(("jobs", "shared", "stored", "unsupported", "in_batch", "bytes"), 0)
-    plan = iter_jobs(spec.name, spec.params, prep.variants, prep.cases, prep.config.repeats, prep.renderer)
-    while chunk := list(islice(plan, CHUNK)):
-        counts["jobs"] += len(chunk)
-        rows = [(model_id, variant_ids[j.variant_id], case_ids[j.case.id], j.repeat) for j in chunk]
-        store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk)])
-        status = store.lookup(list({j.key for j in chunk}))
-        scored = store.scored(list(status)) if status else set()
-        late: list[tuple[tuple[int, int, int, int], Any, str]] = []
-        refused: dict[str, tuple[str, list[tuple[int, int, int, int]], Any]] = {}
-        for row, job in zip(rows, chunk):
-            if job.key in exported:
-                counts["shared"] += 1
-                continue
-            st = status.get(job.key)
-            if st is None and job.key in live:
-                counts["in_batch"] += 1
-                continue
-            reason = None if job.request is None else client.unsupported(job.request)
-            if reason is not None and (st is None or st == UNSUPPORTED):
-                counts["unsupported"] += 1
-                if st is None:
-                    refused.setdefault(job.key, (reason, [], job))[1].append(row)
-                continue
-            if st is not None and not ((st == ERROR and retry_errors) or st == UNSUPPORTED):
-                counts["stored"] += 1
-                if row not in scored:
-                    late.append((row, job, st))
-                continue
-            line = backend.encode(job.key, job.messages, job.params, job.request)
-            if body_model is not None:
-                request = json.loads(line)
-                line = encode_request_line(job.key, {**request["body"], "model": body_model})
-            handle.write(line)
-            counts["bytes"] += len(line)
-            exported.add(job.key)
-            jobs.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
-                                 int(job.request is not None and job.request.get("call_mode") == "native")))
-        if late:
-            scorer = _score_late(store, late, scorer)
-        for key, (reason, refused_rows, job) in refused.items():
-            store.record(CallResult(key=key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                                    params=_params_json(job.params), status=UNSUPPORTED, attempts=0, error=reason,
-                                    error_kind=UNSUPPORTED), [(row, None, None, None) for row in refused_rows])
+    """Walk the plan with the runner's producer, write the lines to ``handle``, record the export; returns the
+    counts."""
+    config = dataclasses.replace(prep.config, models=(spec,), max_cost=None)
+    runner = _ExportRunner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
+                           clients={spec.name: backend.client}, store=store, scorer=scorer or _score,
+                           retry_errors=retry_errors, backend=backend, handle=handle, body_model=body_model)
+    summary = _run_sync(runner.run())
+    if summary.stopped == "interrupted":
+        raise KeyboardInterrupt  # nothing recorded: the file is not complete
     handle.flush()
     export_id = None
-    if jobs:
+    if runner.lines:
         export_id = f"export-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
         now = time.time()
         detail = json.dumps({"output": output, "body_model": body_model}, separators=(",", ":"))
-        store.add_batch(BatchRecord(export_id, spec.name, EXPORT_KIND, EXPORTED, None, None, None, None, len(jobs),
-                                    counts["bytes"], now, now, detail), jobs)
-    return ExportSummary(model=spec.name, export_id=export_id, lines=len(jobs), **counts)
+        store.add_batch(BatchRecord(export_id, spec.name, EXPORT_KIND, EXPORTED, None, None, None, None,
+                                    len(runner.lines), runner.bytes, now, now, detail), runner.lines)
+    return ExportSummary(model=spec.name, export_id=export_id, lines=len(runner.lines), jobs=summary.jobs,
+                         shared=summary.shared, stored=summary.cached, unsupported=summary.unsupported,
+                         in_batch=summary.in_batch, bytes=runner.bytes)
 
 
-def _score_late(store: RunStore, late: Sequence[tuple[tuple[int, int, int, int], Any, str]],
-                scorer: Scorer | None) -> Scorer | None:
-    """Verdicts for jobs whose call was answered before but who have none (as the runner's ``_score_stored``);
-    returns the scorer, loaded on first need."""
-    out = []
-    for row, job, st in late:
-        if st != DONE:
-            out.append((row, None, False, None))
-            continue
-        if scorer is None:
-            from promptgrid.matrix.scoring import score as scorer
-        stored = store.call(job.key) or {}
-        try:
-            out.append(verdict_row(row, scorer(stored.get("response") or "", job.variant, job.case)))
-        except Exception:  # noqa: BLE001 - a checker bug must not stop the export; `promptgrid score` redoes it
-            continue
-    store.set_verdicts(out)
-    return scorer
+class _ExportRunner(Runner):
+    """The runner with one writer that puts each new call in the export file instead of sending it.
+
+    The producer is the runner's own, so an export leaves out exactly what a
+    run would not send (stored results, identical prompts, unsupported call
+    modes, calls in a live batch) and scores stored answers that have no
+    verdict yet, as a run does. A written call stays in flight until the end,
+    so the later jobs with the same key join it (``shared``) and no key is
+    written twice.
+    """
+
+    def __init__(self, *args: Any, backend: OpenAIBatchBackend, handle: IO[bytes], body_model: str | None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.backend = backend
+        self.handle = handle
+        self.body_model = body_model
+        self.lines: list[BatchJob] = []
+        self.bytes = 0
+
+    def _workers(self, lane: _Lane) -> int:
+        return 1
+
+    async def _work(self, lane: _Lane) -> None:
+        while (call := await lane.queue.get()) is not None:
+            job = call.job
+            line = self.backend.encode(job.key, job.messages, job.params, job.request)
+            if self.body_model is not None:
+                request = json.loads(line)
+                line = encode_request_line(job.key, {**request["body"], "model": self.body_model})
+            self.handle.write(line)
+            self.bytes += len(line)
+            self.progress.done += 1
+            self.lines.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
+                                       int(job.request is not None and job.request.get("call_mode") == "native")))
+
+
+def _score(response: str, variant: Variant, case: Case) -> Any:
+    """``promptgrid.matrix.scoring.score``, imported on first use (an export that scores nothing never loads it)."""
+    from promptgrid.matrix.scoring import score
+
+    return score(response, variant, case)
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run ``coro`` to the end from synchronous code, also where an event loop is already running (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-export") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 # --------------------------------------------------------------------------- import
