@@ -186,6 +186,9 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
         if detail.get("state") == "failed":
             kind = ErrorKind.BAD_REQUEST
             message = f"batch {batch.provider_id} failed: {detail.get('errors') or 'no reason given'}"
+        elif detail.get("state") == "completed":  # its files hold no readable line for it (an unreadable one)
+            kind = ErrorKind.MALFORMED
+            message = f"batch {batch.provider_id} completed, but its files hold no readable result line for this call"
         else:
             kind = ErrorKind.EXPIRED
             message = f"batch {batch.provider_id} {provider_state} before answering this line"

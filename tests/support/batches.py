@@ -39,6 +39,8 @@ class MemoryBatchAPI:
     min_requests: int = 1
     refuse_keys: frozenset[str] = frozenset()
     """Keys ``encode`` refuses (a request this API cannot carry)."""
+    garbage: tuple[bytes, ...] = ()
+    """Lines put in every output file in place of its first lines' results (hostile provider output)."""
     crash_at: str | None = None
     """``upload``, ``submit``, ``status``, ``download``: that step raises ``Crash`` once, after taking effect;
     ``collect``: the second download (the output file is stored, the error file not yet)."""
@@ -132,7 +134,8 @@ class MemoryBackend:
         err += [json.dumps({"custom_id": r["custom_id"], "response": None,
                             "error": {"code": "batch_expired", "message": "not answered in time"}})
                 for r in lines[len(answered):]]
-        self.api.files[out_id] = ("output", "\n".join(out).encode())
+        kept = [line.encode() for line in out[len(self.api.garbage):]]
+        self.api.files[out_id] = ("output", b"\n".join([*self.api.garbage, *kept]))
         self.api.files[err_id] = ("errors", "\n".join(err).encode())
         state = "completed" if limit is None else "expired"
         self.api._crash("status")

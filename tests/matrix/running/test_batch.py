@@ -153,3 +153,24 @@ def test_a_request_the_batch_api_cannot_carry_is_that_jobs_error(tmp_path: Path)
     assert summary.batch_jobs == 34
     with RunStore(tmp_path, readonly=True) as store:
         assert {store.call(k)["error_kind"] for k in refused} == {"bad_request"}
+
+
+def test_unreadable_output_lines_are_their_jobs_malformed_errors(tmp_path: Path) -> None:
+    garbage = (b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe not utf-8", b'{"custom_id": 7}', b"1e999999", b"null",
+               b'{"custom_id": "' + b"x" * 64 + b'", "response": {"status_code": 200, "body": []}}')
+    summary = _batch_run(_prep(tmp_path), MemoryBatchAPI(garbage=garbage))
+    assert summary.error_kinds == {"malformed": 6} and summary.stopped is None
+    assert Counter(r[3] for r in _rows(tmp_path)) == {"done": 30, "error": 6}
+
+
+def test_bedrock_only_batch_options_on_an_openai_model_are_refused() -> None:
+    from promptgrid.matrix.clients import make_client
+    from promptgrid.matrix.running.config import ModelSpec
+    from promptgrid.matrix.running.session import batch_backends
+
+    spec = ModelSpec(name=MODEL, api_base="http://127.0.0.1:9/v1", batch={"role_arn": "arn:aws:iam::1:role/x"})
+    client = make_client(MODEL, api_base=spec.api_base)
+    with pytest.raises(RunError, match="role_arn apply to Bedrock only"):
+        batch_backends([spec], {MODEL: client})
+    assert batch_backends([ModelSpec(name=MODEL, api_base=spec.api_base, batch={"max_requests": 7})],
+                          {MODEL: client})[MODEL].max_requests == 7

@@ -193,6 +193,9 @@ def test_foreign_duplicate_and_malformed_lines_store_nothing(tmp_path: Path) -> 
     results.write_text("\n".join([*good[:2], '{"custom_id": "x", "response": {', *good[2:]]) + "\n")
     _bad_import(run_dir, results, r"results\.jsonl:3: not a JSON line")
 
+    results.write_text("\n".join([*good[:2], "[" * 100_000 + "]" * 100_000, *good[2:]]) + "\n")  # deep
+    _bad_import(run_dir, results, r"results\.jsonl:3: not a JSON line")
+
     results.write_text("\n".join([*good[:5], '{"id": "batch_req_1", "response": null}', *good[5:]]) + "\n")
     _bad_import(run_dir, results, r"results\.jsonl:6: not a batch result line")
 

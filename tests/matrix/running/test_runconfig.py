@@ -86,6 +86,14 @@ def test_flags_only() -> None:
          r"must be the NAME of an environment variable"),
         ("grid: [\n", r"run.yaml:\d+: invalid YAML"),
         ("grid: bfcl_v4\ndataset: mini\nmax_cost: -1\nmodels: [openai/x]\n", r"run.yaml:3: max_cost: must be > 0"),
+        ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    batch: {max_request: 5}\n",
+         r"run.yaml:5: models\[0\].batch.max_request: unknown key. Did you mean 'max_requests'\?"),
+        ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    batch: {max_bytes: 0}\n",
+         r"run.yaml:5: models\[0\].batch.max_bytes: must be >= 1, got 0"),
+        ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    batch: {role_arn: [a]}\n",
+         r"run.yaml:5: models\[0\].batch.role_arn: expected a string"),
+        ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    batch: 3\n",
+         r"run.yaml:5: models\[0\].batch: expected a mapping"),
     ],
 )
 def test_errors_name_file_line_key(tmp_path: Path, text: str, match: str) -> None:
