@@ -24,8 +24,8 @@ from collections import Counter, defaultdict
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from promptgrid.matrix.api import load_results  # noqa: E402
-from promptgrid.matrix.running.results import ResultRow  # noqa: E402
 from promptgrid.matrix.report._call_modes import PARSE_FAILURE_MODES  # noqa: E402  (one definition)
+from promptgrid.matrix.running.results import ResultRow  # noqa: E402
 
 MODES = ("prompt", "constrained", "native")
 

@@ -97,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         print("bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23", file=sys.stderr)
         return 2
 
-    from promptgrid.matrix import scoring
-    from promptgrid.matrix.scoring.check import compile_case
-    from promptgrid.matrix.datasets import load_dataset
     from promptgrid.languages import DEFAULT_LANGUAGES
+    from promptgrid.matrix import scoring
+    from promptgrid.matrix.datasets import load_dataset
+    from promptgrid.matrix.scoring.check import compile_case
     from promptgrid.variants import load_grid
 
     configs, entries = helper.load_entries()

@@ -40,20 +40,26 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from promptgrid.errors import GridError, ReportError, RunError
-from promptgrid.records import Case, Prompt
-from promptgrid.variants import Grid, Variant, load_grid
-
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
-from promptgrid.matrix.running.session import (BatchMode, Prepared, build_config, execute, make_renderer, prepare,
-                                              read_run_json)
+from promptgrid.matrix.running.session import (
+    BatchMode,
+    Prepared,
+    build_config,
+    execute,
+    make_renderer,
+    prepare,
+    read_run_json,
+)
 from promptgrid.matrix.running.store import STORE_FILE, RunStore
+from promptgrid.records import Case, Prompt
+from promptgrid.variants import Grid, Variant, load_grid
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
-    from promptgrid.matrix.running.session import RunStatus
     from promptgrid.matrix.running.runner import Runner, RunSummary
+    from promptgrid.matrix.running.session import RunStatus
 
 __all__ = ["AccuracyRow", "Run", "arun", "export_batch", "import_batch", "load_dataset", "load_results", "open_run",
            "render", "report", "run", "status"]

@@ -83,45 +83,101 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.errors import (
-        CatalogError,
-        DatasetError,
-        GridError,
-        LocalModelError,
-        MissingDependencyError,
-        MissingTranslationError,
-        OutputError,
-        PromptgridError,
-        ReportError,
-        RunError,
-        StoreError,
-        StoreFullError,
-        TemplateError,
-        TranslationError,
-        UnknownReturnFormatError,
+        CatalogError as CatalogError,
+    )
+    from promptgrid.errors import (
+        DatasetError as DatasetError,
+    )
+    from promptgrid.errors import (
+        GridError as GridError,
+    )
+    from promptgrid.errors import (
+        LocalModelError as LocalModelError,
+    )
+    from promptgrid.errors import (
+        MissingDependencyError as MissingDependencyError,
+    )
+    from promptgrid.errors import (
+        MissingTranslationError as MissingTranslationError,
+    )
+    from promptgrid.errors import (
+        OutputError as OutputError,
+    )
+    from promptgrid.errors import (
+        PromptgridError as PromptgridError,
+    )
+    from promptgrid.errors import (
+        ReportError as ReportError,
+    )
+    from promptgrid.errors import (
+        RunError as RunError,
+    )
+    from promptgrid.errors import (
+        StoreError as StoreError,
+    )
+    from promptgrid.errors import (
+        StoreFullError as StoreFullError,
+    )
+    from promptgrid.errors import (
+        TemplateError as TemplateError,
+    )
+    from promptgrid.errors import (
+        TranslationError as TranslationError,
+    )
+    from promptgrid.errors import (
+        UnknownReturnFormatError as UnknownReturnFormatError,
     )
     from promptgrid.matrix.api import (
-        AccuracyRow,
-        Run,
-        arun,
-        export_batch,
-        import_batch,
-        load_dataset,
-        load_results,
-        open_run,
-        render,
-        report,
-        run,
-        status,
+        AccuracyRow as AccuracyRow,
     )
-    from promptgrid.matrix.running.session import RunStatus
-    from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
-    from promptgrid.matrix.report import ReportResult
-    from promptgrid.matrix.running.config import ModelSpec, RunConfig
-    from promptgrid.matrix.running.results import ResultRow
-    from promptgrid.matrix.running.runner import RunSummary
-    from promptgrid.matrix.scoring import Verdict, score
-    from promptgrid.records import Case, Prompt
-    from promptgrid.variants import Grid, Variant, load_grid
+    from promptgrid.matrix.api import (
+        Run as Run,
+    )
+    from promptgrid.matrix.api import (
+        arun as arun,
+    )
+    from promptgrid.matrix.api import (
+        export_batch as export_batch,
+    )
+    from promptgrid.matrix.api import (
+        import_batch as import_batch,
+    )
+    from promptgrid.matrix.api import (
+        load_dataset as load_dataset,
+    )
+    from promptgrid.matrix.api import (
+        load_results as load_results,
+    )
+    from promptgrid.matrix.api import (
+        open_run as open_run,
+    )
+    from promptgrid.matrix.api import (
+        render as render,
+    )
+    from promptgrid.matrix.api import (
+        report as report,
+    )
+    from promptgrid.matrix.api import (
+        run as run,
+    )
+    from promptgrid.matrix.api import (
+        status as status,
+    )
+    from promptgrid.matrix.report import ReportResult as ReportResult
+    from promptgrid.matrix.running.config import ModelSpec as ModelSpec
+    from promptgrid.matrix.running.config import RunConfig as RunConfig
+    from promptgrid.matrix.running.exchange import ExportSummary as ExportSummary
+    from promptgrid.matrix.running.exchange import ImportSummary as ImportSummary
+    from promptgrid.matrix.running.results import ResultRow as ResultRow
+    from promptgrid.matrix.running.runner import RunSummary as RunSummary
+    from promptgrid.matrix.running.session import RunStatus as RunStatus
+    from promptgrid.matrix.scoring import Verdict as Verdict
+    from promptgrid.matrix.scoring import score as score
+    from promptgrid.records import Case as Case
+    from promptgrid.records import Prompt as Prompt
+    from promptgrid.variants import Grid as Grid
+    from promptgrid.variants import Variant as Variant
+    from promptgrid.variants import load_grid as load_grid
 
 
 def __getattr__(name: str) -> Any:

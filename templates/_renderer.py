@@ -58,9 +58,10 @@ from typing import Any
 
 import jinja2
 import jinja2.sandbox
-from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, XML_RETURN_FORMATS, Variant
-from promptgrid.records import Case, Prompt
+
 from promptgrid.errors import TemplateError, closest
+from promptgrid.records import Case, Prompt
+from promptgrid.variants import BUILTIN_STYLES, QUERY_LANGUAGE, XML_RETURN_FORMATS, Variant
 
 from ._catalogs import BFCL_STYLE, StyleCatalog, complete_style, load_bfcl_style, load_catalog_file
 from ._docs import DocFlavour, render_function_docs

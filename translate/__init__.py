@@ -17,10 +17,11 @@ translations one can trust:
   precedence override > reviewed catalog > machine translation.
 """
 
+from promptgrid.errors import CatalogError, TranslationError
+
 from ._backends import CatalogBackend, TranslationBackend, make_backend
 from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_catalog, load_catalogs, shipped_catalogs
 from ._check import CheckCode, TranslationCheck, back_translation_similarity, check_translation, detect_language
-from promptgrid.errors import CatalogError, TranslationError
 from ._localization import CatalogLocalization, default_localization
 from ._pipeline import LanguageSummary, TranslateReport, UnitResult, segment, translate_units
 from ._protect import Masked, Span, SpanKind, find_spans, mask, unmask

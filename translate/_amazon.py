@@ -26,11 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from promptgrid.errors import MissingDependencyError
-
-from promptgrid.errors import TranslationError
-from promptgrid.providers import RetryPolicy
+from promptgrid.errors import MissingDependencyError, TranslationError
 from promptgrid.languages import base_language
+from promptgrid.providers import RetryPolicy
+
 from ._protect import TOKEN_RE
 
 __all__ = ["AmazonTranslateBackend", "MAX_REQUEST_BYTES"]

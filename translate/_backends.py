@@ -25,9 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ._catalogs import CatalogIndex, TranslationCatalog, load_catalogs, shipped_catalogs
 from promptgrid.errors import TranslationError
 from promptgrid.languages import lookup_languages
+
+from ._catalogs import CatalogIndex, TranslationCatalog, load_catalogs, shipped_catalogs
 from ._units import UnitKind
 
 __all__ = ["CatalogBackend", "TranslationBackend", "make_backend"]

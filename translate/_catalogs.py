@@ -35,6 +35,7 @@ import yaml
 from promptgrid.errors import CatalogError
 from promptgrid.languages import lookup_languages
 from promptgrid.variants._yaml import load_yaml, read_yaml_text
+
 from ._units import UnitKind
 
 __all__ = [

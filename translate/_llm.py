@@ -31,8 +31,9 @@ from typing import Any
 import yaml
 
 from promptgrid.errors import TranslationError
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, convert_exception, import_litellm
 from promptgrid.languages import language_name
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, convert_exception, import_litellm
+
 from ._protect import TOKEN_RE
 
 __all__ = ["LLMBackend", "parse_translations", "system_prompt"]

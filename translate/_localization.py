@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._catalogs import CatalogIndex, TranslationCatalog, shipped_catalogs
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language, lookup_languages
+
+from ._catalogs import CatalogIndex, TranslationCatalog, shipped_catalogs
 from ._store import TranslationStore, default_store_path
 from ._units import UnitKind
 

@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptgrid.errors import MissingTranslationError, TranslationError
+
 from ._backends import TranslationBackend
 from ._check import CheckCode, TranslationCheck, check_translation
-from promptgrid.errors import MissingTranslationError, TranslationError
 from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
 from ._units import Unit

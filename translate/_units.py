@@ -27,6 +27,7 @@ from enum import Enum
 from typing import Any
 
 from promptgrid.errors import TranslationError
+
 from ._protect import is_identifier_like
 
 __all__ = [
@@ -76,8 +77,8 @@ def english_catalog(name: str, *, bfcl_data: str | None = None) -> dict[str, str
     ``experimental_bfcl`` (bfcl-eval's own wording) is read from an installed
     bfcl-eval, as the renderer does.
     """
-    from promptgrid.templates import BFCL_STYLE, load_bfcl_style, load_catalog_file
     from promptgrid.errors import TemplateError
+    from promptgrid.templates import BFCL_STYLE, load_bfcl_style, load_catalog_file
 
     try:
         catalog = load_bfcl_style(bfcl_data) if name == BFCL_STYLE else load_catalog_file(name)

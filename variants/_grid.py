@@ -48,8 +48,9 @@ from typing import Any
 
 import yaml
 
-from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS, NATIVE_IGNORED, CallMode
 from promptgrid.errors import GridError, closest
+
+from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS, NATIVE_IGNORED, CallMode
 from ._variant import Variant
 from ._yaml import YamlNode as _Node
 from ._yaml import compose_yaml, read_yaml_text
@@ -162,7 +163,7 @@ def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
         known = tuple(BUILTIN_TEMPLATES) + tuple(sorted(spec.templates))
     elif d.values is not None:
         known = tuple(str(v) for v in d.values)
-    if known is not None and value not in known and not (d.kind is bool):
+    if known is not None and value not in known and d.kind is not bool:
         extra = ""
         if dim in ("prompt_style", "template"):
             extra = " (user ones go in template_dir: <name>.j2, styles/<name>.yaml)"

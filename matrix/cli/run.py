@@ -19,9 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from promptgrid.errors import RunError
-from promptgrid.safeio import check_output
 from promptgrid.display import escape_controls
+from promptgrid.errors import RunError
 from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.running.config import RunConfig
@@ -30,6 +29,7 @@ from promptgrid.matrix.running.results import dump_results, write_results
 from promptgrid.matrix.running.session import build_config as _build_config
 from promptgrid.matrix.running.session import check_run_dir, prepare
 from promptgrid.matrix.running.store import RunStore
+from promptgrid.safeio import check_output
 
 if TYPE_CHECKING:  # pragma: no cover
     from promptgrid.matrix.running.runner import RunSummary

@@ -16,12 +16,12 @@ from typing import Any, TextIO
 
 from tabulate import tabulate
 
-from promptgrid.translate._backends import make_backend
-from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
-from promptgrid.translate._check import check_translation
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language
 from promptgrid.safeio import JSONLine, read_json_lines
+from promptgrid.translate._backends import make_backend
+from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
+from promptgrid.translate._check import check_translation
 from promptgrid.translate._pipeline import translate_units
 from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units

@@ -9,8 +9,18 @@ llama-cpp-python is an optional extra (``promptgrid[local]``).
 from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableError, call_error
 
 from ._base import Completion, ModelClient
-from ._batch import (BatchBackend, BatchStatus, LineResult, OpenAIBatchBackend, batch_kind, body_model,
-                     completion_from_body, decode_result, decode_result_line, encode_request_line)
+from ._batch import (
+                     BatchBackend,
+                     BatchStatus,
+                     LineResult,
+                     OpenAIBatchBackend,
+                     batch_kind,
+                     body_model,
+                     completion_from_body,
+                     decode_result,
+                     decode_result_line,
+                     encode_request_line,
+)
 from ._envelope import envelope, read_envelope
 from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from promptgrid.errors import LocalModelError, MissingDependencyError, PromptgridError
+from promptgrid.errors import LocalModelError, MissingDependencyError
 from promptgrid.providers import ErrorKind, call_error
 
 from ._base import Completion, Messages

@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["COOLDOWN_S", "ROUTE", "LeastBusy", "endpoint_down", "make_router", "send"]
+__all__ = ["COOLDOWN_S", "ROUTE", "LeastBusy", "endpoint_down", "make_router", "registered_deployments", "send"]
 
 ROUTE = "promptgrid-endpoints"
 """The one model name every deployment of a Router is registered under (``send`` asks for it)."""
@@ -109,9 +109,21 @@ def make_router(lt: Any, model: str, api_bases: Sequence[str], api_key: str | No
             params["api_key"] = api_key
         deployments.append({"model_name": ROUTE, "litellm_params": params})
     router = lt.Router(model_list=deployments, num_retries=0)
-    strategy = LeastBusy(router.model_list)
+    strategy = LeastBusy(registered_deployments(router))
     router.set_custom_routing_strategy(strategy)
     return router, strategy
+
+
+def registered_deployments(router: Any) -> list[Mapping[str, Any]]:
+    """The Router's deployments as it registered them (each with its ``model_info.id``).
+
+    litellm 1.110 moved them behind ``Router.registry().all()`` and deprecated the
+    ``model_list`` attribute; releases before it have only the attribute.
+    """
+    registry = getattr(router, "registry", None)
+    if callable(registry):
+        return list(registry().all())
+    return list(router.model_list)
 
 
 def endpoint_down(lt: Any, exc: BaseException) -> bool:

@@ -34,9 +34,9 @@ import os
 import re
 from typing import Any
 
-from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
-from promptgrid.records import Case
 from promptgrid.errors import DatasetError, closest
+from promptgrid.records import Case
+from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
 
 __all__ = ["BFCL_CATEGORIES", "FORMAT_SENSITIVITY", "bfcl_categories", "load_bfcl"]
 

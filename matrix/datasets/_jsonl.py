@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from promptgrid.records import CATEGORIES, Case
 from promptgrid.errors import DatasetError, closest
+from promptgrid.records import CATEGORIES, Case
 from promptgrid.safeio import read_json_lines
 
 __all__ = ["MAX_PROBLEMS", "case_to_record", "load_jsonl", "write_jsonl"]

@@ -31,8 +31,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from promptgrid.records import Case
 from promptgrid.errors import DatasetError
+from promptgrid.records import Case
 
 __all__ = ["MINI_LANGUAGES", "describe_mini", "load_mini", "mini_functions", "parse_languages"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from promptgrid.records import Case
 from promptgrid.errors import DatasetError, closest
+from promptgrid.records import Case
 
 __all__ = ["Dataset"]
 

@@ -9,11 +9,12 @@ synthetic rows alike. ``compare_runs`` pairs two runs of the same grid.
 matplotlib is imported only when figures are drawn.
 """
 
+from promptgrid.errors import ReportError
+
 from ._build import FORMATS, ReportResult, build_report, expand_formats
 from ._compare import CompareResult, VariantDiff, compare_runs
 from ._compute import aggregate
 from ._digest import ModeCount, ModelDigest, SampleNote, digest, explain
-from promptgrid.errors import ReportError
 from ._model import (
     Cell,
     CostSummary,

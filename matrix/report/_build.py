@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from promptgrid.errors import ReportError
 from promptgrid.matrix.report import stats
+from promptgrid.safeio import atomic_write
+
 from ._compute import aggregate
 from ._csv import csv_files
-from promptgrid.errors import ReportError
-from promptgrid.safeio import atomic_write
 from ._latex import latex_tables
 from ._markdown import console_table, markdown_report
 from ._model import FigureRef, PendingJobs, ReportData

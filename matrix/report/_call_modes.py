@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from promptgrid.variants import DIMENSIONS
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.matrix.scoring.verdict import FailureMode
+from promptgrid.variants import DIMENSIONS
 
 from . import stats
 from ._matrix import ModelData, ci_of

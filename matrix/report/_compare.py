@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from promptgrid.errors import ReportError
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.running.results import ResultRow
-from ._csv import _write
-from promptgrid.errors import ReportError
 from promptgrid.safeio import atomic_write
+
+from ._csv import _write
 from ._format import pct, pval, with_ci
 from ._matrix import Resampler, paired, quiet_nan
 from ._order import order_variants

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from promptgrid.errors import ReportError
+from promptgrid.matrix.report import stats
+from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.scoring.metrics import prf
 from promptgrid.variants import DIMENSIONS
 
-from promptgrid.matrix.report import stats
-from promptgrid.matrix.scoring.metrics import prf
-from promptgrid.matrix.running.results import ResultRow
-from promptgrid.errors import ReportError
 from ._call_modes import call_mode_of, call_modes_of, format_tax, mode_failures, parse_shares, unsupported_counts
 from ._languages import language_match_stats, language_stats, pass_k_stats, translation_kind
 from ._matrix import (

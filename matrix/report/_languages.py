@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from promptgrid.matrix.scoring import metrics
 from promptgrid.matrix.report import stats
-from ._matrix import ModelData, Resampler, boundary_interval, ci_of, paired, quiet_nan
 from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.scoring import metrics
+
+from ._matrix import ModelData, Resampler, boundary_interval, ci_of, paired, quiet_nan
 from ._model import LanguageCell, LanguageMatch, LanguageSummary, PassK, Settings, TranslationDelta, VariantInfo
 from ._order import language_order, value_str
 

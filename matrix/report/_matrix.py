@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from promptgrid.matrix.report import stats
-from ._model import Interval
 from promptgrid.matrix.running.results import ResultRow
+
+from ._model import Interval
 
 __all__ = [
     "METRICS",

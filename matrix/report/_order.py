@@ -6,12 +6,12 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from promptgrid.errors import ReportError
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import DIMENSIONS, builtin_grids, load_grid
 
-from promptgrid.errors import ReportError
 from ._labels import labels_for
 from ._model import VariantInfo
-from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["dimension_names", "language_order", "order_variants", "resolve_baseline", "value_str"]
 

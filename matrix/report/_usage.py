@@ -8,12 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from promptgrid.matrix.report import stats
+from promptgrid.matrix.running.results import ResultRow
 from promptgrid.variants import DIMENSIONS
 
-from promptgrid.matrix.report import stats
 from ._matrix import ModelData, ci_of, quiet_nan
 from ._model import Cell, CostSummary, EndpointSummary, FailureCount, FailureExample, SpeedPoint, VariantInfo
-from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["EXAMPLES_PER_MODE", "EXAMPLE_CHARS", "cost_summary", "endpoint_summaries", "failure_stats", "speed_points"]
 

@@ -40,14 +40,26 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError
+from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
-from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
 from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
-from .store import (COLLECTED, DONE, ENDED, ERROR, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchRecord,
-                    CallResult, RunStore, stored_records)
+from .store import (
+    COLLECTED,
+    DONE,
+    ENDED,
+    ERROR,
+    PREPARING,
+    SUBMITTED,
+    UPLOADED,
+    BatchJob,
+    BatchRecord,
+    CallResult,
+    RunStore,
+    stored_records,
+)
 
 __all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 

@@ -60,12 +60,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from promptgrid.errors import PromptgridError, RunError, closest
+from promptgrid.errors import RunError, closest
 from promptgrid.matrix.clients import CONSTRAINTS
 from promptgrid.matrix.clients._redact import redact_url
 from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
-from promptgrid.variants import compose_yaml
 from promptgrid.variants import YamlNode as _Node
+from promptgrid.variants import compose_yaml
 from promptgrid.variants._yaml import plain as _plain
 from promptgrid.variants._yaml import read_yaml_text
 

@@ -48,19 +48,27 @@ from pathlib import Path
 from typing import IO, Any
 
 from promptgrid.errors import RunError
+from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
 from promptgrid.providers import CallError
 from promptgrid.records import Case
 from promptgrid.safeio import read_json_lines
 from promptgrid.variants import Variant
 
-from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
 from .batch import store_results
 from .config import ModelSpec, RunConfig
 from .runner import Runner, _Lane, _params_json
-from .session import (RUN_JSON, Prepared, _invocation, _now, _write_run_json, build_config, check_run_dir,
-                      read_run_json)
-from .store import (COLLECTED, EXPORTED, STORE_FILE, BatchJob, BatchRecord,
-                    RunLock, RunStore, disk_full_errors, stored_records)
+from .session import RUN_JSON, Prepared, _invocation, _now, _write_run_json, build_config, check_run_dir, read_run_json
+from .store import (
+    COLLECTED,
+    EXPORTED,
+    STORE_FILE,
+    BatchJob,
+    BatchRecord,
+    RunLock,
+    RunStore,
+    disk_full_errors,
+    stored_records,
+)
 
 __all__ = ["EXPORT_KIND", "ExportSummary", "ImportSummary", "export_config", "export_requests", "import_results"]
 

@@ -64,17 +64,16 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from promptgrid.errors import StoreFullError
+from promptgrid.matrix.clients import ModelClient, Redactor, envelope
+from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
-from promptgrid.errors import StoreFullError
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
-
-from promptgrid.matrix.clients import ModelClient, Redactor, envelope
 from .plan import Job, Renders, iter_jobs
 from .progress import Progress
 from .ratelimit import TokenBucket
-from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore
 
 __all__ = ["RunSummary", "Runner", "Scorer", "verdict_row"]

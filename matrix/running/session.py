@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from promptgrid.errors import RunError
+from promptgrid.matrix.clients import provider_of
 from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line
 from promptgrid.variants import Grid, Variant, load_grid
 from promptgrid.variants._yaml import read_yaml_text
-
-from promptgrid.matrix.clients import provider_of
 
 from .config import (
     _SECRET_KEYS,
@@ -49,8 +48,7 @@ from .config import (
     model_params,
     number_problem,
 )
-from .store import (STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop,
-                    stored_records)
+from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
            "has_store", "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]

@@ -52,12 +52,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from promptgrid.errors import StoreError, StoreFullError
-
-from promptgrid.records import Case
-from promptgrid.variants import Variant
-
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
+from promptgrid.records import Case
+from promptgrid.variants import Variant
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
            "case_to_dict", "stored_records", "disk_full_errors", "disk_full_stop"]

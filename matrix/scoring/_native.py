@@ -36,11 +36,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from promptgrid.languages import detect_language_match
+from promptgrid.matrix.clients import read_envelope
 from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line
 from promptgrid.variants import ReturnFormat, Variant
-
-from promptgrid.matrix.clients import read_envelope
 
 from .check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
 from .failure_modes import classify

@@ -29,22 +29,21 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import IO, Any
 
-from promptgrid.templates import answer_prefix
-from promptgrid.records import Case
 from promptgrid.errors import PromptgridError, closest
 from promptgrid.languages import DEFAULT_LANGUAGES, detect_language_match
-from promptgrid.safeio import read_json_lines
-from promptgrid.variants import Variant, builtin_grids, load_grid
-
 from promptgrid.matrix.scoring._native import call_mode, native_verdict, unwrap_constrained
 from promptgrid.matrix.scoring.check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
 from promptgrid.matrix.scoring.failure_modes import classify
 from promptgrid.matrix.scoring.parse import decode_bfcl, format_matches, parse_any, parse_response
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
+from promptgrid.records import Case
+from promptgrid.safeio import read_json_lines
+from promptgrid.templates import answer_prefix
+from promptgrid.variants import Variant, builtin_grids, load_grid
 
 __all__ = ["BFCL_DEFAULT_VARIANT", "CACHE_SIZE", "StreamCounts", "bfcl_verdict", "clear_caches", "score",
            "score_calls", "score_stream", "score_uncached", "variant_index"]

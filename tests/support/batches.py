@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from promptgrid.providers import ErrorKind, call_error
 from promptgrid.matrix.clients import BatchStatus, LineResult, decode_result_line, encode_request_line
+from promptgrid.providers import ErrorKind, call_error
 
 from .running import answer_right
 

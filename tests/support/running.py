@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from promptgrid.matrix.running.session import Prepared
 from promptgrid.matrix.running.config import ModelSpec, RunConfig, model_params
+from promptgrid.matrix.running.session import Prepared
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.records import Case
 from promptgrid.variants import Variant

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from promptgrid.records import Case
-
 from support.bfcl import load_bfcl_modules
 from support.builders import make_case
 

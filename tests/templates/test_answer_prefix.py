@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from promptgrid.templates import Renderer, answer_prefix
 from promptgrid.errors import TemplateError
+from promptgrid.templates import Renderer, answer_prefix
 
 
 def test_massive_one_shot_asks_for_action_prefix() -> None:

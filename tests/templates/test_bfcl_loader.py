@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from promptgrid.errors import DatasetError
 from promptgrid.matrix.datasets._bfcl import bfcl_categories, load_bfcl
 from promptgrid.templates import BFCL_DATA_ENV, _bfcl_source
-from promptgrid.errors import DatasetError
 
 HINT = " Note that the provided function is in Python 3 syntax."
 

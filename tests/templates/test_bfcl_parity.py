@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 import pytest
+
 from promptgrid.matrix.datasets._bfcl import load_bfcl
 from promptgrid.templates import Renderer, render_function_docs
 from promptgrid.variants import load_grid

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from promptgrid.templates import BFCL_DATA_ENV, Renderer, _bfcl_source, find_bfcl, read_bfcl_assignments
-from promptgrid.records import Case
+
 from promptgrid.errors import PromptgridError, TemplateError
+from promptgrid.records import Case
+from promptgrid.templates import BFCL_DATA_ENV, Renderer, _bfcl_source, find_bfcl, read_bfcl_assignments
 from promptgrid.variants import Variant
 
 FAKE_PROMPTS = '''\

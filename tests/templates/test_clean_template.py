@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import xmltodict
-from promptgrid.templates import Renderer
-from promptgrid.records import Case
-from promptgrid.variants import Variant, load_grid
 
+from promptgrid.records import Case
+from promptgrid.templates import Renderer
+from promptgrid.variants import Variant, load_grid
 from support.builders import make_case
 
 HINT = " Note that the provided function is in Python 3 syntax."

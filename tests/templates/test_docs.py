@@ -11,6 +11,7 @@ import pytest
 import xmltodict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from promptgrid.templates import DocFlavour, dedupe_language_hint, render_function_docs
 
 HINT = " Note that the provided function is in Python 3 syntax."

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from promptgrid.templates import Localization, Renderer, description_units
-from promptgrid.records import Case
-from promptgrid.errors import MissingTranslationError
-from promptgrid.variants import Variant, load_grid
 
+from promptgrid.errors import MissingTranslationError
+from promptgrid.records import Case
+from promptgrid.templates import Localization, Renderer, description_units
+from promptgrid.variants import Variant, load_grid
 from support.builders import make_case
 
 

@@ -13,7 +13,6 @@ import promptgrid as pg
 from promptgrid.records import Case
 from promptgrid.templates import Renderer, load_catalog_file
 from promptgrid.variants import BUILTIN_TEMPLATES, CallMode, PromptFormat, ReturnFormat, Variant
-
 from support.builders import make_case
 
 LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "zh", "hi", "pt")  # every language of mini

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from promptgrid.errors import TemplateError
 from promptgrid.matrix.cli import main
 from promptgrid.records import Case

@@ -6,11 +6,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from promptgrid.templates import Renderer, render
-from promptgrid.records import Case
-from promptgrid.errors import TemplateError
-from promptgrid.variants import Variant, load_grid
 
+from promptgrid.errors import TemplateError
+from promptgrid.records import Case
+from promptgrid.templates import Renderer, render
+from promptgrid.variants import Variant, load_grid
 from support.builders import make_case
 
 PIRATE = textwrap.dedent("""\

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ def _read(package: str, *parts: str) -> str:
     return resources.files(package).joinpath(*parts).read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _english_instructions() -> dict[str, str]:
     out = {}
     for name in ENGLISH_CATALOGS:
@@ -57,7 +57,7 @@ def _walk(prefix: str, properties: dict[str, Any], out: dict[str, str]) -> None:
             _walk(f"{prefix}.{name}", children, out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _english_descriptions() -> dict[str, str]:
     functions = json.loads(_read("promptgrid.matrix.datasets", "data", "mini_functions.json"))
     out: dict[str, str] = {}
@@ -67,7 +67,7 @@ def _english_descriptions() -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _catalog(lang: str, kind: str) -> dict[str, Any]:
     parts = ("catalogs", f"{lang}.yaml") if kind == "instructions" else ("catalogs", "descriptions", "mini", f"{lang}.yaml")
     return yaml.safe_load(_read("promptgrid.translate", *parts))

@@ -14,9 +14,9 @@ import time
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.translate import check_translation
 from promptgrid.translate import _check as check
 from promptgrid.translate import _protect as protect
+from promptgrid.translate import check_translation
 
 # The original patterns (quadratic on long runs), as the reference.
 _OLD_URL = re.compile(r"\bhttps?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")

@@ -11,7 +11,6 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 # litellm's response types trigger a pydantic UserWarning on first use; not ours.
-pytestmark = pytest.mark.filterwarnings("ignore:.*is using the `ReadOnly` qualifier:UserWarning")
 
 from promptgrid.translate import TranslationError, Unit, UnitKind, translate_units  # noqa: E402
 from promptgrid.translate._llm import LLMBackend, parse_translations  # noqa: E402

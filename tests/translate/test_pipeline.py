@@ -105,7 +105,6 @@ def test_catalog_backend_refuses_a_language_it_has_no_catalog_for(store: Any) ->
     assert store.get(units[0].source, "de", "catalog") is None  # refused before anything was done
 
 
-@pytest.mark.filterwarnings("ignore:.*is using the `ReadOnly` qualifier:UserWarning")
 def test_llm_backend_through_the_pipeline_records_everything(store: Any) -> None:
     litellm = pytest.importorskip("litellm")
     from promptgrid.translate._llm import LLMBackend

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from promptgrid.errors import GridError
 from promptgrid.matrix.cli import main
 from promptgrid.variants import DIMENSIONS, Variant, builtin_grids, load_grid
-from promptgrid.errors import GridError
 
 BFCL_ORDER = [
     f"ret_fmt={ret}&tool_call_tag={tag}&func_doc_fmt={doc}&prompt_fmt=plaintext&style=classic"

@@ -10,8 +10,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.variants import DIMENSIONS, load_grid
 from promptgrid.errors import GridError
+from promptgrid.variants import DIMENSIONS, load_grid
 
 # Plain values (enum members as their .value): they go into a YAML file.
 CLOSED = {name: [v.value if isinstance(v, Enum) else v for v in d.values]

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.errors import GridError
-from promptgrid.variants import load_grid
-from promptgrid.variants import _yaml
+from promptgrid.variants import _yaml, load_grid
 
 LAUGHS = "\n".join(
     [f"base: &a [{', '.join(['lol'] * 9)}]"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, NoReturn
 
-from promptgrid.errors import PromptgridError, UnknownReturnFormatError, closest
+from promptgrid.errors import UnknownReturnFormatError, closest
 from promptgrid.variants import ReturnFormat
 
 from ._agnostic import parse_any, read_any

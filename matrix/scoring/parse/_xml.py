@@ -38,8 +38,8 @@ from promptgrid.variants import ReturnFormat
 from ._fail import Fail
 from ._limits import MAX_DEPTH, MAX_XML_ELEMENTS
 from ._pyast import literal_value
-from ._xmlfast import fast_xml_calls
 from ._result import Deviation, ParseFailure
+from ._xmlfast import fast_xml_calls
 
 __all__ = [
     "DTD_RE",

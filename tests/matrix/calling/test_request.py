@@ -20,7 +20,6 @@ from promptgrid.matrix.running.plan import iter_jobs, job_key
 from promptgrid.records import Prompt, messages_sha256
 from promptgrid.templates import Renderer
 from promptgrid.variants import CallMode, ReturnFormat, Variant, load_grid
-
 from support.builders import FACTORIAL, fn, make_case
 
 

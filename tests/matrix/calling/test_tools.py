@@ -6,11 +6,11 @@ import json
 import re
 
 import pytest
-from support.builders import FACTORIAL, fn
 
 from promptgrid.matrix.calling import ToolCallFailure, read_tool_calls, tool_names, tool_schemas
 from promptgrid.matrix.datasets import load_dataset
 from promptgrid.matrix.scoring.parse import MAX_DEPTH
+from support.builders import FACTORIAL, fn
 
 OPENAI_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 

@@ -13,7 +13,6 @@ import pytest
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.report import synthetic_rows
 from promptgrid.matrix.running.results import write_results
-
 from support.rows import make_row, write_jsonl
 
 

@@ -24,13 +24,13 @@ from botocore.stub import Stubber
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import CallError, ErrorKind, Redactor
 from promptgrid.matrix.clients._batch import OpenAIBatchBackend
-from promptgrid.matrix.clients._registry import make_batch_backend
 from promptgrid.matrix.clients._batch_bedrock import (
     BedrockBatchBackend,
     convert_boto_error,
     job_name,
     model_id,
 )
+from promptgrid.matrix.clients._registry import make_batch_backend
 
 MODEL = "bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0"
 ROLE = "arn:aws:iam::123456789012:role/BedrockBatch"

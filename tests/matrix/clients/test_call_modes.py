@@ -16,7 +16,6 @@ from promptgrid.matrix.clients._local import NATIVE_REASON, LocalClient
 from promptgrid.matrix.scoring.parse import parse_response
 from promptgrid.matrix.testing.fake_server import REQUEST_PIECES, FakeServer
 from promptgrid.variants import ReturnFormat, Variant
-
 from support.builders import make_case
 
 CASE = make_case()  # one function, math.factorial (offered as math_factorial)

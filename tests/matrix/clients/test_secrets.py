@@ -10,9 +10,8 @@ import pytest
 
 from promptgrid.matrix.clients import REDACTED, Redactor
 from promptgrid.matrix.clients._redact import redact_url, url_secrets
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.matrix.running.store import RunStore
-
+from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.running import child_command, child_env
 
 KEY = "sk-planted-xyz"
@@ -102,7 +101,6 @@ def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypa
     from promptgrid.matrix.running.config import ModelSpec, model_params
     from promptgrid.matrix.running.results import write_results
     from promptgrid.matrix.running.session import execute
-
     from support.builders import bfcl_variants, numbered_cases
     from support.running import config, prepared, stand_in_score
 

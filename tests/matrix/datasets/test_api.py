@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 import promptgrid.matrix.datasets as datasets
+from promptgrid.errors import DatasetError
 from promptgrid.matrix.datasets import MINI_LANGUAGES, SPEC_FORMS, Dataset, list_datasets, load_dataset
 from promptgrid.records import Case
-from promptgrid.errors import DatasetError
-
 from support.builders import make_case
 
 _BFCL = "promptgrid.matrix.datasets._bfcl"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from promptgrid.errors import DatasetError
 from promptgrid.matrix.datasets import MAX_PROBLEMS, load_dataset, load_jsonl, write_jsonl
 from promptgrid.records import Case
-from promptgrid.errors import DatasetError
 
 WEATHER = {
     "name": "weather.get_current",

@@ -16,7 +16,6 @@ from promptgrid.matrix.report._html import html_report
 from promptgrid.matrix.report._latex import latex_tables
 from promptgrid.matrix.report._markdown import console_table, markdown_report
 from promptgrid.variants import CallMode, ReturnFormat, Variant
-
 from support.rows import make_row, rows_with_accuracy
 
 PY = Variant(return_format=ReturnFormat.PYTHON)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from promptgrid.matrix.report import stats
-from promptgrid.matrix.report import ReportError, compare_runs
+from promptgrid.matrix.report import ReportError, compare_runs, stats
 from promptgrid.variants import Variant
-
 from support.rows import rows_with_accuracy
 
 FAST = {"n_resamples": 400}

@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.scoring import metrics
-from promptgrid.matrix.report import stats
-from promptgrid.matrix.report import ReportError, aggregate
+from promptgrid.matrix.report import ReportError, aggregate, stats
 from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.scoring import metrics
 from promptgrid.variants import Variant, load_grid
-
 from support.rows import make_row, rows_with_accuracy
 
 FAST = {"n_resamples": 400}

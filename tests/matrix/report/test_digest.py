@@ -12,7 +12,6 @@ from promptgrid.matrix.report import aggregate, digest, explain
 from promptgrid.matrix.report._digest import MIN_N, sample_note
 from promptgrid.matrix.report._markdown import console_table, markdown_report
 from promptgrid.variants import Variant
-
 from support.rows import make_row, rows_with_accuracy
 
 VARIANTS = [Variant(return_format=r, tool_call_tag=t) for r, t in itertools.product(("python", "json"), (False, True))]

@@ -8,16 +8,14 @@ import re
 from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 from promptgrid.matrix.report import ReportError, build_report
-from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.report._csv import RESULTS_COLUMNS
 from promptgrid.matrix.report._latex import latex_escape
+from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.variants import Variant
-
 from support.rows import rows_with_accuracy
 
 XSS = "<script>alert('pwned')</script><img src=x onerror=alert(1)>"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from promptgrid.matrix.cli import main
 from promptgrid.matrix.api import load_results
+from promptgrid.matrix.cli import main
 from promptgrid.matrix.report import build_report, compare_runs
 from promptgrid.matrix.report._markdown import markdown_report
 from promptgrid.matrix.running.results import ResultRow

@@ -16,7 +16,6 @@ import promptgrid as pg
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.report import PendingJobs, aggregate, build_report
 from promptgrid.variants import Variant
-
 from support.rows import make_row, rows_with_accuracy
 
 FAST = {"n_resamples": 400}

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptgrid.matrix.scoring import metrics
 from promptgrid.matrix.report import stats
+from promptgrid.matrix.scoring import metrics
 
 # --------------------------------------------------------------------------- Wilson
 

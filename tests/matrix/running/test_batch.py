@@ -12,8 +12,7 @@ import pytest
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.running.batch import BATCH_DIR
-from promptgrid.matrix.running.session import run_status
-from promptgrid.matrix.running.session import BatchMode, execute
+from promptgrid.matrix.running.session import BatchMode, execute, run_status
 from promptgrid.matrix.running.store import RunStore
 from support.batches import Crash, MemoryBatchAPI
 from support.builders import bfcl_variants, numbered_cases

@@ -22,7 +22,6 @@ from promptgrid.matrix.scoring import score
 from promptgrid.matrix.testing.fake_server import FakeServer
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant
-
 from support.builders import numbered_cases
 from support.running import config
 

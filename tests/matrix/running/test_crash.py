@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.matrix.running.store import RunStore
-
+from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.running import child_command, child_env
+
 
 def child(opts: dict, **kw) -> subprocess.Popen:
     return subprocess.Popen(child_command(opts), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

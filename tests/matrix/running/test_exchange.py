@@ -23,7 +23,6 @@ from promptgrid.matrix.scoring import score
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, answer_batch_file
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant
-
 from support.builders import numbered_cases
 from support.running import config
 
@@ -184,11 +183,11 @@ def test_foreign_duplicate_and_malformed_lines_store_nothing(tmp_path: Path) -> 
 
     foreign = json.dumps({**json.loads(good[0]), "custom_id": "f" * 64})
     results.write_text("\n".join([*good[:3], foreign, *good[3:]]) + "\n")
-    _bad_import(run_dir, results, rf"results\.jsonl:4: custom_id f{{64}} is not a job promptgrid export-batch "
+    _bad_import(run_dir, results, r"results\.jsonl:4: custom_id f{64} is not a job promptgrid export-batch "
                                   "wrote for this run directory")
 
     results.write_text("\n".join([*good, good[1]]) + "\n")
-    _bad_import(run_dir, results, rf"results\.jsonl:13: custom_id \w+ is also on line 2: .*keep one")
+    _bad_import(run_dir, results, r"results\.jsonl:13: custom_id \w+ is also on line 2: .*keep one")
 
     results.write_text("\n".join([*good[:2], '{"custom_id": "x", "response": {', *good[2:]]) + "\n")
     _bad_import(run_dir, results, r"results\.jsonl:3: not a JSON line")

@@ -10,11 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promptgrid.matrix.running.plan import iter_jobs, job_key, repeat_params
 from promptgrid.matrix.running.config import RunError
+from promptgrid.matrix.running.plan import iter_jobs, job_key, repeat_params
 from promptgrid.matrix.running.store import CallResult, RunStore, case_from_dict, case_to_dict
 from promptgrid.records import Prompt
-
 from support.builders import bfcl_variants, numbered_case, numbered_cases
 
 params_st = st.dictionaries(st.sampled_from(["temperature", "max_tokens", "seed", "top_p"]),

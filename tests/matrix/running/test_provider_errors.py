@@ -20,7 +20,6 @@ from promptgrid.matrix.running.session import build_config as session_build_conf
 from promptgrid.matrix.running.session import execute
 from promptgrid.matrix.running.store import RunStore
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
-
 from support.builders import bfcl_variants, numbered_cases
 from support.running import config, prepared, stand_in_score
 

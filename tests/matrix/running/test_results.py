@@ -166,9 +166,9 @@ def test_dump_results_counts(stored: list[ResultRow], tmp_path: Path) -> None:
 
 
 def test_export_never_writes_over_the_store(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.safeio import RUN_DIR_FILES
     from promptgrid.matrix.running.session import RUN_JSON
     from promptgrid.matrix.running.store import LOCK_FILE, STORE_FILE
+    from promptgrid.safeio import RUN_DIR_FILES
 
     assert {STORE_FILE, RUN_JSON, LOCK_FILE} <= set(RUN_DIR_FILES)
     store = run_dir / STORE_FILE
@@ -184,8 +184,8 @@ def test_export_never_writes_over_the_store(run_dir: Path, capsys: pytest.Captur
 
 def test_export_never_writes_over_a_spill_file(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``export --output RUN/spill-123.jsonl`` would be read back (and deleted) by the next run as answers."""
-    from promptgrid.safeio import RUN_DIR_PATTERNS
     from promptgrid.matrix.running.store import SPILL_GLOB
+    from promptgrid.safeio import RUN_DIR_PATTERNS
 
     assert SPILL_GLOB in RUN_DIR_PATTERNS
     target = run_dir / "spill-123.jsonl"

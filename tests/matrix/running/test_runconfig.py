@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from promptgrid.matrix.cli import build_parser
-from promptgrid.matrix.running.config import RunError, default_run_dir, load_run_config, model_params
 from promptgrid.matrix.cli.run import build_config
+from promptgrid.matrix.running.config import RunError, default_run_dir, load_run_config, model_params
 
 GOOD = """\
 grid: bfcl_v4

@@ -13,7 +13,6 @@ from promptgrid.matrix.api import Run
 from promptgrid.matrix.cli.run import print_run
 from promptgrid.matrix.running.session import execute
 from promptgrid.matrix.running.store import RunStore
-
 from support.builders import bfcl_variants, language_twins, numbered_cases
 from support.running import answering_server, config, prepared, stand_in_score
 

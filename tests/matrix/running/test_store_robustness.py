@@ -35,10 +35,9 @@ from promptgrid.matrix.api import Run
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.cli.run import print_run, spill_note
 from promptgrid.matrix.clients._fake import FakeClient
-from promptgrid.matrix.running.session import Prepared, RunIdentity, check_run_dir, execute
 from promptgrid.matrix.running.runner import RunSummary
+from promptgrid.matrix.running.session import Prepared, RunIdentity, check_run_dir, execute
 from promptgrid.matrix.running.store import STORE_FILE, CallResult, RunStore, disk_full_errors
-
 from support.builders import bfcl_variants, numbered_cases
 from support.running import child_env, config, prepared, stand_in_score
 

@@ -22,9 +22,8 @@ from typing import Any
 import pytest
 
 from promptgrid.matrix.scoring import FailureMode as F
-from promptgrid.matrix.scoring.parse import Deviation, parse_response
 from promptgrid.matrix.scoring import bfcl_verdict, clear_caches, score
-
+from promptgrid.matrix.scoring.parse import Deviation, parse_response
 from support import bfcl_reference as helper
 
 FULL = os.environ.get("PROMPTGRID_FULL_AGREEMENT") == "1"

@@ -12,7 +12,6 @@ from promptgrid.matrix.clients._envelope import MAX_STORED_CALLS
 from promptgrid.matrix.scoring import ErrorCode, FailureMode, bfcl_verdict, score
 from promptgrid.matrix.scoring.parse import MAX_INPUT_CHARS
 from promptgrid.variants import Variant
-
 from support.builders import checked_case, fn
 
 NATIVE = Variant(call_mode="native")

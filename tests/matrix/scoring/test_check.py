@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from promptgrid.matrix.scoring.check import Mode, check_calls, compile_case, count_matches, standardize_string
 from promptgrid.matrix.scoring.verdict import ErrorCode
-
 from support.bfcl_reference import load_reference
 from support.builders import checked_case, fn
 

@@ -8,7 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promptgrid.matrix.scoring.metrics import ast_accuracy, by_group, format_match_accuracy, function_selection_accuracy, language_match_accuracy, macro_average, pass_hat_k, prf, tool_invocation_prf, tool_selection_prf
+from promptgrid.matrix.scoring.metrics import (
+    ast_accuracy,
+    by_group,
+    format_match_accuracy,
+    function_selection_accuracy,
+    language_match_accuracy,
+    macro_average,
+    pass_hat_k,
+    prf,
+    tool_invocation_prf,
+    tool_selection_prf,
+)
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 
 

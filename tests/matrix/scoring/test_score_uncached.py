@@ -6,7 +6,6 @@ import pytest
 
 from promptgrid.matrix.scoring import clear_caches, score, score_uncached
 from promptgrid.variants import Variant
-
 from support.builders import checked_case, fn
 
 RESPONSES = [

@@ -13,7 +13,6 @@ from promptgrid.matrix.scoring import FailureMode as F
 from promptgrid.matrix.scoring import clear_caches, score
 from promptgrid.matrix.scoring.verdict import ErrorCode, Verdict
 from promptgrid.variants import Variant
-
 from support.builders import checked_case, fn
 
 E = ErrorCode

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from promptgrid.matrix.scoring.parse import BFCL_DECODER_FAILED, BFCL_WRONG_OUTPUT_FORMAT, ParseResult, parse_response
-
 from support.bfcl import load_bfcl_modules
 
 Outcome = tuple[str, Any]  # ("raise", message) | ("wrong_format", value) | ("ok", calls)

@@ -23,11 +23,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptgrid.matrix.scoring.parse import MAX_INPUT_CHARS, ParseFailure, ParseResult, decode_bfcl, parse_any, parse_response
-from promptgrid.matrix.scoring.parse import _xml
+from promptgrid.matrix.scoring.parse import (
+    MAX_INPUT_CHARS,
+    ParseFailure,
+    ParseResult,
+    _xml,
+    decode_bfcl,
+    parse_any,
+    parse_response,
+)
 from promptgrid.matrix.scoring.parse._fail import Fail
 from promptgrid.variants import ReturnFormat
-
 
 
 def _decoded(text: str, fmt: str, tag: bool) -> ParseResult:

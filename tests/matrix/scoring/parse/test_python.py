@@ -9,7 +9,13 @@ import pytest
 
 from promptgrid.matrix.scoring.parse import Deviation, ParseFailure, parse_response
 from promptgrid.matrix.scoring.parse._pyast import parse_calls_ast
-from promptgrid.matrix.scoring.parse._pyfast import Decline, parse_calls_fast, parse_literal_fast, starts_with_prose, tokenize
+from promptgrid.matrix.scoring.parse._pyfast import (
+    Decline,
+    parse_calls_fast,
+    parse_literal_fast,
+    starts_with_prose,
+    tokenize,
+)
 
 OK = None  # expected failure: none
 
@@ -203,9 +209,7 @@ def _ast_kind(text: str) -> ParseFailure | None:
 
 
 def _shortcut_agrees(text: str) -> bool:
-    from promptgrid.matrix.scoring.parse._pyfast import certain_syntax_error
-
-    from promptgrid.matrix.scoring.parse._pyfast import Mismatch
+    from promptgrid.matrix.scoring.parse._pyfast import Mismatch, certain_syntax_error
 
     if starts_with_prose(text):  # the verdict-only parse's proof from the first tokens
         assert _ast_kind(text) is not None, text

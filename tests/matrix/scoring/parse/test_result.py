@@ -9,8 +9,18 @@ import json
 import pytest
 
 import promptgrid.matrix.scoring.parse as parse_pkg
-from promptgrid.matrix.scoring.parse import BFCL_DECODER_FAILED, MAX_INPUT_CHARS, Deviation, ParseFailure, ParseResult, UnknownReturnFormatError, decode_bfcl, parse_any, parse_response
 from promptgrid.errors import PromptgridError
+from promptgrid.matrix.scoring.parse import (
+    BFCL_DECODER_FAILED,
+    MAX_INPUT_CHARS,
+    Deviation,
+    ParseFailure,
+    ParseResult,
+    UnknownReturnFormatError,
+    decode_bfcl,
+    parse_any,
+    parse_response,
+)
 from promptgrid.variants import ReturnFormat
 
 
