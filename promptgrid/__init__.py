@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownReturnFormatError": "promptgrid.errors",
     "ReportError": "promptgrid.errors",
     "OutputError": "promptgrid.errors",
+    "InputLimitError": "promptgrid.errors",
     "TranslationError": "promptgrid.errors",
     "CatalogError": "promptgrid.errors",
 }
@@ -90,6 +91,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from promptgrid.errors import (
         GridError as GridError,
+    )
+    from promptgrid.errors import (
+        InputLimitError as InputLimitError,
     )
     from promptgrid.errors import (
         LocalModelError as LocalModelError,

@@ -16,6 +16,7 @@ it without a traceback and exit non-zero::
     +-- UnknownReturnFormatError    a parser was asked for a format that does not exist (also a ValueError)
     +-- ReportError                 rows or a run directory cannot make a report
     +-- OutputError                 an output path would destroy an input or a run's store, or cannot be written
+    +-- InputLimitError             an input file or one of its lines is larger than the bound for it
     +-- TranslationError            a backend failed or a translation is unusable
         +-- CatalogError            a catalog file is malformed
 
@@ -40,6 +41,7 @@ __all__ = [
     "CatalogError",
     "DatasetError",
     "GridError",
+    "InputLimitError",
     "LocalModelError",
     "MissingDependencyError",
     "MissingTranslationError",
@@ -136,6 +138,14 @@ class ReportError(PromptgridError):
 
 class OutputError(PromptgridError):
     """An output path is an input or a run directory's own file, or cannot be written."""
+
+    exit_code = 2
+
+
+class InputLimitError(PromptgridError):
+    """An input file (a JSONL file, ``--bfcl-data``), one of its lines or an archive's expanded content is
+    larger than the bound ``promptgrid.safeio`` sets for it (the message names the file, the bound and the
+    setting that raises it)."""
 
     exit_code = 2
 
