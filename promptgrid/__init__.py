@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "InputLimitError": "promptgrid.errors",
     "TranslationError": "promptgrid.errors",
     "CatalogError": "promptgrid.errors",
+    "TranslationStoreError": "promptgrid.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -127,6 +128,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from promptgrid.errors import (
         TranslationError as TranslationError,
+    )
+    from promptgrid.errors import (
+        TranslationStoreError as TranslationStoreError,
     )
     from promptgrid.errors import (
         UnknownReturnFormatError as UnknownReturnFormatError,

@@ -19,6 +19,7 @@ it without a traceback and exit non-zero::
     +-- InputLimitError             an input file or one of its lines is larger than the bound for it
     +-- TranslationError            a backend failed or a translation is unusable
         +-- CatalogError            a catalog file is malformed
+        +-- TranslationStoreError   a translation store is corrupt, truncated, foreign or newer
 
 They are all defined here, in the package root, so every layer (variants <-
 templates <- translate <- matrix) raises from one hierarchy; each is
@@ -53,6 +54,7 @@ __all__ = [
     "StoreFullError",
     "TemplateError",
     "TranslationError",
+    "TranslationStoreError",
     "UnknownReturnFormatError",
     "closest",
 ]
@@ -163,6 +165,13 @@ class TranslationError(PromptgridError):
 
 class CatalogError(TranslationError):
     """A translation catalog file is invalid; the message names file, line and key."""
+
+    exit_code = 2
+
+
+class TranslationStoreError(TranslationError):
+    """A translation store (``--store``) cannot be used: not SQLite, truncated or corrupt, another program's
+    database (refused before anything is written to it), written by a newer promptgrid, or unreadable."""
 
     exit_code = 2
 

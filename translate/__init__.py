@@ -17,7 +17,7 @@ translations one can trust:
   precedence override > reviewed catalog > machine translation.
 """
 
-from promptgrid.errors import CatalogError, TranslationError
+from promptgrid.errors import CatalogError, TranslationError, TranslationStoreError
 
 from ._backends import CatalogBackend, TranslationBackend, make_backend
 from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_catalog, load_catalogs, shipped_catalogs
@@ -48,6 +48,7 @@ __all__ = [
     "TranslationCheck",
     "TranslationError",
     "TranslationStore",
+    "TranslationStoreError",
     "Unit",
     "UnitKind",
     "UnitResult",

@@ -18,10 +18,20 @@ Manual overrides (``set_override``, or a user catalog imported with
 ``promptgrid translate --backend catalog:FILE``) live in their own table, one
 per (source, target); they win over everything. Precedence when rendering:
 override > reviewed shipped catalog > machine translation from this store.
+
+A file is a translation store when it has the ``meta`` table with a
+``schema_version`` and the ``translations`` and ``overrides`` tables with their
+columns (the run store, ``matrix/running/store.py``, is recognised the same
+way, by its ``meta`` table and schema version). Anything else, a file that is
+not SQLite, a truncated one, or another program's database, is refused with
+``TranslationStoreError`` before anything is written to it: ``--store`` never
+adds tables to a foreign database. An empty file (or a new path) becomes a
+store when it is opened for writing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,9 +40,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from promptgrid.errors import TranslationError
+from promptgrid.errors import TranslationError, TranslationStoreError
 from promptgrid.languages import lookup_languages
 
 __all__ = ["OVERRIDE_BACKEND", "StoredTranslation", "TranslationStore", "default_store_path", "source_hash"]
@@ -72,6 +82,81 @@ CREATE TABLE IF NOT EXISTS overrides (
     PRIMARY KEY (source_sha256, target)
 );
 """
+
+#: The columns each table of a store has (what the queries below read and write).
+_COLUMNS = {
+    "meta": {"key", "value"},
+    "translations": {"source_sha256", "target", "backend", "source", "text", "created_at", "ok", "problems",
+                     "details", "kind", "keys"},
+    "overrides": {"source_sha256", "target", "source", "text", "created_at", "ok", "problems", "details", "kind",
+                  "keys", "origin"},
+}
+_FIX = "Give --store a file that promptgrid translate wrote, or a new path; move this file aside"
+
+
+def _store_error(path: Path, exc: BaseException) -> TranslationStoreError:
+    """The one-line error for a SQLite (or stored value) failure on the translation store at ``path``."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError \
+            or isinstance(exc, _BadRow):
+        return TranslationStoreError(f"translation store {path} is corrupt, truncated or not a SQLite file "
+                                     f"({str(exc)[:200]}). {_FIX}.")
+    if isinstance(exc, sqlite3.OperationalError) and ("no such" in str(exc) or "has no column" in str(exc)):
+        return TranslationStoreError(f"translation store {path} is not a promptgrid translation store "
+                                     f"({str(exc)[:200]}). {_FIX}.")
+    return TranslationStoreError(f"cannot use translation store {path} ({str(exc)[:200]}). Check that the file "
+                                 "and its directory are readable (writable for promptgrid translate) and that the "
+                                 "disk has space, or pass another path with --store.")
+
+
+_F = TypeVar("_F")
+
+
+class _BadRow(Exception):
+    """A stored row whose JSON columns do not decode (the file was damaged or written by something else)."""
+
+
+def _guarded(method: _F) -> _F:
+    """Make a ``TranslationStore`` method raise ``TranslationStoreError`` instead of ``sqlite3.Error``.
+
+    A damaged file can open fine and fail only when a page is read, so every
+    method that reads or writes is wrapped, not just the connection.
+    """
+    @functools.wraps(method)  # type: ignore[arg-type]
+    def wrapper(self: TranslationStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)  # type: ignore[operator]
+        except (sqlite3.Error, _BadRow) as exc:
+            raise _store_error(self.path, exc) from None
+    return wrapper  # type: ignore[return-value]
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> bool:
+    """Whether the file has tables; raise unless they are a translation store's, of a schema this version reads.
+
+    Only reads: a foreign or damaged file is left exactly as it was.
+    """
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return False
+    wrong = [t for t, cols in _COLUMNS.items()
+             if t not in tables or not cols <= {row[1] for row in conn.execute(f"PRAGMA table_info({t})")}]
+    version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+        if "meta" not in wrong else None
+    if wrong or version is None:
+        found = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise TranslationStoreError(
+            f"{path} is not a promptgrid translation store (a SQLite file without "
+            + (f"promptgrid's table(s) {', '.join(wrong)}, or with other columns" if wrong
+               else "its schema version")
+            + f"; tables: {found}). {_FIX}.")
+    stored = str(version[0])
+    if not stored.isdigit() or int(stored) > SCHEMA_VERSION:
+        raise TranslationStoreError(
+            f"translation store {path} has schema {stored[:20]!r}, "
+            + ("written by a newer promptgrid; upgrade promptgrid or use another --store."
+               if stored.isdigit() else f"not the supported {SCHEMA_VERSION}. {_FIX}."))
+    return True
 
 
 def source_hash(source: str) -> str:
@@ -123,35 +208,39 @@ class TranslationStore:
 
     # -- connection -------------------------------------------------------
     def _connect(self) -> sqlite3.Connection | None:
+        """The connection, opened and checked on first use; ``None`` for a read-only store that is
+        missing or empty (nothing stored yet)."""
         if self._conn is not None:
             return self._conn
-        if self.readonly:
-            if not self.path.is_file():
-                return None
-            uri = f"file:{self.path}?mode=ro"
-            try:
-                self._conn = sqlite3.connect(uri, uri=True)
-            except sqlite3.Error as exc:
-                raise TranslationError(f"cannot open translation store {self.path}: {exc}") from exc
-            return self._conn
+        if self.readonly and not self.path.is_file():
+            return None
+        conn: sqlite3.Connection | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise TranslationError(
-                    f"translation store {self.path} was written by a newer promptgrid "
-                    f"(schema {row[0]}); upgrade promptgrid or use another --store"
-                )
-            conn.commit()
+            if self.readonly:
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+                if not _check_schema(conn, self.path):
+                    conn.close()
+                    return None
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path)
+                # Checked before anything is written: a foreign or damaged file is left as it was.
+                if not _check_schema(conn, self.path):
+                    conn.executescript(_SCHEMA)
+                    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                    conn.commit()
+                conn.execute("PRAGMA journal_mode=WAL")
+        except TranslationStoreError:
+            if conn is not None:
+                conn.close()
+            raise
         except (OSError, sqlite3.Error) as exc:
-            raise TranslationError(
-                f"cannot open translation store {self.path}: {exc}. Pass another path with --store"
-            ) from exc
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, OSError):
+                raise TranslationStoreError(f"cannot open translation store {self.path}: "
+                                            f"{exc.strerror or exc}. Pass another path with --store.") from None
+            raise _store_error(self.path, exc) from None
         self._conn = conn
         return conn
 
@@ -174,6 +263,7 @@ class TranslationStore:
         return conn
 
     # -- machine translations ----------------------------------------------
+    @_guarded
     def get(self, source: str, target: str, backend: str) -> StoredTranslation | None:
         """The stored translation for exactly this (source, target, backend), ok or not."""
         conn = self._connect()
@@ -186,6 +276,7 @@ class TranslationStore:
         ).fetchone()
         return _row(row) if row else None
 
+    @_guarded
     def put(self, source: str, target: str, backend: str, text: str, *, ok: bool,
             problems: Iterable[str] = (), details: Mapping[str, Any] | None = None,
             kind: str = "", keys: Iterable[str] = ()) -> StoredTranslation:
@@ -202,6 +293,7 @@ class TranslationStore:
             )
         return item
 
+    @_guarded
     def add_keys(self, source: str, target: str, backend: str, keys: Iterable[str]) -> None:
         """Remember more unit keys that use this translation (for reports)."""
         found = self.get(source, target, backend)
@@ -213,6 +305,7 @@ class TranslationStore:
                 conn.execute("UPDATE translations SET keys=? WHERE source_sha256=? AND target=? AND backend=?",
                              (json.dumps(merged, ensure_ascii=False), source_hash(source), target, backend))
 
+    @_guarded
     def lookup(self, source: str, target: str) -> str | None:
         """The newest translation of ``source`` that passed its checks, any backend; override first."""
         conn = self._connect()
@@ -236,6 +329,7 @@ class TranslationStore:
         return None
 
     # -- overrides -----------------------------------------------------------
+    @_guarded
     def set_override(self, source: str, target: str, text: str, *, ok: bool = True,
                      problems: Iterable[str] = (), details: Mapping[str, Any] | None = None,
                      kind: str = "", keys: Iterable[str] = (), origin: str = "") -> StoredTranslation:
@@ -253,6 +347,7 @@ class TranslationStore:
             )
         return item
 
+    @_guarded
     def get_override(self, source: str, target: str) -> StoredTranslation | None:
         conn = self._connect()
         if conn is None:
@@ -264,6 +359,7 @@ class TranslationStore:
         ).fetchone()
         return _row(row) if row else None
 
+    @_guarded
     def remove_override(self, source: str, target: str) -> bool:
         with self._write() as conn:
             cur = conn.execute("DELETE FROM overrides WHERE source_sha256=? AND target=?",
@@ -284,11 +380,13 @@ class TranslationStore:
             "FROM translations ORDER BY target, backend, created_at",
         )
         for query in queries:
-            for row in conn.execute(query).fetchall():
-                item = _row(row)
-                if wanted is None or item.target in wanted:
-                    yield item
+            try:
+                items = [_row(row) for row in conn.execute(query).fetchall()]
+            except (sqlite3.Error, _BadRow) as exc:  # read while iterated: not under @_guarded
+                raise _store_error(self.path, exc) from None
+            yield from (item for item in items if wanted is None or item.target in wanted)
 
+    @_guarded
     def __len__(self) -> int:
         conn = self._connect()
         if conn is None:
@@ -299,5 +397,8 @@ class TranslationStore:
 
 def _row(row: tuple[Any, ...]) -> StoredTranslation:
     source, target, backend, text, created_at, ok, problems, details, kind, keys = row
-    return StoredTranslation(source, target, backend, text, created_at, bool(ok), tuple(json.loads(problems)),
-                             json.loads(details), kind, tuple(json.loads(keys)))
+    try:
+        return StoredTranslation(source, target, backend, text, created_at, bool(ok), tuple(json.loads(problems)),
+                                 dict(json.loads(details)), kind, tuple(json.loads(keys)))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _BadRow(f"a stored row does not decode: {type(exc).__name__}") from None

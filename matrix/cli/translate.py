@@ -124,6 +124,10 @@ def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
     required = [u.key for u in instruction_units()]
     instructions = {u.key: u for u in instruction_units(include_bfcl=True,
                                                         bfcl_data=getattr(args, "bfcl_data", None))}
+    store = TranslationStore(args.store, readonly=True)
+    if args.store is not None and not store.path.is_file():
+        raise TranslationError(f"translation store {store.path} does not exist")
+    len(store)  # a damaged or foreign --store is refused before the catalogs are checked
     cache: dict[str, dict[str, Unit] | None] = {}
     findings: list[Finding] = []
     for catalog in shipped_catalogs() if catalogs is None else catalogs:
@@ -131,9 +135,6 @@ def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
             english = _english_for(catalog, instructions, getattr(args, "bfcl_data", None), cache)
             findings.extend(check_catalog(catalog, english, back_translator=back,
                                           required=required if catalog.kind is UnitKind.INSTRUCTIONS else None))
-    store = TranslationStore(args.store, readonly=True)
-    if args.store is not None and not store.path.is_file():
-        raise TranslationError(f"translation store {store.path} does not exist")
     findings.extend(check_store(store, langs, back_translator=back))
     store.close()
     _print_findings(findings, out)

@@ -149,3 +149,27 @@ def test_check_translation_reports_hostile_lines_and_checks_the_rest(tmp_path: P
                              (3, "not valid UTF-8"), (4, "Infinity is not a JSON number")):
         assert f"{path}:{number}: {fragment}" in err
     assert [json.loads(line)["ok"] for line in out.splitlines()] == [True]
+
+
+@pytest.mark.parametrize("command", [["check-translations", "--lang", "de"],
+                                     ["translate", "--to", "de", "--backend", "catalog", "--what", "instructions"]])
+def test_a_garbage_or_foreign_store_is_one_line_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               command: list[str]) -> None:
+    """Before: check-translations --store printed a sqlite3 traceback; translate --store other.sqlite3 wrote
+    its tables into the other program's database and exited 0."""
+    import sqlite3
+
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"not a database\n" * 500)
+    foreign = tmp_path / "other.sqlite3"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE users (id INTEGER)")
+    db.commit()
+    db.close()
+    for path, words in ((garbage, "not a SQLite file"), (foreign, "not a promptgrid translation store")):
+        before = path.read_bytes()
+        code, out, err = run([*command, "--store", str(path)], capsys)
+        assert code == 2, out + err
+        assert err.count("\n") == 1 and err.startswith("promptgrid: error: ") and str(path) in err, err
+        assert words in err and "Traceback" not in err
+        assert path.read_bytes() == before

@@ -76,3 +76,14 @@ def test_missing_key_variable_is_a_user_error(tmp_path: Path, capsys: pytest.Cap
                    "  - name: openai/gpt-4o-mini\n    api_key_env: PROMPTGRID_TEST_NOPE_KEY\n")
     assert main(["run", str(cfg), "--no-progress"]) == 2
     assert "PROMPTGRID_TEST_NOPE_KEY is not set" in capsys.readouterr().err
+
+
+def test_run_with_a_garbage_translation_store_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `run --store garbage.sqlite3` on a translated grid printed a sqlite3.DatabaseError traceback."""
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"\x00garbage" * 2000)
+    code = main(["run", "massive_translation", "--dataset", "mini:de", "--model", "fake/auto", "--limit", "1",
+                 "--store", str(garbage), "--run-dir", str(tmp_path / "r"), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and str(garbage) in err and "not a SQLite file" in err and "Traceback" not in err
