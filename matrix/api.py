@@ -39,7 +39,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from promptgrid.errors import GridError, ReportError, RunError
+from promptgrid.errors import DatasetError, GridError, OutputError, PromptgridError, ReportError, RunError
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.running.session import (
@@ -67,6 +67,13 @@ __all__ = ["AccuracyRow", "Run", "arun", "export_batch", "import_batch", "load_d
 PathLike = str | os.PathLike[str]
 
 
+def _path(value: Any, name: str, error: type[PromptgridError] = RunError) -> Path:
+    """``value`` as a ``Path``, or ``error`` naming the argument when it is not a (non-empty) path."""
+    if isinstance(value, (str, os.PathLike)) and str(value):
+        return Path(value)
+    raise error(f"{name} must be a path (a str or os.PathLike), not {value!r}.")
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -87,6 +94,9 @@ def _as_grid(grid: Grid | PathLike | Iterable[Variant], template_dir: PathLike |
         return grid
     if isinstance(grid, (str, os.PathLike)):
         return load_grid(grid)
+    if not isinstance(grid, Iterable) or isinstance(grid, Mapping):
+        raise GridError("grid must be a Grid, a built-in grid name, a grid YAML path or a non-empty list of "
+                        f"Variant, not {type(grid).__name__}.")
     variants = tuple(grid)
     wrong = next((v for v in variants if not isinstance(v, Variant)), None)
     if wrong is not None or not variants:
@@ -122,10 +132,20 @@ def render(
     """
     g = _as_grid(grid, template_dir)
     chosen = g.select(variants or ())
-    the_cases = load_dataset(cases, bfcl_data=bfcl_data) if isinstance(cases, str) else list(cases)
+    the_cases = load_dataset(cases, bfcl_data=bfcl_data) if isinstance(cases, str) else _case_list(cases)
     renderer = make_renderer(chosen, template_dir=template_dir or g.template_dir,
                              translation_store=translation_store, localization=localization, bfcl_data=bfcl_data)
     return _prompts(renderer, chosen, the_cases)
+
+
+def _case_list(cases: Any) -> list[Case]:
+    """``cases`` as a list of ``Case``, or ``DatasetError`` saying what to give."""
+    listed = list(cases) if isinstance(cases, Iterable) and not isinstance(cases, Mapping) else None
+    bad = [cases] if listed is None else [c for c in listed if not isinstance(c, Case)][:1]
+    if listed is None or bad:
+        raise DatasetError("cases must be a dataset spec (mini, mini:de, bfcl:<category>, jsonl:PATH) or a list of "
+                           f"Case (pg.load_dataset), not {bad[0]!r:.80}.")
+    return listed
 
 
 def _prompts(renderer: Any, variants: Sequence[Variant], cases: Sequence[Case]) -> Iterator[Prompt]:
@@ -222,7 +242,7 @@ def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: 
     """
     from promptgrid.matrix.running.session import run_status
 
-    path = Path(run_dir)
+    path = _path(run_dir, "run_dir")
     if not (path / STORE_FILE).is_file():
         raise RunError(f"{path} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
     coro = run_status(path, poll=poll, wait=wait, poll_s=poll_s)
@@ -275,6 +295,11 @@ def export_batch(
     """
     from promptgrid.matrix.running.exchange import export_config, export_requests
 
+    _path(run_dir, "run_dir")
+    if not isinstance(model, str) or not model.strip():
+        raise RunError(f"model must be a model string (e.g. hosted_vllm/my-model), not {model!r}.")
+    if not hasattr(out, "write"):
+        _path(out, "out", OutputError)
     config, new_run = export_config(
         run_dir, model, grid=grid, dataset=dataset, limit=limit,
         cases=cases, variants=variants, repeats=repeats, params=params, api_base=api_base, constraints=constraints,
@@ -297,7 +322,7 @@ def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
     """
     from promptgrid.matrix.running.exchange import import_results
 
-    return import_results(run_dir, results)
+    return import_results(_path(run_dir, "run_dir"), _path(results, "results"))
 
 
 def open_run(path: PathLike) -> Run:
@@ -306,7 +331,7 @@ def open_run(path: PathLike) -> Run:
     Raises ``RunError`` if it is not one, and ``StoreError`` (a ``RunError``) naming the file if its store is
     corrupt, truncated, not a promptgrid store or from a newer promptgrid (also when rows are read later).
     """
-    return Run(path)
+    return Run(_path(path, "path"))
 
 
 def load_results(source: Run | PathLike) -> list[ResultRow]:
@@ -317,7 +342,7 @@ def load_results(source: Run | PathLike) -> list[ResultRow]:
     """
     if isinstance(source, Run):
         return source.results()
-    p = Path(source)
+    p = _path(source, "source (a Run, a run directory or a JSONL export)", ReportError)
     if p.is_file():
         if p.suffix in (".jsonl", ".json", ".ndjson"):
             return read_results(p)
@@ -356,10 +381,27 @@ def report(
         if isinstance(source, Run) or Path(source).is_dir():
             the_run = source if isinstance(source, Run) else Run(source)
             pending = PendingJobs.from_run_record(the_run.config)
-    else:
+    elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
         rows = source
-    return build_report(rows, Path(out) if out is not None else None, baseline=baseline, formats=set(formats),
-                        pending=pending)
+    else:
+        raise ReportError(f"source must be a Run, a run directory, a JSONL export or rows, not "
+                          f"{type(source).__name__}.")
+    return build_report(rows, _path(out, "out", ReportError) if out is not None else None, baseline=baseline,
+                        formats=_formats(formats), pending=pending)
+
+
+def _formats(formats: Any) -> set[str]:
+    """``formats`` as a set of names: a single string is one format (``"md"``), not its letters."""
+    if isinstance(formats, str):
+        return {formats}
+    if not isinstance(formats, Iterable) or isinstance(formats, Mapping):
+        raise ReportError(f"formats must be a format name or a list of them (md, csv, latex, html, json, figures, "
+                          f"all), not {type(formats).__name__}.")
+    listed = list(formats)
+    wrong = next((f for f in listed if not isinstance(f, str)), None)
+    if wrong is not None:
+        raise ReportError(f"formats must be format names (md, csv, latex, html, json, figures, all), not {wrong!r}.")
+    return set(listed)
 
 
 # --------------------------------------------------------------------------- running

@@ -263,3 +263,53 @@ def test_score_reexport() -> None:
     case = pg.load_dataset("mini:en")[0]
     verdict = pg.score("no call here", grid.variants[0], case)
     assert verdict.valid is (case.category == "irrelevance")
+
+
+def test_wrong_argument_types_raise_typed_errors(finished_run: Path, tmp_path: Path) -> None:
+    """Before: AttributeError/TypeError from deep inside (``'NoneType' object has no attribute 'startswith'``).
+    Now: the API's own error for that argument (RunError, GridError, DatasetError, ReportError), as the API
+    already did for ``models="fake/auto"``, naming the argument."""
+    grid = pg.load_grid("bfcl_v4")
+    case = pg.load_dataset("mini:en")[0]
+    with pytest.raises(pg.RunError, match=r"models\[0\] is None"):
+        pg.run("bfcl_v4", "mini:en", models=[None], run_dir=tmp_path / "x")
+    with pytest.raises(pg.RunError, match=r"models\[1\] is ''"):
+        pg.run("bfcl_v4", "mini:en", models=["fake/auto", ""], run_dir=tmp_path / "x")
+    with pytest.raises(pg.RunError, match="models must be"):
+        pg.run("bfcl_v4", "mini:en", models=5, run_dir=tmp_path / "x")  # type: ignore[arg-type]
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(pg.RunError, match="path must be a path"):
+        pg.open_run(None)  # type: ignore[arg-type]
+    with pytest.raises(pg.RunError, match="results must be a path"):
+        pg.import_batch(finished_run, None)  # type: ignore[arg-type]
+    with pytest.raises(pg.RunError, match="run_dir must be a path"):
+        pg.status(None)  # type: ignore[arg-type]
+    with pytest.raises(pg.RunError, match="model must be a model string"):
+        pg.export_batch(finished_run, None, tmp_path / "o.jsonl")  # type: ignore[arg-type]
+    with pytest.raises(pg.GridError, match="variant must be a Variant"):
+        pg.score("text", None, case)  # type: ignore[arg-type]
+    with pytest.raises(pg.DatasetError, match="case must be a Case"):
+        pg.score("text", grid.variants[0], None)  # type: ignore[arg-type]
+    with pytest.raises(pg.DatasetError, match="cases must be"):
+        list(pg.render(grid, None))  # type: ignore[arg-type]
+    with pytest.raises(pg.DatasetError, match="cases must be"):
+        list(pg.render(grid, [case, "mini"]))  # type: ignore[list-item]
+    with pytest.raises(pg.GridError, match="grid must be"):
+        list(pg.render(None, "mini:en"))  # type: ignore[arg-type]
+    with pytest.raises(pg.ReportError, match="must be a path"):
+        pg.load_results(None)  # type: ignore[arg-type]
+    with pytest.raises(pg.ReportError, match="source must be"):
+        pg.report(None)  # type: ignore[arg-type]
+
+
+def test_report_takes_one_format_as_a_string(finished_run: Path, tmp_path: Path) -> None:
+    """Before: formats="md" was iterated as "m", "d" (unknown report format 'm')."""
+    one = pg.report(finished_run, out=tmp_path / "a", formats="md")
+    listed = pg.report(finished_run, out=tmp_path / "b", formats=["md"])
+    assert (tmp_path / "a" / "report.md").is_file()
+    assert sorted(p.relative_to(tmp_path / "a") for p in one.files) == \
+        sorted(p.relative_to(tmp_path / "b") for p in listed.files)
+    with pytest.raises(pg.ReportError, match="unknown report format 'nope'"):
+        pg.report(finished_run, out=tmp_path / "c", formats="nope")
+    with pytest.raises(pg.ReportError, match="formats must be"):
+        pg.report(finished_run, out=tmp_path / "c", formats=[1])  # type: ignore[list-item]

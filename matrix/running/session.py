@@ -203,7 +203,14 @@ def _models(models: Iterable[str | ModelSpec] | None, base: Mapping[str, Any]) -
     """The models to run, as dicts of ``ModelSpec`` fields: the given ones, else the run config's."""
     if isinstance(models, str):
         raise RunError(f"models must be a list of model strings, e.g. [{models!r}].")
-    given = [m.to_dict() if isinstance(m, ModelSpec) else {"name": m} for m in models or ()]
+    if models is not None and not isinstance(models, Iterable):
+        raise RunError(f"models must be a list of model strings or ModelSpecs, not {type(models).__name__}.")
+    listed = list(models or ())
+    for i, m in enumerate(listed):
+        if not isinstance(m, ModelSpec) and not (isinstance(m, str) and m.strip()):
+            raise RunError(f"models[{i}] is {m!r}: each model must be a model string (openai/gpt-4o-mini, "
+                           "local/smollm2-135m, fake/auto) or a ModelSpec.")
+    given = [m.to_dict() if isinstance(m, ModelSpec) else {"name": m} for m in listed]
     if given:
         return given
     if base.get("models"):

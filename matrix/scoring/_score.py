@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from promptgrid.errors import PromptgridError, closest
+from promptgrid.errors import DatasetError, GridError, PromptgridError, closest
 from promptgrid.languages import DEFAULT_LANGUAGES, detect_language_match
 from promptgrid.matrix.scoring._native import call_mode, native_verdict, unwrap_constrained
 from promptgrid.matrix.scoring.check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
@@ -112,6 +112,8 @@ def score(response: str, variant: Variant, case: Case, *,
     label the prompt asked for before the calls (``Action:`` in the
     MASSIVE-Agents one-shot prompt), which is removed first.
     """
+    if not isinstance(variant, Variant) or not isinstance(case, Case):
+        _wrong_arguments(variant, case)
     langs = languages if isinstance(languages, tuple) else tuple(languages)
     mode = call_mode(variant)
     if mode == "native":
@@ -120,6 +122,14 @@ def score(response: str, variant: Variant, case: Case, *,
     if mode == "constrained":
         text = unwrap_constrained(text, variant, case)
     return _score(text, variant.return_format, variant.tool_call_tag, case, langs)
+
+
+def _wrong_arguments(variant: Any, case: Any) -> None:
+    """The typed error for a ``score`` call whose variant or case is not one (``GridError``, ``DatasetError``)."""
+    if not isinstance(variant, Variant):
+        raise GridError(f"score: variant must be a Variant (a grid's, e.g. pg.load_grid('bfcl_v4').variants[0]), "
+                        f"not {variant!r:.80}.")
+    raise DatasetError(f"score: case must be a Case (e.g. pg.load_dataset('mini')[0]), not {case!r:.80}.")
 
 
 def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
