@@ -21,11 +21,15 @@ from ._docs import DocFlavour, dedupe_language_hint, render_function_docs
 from ._fill import fill
 from ._localization import Localization, description_units, is_english, localize_functions
 from ._renderer import Renderer, answer_prefix, render
+from ._sandbox import MAX_PROMPT_CHARS, MAX_RENDER_SECONDS, MAX_TEMPLATE_BYTES
 
 __all__ = [
     "BFCL_DATA_ENV",
     "BFCL_INSTALL_HINT",
     "BFCL_STYLE",
+    "MAX_PROMPT_CHARS",
+    "MAX_RENDER_SECONDS",
+    "MAX_TEMPLATE_BYTES",
     "STYLE_OPTIONAL",
     "STYLE_REQUIRED",
     "BfclSource",

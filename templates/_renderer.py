@@ -47,6 +47,7 @@ three times, not 26; localized catalogs are cached per (catalog, language).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import traceback
@@ -67,6 +68,14 @@ from ._catalogs import BFCL_STYLE, StyleCatalog, complete_style, load_bfcl_style
 from ._docs import DocFlavour, render_function_docs
 from ._fill import CatalogText, split_placeholders
 from ._localization import Localization, MissingUnits, is_english, localize_functions
+from ._sandbox import (
+    MAX_PROMPT_CHARS,
+    MAX_RENDER_SECONDS,
+    MAX_TEMPLATE_BYTES,
+    BoundedSandbox,
+    TemplateLimitError,
+    _BoundedLoader,
+)
 
 __all__ = ["Renderer", "answer_prefix", "render"]
 
@@ -100,18 +109,14 @@ class _Plan:
     instructions: dict[str, tuple[CatalogText, str]] = field(default_factory=dict)  # per language
 
 
-class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """Jinja's immutable sandbox with a fast path for catalog strings.
+class _Sandbox(BoundedSandbox):
+    """The bounded sandbox (``_sandbox.py``: sizes, loops and time) with a fast path for catalog strings.
 
     ``text.persona`` is the most frequent lookup in every template; a catalog
     entry is a plain string, safe by construction, so it skips the sandbox's
     per-access safety checks (which would cost about a third of render time).
-    Everything else goes through the sandbox unchanged, plus a size bound on
-    ``*`` and ``**`` (``{{ "x" * 10**12 }}`` would exhaust memory or CPU);
-    built-in templates use neither, so they pay nothing for it.
+    Everything else goes through the sandbox unchanged.
     """
-
-    intercepted_binops = frozenset({"*", "**"})
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) is CatalogText:
@@ -119,22 +124,6 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             if type(value) is str:
                 return value
         return super().getattr(obj, attribute)
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
-            raise jinja2.sandbox.SecurityError(f"exponent {right} is over the template limit of {_MAX_EXPONENT}.")
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_REPEAT:
-                    raise jinja2.sandbox.SecurityError(
-                        f"repeating a sequence to {len(seq) * times:,} items is over the template limit of "
-                        f"{_MAX_REPEAT:,}."
-                    )
-        return super().call_binop(context, operator, left, right)
-
-
-_MAX_EXPONENT = 1024  # bounds of the arithmetic a template may do (see _Sandbox)
-_MAX_REPEAT = 1_000_000
 
 
 def _builtin_dir(sub: str) -> Path:
@@ -150,6 +139,12 @@ class Renderer:
     instruction or description language raises ``MissingTranslationError``.
     ``bfcl_data``: where to read bfcl-eval from for the ``experimental_bfcl``
     style (else ``$PROMPTGRID_BFCL_DATA``, else the installed package).
+
+    Bounds (``TemplateError`` naming the template and the limit past them):
+    ``max_template_bytes`` per template file (``MAX_TEMPLATE_BYTES``, 1 MiB),
+    ``max_prompt_chars`` per rendered prompt part and per string a template
+    builds (``MAX_PROMPT_CHARS``, 2,000,000) and ``max_render_seconds`` per
+    render (``MAX_RENDER_SECONDS``, 10 s); see ``templates/_sandbox.py``.
     """
 
     def __init__(
@@ -158,17 +153,23 @@ class Renderer:
         localization: Localization | None = None,
         *,
         bfcl_data: str | os.PathLike[str] | None = None,
+        max_template_bytes: int = MAX_TEMPLATE_BYTES,
+        max_prompt_chars: int = MAX_PROMPT_CHARS,
+        max_render_seconds: float = MAX_RENDER_SECONDS,
     ) -> None:
+        _check_limit("max_template_bytes", max_template_bytes, integer=True)
+        _check_limit("max_prompt_chars", max_prompt_chars, integer=True)
+        _check_limit("max_render_seconds", max_render_seconds, integer=False)
         self._builtin_templates = _builtin_dir("prompts")
         self._template_dir = Path(template_dir).expanduser().resolve() if template_dir is not None else None
         if self._template_dir is not None and not self._template_dir.is_dir():
             raise TemplateError(f"template_dir {self._template_dir} is not a directory.")
         self._localization = localization
         self._bfcl_data = bfcl_data
-        loaders: list[jinja2.BaseLoader] = [jinja2.FileSystemLoader(str(self._builtin_templates))]
+        loaders: list[jinja2.BaseLoader] = [_BoundedLoader(str(self._builtin_templates), max_template_bytes)]
         if self._template_dir is not None:
             self._check_shadowing(self._template_dir)
-            loaders.append(jinja2.FileSystemLoader(str(self._template_dir)))
+            loaders.append(_BoundedLoader(str(self._template_dir), max_template_bytes))
         # Sandboxed for every template: user templates come from shared grids (a template must not
         # reach Python internals, files or processes); built-ins render identically and as fast.
         self._env = _Sandbox(
@@ -177,6 +178,8 @@ class Renderer:
             keep_trailing_newline=True,
             autoescape=False,
             auto_reload=False,
+            max_chars=max_prompt_chars,
+            max_seconds=max_render_seconds,
         )
         self._env.filters["fill"] = self._fill
         self._fill_parts: dict[str, tuple[tuple[str, str | None, str], ...]] = {}
@@ -237,7 +240,7 @@ class Renderer:
                 continue
             value = str(values[name])
             out.append(value if tidy and not value else value + space)
-        return "".join(out)
+        return self._env.concat(out)  # bounded: a catalog string may repeat a placeholder many times
 
     # ------------------------------------------------------------------ templates
 
@@ -444,23 +447,31 @@ class Renderer:
 
     def _run(self, compiled: _Compiled, context: dict[str, Any]) -> tuple[str, str | None]:
         template = compiled.template
+        env = self._env
+        env.start()  # the render's deadline
         try:
             try:
                 # what Template.new_context(context, shared=True) builds, minus a copy of the
-                # globals ChainMap per render (the globals are already in ``context``)
-                ctx = self._env.context_class(self._env, context, template.name, template.blocks)
+                # globals ChainMap per render (the globals are already in ``context``);
+                # env.concat joins the pieces as they come and stops past the prompt cap
+                ctx = env.context_class(env, context, template.name, template.blocks)
                 if not compiled.has_user_block and not compiled.has_system_block:
-                    return "".join(template.root_render_func(ctx)), None
-                system = "".join(template.blocks["system"](ctx)) if compiled.has_system_block else ""
-                user = "".join(template.blocks["user"](ctx)) if compiled.has_user_block else None
+                    return env.concat(template.root_render_func(ctx)), None
+                system = env.concat(template.blocks["system"](ctx)) if compiled.has_system_block else ""
+                user = env.concat(template.blocks["user"](ctx)) if compiled.has_user_block else None
                 return system, user
             except Exception:  # noqa: BLE001 - any error inside a template is reported with its line
-                self._env.handle_exception()  # re-raises with the template's file and line in the traceback
+                env.handle_exception()  # re-raises with the template's file and line in the traceback
         except Exception as exc:  # noqa: BLE001 - converted to TemplateError naming file and line
             file, line = compiled.filename, 0
             for frame in traceback.extract_tb(exc.__traceback__):
                 if frame.filename.endswith(".j2"):
                     file, line = frame.filename, frame.lineno or 0
+            if isinstance(exc, TemplateLimitError):  # line 0: the limit was met joining the output
+                raise TemplateError(f"{file}:{line}: {exc}" if line else f"{file}: {exc}") from None
+            if isinstance(exc, (MemoryError, RecursionError)):
+                what = "memory" if isinstance(exc, MemoryError) else "stack (recursion too deep)"
+                raise TemplateError(f"{file}:{line}: the template ran out of {what}.") from None
             if isinstance(exc, jinja2.sandbox.SecurityError):
                 raise TemplateError(
                     f"{file}:{line}: unsafe access blocked by the template sandbox: {exc} Templates may only "
@@ -472,7 +483,17 @@ class Renderer:
                 f"{file}:{line}: {kind}: {exc}. Variables a template can use: {', '.join(shown)} "
                 "(see the templates section of the README)."
             ) from None
+        finally:
+            env.stop()
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_limit(name: str, value: Any, *, integer: bool) -> None:
+    """A render bound must be a positive (integer or finite) number: nan, inf, bools and 0 are refused."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value <= 0:
+        raise TemplateError(f"{name} must be a positive {'integer' if integer else 'number of seconds'}, "
+                            f"not {value!r}.")
 
 
 def _messages(case: Case, system: str, user: str | None) -> tuple[dict[str, str], ...]:
