@@ -61,7 +61,8 @@ FORMAT_DIMENSIONS = ("return_format", "doc_format", "tool_call_tag")
 PARSE_FAILURE_MODES = frozenset(m.value for m in (
     FailureMode.NO_CALL, FailureMode.PROSE_INSTEAD_OF_CALL, FailureMode.PER_CALL_TOOLCALL_WRAPPING,
     FailureMode.PER_CALL_FUNCTIONS_WRAPPING, FailureMode.PER_CALL_LIST_WRAPPING, FailureMode.TAG_MISSING,
-    FailureMode.UNEXPECTED_TAG, FailureMode.OTHER_FORMAT, FailureMode.UNCLOSED_TAG, FailureMode.BAD_ESCAPING,
+    FailureMode.UNEXPECTED_TAG, FailureMode.OTHER_FORMAT, FailureMode.UNCLOSED_TAG, FailureMode.TRUNCATED,
+    FailureMode.BAD_ESCAPING,
     FailureMode.CODE_FENCE, FailureMode.PROSE_AROUND_CALL, FailureMode.WRONG_XML_TYPE_NAMES,
     FailureMode.MALFORMED_CALL, FailureMode.BAD_TOOL_ARGUMENTS,
 ))

@@ -14,8 +14,11 @@ Each failed response gets exactly one mode, chosen by this precedence
     ``PER_CALL_LIST_WRAPPING`` (one JSON array / Python list per call).
     bfcl-eval reads the first block only, so this shows up as a wrong count.
 3.  The strict parse failed; the parser's failure kind decides:
-    ``NO_CALL`` (empty), ``PROSE_INSTEAD_OF_CALL`` (no call in any format),
-    ``TAG_MISSING``, ``UNEXPECTED_TAG``, ``OTHER_FORMAT`` (the verdict's
+    ``NO_CALL`` (empty), ``PROSE_INSTEAD_OF_CALL`` (no call in any format;
+    quotes, apostrophes and brackets in prose do not make it a call),
+    ``TAG_MISSING``, ``TRUNCATED`` (the answer stops mid-call: inside a string,
+    an open bracket, a code fence or a ``<functions>`` block, as when cut at
+    the token limit; only for failures a cut can cause), ``UNEXPECTED_TAG``, ``OTHER_FORMAT`` (the verdict's
     ``detected_format`` says which), ``UNCLOSED_TAG`` (tag or bracket),
     ``BAD_ESCAPING``, ``CODE_FENCE``, ``PROSE_AROUND_CALL``,
     ``WRONG_XML_TYPE_NAMES``, else ``MALFORMED_CALL``.
@@ -41,6 +44,7 @@ from typing import Any
 from promptgrid.variants import XML_RETURN_FORMATS, ReturnFormat
 
 from .parse import ParseFailure, format_matches
+from .parse._text import ends_cut
 from .verdict import ErrorCode, FailureMode
 
 __all__ = ["classify"]
@@ -65,6 +69,9 @@ _SYNTAX_FAILURES = frozenset({ParseFailure.UNCLOSED_TAG, ParseFailure.UNCLOSED_B
 # Failures that, with no call-like content anywhere, mean the answer is prose.
 _NO_CALL_CONTENT = frozenset({ParseFailure.TAG_MISSING, ParseFailure.WRONG_FORMAT, ParseFailure.BAD_SYNTAX,
                               ParseFailure.NOT_A_CALL})
+# Failures an answer cut at the token limit gets (with ``ends_cut``, it is TRUNCATED).
+_CUT_FAILURES = frozenset({ParseFailure.UNCLOSED_TAG, ParseFailure.UNCLOSED_BRACKET, ParseFailure.BAD_SYNTAX,
+                           ParseFailure.NOT_A_CALL, ParseFailure.CODE_FENCE})
 _TOOLCALL_RE = re.compile(r"<TOOLCALL>", re.IGNORECASE)
 _FUNCTIONS_RE = re.compile(r"<functions>")
 
@@ -119,6 +126,8 @@ def classify(
         if failure is ParseFailure.PROSE_ONLY or (not any_calls and parsed.detected_format is None
                                                   and failure in _NO_CALL_CONTENT):
             return FailureMode.PROSE_INSTEAD_OF_CALL
+        if failure in _CUT_FAILURES and ends_cut(text):
+            return FailureMode.TRUNCATED
         mode = _BY_FAILURE.get(failure)
         if mode is not None:
             return mode

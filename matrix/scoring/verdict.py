@@ -101,6 +101,7 @@ class FailureMode(enum.Enum):
     UNEXPECTED_TAG = "unexpected_tag"
     OTHER_FORMAT = "other_format"
     UNCLOSED_TAG = "unclosed_tag"
+    TRUNCATED = "truncated"
     BAD_ESCAPING = "bad_escaping"
     CODE_FENCE = "code_fence"
     PROSE_AROUND_CALL = "prose_around_call"
@@ -131,6 +132,8 @@ _DESCRIPTIONS = {
     FailureMode.UNEXPECTED_TAG: "put the calls in <TOOLCALL> tags although none were asked for",
     FailureMode.OTHER_FORMAT: "answered in another return format than the one asked for",
     FailureMode.UNCLOSED_TAG: "left a tag or bracket unclosed, so the call does not parse",
+    FailureMode.TRUNCATED: ("stopped mid-call (inside a string, bracket, code fence or <functions> block), "
+                            "as an answer cut at the token limit does"),
     FailureMode.BAD_ESCAPING: "escaped quotes wrongly (e.g. \\\" inside JSON or XML), so the call does not parse",
     FailureMode.CODE_FENCE: "put the calls in a Markdown code fence the format does not allow",
     FailureMode.PROSE_AROUND_CALL: "put text around the call, which the requested format does not allow",

@@ -55,6 +55,9 @@ _PYTHON, _JSON, _VERBOSE_XML = ReturnFormat.PYTHON, ReturnFormat.JSON, ReturnFor
 _REFINABLE = frozenset(
     {ParseFailure.BAD_SYNTAX, ParseFailure.NOT_A_CALL, ParseFailure.BAD_VALUE, ParseFailure.UNCLOSED_BRACKET}
 )
+# Failures that, where the lenient reader finds only prose, mean prose: an
+# apostrophe ("Here's how") opens a Python string that never closes.
+_PROSE_REFINABLE = frozenset({ParseFailure.BAD_SYNTAX, ParseFailure.NOT_A_CALL, ParseFailure.UNCLOSED_BRACKET})
 _WORD_RE = re.compile(r"[^\W\d_]{2}")
 _MARKUP_RE = re.compile(r"<[^<>]*>")
 # Failures that say it all (and whose texts are costly to read again).
@@ -314,7 +317,7 @@ def _refine(fail: Fail, text: str, return_format: ReturnFormat, tag_body: str | 
                 kind, note = ParseFailure.EXTRA_TEXT, "text around the calls"
             elif judged.code_fence:
                 kind, note = ParseFailure.CODE_FENCE, "calls inside a code fence"
-    elif (kind in (ParseFailure.BAD_SYNTAX, ParseFailure.NOT_A_CALL) and judged.failure is ParseFailure.PROSE_ONLY
+    elif (kind in _PROSE_REFINABLE and judged.failure is ParseFailure.PROSE_ONLY
           and _has_words(text if tag_body is None else tag_body)):
         kind, note = ParseFailure.PROSE_ONLY, "no function call found"
     if kind is not fail.kind:

@@ -18,6 +18,7 @@ __all__ = [
     "BfclText",
     "Blocks",
     "bfcl_bracketed",
+    "ends_cut",
     "fenced_pieces",
     "has_fence",
     "is_prose",
@@ -33,6 +34,9 @@ _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n`]*\n?(.*?)(?:```|\Z)", 
 _NOT_PROSE = " \t\r\n`'\"[](),;:.!"
 _MAX_BLOCKS = 1000
 _PROSE_WINDOW = 10_000
+_CUT_MAX_CHARS = 100_000
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+_FIRST_BRACKET_RE = re.compile(r"[\[({]")
 
 
 def bfcl_bracketed(text: str) -> str:
@@ -148,3 +152,51 @@ def is_prose(rest: str) -> bool:
         if might_have_tag(rest):
             rest = _ANY_TAG_RE.sub("", rest)
     return bool(rest.strip(_NOT_PROSE))
+
+
+def ends_cut(text: str) -> bool:
+    """Whether the text stops mid-call, as an answer cut at the token limit does.
+
+    Cut means: the text ends inside a Markdown code fence that is never closed
+    and whose content is empty or itself cut; or inside an XML ``<functions>``
+    block that is never closed; or inside a string or an open bracket, counted
+    from the first bracket of the call text (so an apostrophe in the prose
+    before it is not a string). A bracket closed by the wrong bracket is a
+    broken call, not a cut one. Texts over 100,000 characters are not judged
+    (False): bounded time on hostile input.
+    """
+    if len(text) > _CUT_MAX_CHARS:
+        return False
+    region = text
+    fences = text.count("```")
+    if fences % 2:
+        region = text[text.rfind("```") + 3:]
+        newline = region.find("\n")
+        region = "" if newline < 0 and _FENCE_MARK_RE.fullmatch("```" + region.strip()) else region[newline + 1:]
+        if not region.strip():
+            return True
+    opened = region.rfind("<functions")
+    if opened >= 0 and region.find("</functions>", opened) < 0:
+        return True
+    m = _FIRST_BRACKET_RE.search(region)
+    if m is None:
+        return False
+    stack: list[str] = []
+    quote = ""
+    escaped = False
+    for ch in region[m.start():]:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch == '"' or ch == "'":
+            quote = ch
+        elif ch in _CLOSER:
+            stack.append(_CLOSER[ch])
+        elif ch == ")" or ch == "]" or ch == "}":
+            if not stack or stack.pop() != ch:
+                return False
+    return bool(quote or stack)
