@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from promptgrid.display import escape_controls
 from promptgrid.errors import ReportError
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.running.results import ResultRow
@@ -117,6 +118,7 @@ def compare_runs(
 ) -> CompareResult:
     """Paired differences between two runs; raises ``ReportError`` when they share no variant or case."""
     jobs_a, jobs_b = as_results(rows_a), as_results(rows_b)
+    names = (escape_controls(names[0]), escape_controls(names[1]))  # file names reach titles and messages
     infos = {v.id: v for v in order_variants(jobs_a + jobs_b)}
     order = list(infos)
     va = {j.variant_id for j in jobs_a if j.scored}

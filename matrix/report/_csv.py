@@ -4,7 +4,8 @@
 hold the sensitivity, effects, paired tests, language (accuracy, summary,
 translation, language match), pass^k, failure and cost tables, and with call modes the unsupported jobs,
 format tax, parse share and failure modes per call mode. Differences are fractions too (x100 for percentage points).
-Empty cells mean "not computable".
+Empty cells mean "not computable". Control characters in text cells (a model name or case id with an ESC)
+are written as visible escapes (``promptgrid.display.escape_controls``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from promptgrid.display import escape_controls
 from promptgrid.variants import DIMENSIONS
 
 from ._call_modes import call_mode_of
@@ -52,6 +54,8 @@ RESULTS_COLUMNS = (
 
 
 def _v(x: Any) -> Any:
+    if isinstance(x, str):
+        return escape_controls(x)
     if isinstance(x, float) and math.isnan(x):
         return ""
     if isinstance(x, bool):
@@ -62,7 +66,7 @@ def _v(x: Any) -> Any:
 def _write(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(headers)
+    w.writerow([escape_controls(h) for h in headers])
     for r in rows:
         w.writerow([_v(x) for x in r])
     return buf.getvalue()

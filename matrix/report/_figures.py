@@ -21,6 +21,10 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+from promptgrid.display import escape_controls
 
 from ._labels import DIMENSION_TITLES, display_labels
 from ._model import ReportData
@@ -52,9 +56,26 @@ class Rendered:
     svg: str
 
 
+def _safe_text(fig: Figure) -> None:
+    """Write every control character of the figure's text (model names, ids in labels, titles, legends) as a
+    visible escape: a raw ESC would reach the SVG and matplotlib's missing-glyph warnings on the terminal."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            given = axis.get_major_formatter()
+            if isinstance(given, (FixedFormatter, FuncFormatter)):  # the labels given with set_*ticks
+                axis.set_major_formatter(FuncFormatter(lambda x, pos, f=given: escape_controls(str(f(x, pos)))))
+    for text in fig.findobj(Text):
+        raw = text.get_text()
+        if isinstance(raw, str):
+            safe = escape_controls(raw)
+            if safe != raw:
+                text.set_text(safe)
+
+
 def _render(fig: Figure, name: str, title: str, caption: str) -> Rendered:
     # Lay the figure out once (constrained layout), then freeze it: both files
     # are drawn without re-running the layout, which halves the render time.
+    _safe_text(fig)
     FigureCanvasAgg(fig)
     engine = fig.get_layout_engine()
     if engine is not None:

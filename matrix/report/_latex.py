@@ -8,6 +8,8 @@ tables are scaled to the line width).
 
 from __future__ import annotations
 
+from promptgrid.display import escape_controls
+
 from ._model import ReportData
 from ._tables import (
     Table,
@@ -52,8 +54,9 @@ _SPECIAL = {
 
 
 def latex_escape(text: str) -> str:
-    """Escape text for LaTeX (``->`` becomes a right arrow)."""
-    parts = text.split("->")
+    """Escape text for LaTeX (``->`` becomes a right arrow); a control character becomes its visible escape
+    first (``\\x1b``, whose backslash is then escaped), so none reaches the file raw."""
+    parts = escape_controls(text).split("->")
     return r"$\rightarrow$".join("".join(_SPECIAL.get(ch, ch) for ch in part) for part in parts)
 
 

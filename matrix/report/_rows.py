@@ -2,7 +2,9 @@
 
 Rows come from the run store (``RunStore(run_dir).rows()``), from an exported
 JSONL file (``read_results``) or, for convenience, as dicts in the export's
-layout (read with ``ResultRow.from_dict``, so the same checks apply).
+layout (read with ``ResultRow.from_dict``, so the same checks apply). A job given
+twice is counted once when both rows are equal, and refused when they differ
+(``unique_rows``).
 
 How a row counts (``ResultRow.scored`` / ``ResultRow.correct``):
 
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from promptgrid.errors import ReportError
-from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.running.results import ResultRow, unique_rows
 
 __all__ = ["Rows", "as_results"]
 
@@ -35,5 +37,5 @@ def as_results(rows: Rows) -> list[ResultRow]:
     ]
     if not out:
         raise ReportError("no rows to report on: the run has no results yet (run it with: promptgrid run ...).")
-    return out
+    return unique_rows(out, lambda i: f"row {i + 1}")
 

@@ -46,12 +46,23 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Table:
+    """One table of a report or comparison. Its text (model names, ids, labels) is made safe on creation:
+    control characters are written as visible escapes (``escape_controls``), so no writer (Markdown, LaTeX,
+    HTML, the terminal) can pass a raw ESC on."""
+
     key: str
     title: str
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     numeric: tuple[bool, ...]
     note: str = ""
+
+    def __post_init__(self) -> None:
+        safe = object.__setattr__
+        safe(self, "title", escape_controls(self.title))
+        safe(self, "note", escape_controls(self.note))
+        safe(self, "headers", tuple(escape_controls(h) for h in self.headers))
+        safe(self, "rows", tuple(tuple(escape_controls(c) for c in row) for row in self.rows))
 
 
 def _table(

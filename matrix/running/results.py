@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from promptgrid.errors import OutputError, ReportError
 from promptgrid.safeio import atomic_output, read_json_lines
 
-__all__ = ["RESULT_SCHEMA_VERSION", "ResultRow", "dump_results", "read_results", "write_results"]
+__all__ = ["RESULT_SCHEMA_VERSION", "ResultRow", "dump_results", "read_results", "unique_rows", "write_results"]
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -235,12 +235,14 @@ def read_results(path: str | Path) -> list[ResultRow]:
     except OSError as exc:
         raise ReportError(f"cannot read {p}: {exc.strerror or exc}.") from None
     rows: list[ResultRow] = []
+    numbers: list[int] = []
     with handle:
         for line in read_json_lines(handle):
             where = f"{p}:{line.number}"
             if line.error is not None:
                 raise ReportError(f"{where}: {line.error}.")
             rows.append(ResultRow.from_dict(line.value, where=where))
+            numbers.append(line.number)
     if not rows:
         raise ReportError(f"{p} holds no rows; export a run with `promptgrid export RUN_DIR --jsonl`.")
     return rows
