@@ -245,7 +245,29 @@ def read_results(path: str | Path) -> list[ResultRow]:
             numbers.append(line.number)
     if not rows:
         raise ReportError(f"{p} holds no rows; export a run with `promptgrid export RUN_DIR --jsonl`.")
-    return rows
+    return unique_rows(rows, lambda i: f"{p}:{numbers[i]}")
+
+
+def unique_rows(rows: list[ResultRow], where: Callable[[int], str]) -> list[ResultRow]:
+    """``rows`` with each job once: a row repeated exactly (an export concatenated twice, ``cat a b``) is
+    counted once, so a report or a comparison never counts a job twice; two rows of the same job (model,
+    variant, case, repeat) with different contents raise ``ReportError`` naming both (``where(i)``: the
+    ``i``-th row's file:line), since which of them is the result cannot be known and merging them would
+    silently change the numbers."""
+    first: dict[tuple[str, str, str, int], int] = {}
+    out: list[ResultRow] = []
+    for i, row in enumerate(rows):
+        job = (row.model, row.variant_id, row.case_id, row.repeat)
+        seen = first.setdefault(job, i)
+        if seen == i:
+            out.append(row)
+        elif rows[seen] != row:
+            raise ReportError(
+                f"{where(i)}: a second row for model {row.model[:200]!r}, variant {row.variant_id[:200]!r}, case "
+                f"{row.case_id[:200]!r}, repeat {row.repeat} that differs from the first at {where(seen)}. Keep one "
+                "of them (export the run again: promptgrid export RUN_DIR --output FILE), or compare the two "
+                "exports with promptgrid compare.")
+    return out
 
 
 def dump_results(rows: Iterable[ResultRow], out: TextIO) -> int:
