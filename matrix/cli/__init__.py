@@ -189,8 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="grid name/path, or a run CONFIG.yaml")
     _add_dataset_options(p, required=False)
     p.add_argument("--model", action="append", default=[], metavar="M",
-                   help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base) "
-                        "or local/smollm2-135m or local/PATH.gguf")
+                   help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base), "
+                        "local/smollm2-135m or local/PATH.gguf, or a fake model (offline, free; append @SECONDS "
+                        "for a latency): fake/auto calls the first offered function, no arguments, in the format "
+                        "the prompt asks for (format right, calls wrong; a tool call in native mode); "
+                        "fake/prose answers in prose, never a call")
     p.add_argument("--api-base", action="append", default=[], metavar="URL",
                    help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: "
                         "calls are spread over them (least-busy, failover), --concurrency per server")

@@ -2,8 +2,11 @@
 
 For trying a grid end to end without a provider, and for the runner's
 100,000-job memory benchmark, where the HTTP stack would dominate. Model
-strings: ``fake/auto`` (a call in the format the prompt asks for, as the fake
-server answers), ``fake/prose``; append ``@SECONDS`` for a latency
+strings: ``fake/auto`` (a call of the first offered function, no arguments, in
+the format the prompt asks for, as the fake server answers; the name is read
+from the prompt's function docs in any doc format, or from the request's tools
+in native mode, so it never calls a function it was not offered),
+``fake/prose`` (prose, never a call); append ``@SECONDS`` for a latency
 (``fake/auto@0.1``).
 
 Call modes (``request``): ``fake/auto`` answers a native request with a tool

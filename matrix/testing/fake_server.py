@@ -81,7 +81,8 @@ from promptgrid.safeio import parse_json_line, read_json_lines
 from promptgrid.variants import ReturnFormat
 
 __all__ = ["BATCH_ENDPOINT", "ENDPOINTS", "FakeScript", "FakeServer", "answer_batch_file", "auto_answer", "auto_tool_calls",
-           "first_function_name", "request_hash", "schema_answer"]
+           "documented_function_names", "first_function_name",
+           "request_hash", "schema_answer"]
 
 #: Request fields beyond the messages that the log keeps (call modes: tools, schema, grammar).
 REQUEST_PIECES = ("tools", "tool_choice", "response_format", "grammar", "guided_grammar", "structured_outputs")
@@ -185,11 +186,18 @@ def _unit(*parts: object) -> float:
 
 # --------------------------------------------------------------------------- answers
 
+# How each doc format (templates/_docs.py, both flavours) starts a function's
+# documentation: JSON ``"name": "f"``; Python ``# Function: f`` (or ``def f(``);
+# XML ``<function name="f">`` alone on its line. The answer formats' examples
+# (``<functions><function name="func_name1"><params>``, ``alarm.set(...)``,
+# ``{"function":"alarm.set"}``) match none of them.
 _NAME_PATTERNS = (
-    re.compile(r'"name":\s*"([A-Za-z_][\w.]*)"'),
-    re.compile(r"\bdef ([A-Za-z_][\w.]*)\("),
-    re.compile(r'<function name="([A-Za-z_][\w.]*)"'),
+    re.compile(r'"name":\s*"([A-Za-z_][\w.-]*)"'),
+    re.compile(r"^[ \t]*# Function: ([A-Za-z_][\w.-]*)[ \t]*$", re.MULTILINE),
+    re.compile(r"^[ \t]*def ([A-Za-z_][\w.-]*)\(", re.MULTILINE),
+    re.compile(r'^[ \t]*<function name="([A-Za-z_][\w.-]*)">[ \t]*$', re.MULTILINE),
 )
+_PLACEHOLDER_RE = re.compile(r"func_name\d*")
 _FORMATS = tuple(ReturnFormat)
 
 
@@ -213,14 +221,28 @@ def _format_call(fmt: ReturnFormat, name: str) -> str:
     return f"[{name}()]"
 
 
+def documented_function_names(messages: Any) -> list[str]:
+    """The functions documented in the prompt, in the order they are documented (system messages first).
+
+    Reads the function docs of every doc format (JSON, Python, XML; see
+    ``_NAME_PATTERNS``), never the answer format's examples or placeholders.
+    """
+    msgs = [m for m in messages or [] if isinstance(m, dict)]
+    texts = [str(m.get("content", "")) for m in msgs if m.get("role") == "system"]
+    texts += [str(m.get("content", "")) for m in msgs if m.get("role") != "system"]
+    names: list[str] = []
+    for text in texts:
+        found = sorted((m.start(), m.group(1)) for pattern in _NAME_PATTERNS for m in pattern.finditer(text))
+        for _, name in found:
+            if name not in names and not _PLACEHOLDER_RE.fullmatch(name):
+                names.append(name)
+    return names
+
+
 def first_function_name(messages: Any) -> str:
-    """The first function documented in the system prompt (``get_weather`` when none is found)."""
-    system = "\n".join(str(m.get("content", "")) for m in messages or [] if m.get("role") == "system")
-    for pattern in _NAME_PATTERNS:
-        match = pattern.search(system)
-        if match:
-            return match.group(1)
-    return "get_weather"
+    """The first function documented in the prompt (``get_weather`` when none is found)."""
+    names = documented_function_names(messages)
+    return names[0] if names else "get_weather"
 
 
 def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool = False,
