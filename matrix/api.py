@@ -432,6 +432,7 @@ def run(
     max_retries: int | None = None,
     retry_after_cap: float | None = None,
     max_cost: float | None = None,
+    max_jobs: int | None = None,
     api_base: str | Sequence[str] | None = None,
     constraints: str | None = None,
     params: Mapping[str, Any] | None = None,
@@ -456,7 +457,8 @@ def run(
     and ``timeout`` (seconds per call) apply to every model; ``max_retries``
     per call, each after at most ``retry_after_cap`` seconds (default 120)
     however long a server's Retry-After asks for; ``max_cost`` (USD, for the whole run directory) stops sending
-    when reached; ``params`` are generation parameters for every model
+    when reached; ``max_jobs`` caps the plan (default 5,000,000 jobs, counted before any is built: ``RunError``
+    naming the numbers past it); ``params`` are generation parameters for every model
     (temperature, max_tokens, seed, ...); ``constraints`` says how
     ``call_mode: constrained`` is sent to the litellm models (``openai``,
     ``vllm``, ``llama.cpp``, ``none``; see ``ModelSpec.constraints``). ``retry_errors`` sends again the
@@ -481,7 +483,7 @@ def run(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
         retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
-        params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+        params=params, translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -508,6 +510,7 @@ async def arun(
     max_retries: int | None = None,
     retry_after_cap: float | None = None,
     max_cost: float | None = None,
+    max_jobs: int | None = None,
     api_base: str | Sequence[str] | None = None,
     constraints: str | None = None,
     params: Mapping[str, Any] | None = None,
@@ -525,7 +528,7 @@ async def arun(
         models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
         concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
         retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
-        params=params, translation_store=translation_store, bfcl_data=bfcl_data))
+        params=params, translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs))
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))
 

@@ -216,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest Retry-After a rate-limited call waits before its retry (default 120); a model "
                         "whose server still asks for longer after one such wait is stopped, so the run ends")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD")
+    p.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                   help="most jobs (models x variants x cases x repeats) the run may plan, counted before any "
+                        "is built (default 5,000,000)")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)

@@ -51,7 +51,8 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
         concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, timeout=args.timeout,
         max_retries=args.max_retries, max_cost=args.max_cost, params=params, translation_store=args.store,
-        bfcl_data=args.bfcl_data, retry_after_cap=args.retry_after_cap, constraints=args.constraints)
+        bfcl_data=args.bfcl_data, retry_after_cap=args.retry_after_cap, constraints=args.constraints,
+        max_jobs=args.max_jobs)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     max_cost: 5.0                  # optional, USD for the whole run directory
     max_retries: 5                 # optional
     retry_after_cap: 120           # optional: longest Retry-After (s) obeyed before a retry
+    max_jobs: 5000000              # optional: most jobs the plan may have (counted before it is built)
     defaults:                      # optional, applied to every model (a model's own keys win)
       concurrency: 8
       params: {max_tokens: 512}
@@ -69,6 +70,8 @@ from promptgrid.variants import compose_yaml
 from promptgrid.variants._yaml import plain as _plain
 from promptgrid.variants._yaml import read_yaml_text
 
+from .plan import MAX_JOBS
+
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_SAMPLING_TEMPERATURE",
@@ -99,7 +102,7 @@ _MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm"
 BATCH_OPTIONS = ("max_requests", "max_bytes", "min_requests", "role_arn", "s3_uri", "output_s3_uri", "region",
                  "timeout_hours")
 _TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
-             "translation_store", "max_cost", "max_retries", "retry_after_cap", "defaults", "models")
+             "translation_store", "max_cost", "max_retries", "retry_after_cap", "max_jobs", "defaults", "models")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
 
 
@@ -190,6 +193,8 @@ class RunConfig:
     backoff_max_s: float = 60.0
     retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
     """Seconds: a longer Retry-After is cut to this (a server asking for a day cannot freeze the run)."""
+    max_jobs: int = MAX_JOBS
+    """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record for ``run.json``: every field, ``api_base`` without its credentials."""
@@ -417,6 +422,8 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
         out["max_retries"] = r.number(top["max_retries"], "max_retries", integer=True, minimum=0)
     if "retry_after_cap" in top:
         out["retry_after_cap"] = float(r.number(top["retry_after_cap"], "retry_after_cap", minimum=0))
+    if "max_jobs" in top:
+        out["max_jobs"] = r.number(top["max_jobs"], "max_jobs", integer=True, minimum=1)
     if "max_cost" in top and top["max_cost"].value is not None:
         out["max_cost"] = float(r.number(top["max_cost"], "max_cost", minimum=0, strict=True))
     for k in ("cases", "variants"):

@@ -8,6 +8,10 @@ function docs, and the runner pulls jobs in chunks.
 Order: for each model, case outer, variant inner, repeat innermost. A run
 stopped half-way (Ctrl-C, ``--max-cost``) then has every variant on the same
 first cases, so its partial accuracies still compare variants fairly.
+
+The plan's size is counted before anything is built (``check_plan_size``,
+``MAX_JOBS``), as the grid's is: ``--repeats 100000000`` is refused at once
+with the numbers, instead of filling memory.
 """
 
 from __future__ import annotations
@@ -18,10 +22,36 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from promptgrid.errors import RunError
 from promptgrid.records import Case, Prompt
 from promptgrid.variants import Variant
 
-__all__ = ["Job", "Renders", "iter_jobs", "job_key", "repeat_params"]
+__all__ = ["MAX_JOBS", "Job", "Renders", "check_plan_size", "iter_jobs", "job_key", "repeat_params"]
+
+MAX_JOBS = 5_000_000
+"""Default cap on a run's jobs (models x variants x cases x repeats), counted before any job is built: about six
+times the 864,000 calls of docs/large-study.md. ``--max-jobs N``, ``max_jobs: N`` in a run config or
+``max_jobs=N`` (``build_config``, ``pg.run``) raises it."""
+
+_CACHED_REPEATS = 1024  # per-repeat parameters kept for the plan's walk; beyond, made per job (memory stays flat)
+
+
+def check_plan_size(models: int, repeats: int, variants: int | None = None, cases: int | None = None, *,
+                    max_jobs: int = MAX_JOBS) -> int:
+    """The number of jobs of a plan (at least, when ``variants`` or ``cases`` are not known yet), or ``RunError``
+    naming the numbers and how to raise the cap when it is over ``max_jobs``. Nothing is built."""
+    factors = [(models, "model"), (variants, "variant"), (cases, "case"), (repeats, "repeat")]
+    known = [(n, what) for n, what in factors if n is not None]
+    jobs = 1
+    for n, _what in known:
+        jobs *= n
+    if jobs > max_jobs:
+        shown = " x ".join(f"{n:,} {what}{'' if n == 1 else 's'}" for n, what in known)
+        at_least = "" if len(known) == len(factors) else "at least "
+        raise RunError(f"the plan is {shown} = {at_least}{jobs:,} jobs, over the cap of {max_jobs:,} jobs. Use fewer "
+                       "repeats, cases (--limit) or variants, or raise the cap (--max-jobs N; max_jobs: N in a run "
+                       "config).")
+    return jobs
 
 
 def job_key(model: str, params: Mapping[str, Any], messages_sha256: str, repeat: int) -> str:
@@ -79,14 +109,15 @@ class Renders(Protocol):
 
 def iter_jobs(model: str, params: Mapping[str, Any], variants: Sequence[Variant], cases: Sequence[Case],
               repeats: int, renderer: Renders) -> Iterator[Job]:
-    """Every job of one model, lazily (one prompt rendered at a time)."""
-    per_repeat = [repeat_params(params, r) for r in range(repeats)]
+    """Every job of one model, lazily (one prompt rendered at a time; memory does not grow with ``repeats``)."""
+    per_repeat = [repeat_params(params, r) for r in range(min(repeats, _CACHED_REPEATS))]
+    cached = len(per_repeat)
     variant_ids = [v.id for v in variants]
     for case in cases:
         for variant, vid in zip(variants, variant_ids):
             prompt = renderer.render(variant, case)
             digest = prompt.sha256
             for r in range(repeats):
-                p = per_repeat[r]
+                p = per_repeat[r] if r < cached else repeat_params(params, r)
                 yield Job(model, variant, vid, case, r, job_key(model, p, digest, r), p, prompt.messages, digest,
                           prompt.request)

@@ -48,6 +48,7 @@ from .config import (
     model_params,
     number_problem,
 )
+from .plan import MAX_JOBS, check_plan_size
 from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
@@ -122,6 +123,7 @@ def build_config(
     bfcl_data: str | os.PathLike[str] | None = None,
     retry_after_cap: float | None = None,
     constraints: str | None = None,
+    max_jobs: int | None = None,
 ) -> RunConfig:
     """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
 
@@ -130,7 +132,8 @@ def build_config(
     ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
     seed, ...) apply to every model; ``constraints`` (``ModelSpec.constraints``)
     to every litellm model (local and fake models take none); ``retry_after_cap`` is the longest
-    Retry-After obeyed (seconds). Raises ``RunError`` naming the option.
+    Retry-After obeyed (seconds); ``max_jobs`` caps the plan (``plan.MAX_JOBS``; checked here for models x
+    repeats, by ``prepare`` for the whole plan). Raises ``RunError`` naming the option.
     """
     if isinstance(grid, RunConfig):
         base: dict[str, Any] = _config_fields(grid)
@@ -142,7 +145,7 @@ def build_config(
         base = {"grid": os.fspath(grid)}
     options = {"dataset": dataset, "bfcl_data": bfcl_data, "run_dir": run_dir, "limit": limit, "repeats": repeats,
                "max_retries": max_retries, "max_cost": max_cost, "translation_store": translation_store,
-               "retry_after_cap": retry_after_cap}
+               "retry_after_cap": retry_after_cap, "max_jobs": max_jobs}
     for key, value in options.items():
         if value is not None:
             base[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
@@ -169,8 +172,9 @@ def build_config(
         raise RunError(f"a model is named twice: {', '.join(names)}.")
     out_dir = Path(base["run_dir"]) if base.get("run_dir") else default_run_dir(base["grid"], base["dataset"])
     fields = {k: base[k] for k in ("bfcl_data", "limit", "cases", "variants", "translation_store", "max_cost",
-                                   "max_retries", "backoff_base_s", "backoff_max_s", "retry_after_cap")
+                                   "max_retries", "backoff_base_s", "backoff_max_s", "retry_after_cap", "max_jobs")
               if base.get(k) is not None}
+    check_plan_size(len(specs), repeats_, max_jobs=fields.get("max_jobs", MAX_JOBS))  # before the grid is read
     return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
                      repeats=repeats_, **fields)
 
@@ -182,6 +186,7 @@ _RUN_BOUNDS: dict[str, dict[str, Any]] = {
     "max_cost": {"minimum": 0, "strict": True},
     "max_retries": {"integer": True, "minimum": 0},
     "retry_after_cap": {"minimum": 0},
+    "max_jobs": {"integer": True, "minimum": 1},
 }
 _MODEL_BOUNDS: dict[str, dict[str, Any]] = {
     "concurrency": {"integer": True, "minimum": 1},
@@ -320,6 +325,7 @@ def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
     cases = tuple(selected.cases)
     if not cases:
         raise RunError(f"dataset {config.dataset!r} selects no cases; check cases / limit.")
+    check_plan_size(len(config.models), config.repeats, len(variants), len(cases), max_jobs=config.max_jobs)
     renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
                              bfcl_data=config.bfcl_data)
     # Pre-flight: every variant once, so a template or catalog error stops the run before any call.
