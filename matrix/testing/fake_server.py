@@ -188,14 +188,14 @@ def _unit(*parts: object) -> float:
 
 # How each doc format (templates/_docs.py, both flavours) starts a function's
 # documentation: JSON ``"name": "f"``; Python ``# Function: f`` (or ``def f(``);
-# XML ``<function name="f">`` alone on its line. The answer formats' examples
-# (``<functions><function name="func_name1"><params>``, ``alarm.set(...)``,
-# ``{"function":"alarm.set"}``) match none of them.
+# XML ``<function name="f">`` outside a ``<functions>`` list. The answer formats'
+# examples (``<functions><function name="func_name1"><params>``,
+# ``alarm.set(...)``, ``{"function":"alarm.set"}``) match none of them.
 _NAME_PATTERNS = (
     re.compile(r'"name":\s*"([A-Za-z_][\w.-]*)"'),
     re.compile(r"^[ \t]*# Function: ([A-Za-z_][\w.-]*)[ \t]*$", re.MULTILINE),
     re.compile(r"^[ \t]*def ([A-Za-z_][\w.-]*)\(", re.MULTILINE),
-    re.compile(r'^[ \t]*<function name="([A-Za-z_][\w.-]*)">[ \t]*$', re.MULTILINE),
+    re.compile(r'(?<!<functions>)<function name="([A-Za-z_][\w.-]*)">(?!<param)'),
 )
 _PLACEHOLDER_RE = re.compile(r"func_name\d*")
 _FORMATS = tuple(ReturnFormat)
