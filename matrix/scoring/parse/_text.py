@@ -159,7 +159,8 @@ def ends_cut(text: str) -> bool:
 
     Cut means: the text ends inside a Markdown code fence that is never closed
     and whose content is empty or itself cut; or inside an XML ``<functions>``
-    block that is never closed; or inside a string or an open bracket, counted
+    block that is never closed (a text with a closed one is not cut: an element
+    left open inside it is a broken call); or inside a string or an open bracket, counted
     from the first bracket of the call text (so an apostrophe in the prose
     before it is not a string). A bracket closed by the wrong bracket is a
     broken call, not a cut one. Texts over 100,000 characters are not judged
@@ -176,8 +177,9 @@ def ends_cut(text: str) -> bool:
         if not region.strip():
             return True
     opened = region.rfind("<functions")
-    if opened >= 0 and region.find("</functions>", opened) < 0:
-        return True
+    if opened >= 0:
+        # XML: its quotes are attribute delimiters, not strings; only the block's end counts.
+        return region.find("</functions>", opened) < 0
     m = _FIRST_BRACKET_RE.search(region)
     if m is None:
         return False

@@ -105,6 +105,8 @@ def test_complete_or_broken_answers_are_not_truncated(weather: object, text: str
     ("Sure:\n```python\n", True),
     ("<functions><function name='f'>", True),
     ("<functions><function name='f'></function></functions>", False),
+    ('<functions><function name="f"><params><param name="a" value="{\'k\': \'v\'}" type="dict"/>'
+     '</function></functions>', False),  # </params> missing, but not cut; quotes in XML are attributes
     ("no brackets at all, it's prose", False),
     ("[" + "x" * 100_001, False),  # over the bound: not judged
 ])
