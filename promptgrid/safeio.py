@@ -51,6 +51,7 @@ from typing import IO, Any
 from promptgrid.errors import InputLimitError, OutputError
 
 __all__ = [
+    "MAX_ARCHIVE_BYTES",
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "MAX_LINE_BYTES",
@@ -65,6 +66,7 @@ __all__ = [
     "input_limits",
     "parse_json_line",
     "read_json_lines",
+    "writes_in_place",
 ]
 
 MAX_DEPTH = 200
@@ -81,8 +83,14 @@ MAX_FILE_BYTES = 4 * 1024 * 1024 * 1024
 """Largest JSONL input read (4 GiB). Environment variable ``PROMPTGRID_MAX_FILE_BYTES`` raises it;
 ``read_json_lines(max_file_bytes=...)`` too."""
 
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
+"""Largest file read out of an archive (a bfcl-eval wheel given as ``--bfcl-data``), by its expanded size as the
+archive declares it, checked before a byte is decompressed (bfcl-eval's largest data file is about 4 MB).
+Environment variable ``PROMPTGRID_MAX_ARCHIVE_BYTES`` raises it."""
+
 LINE_BYTES_ENV = "PROMPTGRID_MAX_LINE_BYTES"
 FILE_BYTES_ENV = "PROMPTGRID_MAX_FILE_BYTES"
+ARCHIVE_BYTES_ENV = "PROMPTGRID_MAX_ARCHIVE_BYTES"
 
 STDOUT = "-"
 """The output path that means standard output."""
@@ -197,6 +205,16 @@ def input_limits(max_line_bytes: int | None = None, max_file_bytes: int | None =
     line = max_line_bytes if max_line_bytes is not None else _env_limit(LINE_BYTES_ENV, MAX_LINE_BYTES)
     size = max_file_bytes if max_file_bytes is not None else _env_limit(FILE_BYTES_ENV, MAX_FILE_BYTES)
     return line, size
+
+
+def archive_limit() -> int:
+    """The bound on one archive member's expanded size: ``PROMPTGRID_MAX_ARCHIVE_BYTES``, else ``MAX_ARCHIVE_BYTES``."""
+    return _env_limit(ARCHIVE_BYTES_ENV, MAX_ARCHIVE_BYTES)
+
+
+def member_too_large(where: str, size: int, limit: int) -> InputLimitError:
+    return InputLimitError(f"{where}: expands to {size} bytes, more than {_size(limit)}, the bound for a file read "
+                           f"out of an archive; if it is what you meant, set {ARCHIVE_BYTES_ENV} to more bytes.")
 
 
 def _size(n: int) -> str:
@@ -353,6 +371,12 @@ def _is_stream(target: Path) -> bool:
         return True
     real = os.path.realpath(target)
     return real.startswith("/proc/") or os.fspath(target).startswith(("/dev/fd/", "/dev/std", "/proc/"))
+
+
+def writes_in_place(path: str | os.PathLike[str]) -> bool:
+    """Whether ``atomic_output(path)`` writes in place as a stream (``-``, a FIFO, a device, a descriptor) rather
+    than through a temporary file renamed over a regular file."""
+    return _is_stdout(path) or _is_stream(Path(path))
 
 
 def _umask() -> int:

@@ -75,7 +75,7 @@ def cmd_score_file(args: argparse.Namespace) -> int:
 
     from_stdin = args.input == "-"
     path = Path(args.input)
-    if not from_stdin and not path.is_file():
+    if not from_stdin and (not path.exists() or path.is_dir()):  # a FIFO or <(command) is read like a file
         return _bad_argument(f"input file {args.input} not found. Give a JSONL file (or - for standard input) "
                              "with variant_id, case_id and response on each line, or bfcl-eval's id and result.")
     inputs = [] if from_stdin else [path]  # never written over: the responses, and a jsonl: dataset's file

@@ -31,7 +31,7 @@ from typing import Any
 
 from promptgrid.errors import DatasetError, closest
 from promptgrid.records import CATEGORIES, Case
-from promptgrid.safeio import read_json_lines
+from promptgrid.safeio import atomic_output, read_json_lines
 
 __all__ = ["MAX_PROBLEMS", "case_to_record", "load_jsonl", "write_jsonl"]
 
@@ -364,7 +364,7 @@ def write_jsonl(cases: Iterable[Case], path: str | os.PathLike[str]) -> Path:
     ``write_jsonl(load_dataset("mini:de"), "my_cases.jsonl")``.
     """
     file = Path(path).expanduser()
-    with file.open("w", encoding="utf-8", newline="\n") as fh:
+    with atomic_output(file) as fh:  # never half a file; a symlink, a FIFO or a device is respected
         for case in cases:
             fh.write(json.dumps(case_to_record(case), ensure_ascii=False) + "\n")
     return file

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +42,7 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
+from promptgrid.safeio import atomic_output
 from promptgrid.variants import Variant
 
 from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
@@ -422,12 +422,8 @@ class BatchRunner(Runner):
         batch_id = f"pg-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
         directory = self.run_dir / BATCH_DIR
         directory.mkdir(exist_ok=True)
-        tmp = directory / f".{batch_id}.jsonl.tmp"
-        with open(tmp, "wb") as f:
+        with atomic_output(directory / f"{batch_id}.jsonl", binary=True, fsync=True) as f:  # whole or absent
             f.writelines(builder.lines)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / f"{batch_id}.jsonl")
         now = time.time()
         record = BatchRecord(batch_id, lane.spec.name, backend.kind, PREPARING, None, None, None, None,
                              len(builder.lines), builder.size, now, now, None)

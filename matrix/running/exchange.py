@@ -35,6 +35,7 @@ Both take the run directory's lock (``RunLock``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -51,7 +52,7 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
 from promptgrid.providers import CallError
 from promptgrid.records import Case
-from promptgrid.safeio import read_json_lines
+from promptgrid.safeio import atomic_output, check_output, read_json_lines, writes_in_place
 from promptgrid.variants import Variant
 
 from .batch import store_results
@@ -189,6 +190,8 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
     Raises ``RunError`` for a model that is not a litellm model string.
     """
     config = prep.config
+    if isinstance(out, (str, os.PathLike)):
+        check_output(out)  # before any work: never an input or a run's own file
     if len(config.models) != 1:
         raise RunError("export-batch writes the requests of one model at a time: give one --model.")
     spec = config.models[0]
@@ -212,20 +215,21 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                 invocation = _invocation(prep, append=append, retry_errors=retry_errors)
                 invocation["export_batch"] = {"model": spec.name}
                 _write_run_json(prep, invocation)
-            if isinstance(out, (str, os.PathLike)):
-                from promptgrid.safeio import atomic_output
-
-                with atomic_output(out, binary=True) as handle:
+            path = os.fspath(out) if isinstance(out, (str, os.PathLike)) else None
+            if path is not None and not writes_in_place(path):  # a file: renamed into place when complete
+                with atomic_output(path, binary=True) as handle:
                     summary = _export(store, prep, spec, backend, handle, body_model=body_model,
-                                      retry_errors=retry_errors, scorer=scorer, output=os.fspath(out))
-            else:
-                with tempfile.TemporaryFile() as spool:  # the export is recorded before a line leaves
+                                      retry_errors=retry_errors, scorer=scorer, output=path)
+            else:  # a stream, '-', a FIFO or a device: the export is recorded before a line leaves
+                with tempfile.TemporaryFile() as spool:
                     summary = _export(store, prep, spec, backend, spool, body_model=body_model,
-                                      retry_errors=retry_errors, scorer=scorer, output=None)
+                                      retry_errors=retry_errors, scorer=scorer, output=path)
                     spool.seek(0)
-                    while chunk := spool.read(1 << 20):
-                        out.write(chunk)
-                    out.flush()
+                    with atomic_output(path, binary=True) if path is not None \
+                            else contextlib.nullcontext(out) as sink:  # type: ignore[arg-type]
+                        while chunk := spool.read(1 << 20):
+                            sink.write(chunk)
+                        sink.flush()
             if invocation is not None:
                 invocation.update(finished=_now(), pending=prep.jobs - store.answered(
                     [spec.name], [v.id for v in prep.variants], [c.id for c in prep.cases], config.repeats))
