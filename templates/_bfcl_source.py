@@ -29,13 +29,16 @@ from __future__ import annotations
 import ast
 import os
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.util import find_spec as _find_spec
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from promptgrid.errors import PromptgridError
+from promptgrid.errors import InputLimitError, PromptgridError
+from promptgrid.safeio import LINE_BYTES_ENV, archive_limit, input_limits, member_too_large
 
 __all__ = [
     "BFCL_DATA_ENV",
@@ -86,15 +89,46 @@ class BfclSource:
             return member in _zip_names(self.archive)
         return Path(member).is_file()
 
-    def read_text(self, relpath: str) -> str:
-        """The file's text (UTF-8). Raises ``FileNotFoundError`` if it is absent."""
+    def where(self, relpath: str) -> str:
+        """``relpath`` as messages name it: ``ARCHIVE!bfcl_eval/data/...`` or the file's path."""
+        return f"{self.describe().rstrip('/')}/{relpath.strip('/')}"
+
+    @contextmanager
+    def open_binary(self, relpath: str) -> Iterator[IO[bytes]]:
+        """The file as a binary stream (with ``readline``), read as it is consumed. An archive member is refused
+        (``InputLimitError``) before a byte is decompressed when its expanded size is over ``MAX_ARCHIVE_BYTES``.
+        Raises ``FileNotFoundError`` if it is absent."""
         member = self._member(relpath)
         if member is None or not self.exists(relpath):
             raise FileNotFoundError(f"{relpath} is not in bfcl-eval at {self.describe()}")
         if self.archive:
             with zipfile.ZipFile(self.archive) as zf:
-                return zf.read(member).decode("utf-8")
-        return Path(member).read_text(encoding="utf-8")
+                info = zf.getinfo(member)
+                limit = archive_limit()
+                if info.file_size > limit:
+                    raise member_too_large(self.where(relpath), info.file_size, limit)
+                with zf.open(info) as handle:  # yields at most the declared size
+                    yield handle
+        else:
+            with open(member, "rb") as handle:
+                yield handle
+
+    def read_text(self, relpath: str) -> str:
+        """The whole file's text (UTF-8), a document read at once (``default_prompts.py``, a JSON listing):
+        at most ``safeio.MAX_LINE_BYTES`` (the bound for one record; ``PROMPTGRID_MAX_LINE_BYTES``), else
+        ``InputLimitError``. Raises ``FileNotFoundError`` if it is absent, ``ValueError`` naming the file
+        when it is not UTF-8."""
+        limit, _ = input_limits()
+        with self.open_binary(relpath) as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InputLimitError(f"{self.where(relpath)}: larger than {limit} bytes, the bound for a file read "
+                                  f"whole; if it is what you meant, set {LINE_BYTES_ENV} to more bytes.")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{self.where(relpath)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at byte "
+                             f"{exc.start + 1}); point --bfcl-data at an unmodified bfcl-eval") from None
 
     def list_dir(self, reldir: str) -> list[str]:
         """File names directly inside ``reldir`` (sorted)."""
@@ -175,8 +209,13 @@ def read_bfcl_assignments(source: BfclSource, relpath: str, names: tuple[str, ..
 
     The module is parsed, never run: each wanted right-hand side goes through
     ``ast.literal_eval``. Names that are absent (or not literals) are left out.
+    Raises ``FileNotFoundError``, ``SyntaxError``, ``ValueError`` (not UTF-8) or
+    ``InputLimitError`` (larger than the bound), each naming the file.
     """
-    tree = ast.parse(source.read_text(relpath), filename=relpath)
+    try:
+        tree = ast.parse(source.read_text(relpath), filename=relpath)
+    except (RecursionError, MemoryError):  # the parser's own guards on deep nesting
+        raise SyntaxError(f"{source.where(relpath)} is nested too deeply to be bfcl-eval's source") from None
     out: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -190,6 +229,6 @@ def read_bfcl_assignments(source: BfclSource, relpath: str, names: tuple[str, ..
             if name in names:
                 try:
                     out[name] = ast.literal_eval(value)
-                except ValueError:
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     continue
     return out

@@ -139,7 +139,7 @@ def load_bfcl_style(bfcl_data: str | os.PathLike[str] | None = None) -> StyleCat
     where = f"{source.describe()}/{_BFCL_PROMPTS}"
     try:
         values = read_bfcl_assignments(source, _BFCL_PROMPTS, ("PROMPT_STYLE_TEMPLATES", "PARAM_TYPE_MAPPING"))
-    except (FileNotFoundError, SyntaxError) as exc:
+    except (FileNotFoundError, SyntaxError, ValueError) as exc:  # ValueError: not UTF-8 (the message names it)
         raise TemplateError(f"{where}: cannot read bfcl-eval's prompt styles ({exc}). {BFCL_INSTALL_HINT}.") from None
     styles = values.get("PROMPT_STYLE_TEMPLATES")
     style = styles.get("experimental") if isinstance(styles, dict) else None

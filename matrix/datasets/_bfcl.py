@@ -29,13 +29,13 @@ parameter types and descriptions with its own prose, which is not reproduced her
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 
 from promptgrid.errors import DatasetError, closest
 from promptgrid.records import Case
+from promptgrid.safeio import parse_json_line, read_json_lines
 from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
 
 __all__ = ["BFCL_CATEGORIES", "FORMAT_SENSITIVITY", "bfcl_categories", "load_bfcl"]
@@ -89,18 +89,23 @@ def bfcl_categories(bfcl_data: str | os.PathLike[str] | None = None) -> list[str
 
 
 def _read_jsonl(source: BfclSource, relpath: str) -> list[dict[str, Any]]:
+    """The entries of a bfcl-eval data file, read line by line within ``safeio``'s bounds (line and file size,
+    an archive member's expanded size, nesting depth, finite numbers: NaN never reaches a prompt)."""
+    where = source.where(relpath)
+    entries = []
     try:
-        text = source.read_text(relpath)
+        with source.open_binary(relpath) as handle:
+            for line in read_json_lines(handle, name=where):
+                if line.error is not None:
+                    raise DatasetError(f"{where}:{line.number}: {line.error}.")
+                if not isinstance(line.value, dict):
+                    raise DatasetError(f"{where}:{line.number}: not a JSON object; point --bfcl-data at an "
+                                       "unmodified bfcl-eval.")
+                entries.append(line.value)
     except FileNotFoundError:
         raise DatasetError(f"{source.describe()}: {relpath} is missing. {BFCL_INSTALL_HINT}.") from None
-    entries = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{source.describe()}/{relpath}:{lineno}: invalid JSON ({exc.msg}).") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {where}: {exc.strerror or exc}.") from None
     return entries
 
 
@@ -169,12 +174,17 @@ def load_bfcl(category: str, bfcl_data: str | os.PathLike[str] | None = None) ->
 
     relpath = f"data/{prefix}_{FORMAT_SENSITIVITY}.json"
     try:
-        listing = json.loads(source.read_text(relpath))
+        listing = parse_json_line(source.read_text(relpath))  # bounded: depth, finite numbers
     except FileNotFoundError:
         raise DatasetError(f"{source.describe()}: {relpath} is missing (bfcl-eval before V4?). "
                            f"{BFCL_INSTALL_HINT}.") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{source.describe()}/{relpath}: invalid JSON ({exc.msg}).") from None
+    except ValueError as exc:  # not JSON or not UTF-8 (that message names the file)
+        message = str(exc)
+        where = source.where(relpath)
+        raise DatasetError(message if message.startswith(where) else f"{where}: {message}.") from None
+    if not isinstance(listing, dict) or not all(isinstance(v, list) for v in listing.values()):
+        raise DatasetError(f"{source.where(relpath)}: not a JSON object of id lists; point --bfcl-data at an "
+                           "unmodified bfcl-eval.")
     cases: list[Case] = []
     for sub, ids in listing.items():
         if not ids:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from promptgrid.errors import DatasetError
+from promptgrid.errors import DatasetError, InputLimitError
 from promptgrid.matrix.datasets._bfcl import bfcl_categories, load_bfcl
 from promptgrid.templates import BFCL_DATA_ENV, _bfcl_source
 
@@ -101,8 +101,48 @@ def test_errors(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(DatasetError, match="simple_python_1 has no possible answer"):
         load_bfcl("simple_python", str(data))
     (data / "BFCL_v4_irrelevance.json").write_text("{not json\n", encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"BFCL_v4_irrelevance\.json:1: invalid JSON"):
+    with pytest.raises(DatasetError, match=r"BFCL_v4_irrelevance\.json:1: not valid JSON"):
         load_bfcl("irrelevance", str(data))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("[" * 100_000, r"BFCL_v4_irrelevance\.json:2: nested more than 200 levels deep\.$"),
+    ('{"id": "irrelevance_1", "question": [[{"role": "user", "content": "q"}]], "function": [{"x": NaN}]}',
+     r"BFCL_v4_irrelevance\.json:2: NaN is not a JSON number"),
+    ('{"id": "irrelevance_1", "n": 1e999}', "out of range"),
+    ("[1, 2]", r"BFCL_v4_irrelevance\.json:2: not a JSON object"),
+])
+def test_hostile_data_lines_are_one_error(data: Path, line: str, message: str) -> None:
+    path = data / "BFCL_v4_irrelevance.json"
+    path.write_text(path.read_text(encoding="utf-8") + line + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=message) as info:
+        load_bfcl("irrelevance", str(data))
+    assert "\n" not in str(info.value)
+
+
+def test_hostile_format_sensitivity_listing(data: Path) -> None:
+    listing = data / "BFCL_v4_format_sensitivity.json"
+    for text, message in (("[" * 100_000, "nested more than 200"), ('{"simple_python": [NaN]}', "NaN is not"),
+                          (b"\xff{}", "not UTF-8 text"), ("[]", "not a JSON object of id lists")):
+        listing.write_bytes(text if isinstance(text, bytes) else text.encode())
+        with pytest.raises(DatasetError, match=message):
+            load_bfcl("format_sensitivity", str(data))
+
+
+def test_an_archive_member_is_checked_for_its_expanded_size_before_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    wheel = tmp_path / "bfcl_eval-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bfcl_eval/constants/default_prompts.py", "X = 1\n")
+        zf.writestr("bfcl_eval/data/BFCL_v4_irrelevance.json", b"\n" * 100_000)
+    monkeypatch.setenv("PROMPTGRID_MAX_ARCHIVE_BYTES", "50000")
+    with pytest.raises(InputLimitError, match=r"BFCL_v4_irrelevance\.json: expands to 100000 bytes, more than "
+                                              r"50000 bytes.*PROMPTGRID_MAX_ARCHIVE_BYTES"):
+        load_bfcl("irrelevance", str(wheel))
+    monkeypatch.setenv("PROMPTGRID_MAX_ARCHIVE_BYTES", "100000")
+    assert load_bfcl("irrelevance", str(wheel)) == ()
 
 
 def test_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

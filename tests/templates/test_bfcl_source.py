@@ -133,3 +133,25 @@ def test_experimental_bfcl_from_installed_bfcl(bfcl: Any, case: Case) -> None:
     styles = bfcl.model_utils.PROMPT_STYLE_TEMPLATES["experimental"]
     system = Renderer().render(Variant(prompt_style="experimental_bfcl"), case).messages[0]["content"]
     assert system.startswith(styles["persona"] + styles["task"])
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"X = '\xff'\n", r"default_prompts\.py is not UTF-8 text \(byte 0xff at byte 6\)"),
+    (b"X = " + b"[" * 100_000 + b"\n", r"default_prompts\.py: cannot read bfcl-eval's prompt styles"),
+])
+def test_hostile_default_prompts_is_one_template_error(tmp_path: Path, case: Case, content: bytes,
+                                                       message: str) -> None:
+    pkg = _tree(tmp_path)
+    (pkg / "constants" / "default_prompts.py").write_bytes(content)
+    with pytest.raises(TemplateError, match=message) as info:
+        Renderer(bfcl_data=pkg).render(Variant(prompt_style="experimental_bfcl"), case)
+    assert "\n" not in str(info.value)
+
+
+def test_default_prompts_over_the_bound_is_refused(tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.errors import InputLimitError
+
+    pkg = _tree(tmp_path)
+    monkeypatch.setenv("PROMPTGRID_MAX_LINE_BYTES", "100")
+    with pytest.raises(InputLimitError, match=r"default_prompts\.py: larger than 100 bytes"):
+        Renderer(bfcl_data=pkg).render(Variant(prompt_style="experimental_bfcl"), case)
