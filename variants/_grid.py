@@ -52,8 +52,8 @@ from promptgrid.errors import GridError, closest
 
 from ._dimensions import BUILTIN_STYLES, BUILTIN_TEMPLATES, DIMENSIONS, NATIVE_IGNORED, CallMode
 from ._variant import Variant
+from ._yaml import MAX_GRID_BYTES, compose_yaml, read_yaml_text
 from ._yaml import YamlNode as _Node
-from ._yaml import compose_yaml, read_yaml_text
 
 __all__ = ["MAX_VARIANTS", "Grid", "builtin_grids", "load_grid"]
 
@@ -377,7 +377,7 @@ def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, s
         if not path.is_file():
             raise GridError(f"grid file {ref} not found.{closest(Path(ref).stem, builtin_grids())}"
                             " Built-in grids: promptgrid grids")
-        return path, read_yaml_text(path, str(path), GridError), str(path)
+        return path, read_yaml_text(path, str(path), GridError, MAX_GRID_BYTES, "grid files"), str(path)
     entry = _grid_dir().joinpath(f"{ref}.yaml")
     if not entry.is_file():
         names = builtin_grids()
@@ -391,8 +391,12 @@ def load_grid(source: str | Path, *, max_variants: int = MAX_VARIANTS) -> Grid:
 
     Raises ``GridError`` (exit code 2) naming file, line and key on any problem,
     and when the blocks would give more than ``max_variants`` points (checked
-    before any variant is built).
+    before any variant is built; a positive integer: nan, inf, bools and
+    negatives are a ``GridError``, not a cap turned off). A grid file is
+    read up to ``MAX_GRID_BYTES`` (256 KiB), before it is parsed.
     """
+    if isinstance(max_variants, bool) or not isinstance(max_variants, int) or max_variants < 1:
+        raise GridError(f"max_variants must be a positive integer, not {max_variants!r}.")
     spec = _read_spec(source)
     base, variants = _expand(spec, max_variants)
     return Grid(spec.name, spec.description, tuple(variants), spec.where, base, spec.template_dir)

@@ -2,7 +2,9 @@
 
 Used by every YAML file a user writes (grids here, run configs in matrix,
 style catalogs in templates, translation catalogs in translate). These files
-are shared between people, so reading one is bounded: a size cap, an alias
+are shared between people, so reading one is bounded: a size cap (read at most
+the cap + 1 bytes; ``MAX_GRID_BYTES`` for grids and run configs, which are
+written by hand, so a 15 MB one is refused before it is parsed), an alias
 budget checked on the composed graph before anything is expanded (a
 "billion laughs" file fails at once), plain YAML tags only (no ``!!python/*``),
 scalar keys only, and no alias that contains itself.
@@ -10,6 +12,7 @@ scalar keys only, and no alias that contains itself.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,15 @@ import yaml
 
 from promptgrid.errors import PromptgridError
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_YAML_BYTES", "YamlNode", "compose_yaml", "load_yaml", "plain", "read_yaml_text"]
+__all__ = ["MAX_ALIAS_NODES", "MAX_GRID_BYTES", "MAX_YAML_BYTES", "YamlNode", "compose_yaml", "load_yaml", "plain",
+           "read_yaml_text"]
 
 MAX_YAML_BYTES = 16 * 1024 * 1024
 """Largest YAML file read (grids and configs are a few KB; big translation catalogs a few MB)."""
+
+MAX_GRID_BYTES = 256 * 1024
+"""Largest grid or run-config file read: the built-in grids are about 1 KB, and parsing is slow (1 MiB of listed
+variants took 15 s on a loaded machine, a 15 MB grid 97 s and 1.4 GB before it was refused)."""
 
 MAX_ALIAS_NODES = 100_000
 """How many nodes aliases may add beyond those written in the file (``*a`` repeats the whole of ``&a``)."""
@@ -39,14 +47,24 @@ class YamlNode:
     key_line: int = 0  # for mapping values: the line of their key
 
 
-def read_yaml_text(path: Path, where: str, error: type[PromptgridError]) -> str:
-    """The text of the YAML file at ``path``: refused past ``MAX_YAML_BYTES`` (before reading) or if not UTF-8."""
+def read_yaml_text(path: Path, where: str, error: type[PromptgridError], limit: int | None = None,
+                   kind: str = "YAML files") -> str:
+    """The text of the YAML file at ``path``: refused past ``limit`` bytes (``MAX_YAML_BYTES`` when not given or
+    larger; checked on the file's size before reading, and by reading at most ``limit`` + 1 bytes, so a pipe or
+    a growing file cannot pass it either) or if not UTF-8. ``kind`` names the files in the message."""
+    if limit is None or limit >= MAX_YAML_BYTES:
+        limit, kind = MAX_YAML_BYTES, "YAML files"
+    too_big = (f"{where}: the file is {{size:,}} bytes; {kind} are limited to {limit:,} bytes. "
+               "Split it or check that it is the file you meant.")
     try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise error(f"{where}: the file is {size:,} bytes; YAML files are limited to {MAX_YAML_BYTES:,} bytes. "
-                        "Split it or check that it is the file you meant.")
-        return path.read_bytes().decode("utf-8")
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise error(too_big.format(size=size))
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise error(too_big.replace("{size:,}", "more than {size:,}").format(size=limit))
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text (byte {exc.start}). Save the file as UTF-8.") from None
     except OSError as exc:

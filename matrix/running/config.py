@@ -67,8 +67,8 @@ from promptgrid.matrix.clients._redact import redact_url
 from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
 from promptgrid.variants import YamlNode as _Node
 from promptgrid.variants import compose_yaml
+from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
 from promptgrid.variants._yaml import plain as _plain
-from promptgrid.variants._yaml import read_yaml_text
 
 from .plan import MAX_JOBS
 
@@ -394,7 +394,7 @@ def load_run_config(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     where = str(p)
-    text = read_yaml_text(p, where, RunError)
+    text = read_yaml_text(p, where, RunError, MAX_GRID_BYTES, "run configs")
     top_node = compose_yaml(text, where, RunError)
     if top_node is None:
         raise RunError(f"{where}:1: the run config is empty. It needs at least grid, dataset and models.")

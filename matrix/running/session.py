@@ -35,7 +35,7 @@ from promptgrid.matrix.clients import provider_of
 from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line
 from promptgrid.variants import Grid, Variant, load_grid
-from promptgrid.variants._yaml import read_yaml_text
+from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
 
 from .config import (
     _SECRET_KEYS,
@@ -74,7 +74,7 @@ def is_run_config(ref: str | os.PathLike[str]) -> bool:
     # Only the top-level keys are looked at, on the composed (not constructed, not alias-expanded) file, so a
     # hostile file is classified without being read further; the loader then reports its problem with the line.
     try:
-        root = yaml.compose(read_yaml_text(Path(ref), ref, RunError), Loader=yaml.SafeLoader)
+        root = yaml.compose(read_yaml_text(Path(ref), ref, RunError, MAX_GRID_BYTES), Loader=yaml.SafeLoader)
     except (RunError, yaml.YAMLError, RecursionError):
         return False  # let the grid loader report it with its line
     keys = {k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode)} \
