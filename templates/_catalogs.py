@@ -27,7 +27,7 @@ from typing import Any
 
 from promptgrid.errors import TemplateError, closest
 from promptgrid.variants import ReturnFormat
-from promptgrid.variants._yaml import compose_yaml, read_yaml_text
+from promptgrid.variants._yaml import MAX_GRID_BYTES, compose_yaml, read_yaml_text
 
 from ._bfcl_source import BFCL_INSTALL_HINT, find_bfcl, read_bfcl_assignments
 
@@ -106,7 +106,8 @@ def load_catalog_file(name: str, path: Path | None = None) -> StyleCatalog:
             raise TemplateError(f"no built-in catalog {name!r}.{closest(name, builtin_catalog_names())}")
         where, text = f"<builtin>/catalogs/{name}.yaml", entry.read_text(encoding="utf-8")
     else:
-        where, text = str(path), read_yaml_text(path, str(path), TemplateError)
+        # a user style is hand-written, like a grid: refused past MAX_GRID_BYTES (256 KiB) before it is parsed
+        where, text = str(path), read_yaml_text(path, str(path), TemplateError, MAX_GRID_BYTES, "style catalogs")
     strings = _parse(text, where)
     return StyleCatalog(name, where, strings, {k: f"{name}.{k}" for k in strings})
 

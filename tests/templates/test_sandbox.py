@@ -223,3 +223,14 @@ def test_cli_render_of_a_bomb_exits_2_with_one_line(tmp_path: Path, capsys: pyte
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
     assert "bomb.j2:1: the repeated sequence would be 10,000,100,000 characters, over the template limit" \
         in captured.err
+
+
+def test_a_big_user_style_is_refused_before_it_is_parsed(tmp_path: Path, case: Case) -> None:
+    (tmp_path / "styles").mkdir()
+    style = tmp_path / "styles" / "huge.yaml"
+    style.write_text("persona: x\n" + "# padding\n" * 30_000, encoding="utf-8")
+    start = time.perf_counter()
+    with pytest.raises(TemplateError, match=r"huge\.yaml: the file is 300,011 bytes; style catalogs are limited to "
+                                            r"262,144 bytes\."):
+        Renderer(tmp_path).render(Variant(prompt_style="huge"), case)
+    assert time.perf_counter() - start < 1
