@@ -142,6 +142,7 @@ def export_config(run_dir: str | os.PathLike[str], model: str, *, grid: Any = No
     ``api_base``, ...); they override the recorded values.
     """
     path = Path(run_dir)
+    _check_store_present(path)
     if grid is not None:
         return build_config(grid, dataset, models=[model], run_dir=path, **options), True
     if dataset is not None:
@@ -157,6 +158,27 @@ def export_config(run_dir: str | os.PathLike[str], model: str, *, grid: Any = No
     recorded = _config_of_record(record, path)
     spec = next((m for m in recorded.models if m.name == model), None)
     return build_config(recorded, models=[spec or model], run_dir=path, **options), False
+
+
+def _check_store_present(run_dir: Path) -> None:
+    """Refuse a run directory whose store is empty, or gone while its ``run.json`` says a run wrote there:
+    exporting would make a new, empty store in its place and export every job again as if nothing had been
+    answered. Nothing is written before this check."""
+    store, record = run_dir / STORE_FILE, run_dir / RUN_JSON
+    try:
+        empty = store.stat().st_size == 0
+    except FileNotFoundError:
+        if record.exists():
+            raise RunError(f"{store} is missing, but {record} says a run wrote to {run_dir}: its results are not "
+                           "there. Restore store.sqlite3 (with its -wal file, if any) from a backup or copy of "
+                           "the run directory, or export into a new --run-dir with --grid and --dataset.") from None
+        return
+    except OSError as exc:
+        raise RunError(f"cannot read {store}: {exc.strerror or exc}.") from None
+    if empty:
+        raise RunError(f"{store} is empty (0 bytes): it is not a run store, and its results, if it had any, are "
+                       "gone. Restore it from a backup or copy of the run directory, or move it aside (and "
+                       f"{RUN_JSON} with it) to start this run directory over.")
 
 
 def _config_of_record(record: Mapping[str, Any], run_dir: Path) -> RunConfig:

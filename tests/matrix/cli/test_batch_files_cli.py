@@ -119,3 +119,26 @@ def test_export_from_a_run_uses_the_models_recorded_spec(tmp_path: Path, capsys:
                  str(tmp_path / "q.jsonl")]) == 0
     bodies = [json.loads(line)["body"] for line in (tmp_path / "q.jsonl").read_bytes().splitlines()]
     assert len(bodies) == 4 and {b["temperature"] for b in bodies} == {0.3}
+
+
+def test_export_refuses_a_run_directory_whose_store_is_empty_or_gone(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a zero-byte (or deleted) store.sqlite3 was re-created empty in place, every job exported again,
+    exit 0. Now: exit 2, one line naming the store, and the directory is left exactly as it was."""
+    run_dir = tmp_path / "run"
+    assert main(_start(run_dir, tmp_path / "q.jsonl")) == 0
+    capsys.readouterr()
+    store = run_dir / "store.sqlite3"
+    for damage, words in (("empty", "is empty (0 bytes)"), ("missing", "is missing, but")):
+        for p in run_dir.glob("store.sqlite3*"):
+            p.unlink()
+        if damage == "empty":
+            store.write_bytes(b"")
+        before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+        for argv in (["export-batch", str(run_dir), "--model", MODEL, "-o", str(tmp_path / "x.jsonl")],
+                     _start(run_dir, tmp_path / "x.jsonl")):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and str(store) in err and words in err, err
+            assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+            assert not (tmp_path / "x.jsonl").exists()
