@@ -91,7 +91,8 @@ class BfclSource:
 
     def where(self, relpath: str) -> str:
         """``relpath`` as messages name it: ``ARCHIVE!bfcl_eval/data/...`` or the file's path."""
-        return f"{self.describe().rstrip('/')}/{relpath.strip('/')}"
+        member = self._member(relpath) or relpath.strip("/")
+        return f"{self.archive}!{member}" if self.archive else member
 
     @contextmanager
     def open_binary(self, relpath: str) -> Iterator[IO[bytes]]:
