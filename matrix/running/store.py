@@ -57,8 +57,9 @@ from promptgrid.matrix.running.results import ResultRow
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
-__all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION", "SPILL_GLOB", "STORE_FILE", "case_from_dict",
-           "case_to_dict", "stored_records", "disk_full_errors", "disk_full_stop"]
+__all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
+           "MAX_ERROR_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict", "case_to_dict",
+           "stored_records", "disk_full_errors", "disk_full_stop"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
@@ -67,6 +68,10 @@ SPILL_GLOB = "spill-*.jsonl"
 #: Disk claimed at the start of a run for answers a full disk keeps out of the store (a few hundred
 #: answers of a few KiB: what is in flight when the disk fills, with room to spare).
 SPILL_RESERVE = 2 * 1024 * 1024
+#: The longest error text stored for a call, in characters. A provider's error (its code and message: a
+#: batch line, a server's 400 body) is cut there, with the number of characters left out appended, so a
+#: provider that answers with a 100 KB error code cannot fill the store, the report or the terminal.
+MAX_ERROR_CHARS = 2000
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _SCHEMA = """
@@ -136,6 +141,7 @@ class CallResult:
     latency_s: float | None = None
     attempts: int = 1
     error: str | None = None
+    """Why the call failed, redacted; stored cut to ``MAX_ERROR_CHARS`` (2000) characters (``bounded_error``)."""
     error_kind: str | None = None
     raw_model: str | None = None
     endpoint: str | None = None
@@ -255,6 +261,13 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
+    """``text`` cut to ``limit`` characters (``MAX_ERROR_CHARS`` for an error message), saying how much was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
 
 
 def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
@@ -624,8 +637,8 @@ class RunStore:
         db.execute(
             "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
-             r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, r.error, r.error_kind,
-             r.raw_model, time.time(), r.endpoint))
+             r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, bounded_error(r.error),
+             r.error_kind, r.raw_model, time.time(), r.endpoint))
         if verdicts:
             db.executemany(
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '

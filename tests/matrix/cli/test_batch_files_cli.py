@@ -142,3 +142,24 @@ def test_export_refuses_a_run_directory_whose_store_is_empty_or_gone(tmp_path: P
             assert err.count("\n") == 1 and str(store) in err and words in err, err
             assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
             assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_huge_provider_error_is_stored_cut_to_max_error_chars(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a batch line whose error code was 100 KB was stored whole (104,402 characters per call)."""
+    from promptgrid.matrix.running.store import MAX_ERROR_CHARS
+
+    run_dir, requests, results = tmp_path / "run", tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    assert main(_start(run_dir, requests)) == 0
+    ids = [json.loads(line)["custom_id"] for line in requests.read_text().splitlines()]
+    results.write_text("".join(json.dumps({"id": "x", "custom_id": cid, "response": None,
+                                           "error": {"code": "E" * 102400, "message": "m" * 5000}}) + "\n"
+                               for cid in ids))
+    assert main(["import-batch", str(run_dir), str(results)]) == 0
+    capsys.readouterr()
+    with RunStore(run_dir, readonly=True) as store:
+        errors = [r.error for r in store.rows() if r.status == "error"]
+    assert len(errors) == len(ids) == 4
+    for error in errors:
+        assert error is not None and error.startswith("EEEE")
+        assert len(error) <= MAX_ERROR_CHARS + 50 and error.endswith("more characters cut]"), len(error)
