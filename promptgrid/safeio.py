@@ -62,6 +62,7 @@ __all__ = [
     "JSONLine",
     "atomic_output",
     "atomic_write",
+    "bounded_lines",
     "check_output",
     "input_limits",
     "parse_json_line",

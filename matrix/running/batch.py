@@ -30,6 +30,7 @@ online without). Cost is recorded at the batch price (``BatchBackend.price``).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 import uuid
@@ -42,7 +43,7 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
-from promptgrid.safeio import atomic_output
+from promptgrid.safeio import atomic_output, bounded_lines
 from promptgrid.variants import Variant
 
 from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
@@ -161,9 +162,11 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
 
 
 def _lines_of(backend: BatchBackend, data: bytes, where: str) -> Iterable[LineResult]:
-    """The result lines of a downloaded file; a line whose key cannot be read is skipped (its job is then
-    one the file did not answer)."""
-    for number, raw in enumerate(data.splitlines(), start=1):
+    """The result lines of a downloaded file, read one at a time within ``safeio``'s line and file bounds (no
+    list of every line beside the download; a line over the bound stops the collection with ``InputLimitError``
+    and the batch stays ended, collected by the next poll once the bound is raised); a line whose key cannot be
+    read is skipped (its job is then one the file did not answer)."""
+    for number, raw in enumerate(bounded_lines(io.BytesIO(data), name=where), start=1):
         if not raw.strip():
             continue
         try:

@@ -103,3 +103,18 @@ def test_import_batch_of_dev_zero_is_one_error_line(tmp_path: Path, capsys: Any,
     assert main(["import-batch", str(run_dir), "/dev/zero"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("promptgrid: error: /dev/zero:1: the line is longer than 1 MiB")
+
+
+def test_downloaded_batch_output_is_read_line_by_line_within_the_bound(monkeypatch: Any) -> None:
+    from promptgrid.errors import InputLimitError
+    from promptgrid.matrix.running.batch import _lines_of
+
+    class Echo:
+        def decode(self, raw: bytes, where: str) -> tuple[bytes, str]:
+            return raw, where
+
+    got = list(_lines_of(Echo(), b'{"a": 1}\n\n{"b": 2}', "batch b output file f"))  # type: ignore[arg-type]
+    assert got == [(b'{"a": 1}\n', "batch b output file f:1"), (b'{"b": 2}', "batch b output file f:3")]
+    monkeypatch.setenv("PROMPTGRID_MAX_LINE_BYTES", str(1 << 20))
+    with pytest.raises(InputLimitError, match="batch b output file f:2: the line is longer than 1 MiB"):
+        list(_lines_of(Echo(), b"{}\n" + b"x" * (2 << 20), "batch b output file f"))  # type: ignore[arg-type]
