@@ -67,6 +67,7 @@ __all__ = [
     "input_limits",
     "parse_json_line",
     "read_json_lines",
+    "read_text_bounded",
     "writes_in_place",
 ]
 
@@ -316,6 +317,19 @@ def read_json_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: 
             yield JSONLine(number, parse_json_line(text.rstrip("\r\n")))  # errors point into the line itself
         except ValueError as exc:
             yield JSONLine(number, error=str(exc))
+
+
+def read_text_bounded(path: str | os.PathLike[str], *, limit: int | None = None) -> str:
+    """A file read whole as UTF-8 (one JSON document, such as ``run.json``): at most ``limit`` bytes (default:
+    the line bound, ``input_limits()[0]``), else ``InputLimitError``. ``OSError`` and ``UnicodeDecodeError``
+    (a ``ValueError``) are the caller's to report."""
+    bound = limit if limit is not None else input_limits()[0]
+    with open(path, "rb") as handle:
+        data = handle.read(bound + 1)
+    if len(data) > bound:
+        raise InputLimitError(f"{os.fspath(path)}: larger than {_size(bound)}, the bound for a file read whole; "
+                              f"if it is what you meant, set {LINE_BYTES_ENV} to more bytes.")
+    return data.decode("utf-8")
 
 
 # --------------------------------------------------------------------------- outputs

@@ -253,3 +253,14 @@ def test_parse_json_line_checks_numbers_without_scanning_the_text() -> None:
                           ('{"a": -Infinity}', "-Infinity is not a JSON number")):
         with pytest.raises(ValueError, match=message):
             parse_json_line(text)
+
+
+def test_read_text_bounded(tmp_path: Path) -> None:
+    from promptgrid.safeio import read_text_bounded
+
+    (tmp_path / "a.json").write_text('{"a": "é"}', encoding="utf-8")
+    assert read_text_bounded(tmp_path / "a.json", limit=11) == '{"a": "é"}'
+    with pytest.raises(InputLimitError, match=r"a\.json: larger than 10 bytes"):
+        read_text_bounded(tmp_path / "a.json", limit=10)
+    with pytest.raises(InputLimitError, match="/dev/zero: larger than 1 MiB"):
+        read_text_bounded("/dev/zero", limit=1 << 20)

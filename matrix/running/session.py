@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import provider_of
 from promptgrid.records import Case
-from promptgrid.safeio import parse_json_line
+from promptgrid.safeio import parse_json_line, read_text_bounded
 from promptgrid.variants import Grid, Variant, load_grid
 from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
 
@@ -368,7 +368,7 @@ def read_run_json(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(run_dir) / RUN_JSON
     try:
-        data = parse_json_line(path.read_text(encoding="utf-8"))  # bounded: an archive may come from anyone
+        data = parse_json_line(read_text_bounded(path))  # bounded: an archive may come from anyone
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
