@@ -60,7 +60,7 @@ def table(rows: list[ResultRow]) -> str:
                                                            key=lambda kv: (kv[0][0], rank.get(kv[0][1], 9), kv[0][2])):
         lines.append(f"| {model} | {mode} | {fmt} | {n} | {100 * parsed / n:.0f}% ({parsed}/{n}) "
                      f"| {100 * correct / n:.0f}% ({correct}/{n}) |")
-    for (model, mode, fmt, reason), n in sorted(unsupported.items()):
+    for (model, mode, _fmt, reason), n in sorted(unsupported.items()):
         lines.append(f"\n{model} {mode}: {n} jobs unsupported (never sent): {reason}")
     return "\n".join(lines)
 

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     n = len(jobs_ours)
     print(f"prompts rendered (identical on both sides): {n}")
     print(f"bfcl-eval system_prompt_pre_processing_chat_model: {t_bfcl:8.3f} s  ({t_bfcl / n * 1e6:7.1f} us/prompt)")
-    print(f"bfcl-eval formulate_system_prompt only:             {t_formulate:8.3f} s  ({t_formulate / n * 1e6:7.1f} us/prompt)")
+    print(f"bfcl-eval formulate_system_prompt only:             {t_formulate:8.3f} s  "
+          f"({t_formulate / n * 1e6:7.1f} us/prompt)")
     print(f"promptgrid Renderer (new renderer, full messages):  {t_ours:8.3f} s  ({t_ours / n * 1e6:7.1f} us/prompt)")
     print(f"speed-up vs bfcl-eval messages: {t_bfcl / t_ours:5.2f}x   vs formulate_system_prompt only: "
           f"{t_formulate / t_ours:5.2f}x   (best of {args.repeat})")

@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'kind':20s} {'n':>6s} {'bfcl us':>8s} {'(a) us':>7s} {'(b) us':>7s}  {'(a) ratio':>9s} "
               f"{'(b) ratio':>9s}")
         for kind, index in sorted(groups.items()):
-            t = {key: min(_time(lambda: runs[key]([rows[i] for i in index])) for _ in range(args.rounds))
+            t = {key: min(_time(lambda key=key, rows=rows, index=index: runs[key]([rows[i] for i in index]))
+                          for _ in range(args.rounds))
                  for key, rows in (("bfcl", theirs_rows), ("a", verdict_rows), ("b", ours_rows))}
             us = {key: seconds / len(index) * 1e6 for key, seconds in t.items()}
             print(f"  {kind:20s} {len(index):6d} {us['bfcl']:8.1f} {us['a']:7.1f} {us['b']:7.1f}  "

@@ -291,7 +291,8 @@ class Renderer:
             elif name in _builtin_catalog_stems():
                 catalog = load_catalog_file(name)
             else:
-                known = self.style_names() if as_style else sorted(set(self.style_names()) | set(_builtin_catalog_stems()))
+                known = (self.style_names() if as_style
+                         else sorted(set(self.style_names()) | set(_builtin_catalog_stems())))
                 raise TemplateError(
                     f"unknown {'prompt style' if as_style else 'catalog'} {name!r}.{closest(name, known)} "
                     f"Known: {', '.join(known)} (user styles go in <template_dir>/styles/<name>.yaml)."

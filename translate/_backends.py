@@ -58,7 +58,9 @@ class CatalogBackend:
 
     masks = False
 
-    def __init__(self, catalogs: Iterable[TranslationCatalog], *, name: str = "catalog", override: bool = False) -> None:
+    def __init__(
+        self, catalogs: Iterable[TranslationCatalog], *, name: str = "catalog", override: bool = False
+    ) -> None:
         self.catalogs = tuple(catalogs)
         self.name = name
         self.override = override

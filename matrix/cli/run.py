@@ -312,7 +312,8 @@ def status_text(st: Any) -> str:
         rows = []
         for b in st.batches:
             detail = json.loads(b.detail) if b.detail else {}
-            done = "" if detail.get("completed") is None else f"{detail['completed']}/{detail.get('total') or b.requests}"
+            done = ("" if detail.get("completed") is None
+                    else f"{detail['completed']}/{detail.get('total') or b.requests}")
             rows.append([b.id, escape_controls(b.model), b.kind, b.state, detail.get("provider_state") or "",
                          b.requests, done, f"{(now - b.created_at) / 60:.0f} min"])
         lines.append("")

@@ -92,8 +92,9 @@ class BatchStatus:
 
     def to_detail(self) -> str:
         """JSON for ``BatchRecord.detail``."""
-        return json.dumps({"state": self.state, "provider_state": self.provider_state, "total": self.total, "completed": self.completed,
-                           "failed": self.failed, "errors": self.errors}, separators=(",", ":"))
+        return json.dumps({"state": self.state, "provider_state": self.provider_state, "total": self.total,
+                           "completed": self.completed, "failed": self.failed, "errors": self.errors},
+                          separators=(",", ":"))
 
 
 @dataclass(frozen=True)

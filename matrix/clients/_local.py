@@ -13,7 +13,8 @@ serializes generation (a llama context is not thread-safe), which runs in a
 worker thread so the event loop stays responsive. A timeout cannot interrupt
 a C call, so generation carries a logits processor that, past the deadline,
 leaves only end-of-sequence possible: the answer ends at the next token and
-the model is free for the next call (the runner has recorded the timeout). Before each call the model's state is reset: llama-cpp-python
+the model is free for the next call (the runner has recorded the timeout).
+Before each call the model's state is reset: llama-cpp-python
 otherwise reuses a matching prompt prefix, whose different evaluation batches
 change the logits slightly, and the same prompt at temperature 0 could get a
 different answer depending on what was asked before.

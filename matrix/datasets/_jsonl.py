@@ -108,7 +108,8 @@ def _messages(value: Any, line: int, problems: _Problems) -> list[dict[str, Any]
     for i, msg in enumerate(messages):
         field = f"{prefix}[{i}]"
         if not isinstance(msg, dict):
-            problems.add(line, field, f'must be a message object {{"role": ..., "content": ...}}; got {_type_name(msg)}.')
+            problems.add(line, field,
+                         f'must be a message object {{"role": ..., "content": ...}}; got {_type_name(msg)}.')
             ok = False
             continue
         role = msg.get("role")
@@ -153,8 +154,8 @@ def _function(fn: Any, field: str, line: int, problems: _Problems) -> bool:
         return False
     for name, prop in props.items():
         if not isinstance(prop, dict) or not isinstance(prop.get("type"), str):
-            problems.add(line, f"{field}.parameters.properties.{name}", 'needs a "type" string '
-                                                                       "(string, integer, float, boolean, array, dict).")
+            problems.add(line, f"{field}.parameters.properties.{name}",
+                         'needs a "type" string (string, integer, float, boolean, array, dict).')
             ok = False
     required = params.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
@@ -169,7 +170,9 @@ def _function(fn: Any, field: str, line: int, problems: _Problems) -> bool:
     return ok
 
 
-def _functions(value: Any, line: int, problems: _Problems) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]] | None:
+def _functions(
+    value: Any, line: int, problems: _Problems
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]] | None:
     if isinstance(value, dict):
         problems.add(line, "function", "must be a list of function objects; wrap the object in [ ].")
         return None
@@ -183,7 +186,8 @@ def _functions(value: Any, line: int, problems: _Problems) -> tuple[list[dict[st
         ok = ok and valid
         if valid:
             if fn["name"] in by_name:
-                problems.add(line, f"function[{i}].name", f"{fn['name']!r} appears twice; function names must be unique.")
+                problems.add(line, f"function[{i}].name",
+                             f"{fn['name']!r} appears twice; function names must be unique.")
                 ok = False
             by_name[fn["name"]] = fn
     return (list(value), by_name) if ok else None
@@ -231,7 +235,8 @@ def _ground_truth(value: Any, functions: Mapping[str, dict[str, Any]] | None, li
                 ok = False
         for param in fn["parameters"].get("required", []):
             if param not in args:
-                problems.add(line, f"{field}.{name}", f"omits required parameter {param!r}; list its acceptable values.")
+                problems.add(line, f"{field}.{name}",
+                             f"omits required parameter {param!r}; list its acceptable values.")
                 ok = False
     return list(value) if ok else None
 
@@ -327,7 +332,8 @@ def load_jsonl(path: str | os.PathLike[str]) -> tuple[Case, ...]:
                 if case is None:
                     continue
                 if case.id in first_line:
-                    problems.add(lineno, "id", f"{case.id!r} is already used on line {first_line[case.id]}; ids must be unique.")
+                    problems.add(lineno, "id",
+                                 f"{case.id!r} is already used on line {first_line[case.id]}; ids must be unique.")
                     continue
                 first_line[case.id] = lineno
                 cases.append(case)

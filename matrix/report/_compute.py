@@ -57,7 +57,9 @@ from ._usage import cost_summary, endpoint_summaries, failure_stats, speed_point
 __all__ = ["aggregate", "order_variants", "resolve_baseline"]
 
 
-def _cells(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], settings: Settings) -> list[Cell]:
+def _cells(
+    md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], settings: Settings
+) -> list[Cell]:
     by_variant: dict[str, list[ResultRow]] = defaultdict(list)
     for j in jobs:
         by_variant[j.variant_id].append(j)

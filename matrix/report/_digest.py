@@ -151,8 +151,8 @@ class ModelDigest:
         if fmt >= 0.5:
             head = "accuracy is about 0 because" if acc < 0.05 else "accuracy mostly measures format compliance:"
             return (f"{head} {pct(fmt, 0)}% of answers hold no call in the requested format (most often it "
-                    f"{_MODES[self.top_format].description}); the model does not follow the output format, so the variants say little about "
-                    "how the prompt format changes function calling.")
+                    f"{_MODES[self.top_format].description}); the model does not follow the output format, "
+                    "so the variants say little about how the prompt format changes function calling.")
         if acc < 0.05 and top:
             return (f"accuracy is about 0, though {pct(1 - fmt, 0)}% of answers are calls in the requested format: "
                     f"most failed answers {top}.")

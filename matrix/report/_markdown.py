@@ -179,7 +179,8 @@ def console_table(data: ReportData) -> str:
             f"({t.reference}; p {pval(t.p_value)})"
         )
     for u in data.unsupported:
-        out.append(f"{u.model}: {u.count} job(s) of {short_label(data, u.variant_id)} unsupported, not sent: {u.reason}")
+        out.append(f"{u.model}: {u.count} job(s) of {short_label(data, u.variant_id)} unsupported, "
+                   f"not sent: {u.reason}")
     for model, note in sample_notes(data).items():
         out.append(f"{model}: {note.sentence()}")
     for n in data.notes:

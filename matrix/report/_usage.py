@@ -143,7 +143,9 @@ def endpoint_summaries(jobs: Sequence[ResultRow]) -> list[EndpointSummary]:
     return out
 
 
-def speed_points(md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], conf: float) -> list[SpeedPoint]:
+def speed_points(
+    md: ModelData, jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], conf: float
+) -> list[SpeedPoint]:
     by_template: dict[str, list[int]] = defaultdict(list)
     for col, vid in enumerate(md.vids):
         by_template[str(infos[vid].dimensions.get("template", DIMENSIONS["template"].default))].append(col)

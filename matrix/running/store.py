@@ -564,7 +564,8 @@ class RunStore:
 
     @_guarded
     def cases(self) -> dict[int, tuple[str, str, str, str, str]]:
-        return {row[0]: row[1:] for row in self.db.execute("SELECT id, case_id, language, category, grp, data FROM cases")}
+        return {row[0]: row[1:]
+                for row in self.db.execute("SELECT id, case_id, language, category, grp, data FROM cases")}
 
     @_guarded
     def stored_ids(self) -> tuple[set[str], set[str]]:
@@ -860,7 +861,9 @@ class RunStore:
                 "AND repeat=?", [(v, None if ok is None else int(ok), code, *row) for row, v, ok, code in verdicts])
 
     @_guarded_iter
-    def iter_scorable(self, *, only_unscored: bool = False, batch: int = 1000) -> Iterator[tuple[tuple[int, int, int, int], str | None, str]]:
+    def iter_scorable(
+        self, *, only_unscored: bool = False, batch: int = 1000
+    ) -> Iterator[tuple[tuple[int, int, int, int], str | None, str]]:
         """(job row, response or None, call status) for every job that has a call result."""
         where = " AND j.valid IS NULL" if only_unscored else ""
         cur = self.db.execute(
@@ -927,7 +930,8 @@ class RunStore:
             "SELECT COUNT(*), SUM(status='error'), SUM(status='error' AND error_kind IN "
             "('rate_limit','server','timeout','connection','malformed','expired')) FROM calls").fetchone()
         return {"jobs": jobs or 0, "done": done or 0, "errors": errors or 0, "pending": pending or 0,
-                "unsupported": unsupported or 0, "calls": calls or 0, "call_errors": call_errors or 0, "transient_errors": retryable or 0}
+                "unsupported": unsupported or 0, "calls": calls or 0, "call_errors": call_errors or 0,
+                "transient_errors": retryable or 0}
 
     @_guarded
     def model_counts(self) -> list[tuple[str, int, int, int, int, int]]:

@@ -665,10 +665,9 @@ def count_matches(calls: Sequence[Call] | None, case: Case | CompiledCase) -> Ma
     arg_tp = arg_fp = arg_fn = 0
     n_pred = 0
     for call in calls or ():
-        for name, params in call.items():
-            break
-        else:
+        if not call:
             continue  # {} is no call
+        name, params = next(iter(call.items()))
         n_pred += 1
         pred_names[name] = pred_names.get(name, 0) + 1
         if not isinstance(params, Mapping):

@@ -80,9 +80,8 @@ from typing import Any
 from promptgrid.safeio import parse_json_line, read_json_lines
 from promptgrid.variants import ReturnFormat
 
-__all__ = ["BATCH_ENDPOINT", "ENDPOINTS", "FakeScript", "FakeServer", "answer_batch_file", "auto_answer", "auto_tool_calls",
-           "documented_function_names", "first_function_name",
-           "request_hash", "schema_answer"]
+__all__ = ["BATCH_ENDPOINT", "ENDPOINTS", "FakeScript", "FakeServer", "answer_batch_file", "auto_answer",
+           "auto_tool_calls", "documented_function_names", "first_function_name", "request_hash", "schema_answer"]
 
 #: Request fields beyond the messages that the log keeps (call modes: tools, schema, grammar).
 REQUEST_PIECES = ("tools", "tool_choice", "response_format", "grammar", "guided_grammar", "structured_outputs")
@@ -299,7 +298,8 @@ def _load_answer_fn(spec: str) -> AnswerFn:
 # --------------------------------------------------------------------------- batch files
 
 
-_EXPIRED = {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}
+_EXPIRED = {"code": "batch_expired",
+            "message": "This request could not be executed before the completion window expired."}
 _CANCELLED = {"code": "batch_cancelled", "message": "This request was not executed because the batch was cancelled."}
 
 
@@ -828,9 +828,11 @@ class _Handler:
                     return
                 status = reply.status
                 reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-                          429: "Too Many Requests", 500: "Internal Server Error", 504: "Gateway Timeout"}.get(status, "Error")
+                          429: "Too Many Requests", 500: "Internal Server Error",
+                          504: "Gateway Timeout"}.get(status, "Error")
                 extra = dict(reply.headers)
-                head_out = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {extra.pop('Content-Type', 'application/json')}",
+                head_out = [f"HTTP/1.1 {status} {reason}",
+                            f"Content-Type: {extra.pop('Content-Type', 'application/json')}",
                             f"Content-Length: {len(reply.body)}"]
                 head_out += [f"{k}: {v}" for k, v in extra.items()]
                 if chat:

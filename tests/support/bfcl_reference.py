@@ -44,7 +44,9 @@ class Reference:
     ReturnFormat: Any
     Language: Any
 
-    def verdict(self, text: str, config: str, entry_id: str, functions: Any, ground_truth: Any) -> tuple[bool, str | None]:
+    def verdict(
+        self, text: str, config: str, entry_id: str, functions: Any, ground_truth: Any
+    ) -> tuple[bool, str | None]:
         """(valid, error_type) exactly as ``_evaluate_single_ast_entry`` would record them."""
         return_format, tag, *_ = self.parse_prompt_variation_params(config)
         try:

@@ -69,7 +69,8 @@ def _english_descriptions() -> dict[str, str]:
 
 @cache
 def _catalog(lang: str, kind: str) -> dict[str, Any]:
-    parts = ("catalogs", f"{lang}.yaml") if kind == "instructions" else ("catalogs", "descriptions", "mini", f"{lang}.yaml")
+    parts = (("catalogs", f"{lang}.yaml") if kind == "instructions"
+             else ("catalogs", "descriptions", "mini", f"{lang}.yaml"))
     return yaml.safe_load(_read("promptgrid.translate", *parts))
 
 

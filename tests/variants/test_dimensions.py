@@ -14,7 +14,8 @@ from promptgrid.variants import DIMENSIONS, XML_RETURN_FORMATS, DocFormat, Promp
 def test_members_read_as_their_value(member: ReturnFormat | DocFormat | PromptFormat) -> None:
     value = member.value
     assert type(value) is str
-    assert str(member) == f"{member}" == format(member) == "%s" % member == value
+    # the %-operator itself is under test here (f"{member}" is checked beside it)
+    assert str(member) == f"{member}" == format(member) == "%s" % member == value  # noqa: UP031
     assert f"{member:>14}" == f"{value:>14}"
     assert json.dumps(member) == json.dumps(value) and json.dumps({member: 1}) == json.dumps({value: 1})
     assert member == value and hash(member) == hash(value) and {value: 1}[member] == 1

@@ -74,7 +74,8 @@ def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]
     try:
         return parse_calls_fast(text, toks), None
     except Mismatch:
-        raise Fail(ParseFailure.UNCLOSED_BRACKET, "Python syntax error: a bracket closed by the wrong bracket") from None
+        raise Fail(ParseFailure.UNCLOSED_BRACKET,
+                   "Python syntax error: a bracket closed by the wrong bracket") from None
     except Decline:
         pass
     except TooDeep:

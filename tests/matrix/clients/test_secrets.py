@@ -72,7 +72,8 @@ def test_redactor_env_values_and_patterns() -> None:
 def test_redactor_knows_credential_names_without_a_known_suffix() -> None:
     r = Redactor(environ={"WATSONX_APIKEY": "w" * 12, "AWS_BEARER_TOKEN_BEDROCK": "b" * 12,
                           "VERTEXAI_CREDENTIALS": "c" * 12, "HOME": "/home/someone"})
-    assert r.exact(f"{'w' * 12} {'b' * 12} {'c' * 12} /home/someone") == f"{REDACTED} {REDACTED} {REDACTED} /home/someone"
+    assert (r.exact(f"{'w' * 12} {'b' * 12} {'c' * 12} /home/someone")
+            == f"{REDACTED} {REDACTED} {REDACTED} /home/someone")
     r.add_env(["MY_SERVER"], environ={"MY_SERVER": "plain9f8e"})  # a variable a provider reads: whatever its name
     assert r.exact("echo plain9f8e") == f"echo {REDACTED}"
 

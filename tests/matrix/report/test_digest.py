@@ -80,7 +80,8 @@ def test_explain_lists_models_meaning_and_next_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("n", [3, 200])
 def test_report_summary_flags_small_samples_only(n: int) -> None:
-    rows = rows_with_accuracy({VARIANTS[0]: [i % 2 == 0 for i in range(n)], VARIANTS[1]: [i % 3 == 0 for i in range(n)]})
+    rows = rows_with_accuracy({VARIANTS[0]: [i % 2 == 0 for i in range(n)],
+                               VARIANTS[1]: [i % 3 == 0 for i in range(n)]})
     data = aggregate(rows, n_resamples=200)
     small = "small sample: n=3 per variant, 95% intervals about"
     assert (small in console_table(data)) == (n == 3)

@@ -89,7 +89,8 @@ def test_cli_render_escapes_dataset_text(tmp_path: Path, capsys: pytest.CaptureF
         encoding="utf-8",
     )
     code = main(["render", "bfcl_v4", "--dataset", f"jsonl:{data_file}", "--limit", "1",
-                 "--variant", "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"])
+                 "--variant",
+                 "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"])
     out = capsys.readouterr().out
     assert code == 0 and "hi \\x1b[31mthere" in out and "\x1b" not in out
 

@@ -68,7 +68,8 @@ def test_store_roundtrip_and_rows(tmp_path: Path) -> None:
         store.add_jobs([(mid, v0, c0, 0, "k1"), (mid, v1, c0, 0, "k1")])  # two rows, one call
         assert store.lookup(["k1", "k2"]) == {}
         store.record(result("k1", response="[f()]", input_tokens=3, output_tokens=2, cost_usd=0.5, latency_s=0.1),
-                     [((mid, v0, c0, 0), json.dumps({"valid": True, "error_code": "VALID", "extra": 1}), True, "VALID")])
+                     [((mid, v0, c0, 0), json.dumps({"valid": True, "error_code": "VALID", "extra": 1}),
+                       True, "VALID")])
         assert store.lookup(["k1", "k2"]) == {"k1": "done"}
         assert store.scored(["k1"]) == {(mid, v0, c0, 0)}
         rows = list(store.rows())

@@ -68,7 +68,8 @@ def test_flags_only() -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("grid: bfcl_v4\ndataset: mini\nmodels: [openai/x]\nrepeat: 2\n", r"run.yaml:4: repeat: unknown key. Did you mean 'repeats'\?"),
+        ("grid: bfcl_v4\ndataset: mini\nmodels: [openai/x]\nrepeat: 2\n",
+         r"run.yaml:4: repeat: unknown key. Did you mean 'repeats'\?"),
         ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    api_key: sk-123\n",
          r"run.yaml:5: models\[0\].api_key: never put a key in a config file"),
         ("grid: bfcl_v4\ndataset: mini\nmodels:\n  - name: openai/x\n    concurency: 3\n",

@@ -50,7 +50,8 @@ def test_valid_python_answer_fills_every_field(gcd: Any) -> None:
 
 
 def test_blog_wrong_xml_type_names(gcd: Any) -> None:
-    text = ('<TOOLCALL>\n<functions>\n<function name="math.gcd">\n<params>\n<param name="num1" value="40" type="int"/>\n'
+    text = ('<TOOLCALL>\n<functions>\n<function name="math.gcd">\n<params>\n'
+            '<param name="num1" value="40" type="int"/>\n'
             '<param name="num2" value="50" type="int"/>\n</params>\n</function>\n</functions>\n</TOOLCALL>')
     v = score(text, V("verbose_xml", True, "python"), gcd)
     assert not v.valid and v.bfcl_error_type == "type_error:simple"
@@ -108,7 +109,8 @@ def test_blog_unclosed_params_tag() -> None:
         {"name": ["John Doe"], "email": ["johndoe@email.com"]}], "database": ["CustomerInfo", ""]}}])
     text = ('<TOOLCALL>\n<functions>\n<function name="update_user_info">\n<params>\n'
             '<param name="user_id" value="43523" type="integer"/>\n'
-            '<param name="update_info" value="{\'name\': \'John Doe\', \'email\': \'johndoe@email.com\'}" type="dict"/>\n'
+            '<param name="update_info" value="{\'name\': \'John Doe\', \'email\': \'johndoe@email.com\'}" '
+            'type="dict"/>\n'
             '</function>\n</functions>\n</TOOLCALL>')
     v = score(text, V("verbose_xml", True, "xml"), c)
     assert v.bfcl_error_type == "ast_decoder:decoder_failed"
