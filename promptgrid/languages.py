@@ -18,6 +18,7 @@ loading the model about 2 s.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "identify_language",
     "language_match",
     "language_name",
+    "language_problem",
     "lookup_languages",
     "script_of",
 ]
@@ -82,6 +84,10 @@ _SCRIPTS: dict[str, str] = {
 }
 
 
+#: The base codes ``language_problem`` accepts: every language identification or a prompt can name.
+_KNOWN_BASES = frozenset(BROAD_LANGUAGES) | {c.split("-")[0] for c in LANGUAGE_NAMES} | frozenset(_SCRIPTS)
+
+
 def base_language(code: str) -> str:
     """``de-DE`` -> ``de``; ``zh-TW`` -> ``zh`` (use :func:`lookup_languages` for lookups)."""
     return code.replace("_", "-").split("-")[0].lower()
@@ -106,6 +112,23 @@ def lookup_languages(code: str) -> tuple[str, ...]:
 def script_of(code: str) -> str:
     """The writing system a text in ``code`` is expected to use (``latin`` by default)."""
     return _SCRIPTS.get(base_language(code), "latin")
+
+
+_CODE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
+
+
+def language_problem(code: object) -> str | None:
+    """Why ``code`` cannot name a language here (empty, not a code such as ``de``/``pt-BR``, or a language
+    promptgrid knows nothing of: not in ``BROAD_LANGUAGES``, ``LANGUAGE_NAMES`` or English), else ``None``."""
+    if not isinstance(code, str) or not code.strip():
+        return "is empty; give a language code such as de, ja or pt-BR"
+    if not _CODE_RE.fullmatch(code):
+        return f"{code[:40]!r} is not a language code; use codes such as de, ja or pt-BR"
+    base = base_language(code)
+    if base != "en" and base not in _KNOWN_BASES:
+        return (f"{code!r} is not a language promptgrid knows (its language checks could not verify it); "
+                "use a code such as de, ja or pt-BR")
+    return None
 
 
 def language_name(code: str) -> str:

@@ -79,7 +79,15 @@ from enum import Enum
 from typing import Any, Protocol
 from xml.parsers.expat import ExpatError
 
-from promptgrid.languages import BROAD_LANGUAGES, SUPPORTED_LANGUAGES, base_language, identify_language, script_of
+from promptgrid.errors import TranslationError
+from promptgrid.languages import (
+    BROAD_LANGUAGES,
+    SUPPORTED_LANGUAGES,
+    base_language,
+    identify_language,
+    language_problem,
+    script_of,
+)
 
 from ._protect import TAG_RE, Span, SpanKind, find_spans, mask, placeholders, tags, unmask
 
@@ -700,7 +708,15 @@ def check_translation(
     *,
     back_translator: _Translator | None = None,
 ) -> TranslationCheck:
-    """Check one translation; see the module docstring for each rule."""
+    """Check one translation; see the module docstring for each rule.
+
+    Raises ``TranslationError`` when ``source_lang`` or ``target_lang`` is empty or not a language code
+    promptgrid knows (``promptgrid.languages.language_problem``): its checks could not judge the text.
+    """
+    for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
+        problem = language_problem(code)
+        if problem:
+            raise TranslationError(f"{name} {problem}.")
     names = tuple(p for p in protected if isinstance(p, str) and p)
     problems: set[CheckCode] = set()
     details: dict[str, Any] = {}

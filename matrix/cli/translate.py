@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from tabulate import tabulate
 
 from promptgrid.errors import TranslationError
-from promptgrid.languages import base_language
+from promptgrid.languages import base_language, language_problem
 from promptgrid.safeio import JSONLine, read_json_lines
 from promptgrid.translate._backends import make_backend
 from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
@@ -29,7 +29,6 @@ from promptgrid.translate._verify import Finding, check_catalog, check_store
 
 __all__ = ["cmd_check_translation", "cmd_check_translations", "cmd_translate"]
 
-_LANG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 
 
 def _languages(values: Iterable[str]) -> list[str]:
@@ -39,8 +38,9 @@ def _languages(values: Iterable[str]) -> list[str]:
             code = code.strip()
             if not code:
                 continue
-            if not set(code) <= _LANG_CHARS or not code[0].isalpha():
-                raise TranslationError(f"{code!r} is not a language code; use codes such as de, ja, pt-BR")
+            problem = language_problem(code)
+            if problem:
+                raise TranslationError(f"{problem}.")
             if base_language(code) == "en":
                 raise TranslationError("English is the source language; choose target languages such as de,ja")
             out.append(code)
@@ -205,3 +205,7 @@ def _parse_line(line: JSONLine) -> tuple[dict[str, Any] | None, str | None]:
     if protected is not None and (not isinstance(protected, list) or not all(isinstance(p, str) for p in protected)):
         return None, "field 'protected' must be a list of strings"
     return record, None
+    for name in ("source_lang", "target_lang"):
+        problem = language_problem(record[name]) if name in record else None
+        if problem:
+            return None, f"field {name!r} {problem}"

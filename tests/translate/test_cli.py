@@ -173,3 +173,26 @@ def test_a_garbage_or_foreign_store_is_one_line_and_left_alone(tmp_path: Path, c
         assert err.count("\n") == 1 and err.startswith("promptgrid: error: ") and str(path) in err, err
         assert words in err and "Traceback" not in err
         assert path.read_bytes() == before
+
+
+def test_check_translation_refuses_empty_and_unknown_language_codes(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: target_lang "" (or "zz-Bogus!", "xx") was checked against nothing and reported ok."""
+    def line(**langs: str) -> dict[str, str]:
+        return {"source": "Use {x}.", "translation": "Benutze {x}.", **langs}
+
+    lines = [line(target_lang=""), line(target_lang="zz-Bogus!"), line(target_lang="xx"),
+             line(source_lang="", target_lang="de"), line(target_lang="de-DE")]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    code, out, err = run(["check-translation", "--jsonl", str(path)], capsys)
+    assert code == 1
+    assert f"{path}:1: field 'target_lang' is empty" in err
+    assert f"{path}:2: field 'target_lang' 'zz-Bogus!' is not a language code" in err
+    assert f"{path}:3: field 'target_lang' 'xx' is not a language promptgrid knows" in err
+    assert f"{path}:4: field 'source_lang' is empty" in err
+    assert [json.loads(x)["target_lang"] for x in out.splitlines()] == ["de-DE"]
+    with pytest.raises(translate.TranslationError, match="target_lang is empty"):
+        translate.check_translation("Use {x}.", "Benutze {x}.", "en", "")
+    code, _, err = run(["translate", "--to", "xx", "--backend", "catalog", "--store", str(tmp_path / "s")], capsys)
+    assert code != 0 and "'xx' is not a language promptgrid knows" in err
