@@ -201,11 +201,11 @@ def _parse_line(line: JSONLine) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"field {name!r} is missing or not a string"
     if "source_lang" in record and not isinstance(record["source_lang"], str):
         return None, "field 'source_lang' must be a string"
-    protected = record.get("protected")
-    if protected is not None and (not isinstance(protected, list) or not all(isinstance(p, str) for p in protected)):
-        return None, "field 'protected' must be a list of strings"
-    return record, None
     for name in ("source_lang", "target_lang"):
         problem = language_problem(record[name]) if name in record else None
         if problem:
             return None, f"field {name!r} {problem}"
+    protected = record.get("protected")
+    if protected is not None and (not isinstance(protected, list) or not all(isinstance(p, str) for p in protected)):
+        return None, "field 'protected' must be a list of strings"
+    return record, None
