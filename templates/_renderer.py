@@ -231,6 +231,7 @@ class Renderer:
         if parts is None:
             parts = self._fill_parts[text] = split_placeholders(text)
         out = []
+        grown = len(text)  # the output is at most the text and each value put in (a placeholder may repeat)
         for literal, name, space in parts:
             out.append(literal)
             if name is None:
@@ -239,8 +240,13 @@ class Renderer:
                 out.append("{" + name + "}" + space)
                 continue
             value = str(values[name])
+            grown += len(value)
             out.append(value if tidy and not value else value + space)
-        return self._env.concat(out)  # bounded: a catalog string may repeat a placeholder many times
+        if grown > self._env.max_chars:
+            raise TemplateLimitError(f"the result of the fill filter would be up to {grown:,} characters, over the "
+                                     f"template limit of {self._env.max_chars:,} (Renderer(max_prompt_chars=N) "
+                                     "raises it).")
+        return "".join(out)
 
     # ------------------------------------------------------------------ templates
 

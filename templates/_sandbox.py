@@ -32,11 +32,11 @@ fast: the non-growing filters they use (``trim``, ...) are not wrapped.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import posixpath
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -83,11 +83,6 @@ _RAISE = {
 
 class TemplateLimitError(jinja2.sandbox.SecurityError):
     """A template passed a size or time bound (the message names the limit)."""
-
-
-class _State(threading.local):
-    deadline = math.inf
-    seconds = MAX_RENDER_SECONDS
 
 
 def _too_big(what: str, size: int, limit: int, unit: str = "characters") -> TemplateLimitError:
@@ -179,7 +174,9 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.max_chars = max_chars
         self.max_seconds = max_seconds
-        self._state = _State()
+        # The render's deadline: a plain attribute (a thread-local costs a microsecond per render). Renders on
+        # several threads at once share it; each start() moves it later, so no render is cut short by another.
+        self._deadline = math.inf
         for name, func in list(self.filters.items()):
             if name not in _NON_GROWING:
                 self.filters[name] = self._checked_filter(func)
@@ -192,20 +189,20 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     # ------------------------------------------------------------------ time
 
     def start(self) -> None:
-        """Start the clock of one render (per thread)."""
-        self._state.deadline = time.monotonic() + self.max_seconds
+        """Start the clock of one render."""
+        self._deadline = time.monotonic() + self.max_seconds
 
     def stop(self) -> None:
-        self._state.deadline = math.inf
+        self._deadline = math.inf
 
     def check_time(self) -> None:
-        if time.monotonic() > self._state.deadline:
+        if time.monotonic() > self._deadline:
             raise TemplateLimitError(f"the render took longer than the template limit of {self.max_seconds:g} s "
                                      f"({_RAISE['seconds']}); a loop or macro runs too long.")
 
     def _loop(self, iterable: Any) -> Iterator[Any]:
         self.check_time()
-        deadline = self._state.deadline
+        deadline = self._deadline
         n = 0
         for item in iterable:
             n += 1
@@ -237,17 +234,30 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return value
 
     def concat(self, parts: Iterable[str]) -> str:  # type: ignore[override]
-        """Join output pieces (the prompt, blocks, macros, captures, ``~``), refusing past ``max_chars``."""
-        out = []
-        total = 0
+        """Join output pieces (the prompt, blocks, macros, captures, ``~``), refusing past ``max_chars``.
+
+        A list is measured before it is joined; a generator (a render's output) is taken 32 pieces at a
+        time, so it stops soon after the limit without holding more than a few pieces past it.
+        """
         limit = self.max_chars
-        for part in parts:
-            total += len(part)
-            if total > limit:
-                raise TemplateLimitError(f"the rendered text passed the template limit of {limit:,} characters "
-                                         f"({_RAISE['chars']}).")
-            out.append(part)
-        return "".join(out)
+        if type(parts) is not list:
+            it = iter(parts)
+            parts = list(itertools.islice(it, 64))
+            if len(parts) == 64:  # a long output (built-in prompts have about 10 pieces): keep measuring
+                total = sum(map(len, parts))
+                while total <= limit:
+                    batch = list(itertools.islice(it, 64))
+                    if not batch:
+                        break
+                    total += sum(map(len, batch))
+                    parts += batch
+        if sum(map(len, parts)) > limit:
+            raise self._output_limit()
+        return "".join(parts)
+
+    def _output_limit(self) -> TemplateLimitError:
+        return TemplateLimitError(f"the rendered text passed the template limit of {self.max_chars:,} characters "
+                                  f"({_RAISE['chars']}).")
 
     def _checked_filter(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name = getattr(func, "__name__", "filter").removeprefix("do_")
