@@ -25,6 +25,7 @@ from ._envelope import envelope, read_envelope
 from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor
 from ._registry import make_batch_backend, make_client, provider_of
+from ._router import GRACE_S, NoEndpointLeft
 
 __all__ = [
     "BatchBackend",
@@ -43,7 +44,9 @@ __all__ = [
     "Completion",
     "ErrorKind",
     "FatalError",
+    "GRACE_S",
     "ModelClient",
+    "NoEndpointLeft",
     "Redactor",
     "RetryableError",
     "call_error",

@@ -28,8 +28,12 @@ Call modes (``request``, ``Prompt.request``):
   else unsupported. Python/XML on ``openai`` are unsupported (no grammars).
 
 Several endpoints (``api_base`` a list: replicas of one model) go through
-litellm's Router, least-busy with failover (``_router``); one endpoint, or
-none, is today's direct ``acompletion``. ``Completion.endpoint`` is the
+litellm's Router, least-busy with failover (``_router``), which drops an
+endpoint broken for good (404, a refused key, connections refused for
+``_router.GRACE_S``) and raises ``NoEndpointLeft`` when none is left; one
+endpoint, or none, is today's direct ``acompletion``. A call that reached no
+server (connection refused or reset; litellm reports it as a 500) is kind
+``connection``, its message naming the endpoint. ``Completion.endpoint`` is the
 ``api_base`` that answered, without credentials.
 
 Secrets: the values of the variables the provider reads credentials from
@@ -177,6 +181,10 @@ class LiteLLMClient:
         except Exception as exc:  # noqa: BLE001 - the one boundary where any provider error becomes ours
             error = convert_exception(exc, self._redact)
             message = error.message
+            if error.kind in (ErrorKind.SERVER, ErrorKind.UNKNOWN) and _router.connection_failed(self._lt, exc):
+                # litellm reports a refused connection as a 500 ("Connection error."): no server answered.
+                error = call_error(ErrorKind.CONNECTION, message, status=None)
+                message = f"no connection to {self._failed_endpoint(exc) or self.name}: {message}"
             if error.kind is ErrorKind.AUTH:
                 hint = ("the server at api_base wants a key: export OPENAI_API_KEY=... (or name its variable with "
                         "api_key_env in a run config) and run again" if self._api_key == "no-key-needed"
@@ -210,7 +218,7 @@ class LiteLLMClient:
         """The endpoint a failed call was last sent to: the Router stamps its deployment on the exception."""
         if self._router is None:
             return self._direct
-        deployment = self._router.get_deployment(model_id=getattr(exc, "failed_deployment_id", None) or "")
+        deployment = _router.deployment(self._router, getattr(exc, "failed_deployment_id", None) or "")
         return self._endpoint(getattr(getattr(deployment, "litellm_params", None), "api_base", None))
 
     def _endpoint(self, answered: Any) -> str | None:
@@ -232,7 +240,7 @@ class LiteLLMClient:
 
     async def aclose(self) -> None:
         if self._router is not None:
-            self._router.discard()  # its callbacks leave litellm's process-wide lists
+            _router.retire(self._router)  # its callbacks leave litellm's process-wide lists
 
 
 @functools.cache

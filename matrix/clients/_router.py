@@ -26,6 +26,13 @@ with one it calls ``litellm.acompletion`` directly (no routing cost).
   not-found errors (another replica answers the same). A failover is not a
   runner attempt: ``attempts`` counts the runner's tries. With every
   endpoint cooling down, the one back soonest is tried.
+- Out of the rotation for good (``LeastBusy.remove``): an endpoint that
+  answers 404 (wrong path or model), 401 or 403 (its key), or that refused
+  every connection for ``GRACE_S`` seconds (consecutive failures, no answer
+  between), is not chosen again in this run; the call is sent at once to
+  another endpoint. When no endpoint is left, ``send`` raises
+  ``NoEndpointLeft``, naming each endpoint (without credentials) and why it
+  was dropped; the runner stops the model then (its other jobs stay pending).
 - The Router's and the SDK's own retries are off (``num_retries=0``,
   ``max_retries=0`` on every deployment).
 """
@@ -37,13 +44,33 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["COOLDOWN_S", "ROUTE", "LeastBusy", "endpoint_down", "make_router", "registered_deployments", "send"]
+from promptgrid.providers import ErrorKind, FatalError
+
+from ._redact import redact_url
+
+__all__ = ["COOLDOWN_S", "GRACE_S", "ROUTE", "LeastBusy", "NoEndpointLeft", "connection_failed", "endpoint_broken",
+           "deployment", "endpoint_down", "make_router", "registered_deployments", "retire", "send"]
 
 ROUTE = "promptgrid-endpoints"
 """The one model name every deployment of a Router is registered under (``send`` asks for it)."""
 
 COOLDOWN_S = 5.0
 """Seconds an endpoint that was found down stays out of the rotation before it is tried again."""
+
+GRACE_S = 10.0
+"""Seconds an endpoint may refuse every connection (no answer between) before it leaves the rotation for good;
+also how long a model's only server may (``Runner``)."""
+
+
+class NoEndpointLeft(FatalError):
+    """Every endpoint of a model was taken out of the rotation for good: the model gets no more calls.
+
+    ``kind`` is that of the last endpoint dropped (``not_found``, ``auth``, ``connection``); never retried.
+    """
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 # The deployments chosen for the call ``send`` is making (a list shared with the tasks litellm may start).
 _CHOSEN: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("promptgrid_router_chosen", default=None)
@@ -61,6 +88,10 @@ class LeastBusy:
         self.in_flight: dict[str, int] = {self.id(d): 0 for d in self.deployments}
         self.back_at: dict[str, float] = {}
         """Deployment id -> ``time.monotonic()`` when an endpoint found down may be tried again."""
+        self.removed: dict[str, tuple[ErrorKind, str]] = {}
+        """Deployment id -> (kind, why) of the endpoints out of the rotation for good."""
+        self.refused_since: dict[str, float] = {}
+        """Deployment id -> ``time.monotonic()`` of the first of its connection failures in a row."""
         self._turn = 0
 
     @staticmethod
@@ -70,9 +101,10 @@ class LeastBusy:
     def choose(self) -> Mapping[str, Any]:
         """The least busy endpoint not cooling down (ties rotate); counted in flight from now."""
         now = time.monotonic()
-        live = [d for d in self.deployments if self.back_at.get(self.id(d), 0.0) <= now]
+        usable = [d for d in self.deployments if self.id(d) not in self.removed] or self.deployments
+        live = [d for d in usable if self.back_at.get(self.id(d), 0.0) <= now]
         if not live:  # all found down lately: try the one back soonest
-            live = [min(self.deployments, key=lambda d: self.back_at[self.id(d)])]
+            live = [min(usable, key=lambda d: self.back_at.get(self.id(d), 0.0))]
         self._turn += 1
         start = self._turn % len(live)
         chosen = min(live[start:] + live[:start], key=lambda d: self.in_flight[self.id(d)])
@@ -88,6 +120,36 @@ class LeastBusy:
 
     def cool_down(self, deployment_id: str) -> None:
         self.back_at[deployment_id] = time.monotonic() + COOLDOWN_S
+
+    def url(self, deployment_id: str) -> str:
+        """The endpoint of a deployment, without credentials."""
+        for d in self.deployments:
+            if self.id(d) == deployment_id:
+                return redact_url(str(d["litellm_params"].get("api_base"))) or "?"
+        return "?"
+
+    def remove(self, deployment_id: str, kind: ErrorKind, why: str) -> None:
+        """Take an endpoint out of the rotation for good (``why``: one line)."""
+        self.removed.setdefault(deployment_id, (kind, why))
+
+    def refused(self, deployment_id: str) -> float:
+        """A connection to this endpoint failed; returns for how long its failures have been in a row."""
+        now = time.monotonic()
+        return now - self.refused_since.setdefault(deployment_id, now)
+
+    def answered(self, deployment_id: str) -> None:
+        """The endpoint answered (anything but a connection failure): its run of refusals is over."""
+        self.refused_since.pop(deployment_id, None)
+
+    def left(self) -> int:
+        """How many endpoints are still in the rotation."""
+        return len(self.deployments) - len(self.removed)
+
+    def no_endpoint_left(self) -> NoEndpointLeft:
+        """The error that stops the model: every endpoint, and why it was dropped."""
+        whys = "; ".join(f"{self.url(i)}: {why}" for i, (_, why) in self.removed.items())
+        kind = list(self.removed.values())[-1][0] if self.removed else ErrorKind.CONNECTION
+        return NoEndpointLeft(kind, f"no endpoint of this model is left ({whys})")
 
     async def async_get_available_deployment(self, model: str, messages: Any = None, input: Any = None,  # noqa: A002
                                              specific_deployment: bool | None = False,
@@ -110,20 +172,73 @@ def make_router(lt: Any, model: str, api_bases: Sequence[str], api_key: str | No
         deployments.append({"model_name": ROUTE, "litellm_params": params})
     router = lt.Router(model_list=deployments, num_retries=0)
     strategy = LeastBusy(registered_deployments(router))
-    router.set_custom_routing_strategy(strategy)
+    register = getattr(router, "register_plugin", None)
+    if callable(register):
+        register(strategy)
+    else:
+        router.set_custom_routing_strategy(strategy)
     return router, strategy
 
 
-def registered_deployments(router: Any) -> list[Mapping[str, Any]]:
-    """The Router's deployments as it registered them (each with its ``model_info.id``).
+# litellm 1.110 moved the Router's deployments behind ``Router.registry()``, the routing strategy
+# to ``register_plugin`` and ``discard`` to ``retire``, and deprecated the old members; releases
+# before it have only those. Each helper below asks for the new member first.
 
-    litellm 1.110 moved them behind ``Router.registry().all()`` and deprecated the
-    ``model_list`` attribute; releases before it have only the attribute.
-    """
+
+def registered_deployments(router: Any) -> list[Mapping[str, Any]]:
+    """The Router's deployments as it registered them (each with its ``model_info.id``)."""
     registry = getattr(router, "registry", None)
     if callable(registry):
         return list(registry().all())
     return list(router.model_list)
+
+
+def deployment(router: Any, deployment_id: str) -> Any:
+    """The Router's deployment ``deployment_id`` (``None`` when it has none)."""
+    registry = getattr(router, "registry", None)
+    if callable(registry):
+        return registry().deployment(deployment_id)
+    return router.get_deployment(model_id=deployment_id)
+
+
+def retire(router: Any) -> None:
+    """Take the Router's callbacks out of litellm's process-wide lists (the Router is not used again)."""
+    retire_ = getattr(router, "retire", None)
+    if callable(retire_):
+        retire_()
+    else:
+        router.discard()
+
+
+def connection_failed(lt: Any, exc: BaseException) -> bool:
+    """No HTTP answer: the connection was refused, reset or could not be made (never a timeout).
+
+    litellm reports a refused connection of an OpenAI-compatible server as an ``InternalServerError``
+    (status 500, "Connection error."), so the exceptions it was raised from are looked at too.
+    """
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if isinstance(cause, (lt.Timeout, TimeoutError)) or "Timeout" in type(cause).__name__:
+            return False
+        if isinstance(cause, (lt.APIConnectionError, ConnectionError)) or type(cause).__name__ in (
+                "APIConnectionError", "ConnectError", "ClientConnectorError", "RemoteProtocolError",
+                "ServerDisconnectedError"):
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False
+
+
+def endpoint_broken(lt: Any, exc: BaseException) -> tuple[ErrorKind, str] | None:
+    """(kind, why) when ``exc`` says the endpoint itself is wrong for every call: not found (404, a wrong
+    path or model), or its key refused (401, 403); None otherwise."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, lt.NotFoundError) or status == 404:
+        return ErrorKind.NOT_FOUND, "answered 404 not found (wrong path or model name?)"
+    if isinstance(exc, (lt.AuthenticationError, lt.PermissionDeniedError)) or status in (401, 403):
+        return ErrorKind.AUTH, f"refused the key ({status or 'auth error'})"
+    return None
 
 
 def endpoint_down(lt: Any, exc: BaseException) -> bool:
@@ -135,17 +250,39 @@ def endpoint_down(lt: Any, exc: BaseException) -> bool:
 
 
 async def send(lt: Any, router: Any, strategy: LeastBusy, kwargs: Mapping[str, Any]) -> Any:
-    """``router.acompletion(**kwargs)``, failing over to another endpoint when the one chosen is down."""
+    """``router.acompletion(**kwargs)``, failing over to another endpoint when the one chosen is down, and
+    dropping an endpoint that is broken for good (``NoEndpointLeft`` when none is left)."""
     failovers = 0
     while True:
+        if strategy.left() == 0:
+            raise strategy.no_endpoint_left()
         chosen: list[str] = []
         token = _CHOSEN.set(chosen)
         try:
-            return await router.acompletion(**{**kwargs, "model": ROUTE})
+            response = await router.acompletion(**{**kwargs, "model": ROUTE})
+            if chosen:
+                strategy.answered(chosen[-1])
+            return response
         except Exception as exc:
-            if failovers >= len(strategy.deployments) - 1 or not chosen or not endpoint_down(lt, exc):
+            if not chosen:
                 raise
-            strategy.cool_down(chosen[-1])
+            deployment = chosen[-1]
+            refused = connection_failed(lt, exc)
+            broken = endpoint_broken(lt, exc)
+            if refused:
+                seconds = strategy.refused(deployment)
+                if seconds >= GRACE_S:
+                    broken = (ErrorKind.CONNECTION, f"refused every connection for {seconds:.0f} s")
+            else:
+                strategy.answered(deployment)
+            if broken is not None:
+                strategy.remove(deployment, *broken)
+                if strategy.left() == 0:
+                    raise strategy.no_endpoint_left() from None
+                continue  # the call goes to another endpoint at once (bounded: each endpoint is dropped once)
+            if failovers >= len(strategy.deployments) - 1 or not (refused or endpoint_down(lt, exc)):
+                raise
+            strategy.cool_down(deployment)
             failovers += 1
         finally:
             _CHOSEN.reset(token)

@@ -237,7 +237,14 @@ def api_base_problem(url: Any) -> str | None:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:
         ok = False
-    return None if ok else f"{redact_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)"
+    if not ok:
+        return f"{redact_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)"
+    if parts.username is not None or parts.password is not None:
+        # httpx refuses a URL with user info next to the Authorization header the SDK always sends.
+        return (f"{redact_url(url)!r} has a user name or password in it (user:password@host), which cannot be "
+                "sent beside the API key's Authorization header; put the key in an environment variable "
+                "named by api_key_env (or OPENAI_API_KEY) and leave it out of the URL")
+    return None
 
 
 def api_bases_problem(urls: Sequence[Any]) -> str | None:

@@ -76,13 +76,16 @@ def test_api_base_errors_name_file_line_and_key(tmp_path: Path, value: str, line
 
 def test_credentials_in_urls_never_reach_run_json_nor_errors(tmp_path: Path) -> None:
     cfg = build_config("bfcl_v4", "mini", models=["openai/served"], run_dir=tmp_path,
-                       api_base=["https://user:s3cret-pass@h1/v1", "https://h2/v1?api_key=s3cret-key"])
+                       api_base=["https://h1/v1?key=s3cret-pass", "https://h2/v1?api_key=s3cret-key"])
     assert cfg.models[0].api_bases[1] == "https://h2/v1?api_key=s3cret-key"  # the call keeps the full URL
     text = json.dumps(cfg.to_dict())
     assert "s3cret" not in text and text.count("[REDACTED]") == 3  # api_base (the first) and both api_bases
     with pytest.raises(RunError) as info:
-        build_config("bfcl_v4", "mini", models=["openai/served"], api_base=["https://u:s3cret@h1/v1", "h2"])
-    assert "s3cret" not in str(info.value) and "'h2' is not an http(s) URL" in str(info.value)
+        build_config("bfcl_v4", "mini", models=["openai/served"], api_base=["https://h1/v1", "h2?key=s3cret"])
+    assert "s3cret" not in str(info.value) and "is not an http(s) URL" in str(info.value)
+    with pytest.raises(RunError) as info:  # user info cannot go beside the key's header: refused, never sent
+        build_config("bfcl_v4", "mini", models=["openai/served"], api_base=["https://u:s3cret@h1/v1", "http://h2"])
+    assert "s3cret" not in str(info.value) and "user name or password" in str(info.value)
 
 
 def test_run_config_round_trips_through_model_spec_dicts(tmp_path: Path) -> None:
