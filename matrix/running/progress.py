@@ -8,7 +8,8 @@ drawing happens on a timer, so progress costs nothing per call.
 While a retry waits (a rate limit's Retry-After, backoff) the line says so:
 ``waiting 118 s: rate limited by openai/x (Retry-After 86400 s capped)``
 (the longest wait in progress); a wait of a second or more is drawn at once,
-so a run that seems idle explains itself.
+so a run that seems idle explains itself. While adaptive concurrency holds a
+model below its ``concurrency`` the line says so: ``concurrency 2/8``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Progress:
         self._waits: dict[int, tuple[float, str]] = {}
         self.note: str | None = None
         """Appended to the line when set (a batch run's ``3 batches running``)."""
+        self.concurrency: str | None = None
+        """Calls in flight allowed now, when below the ceiling (``concurrency 2/8``; the runner sets it)."""
         self._tokens = itertools.count()
 
     def wait(self, seconds: float, reason: str) -> int:
@@ -84,6 +87,7 @@ class Progress:
         waiting = self.waiting()
         return (f"[{bar}] {self.done}/{self.total} ({pct:.0f}%) errors {self.errors} "
                 f"{rate:.1f} calls/s ${self.spend:.4f} ETA {eta}" + (f" | {waiting}" if waiting else "")
+                + (f" | {self.concurrency}" if self.concurrency else "")
                 + (f" | {self.note}" if self.note else ""))
 
     def tick(self, force: bool = False) -> None:

@@ -46,7 +46,21 @@ A model halts (no more calls; its other jobs stay pending, the other models
 go on) after an error every later call would repeat: bad or missing
 credentials (auth), an unknown model (not found), or a rate limit whose
 Retry-After is still above the cap after one wait of the cap (the server
-wants more time than the run may wait, so the run ends within about one cap).
+wants more time than the run may wait, so the run ends within about one cap);
+when its server refused every connection for ``GRACE_S`` seconds (at least
+``REFUSALS`` failures in a row, no answer between: kind ``connection``, the
+message naming the endpoint), instead of retrying every job; and when every
+endpoint of a model with replicas was dropped (``NoEndpointLeft``: each
+404, refused key or dead server is dropped on its own, its calls going to the
+others).
+
+Adaptive concurrency (``adaptive.Adaptive``): within the model's
+``concurrency`` the number of calls in flight is lowered when answers come
+back late (near the timeout, or climbing) or calls time out, and raised again
+while they come back quickly; the progress line shows it below the ceiling
+(``concurrency 2/8``). A timeout of a call sent beside others (a server busy
+with the model's own calls) lowers the limit and is retried without using
+up the call's ``max_retries`` (at most ``concurrency`` times per call).
 """
 
 from __future__ import annotations
@@ -65,12 +79,13 @@ from itertools import islice
 from typing import Any
 
 from promptgrid.errors import StoreFullError
-from promptgrid.matrix.clients import ModelClient, Redactor, envelope
+from promptgrid.matrix.clients import GRACE_S, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
+from .adaptive import Adaptive
 from .plan import Job, Renders, iter_jobs
 from .progress import Progress
 from .ratelimit import TokenBucket
@@ -85,6 +100,8 @@ VerdictRow = tuple[Row, str | None, bool, str | None]
 CHUNK = 256
 # Errors that every later call to the same model would repeat: record the first, send no more.
 _HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
+REFUSALS = 3
+"""Connection failures in a row (over at least ``GRACE_S`` seconds, no answer between) that stop a model."""
 
 
 def verdict_row(row: Row, verdict: Any) -> VerdictRow:
@@ -125,7 +142,11 @@ class RunSummary:
     """The first scorer exception, for the message."""
     halted: dict[str, str] = field(default_factory=dict)
     """Models stopped after an error every call would repeat (auth, unknown model, a rate limit longer
-    than the cap): name -> why."""
+    than the cap, a server refusing every connection, no endpoint left): name -> why."""
+    concurrency: dict[str, list[int]] = field(default_factory=dict)
+    """Per model: [lowest limit on calls in flight, limit at the end, ceiling] (``adaptive.Adaptive``)."""
+    congested: int = 0
+    """Timeouts of calls sent beside others, retried without using up their ``max_retries``."""
     error_kinds: dict[str, int] = field(default_factory=dict)
     """Of ``errors``, how many of each kind (``ErrorKind`` values: auth, rate_limit, server, ...)."""
     error_examples: dict[str, str] = field(default_factory=dict)
@@ -190,6 +211,11 @@ class _Lane:
     tpm: TokenBucket | None
     halted: str | None = None
     """Why this model gets no more calls (bad key, unknown model): every call would fail the same way."""
+    limit: Adaptive | None = None
+    """How many of its calls may be in flight now (None: ``_workers``, fixed)."""
+    refused_since: float | None = None
+    """``time.monotonic()`` of the first of the model's connection failures in a row (None: it answered)."""
+    refusals: int = 0
     live: set[str] = field(default_factory=set)
     """Keys in a live provider batch (``RunStore.live_batch_keys``): never sent online, never batched again."""
 
@@ -230,6 +256,7 @@ class Runner:
         self._reserved = 0  # calls sent and not yet recorded (for the cost projection)
         self._stop: str | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._lanes: list[_Lane] = []
         self._spent_before = 0.0
         self._first_send: float | None = None
         self._last_done: float | None = None
@@ -267,7 +294,9 @@ class Runner:
                 queue=asyncio.Queue(maxsize=conc * 2),
                 rpm=TokenBucket(spec.rpm) if spec.rpm else None,
                 tpm=TokenBucket(spec.tpm, burst=spec.tpm / 60) if spec.tpm else None,
+                limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
             ))
+        self._lanes = lanes
         loop = asyncio.get_running_loop()
         installed = self._install_signals(loop)
         ticker = asyncio.create_task(self._tick())
@@ -299,6 +328,9 @@ class Runner:
         if self._first_send is not None and self._last_done is not None:
             self.summary.exec_s = self._last_done - self._first_send
         self.summary.wall_s = time.monotonic() - t0
+        for lane in lanes:
+            if lane.limit is not None:
+                self.summary.concurrency[lane.spec.name] = [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
         self.summary.cpu_s = time.process_time() - cpu0
         self.summary.peak_rss_mb = _peak_rss_mb()
         return self.summary
@@ -352,6 +384,10 @@ class Runner:
 
     async def _tick(self) -> None:
         while True:
+            limits = [(lane.spec.name, lane.limit.describe()) for lane in self._lanes
+                      if lane.limit is not None]
+            shown = [f"{d} {name}" if len(limits) > 1 else d for name, d in limits if d]
+            self.progress.concurrency = ", ".join(shown) or None
             self.progress.tick()
             await asyncio.sleep(0.25)
 
@@ -507,6 +543,7 @@ class Runner:
         params["timeout"] = spec.timeout
         est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
         attempts = 0
+        free = 0  # timeouts beside other calls (a busy server), not counted against max_retries
         capped_waits = 0  # waits cut to retry_after_cap for this call
         self._reserved += 1
         if self._first_send is None:
@@ -518,6 +555,9 @@ class Runner:
                     await lane.rpm.acquire(1)
                 if lane.tpm is not None:
                     await lane.tpm.acquire(est_tokens)
+                limit = lane.limit
+                sent_round = 0 if limit is None else await limit.acquire()
+                beside = limit is not None and limit.in_flight > 1  # other calls of the model in flight
                 started = time.monotonic()
                 try:
                     sending = (lane.client.complete(job.messages, params) if request is None
@@ -528,7 +568,25 @@ class Runner:
                     error = exc
                 except TimeoutError:
                     error = call_error(ErrorKind.TIMEOUT, f"no answer within {spec.timeout:g} s")
+                finally:
+                    if limit is not None:
+                        limit.release()
                 latency = time.monotonic() - started
+                if limit is not None:
+                    if error is None:
+                        limit.answered(latency, sent_round)
+                    elif error.kind is ErrorKind.TIMEOUT:
+                        limit.timed_out(sent_round)
+                halted_here = lane.halted is None and self._check_refusals(lane, job.model, error)
+                if error is not None and lane.halted is not None and not halted_here and (
+                        error.retryable or isinstance(error, NoEndpointLeft)):
+                    self._inflight.pop(job.key, None)  # the model was stopped meanwhile: left pending
+                    return
+                if (limit is not None and error is not None and error.kind is ErrorKind.TIMEOUT and beside
+                        and free < limit.ceiling and self._stop is None):
+                    free += 1  # a busy server, not a failing one: sent again within the lowered limit
+                    self.summary.congested += 1
+                    continue
                 if error is None:
                     if lane.tpm is not None:
                         used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
@@ -546,9 +604,10 @@ class Runner:
                 # A server that still asks for more than the cap after one capped wait will not be
                 # satisfied by more capped waits: give up then, so the run ends within about one cap.
                 patient = not (self._beyond_cap(error) and capped_waits)
-                if error.retryable and patient and self._retry.allows(attempts) and self._stop is None:
+                if (error.retryable and patient and self._retry.allows(attempts - free) and self._stop is None
+                        and lane.halted is None):
                     capped_waits += self._beyond_cap(error)
-                    delay = self._retry.delay(attempts, error.retry_after, rand=self._rng.random)
+                    delay = self._retry.delay(attempts - free, error.retry_after, rand=self._rng.random)
                     token = self.progress.wait(delay, self._wait_reason(job.model, error))
                     try:
                         await asyncio.sleep(delay)
@@ -566,7 +625,8 @@ class Runner:
                     params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
                     attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
                     endpoint=error.endpoint)
-                if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)):
+                if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)
+                                            or isinstance(error, NoEndpointLeft)):
                     lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
                     self.summary.halted[job.model] = lane.halted
                 break
@@ -577,6 +637,24 @@ class Runner:
         finally:
             self._reserved -= 1
             self.summary.attempts += attempts
+
+    def _check_refusals(self, lane: _Lane, model: str, error: CallError | None) -> bool:
+        """Count a model's connection failures in a row; True when they stop it (``REFUSALS`` over ``GRACE_S``)."""
+        if error is None or error.kind is not ErrorKind.CONNECTION:
+            lane.refused_since, lane.refusals = None, 0
+            return False
+        now = time.monotonic()
+        if lane.refused_since is None:
+            lane.refused_since = now
+        lane.refusals += 1
+        seconds = now - lane.refused_since
+        if lane.refusals < REFUSALS or seconds < GRACE_S:
+            return False
+        lane.halted = (f"no connection to its server for {seconds:.0f} s ({lane.refusals} attempts in a row, no "
+                       f"answer between); start the server or fix api_base, then run again. Last error: "
+                       + self.redact(error.message))
+        self.summary.halted[model] = lane.halted
+        return True
 
     def _beyond_cap(self, error: CallError) -> bool:
         """A rate limit whose Retry-After is longer than the run may wait."""
