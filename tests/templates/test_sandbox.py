@@ -235,3 +235,9 @@ def test_a_big_user_style_is_refused_before_it_is_parsed(tmp_path: Path, case: C
                                             r"262,144 bytes\."):
         Renderer(tmp_path).render(Variant(prompt_style="huge"), case)
     assert time.perf_counter() - start < 1
+
+
+def test_endless_recursion_is_one_line(tmp_path: Path, case: Case) -> None:
+    (tmp_path / "deep.j2").write_text("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"deep\.j2:1: the template ran out of stack \(recursion too deep\)\.$"):
+        Renderer(tmp_path).render(Variant(template="deep"), case)
