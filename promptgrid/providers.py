@@ -31,12 +31,16 @@ from __future__ import annotations
 import enum
 import os
 import random
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "DEFAULT_RETRY_AFTER_CAP_S",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_MESSAGE_CHARS",
     "CallError",
     "ErrorKind",
     "FatalError",
@@ -45,14 +49,23 @@ __all__ = [
     "call_error",
     "convert_exception",
     "kind_from_status",
+    "malformed_message",
     "credential_hint",
     "credential_vars",
     "import_litellm",
     "missing_credentials",
+    "one_line",
+    "quiet_dependency_warnings",
 ]
 
 DEFAULT_RETRY_AFTER_CAP_S = 120.0
 """The longest a server's Retry-After is obeyed before one retry (``--retry-after-cap``)."""
+
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds one provider request may take, where no run config says (``RetryPolicy.timeout``)."""
+
+MAX_MESSAGE_CHARS = 500
+"""The longest error message kept from a provider (``one_line``): a server may answer megabytes."""
 
 
 class ErrorKind(str, enum.Enum):
@@ -140,18 +153,30 @@ class RetryPolicy:
     cap: float = 60.0
     jitter: float = 1.0
     retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds one attempt may take before it is a ``timeout`` error (the runner uses each model's own
+    ``timeout``; the translation and batch backends this one)."""
+    malformed_attempts: int = 2
+    """At most this many attempts for a request answered with a body that cannot be read (``malformed``):
+    one retry covers a truncated transfer; a server that answers garbage deterministically is not asked
+    ``max_attempts`` times."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if not self.timeout > 0 or self.malformed_attempts < 1:
+            raise ValueError(f"timeout must be positive and malformed_attempts at least 1 (timeout={self.timeout}, "
+                             f"malformed_attempts={self.malformed_attempts})")
         if self.base < 0 or self.cap < 0 or self.retry_after_cap < 0:
             raise ValueError(f"base, cap and retry_after_cap must not be negative (base={self.base}, "
                              f"cap={self.cap}, retry_after_cap={self.retry_after_cap})")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter is a share of the window, from 0 to 1, not {self.jitter}")
 
-    def allows(self, attempts: int) -> bool:
-        """Whether a request that has been sent ``attempts`` times may be sent again."""
+    def allows(self, attempts: int, kind: ErrorKind | None = None) -> bool:
+        """Whether a request that has been sent ``attempts`` times, and failed with ``kind``, may be sent again."""
+        if kind is ErrorKind.MALFORMED:
+            return attempts < min(self.max_attempts, self.malformed_attempts)
         return attempts < self.max_attempts
 
     def delay(self, attempt: int, retry_after: float | None = None, *,
@@ -286,6 +311,17 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def _from_pydantic(exc: BaseException) -> bool:
+    """A pydantic ``ValidationError``: an SDK could not build its response object from what the server sent."""
+    return type(exc).__module__.split(".", 1)[0] in ("pydantic", "pydantic_core")
+
+
+def malformed_message(detail: str | None = None) -> str:
+    """The message of a ``malformed`` error: a 200 answer that cannot be read as a chat completion."""
+    return ("malformed answer: the server's response could not be read as a chat completion"
+            + (f" ({detail})" if detail else ""))
+
+
 def kind_from_status(status: int | None) -> ErrorKind:
     """The error kind of an HTTP status (a provider error, a batch line's status code)."""
     if status is None:
@@ -314,6 +350,65 @@ def _missing_credentials(text: str) -> bool:
     return "api_key" in low or "missing credentials" in low or "api key" in low
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+# The last line of a Python traceback: ``pydantic_core._pydantic_core.ValidationError: 1 validation error for Message``.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)):?(.*)$")
+# A word of a message (one character class, so matching is linear), and a word that is a file path
+# (``/x/site-packages/litellm/main.py``, ``C:\\x\\y.py:12``): never in a message we keep.
+_WORD = re.compile(r"""[^\s"'<>()\[\]{},]+""")
+_PY_FILE = re.compile(r"\.pyc?(?::\d+)?:?$")
+
+
+def _exception_summary(text: str) -> str | None:
+    """``Class: message`` of the exception a traceback in ``text`` ends with (plus the field a pydantic
+    ``ValidationError`` names), without module path; None when there is no traceback."""
+    if _TRACEBACK not in text:
+        return None
+    lines = text.split(_TRACEBACK, 1)[1].splitlines()
+    for i, line in enumerate(lines):
+        if line[:1].isspace() or not line.strip():
+            continue
+        match = _EXCEPTION_LINE.match(line.strip()[:2000])
+        if match is None:
+            continue
+        summary = f"{match.group(1)}: {match.group(2).strip()}".rstrip(": ")
+        field = next((x.strip() for x in lines[i + 1:i + 2] if x.strip() and not x[:1].isspace()), None)
+        if match.group(1) == "ValidationError" and field:
+            summary += f" (field {field})"
+        return summary
+    return None
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A provider's error text as one line for a terminal, a file or a store: a Python traceback inside it
+    is cut down to the exception it ends with, file paths are dropped, whitespace is folded, and at most
+    ``limit`` characters are kept. Redact *before* calling this (a cut key is no longer recognised)."""
+    head, _, _ = text.partition(_TRACEBACK)
+    summary = _exception_summary(text)
+    if summary is not None:
+        text = f"{head.strip()} ({summary})" if head.strip() else summary
+    text = _WORD.sub(_no_path, text[:limit * 4])
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def _no_path(word: re.Match[str]) -> str:
+    text = word.group()
+    return "<file>" if ("/" in text or "\\" in text) and _PY_FILE.search(text) else text
+
+
+def quiet_dependency_warnings() -> None:
+    """Keep the warnings of provider SDKs and the libraries under them (pydantic serializer warnings about a
+    server's malformed answer, deprecation notices) off the user's terminal: filtered by the module that
+    warns, never by wording. The CLI installs this at start; promptgrid's own warnings are untouched."""
+    for module in _DEPENDENCY_MODULES:
+        warnings.filterwarnings("ignore", module=rf"{module}(\.|$)")
+
+
+_DEPENDENCY_MODULES = ("litellm", "pydantic", "pydantic_core", "openai", "httpx", "httpcore", "aiohttp", "boto3",
+                       "botocore", "s3transfer", "urllib3")
+
+
 def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = None) -> CallError:
     """Map a litellm/openai/httpx exception to our ``CallError``, its message passed through ``redact``.
 
@@ -324,7 +419,7 @@ def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = 
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     text = f"{type(exc).__name__}: {exc}"
-    message = redact(text) if redact is not None else text
+    message = one_line(redact(text) if redact is not None else text)
     kind: ErrorKind
     if isinstance(exc, ex.ContextWindowExceededError):
         kind = ErrorKind.CONTEXT_LENGTH
@@ -342,16 +437,21 @@ def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = 
         kind = ErrorKind.BAD_REQUEST
     elif isinstance(exc, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)):
         low = str(exc).lower()
-        kind = ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low) else ErrorKind.SERVER
+        kind = ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low
+                                       or "invalid response object" in low) else ErrorKind.SERVER
     elif isinstance(exc, ex.APIConnectionError):
         kind = ErrorKind.CONNECTION
     elif isinstance(exc, (ConnectionError, OSError)):
         kind = ErrorKind.CONNECTION
-    elif isinstance(exc, ValueError) and "json" in str(exc).lower():
-        kind = ErrorKind.MALFORMED
+    elif isinstance(exc, ValueError) and ("json" in str(exc).lower() or _from_pydantic(exc)):
+        kind = ErrorKind.MALFORMED  # an answer that is not JSON, or not the shape the SDK's models take
     else:
         kind = kind_from_status(status)
     if kind in _CREDENTIAL_SUSPECTS and _missing_credentials(str(exc)):
         kind = ErrorKind.AUTH
+    if kind is ErrorKind.MALFORMED:
+        # litellm quotes its own traceback and the whole body; say what was wrong, in one line.
+        detail = _exception_summary(str(exc))
+        message = one_line(malformed_message(redact(detail) if redact is not None and detail else detail))
     retry_after = _retry_after(exc) if kind.retryable else None
     return call_error(kind, message, status=status, retry_after=retry_after)

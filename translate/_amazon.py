@@ -10,11 +10,14 @@ A request carries at most 10,000 bytes of text, so long texts are cut into
 chunks at line, sentence, then word boundaries, never inside a token. Line
 breaks are kept by translating line by line (HTML would fold them).
 
-Throttling (``TooManyRequestsException``, ``ThrottlingException``) and
-transient server errors are retried with exponential backoff and jitter;
-botocore's own retries are switched off so there is one retry policy.
-Every botocore error is turned into ``TranslationError`` here, with what to do
-(e.g. how to configure credentials).
+Throttling (``TooManyRequestsException``, ``ThrottlingException``),
+transient server errors and timeouts are retried with exponential backoff
+and jitter by the shared ``promptgrid.providers.RetryPolicy``; botocore's own
+retries are switched off so there is one retry policy, and its connect and
+read timeouts are the policy's ``timeout``. Every botocore error is turned
+into ``TranslationError`` here, with what to do (e.g. how to configure
+credentials), its message passed through the shared ``Redactor``
+(``promptgrid.redact``) and folded to one line.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 
 from promptgrid.errors import MissingDependencyError, TranslationError
 from promptgrid.languages import base_language
-from promptgrid.providers import RetryPolicy
+from promptgrid.providers import DEFAULT_TIMEOUT_S, RetryPolicy, one_line
+from promptgrid.redact import Redactor
 
 from ._protect import TOKEN_RE
 
@@ -49,6 +53,8 @@ _CREDENTIALS_HELP = (
     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials); "
     "the identity needs the translate:TranslateText permission."
 )
+#: Where boto3 reads credentials from the environment: their values are redacted from every message.
+_AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
 _SPAN_RE = re.compile(r"<span\s+translate\s*=\s*[\"']?no[\"']?\s*>(.*?)</span\s*>", re.S | re.I)
 
 
@@ -71,6 +77,10 @@ class AmazonTranslateBackend:
         base_delay: float = 0.5,
         max_delay: float = 20.0,
         max_bytes: int = MAX_REQUEST_BYTES,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        redactor: Redactor | None = None,
+        on_retry: Callable[[str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
     ) -> None:
@@ -80,7 +90,14 @@ class AmazonTranslateBackend:
         self.formality = formality.upper() if formality else None
         self._client = client
         # Equal jitter: one caller retrying in sequence always waits half the window.
-        self.retry = RetryPolicy(max_attempts=max_attempts, base=base_delay, cap=max_delay, jitter=0.5)
+        try:
+            self.retry = retry or RetryPolicy(max_attempts=max_attempts, base=base_delay, cap=max_delay, jitter=0.5,
+                                              timeout=timeout)
+        except ValueError as exc:
+            raise TranslationError(f"amazon backend: {exc}") from None
+        self._redact = redactor or Redactor()
+        self._redact.add_env(_AWS_CREDENTIALS)
+        self._on_retry = on_retry
         self.max_bytes = max_bytes
         self._sleep = sleep
         self._rng = rng
@@ -104,10 +121,11 @@ class AmazonTranslateBackend:
             try:
                 self._client = boto3.client(
                     "translate", region_name=self.region,
-                    config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+                    config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
+                                  connect_timeout=self.retry.timeout, read_timeout=self.retry.timeout),
                 )
             except BotoCoreError as exc:
-                raise _convert(exc) from exc
+                raise self._error(exc) from None
         return self._client
 
     # -- protocol -------------------------------------------------------------
@@ -207,7 +225,7 @@ class AmazonTranslateBackend:
         }
         if self.formality:
             params["Settings"] = {"Formality": self.formality}
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 
         client = self.client
         attempts = 0
@@ -216,15 +234,35 @@ class AmazonTranslateBackend:
             try:
                 self.requests += 1
                 response = client.translate_text(**params)
-                return self.from_html(response["TranslatedText"])
-            except ClientError as exc:
-                code = exc.response.get("Error", {}).get("Code", "")
-                if code in _RETRYABLE and self.retry.allows(attempts):
-                    self._sleep(self.retry.delay(attempts, rand=self._rng))
+                translated = response["TranslatedText"]
+                if not isinstance(translated, str):
+                    raise TypeError
+                return self._redact.exact(self.from_html(translated))
+            except (KeyError, TypeError):
+                raise TranslationError("Amazon Translate answered without a TranslatedText string") from None
+            except (ClientError, ReadTimeoutError, ConnectTimeoutError) as exc:
+                timed_out = not isinstance(exc, ClientError)
+                code = "timeout" if timed_out else exc.response.get("Error", {}).get("Code", "")
+                if (timed_out or code in _RETRYABLE) and self.retry.allows(attempts):
+                    delay = self.retry.delay(attempts, rand=self._rng)
+                    if self._on_retry is not None:
+                        why = f"no answer within {self.retry.timeout:g} s" if timed_out else code
+                        self._on_retry(f"amazon: {why}; retrying in {delay:.1f} s "
+                                       f"(attempt {attempts + 1} of {self.retry.max_attempts})")
+                    self._sleep(delay)
                     continue
-                raise _convert(exc, source, target) from exc
+                if timed_out:
+                    raise TranslationError(f"Amazon Translate: no answer within {self.retry.timeout:g} s "
+                                           f"({attempts} attempt(s)); try again later, or give it longer with "
+                                           "--timeout. Finished translations are kept in the store.") from None
+                raise self._error(exc, source, target) from None
             except BotoCoreError as exc:
-                raise _convert(exc, source, target) from exc
+                raise self._error(exc, source, target) from None
+
+    def _error(self, exc: Exception, source: str = "", target: str = "") -> TranslationError:
+        """``_convert``'s error, its message redacted and one line."""
+        error = _convert(exc, source, target)
+        return type(error)(one_line(self._redact(str(error))))
 
 
 def _convert(exc: Exception, source: str = "", target: str = "") -> TranslationError:

@@ -21,7 +21,7 @@ Backends (``--backend``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -98,17 +98,28 @@ class CatalogBackend:
         return out
 
 
-def make_backend(spec: str, *, region: str | None = None, formality: str | None = None) -> TranslationBackend:
-    """The backend a ``--backend`` value names (nothing is contacted yet)."""
+def make_backend(spec: str, *, region: str | None = None, formality: str | None = None,
+                 timeout: float | None = None, on_retry: Callable[[str], None] | None = None) -> TranslationBackend:
+    """The backend a ``--backend`` value names (nothing is contacted yet).
+
+    Machine backends share the run's retry policy and redactor (``promptgrid.providers.RetryPolicy``,
+    ``promptgrid.redact.Redactor``); ``timeout`` is the seconds each request may take (default
+    ``promptgrid.providers.DEFAULT_TIMEOUT_S``) and ``on_retry`` hears, in one redacted line, why a retry waits.
+    """
+    from promptgrid.providers import DEFAULT_TIMEOUT_S
+
+    if timeout is not None and not 0 < timeout < float("inf"):
+        raise TranslationError(f"--timeout must be a positive number of seconds, got {timeout}")
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     spec = spec.strip()
     if spec == "amazon":
         from ._amazon import AmazonTranslateBackend
 
-        return AmazonTranslateBackend(region=region, formality=formality)
+        return AmazonTranslateBackend(region=region, formality=formality, timeout=timeout, on_retry=on_retry)
     if spec.startswith("llm:") and len(spec) > 4:
         from ._llm import LLMBackend
 
-        return LLMBackend(spec[4:])
+        return LLMBackend(spec[4:], timeout=timeout, on_retry=on_retry)
     if spec == "catalog":
         return CatalogBackend(shipped_catalogs())
     if spec.startswith("catalog:") and len(spec) > 8:

@@ -14,7 +14,12 @@ Provider errors are classified by ``promptgrid.providers`` (the mapping the
 runner uses too); rate limits and transient failures are retried by its
 ``RetryPolicy`` with equal jitter (one caller retrying in sequence: every
 wait is at least half the backoff window, and never shorter than the
-server's Retry-After).
+server's Retry-After). Each attempt has the policy's ``timeout`` (default 60
+s): a server that never answers ends in a ``TranslationError`` saying so.
+Every message is passed through the run's ``Redactor`` (``promptgrid.redact``)
+before it is raised, and every translation through its exact-value pass
+before it is returned (a server that quotes the key back never gets it into
+the store).
 """
 
 from __future__ import annotations
@@ -32,7 +37,16 @@ import yaml
 
 from promptgrid.errors import TranslationError
 from promptgrid.languages import language_name
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, convert_exception, import_litellm
+from promptgrid.providers import (
+    DEFAULT_TIMEOUT_S,
+    CallError,
+    ErrorKind,
+    RetryPolicy,
+    convert_exception,
+    credential_vars,
+    import_litellm,
+)
+from promptgrid.redact import Redactor
 
 from ._protect import TOKEN_RE
 
@@ -56,22 +70,35 @@ class LLMBackend:
     that adds ``mock_response``. ``completion_kwargs`` go to every call
     (``api_base``, ``temperature``, ...). A call is sent at most
     ``max_attempts`` times, waiting about ``base_delay * 2**n`` seconds
-    (``sleep``, replaceable in tests) before retry ``n + 1``.
+    (``sleep``, replaceable in tests) before retry ``n + 1``, each attempt
+    given ``timeout`` seconds; ``retry`` replaces those three with a
+    ``RetryPolicy``. ``redactor`` is the ``Redactor`` of every message and
+    answer (a new one reads the environment); ``on_retry`` is told, in one
+    redacted line, why a retry waits (the CLI prints it).
     """
 
     masks = True
 
     def __init__(self, model: str, *, batch_size: int = 20, completion: Callable[..., Any] | None = None,
-                 max_attempts: int = 4, base_delay: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                 max_attempts: int = 4, base_delay: float = 1.0, timeout: float = DEFAULT_TIMEOUT_S,
+                 retry: RetryPolicy | None = None, redactor: Redactor | None = None,
+                 on_retry: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
                  **completion_kwargs: Any) -> None:
         if not model.strip():
             raise TranslationError("llm backend needs a model, e.g. --backend llm:openai/gpt-4o-mini")
         self.model = model
         self.batch_size = batch_size
         self._completion = completion
-        self.retry = RetryPolicy(max_attempts=max_attempts, base=base_delay, jitter=0.5)
+        try:
+            self.retry = retry or RetryPolicy(max_attempts=max_attempts, base=base_delay, jitter=0.5, timeout=timeout)
+        except ValueError as exc:
+            raise TranslationError(f"llm backend: {exc}") from None
         self._sleep = sleep
+        self._on_retry = on_retry
         self.completion_kwargs = {"temperature": 0.0, **completion_kwargs}
+        self._redact = redactor or Redactor()
+        self._redact.add_url(self.completion_kwargs.get("api_base"))
+        self._redact.add(self.completion_kwargs.get("api_key"))
         self.requests = 0
 
     @property
@@ -81,6 +108,7 @@ class LLMBackend:
     def _complete(self) -> Callable[..., Any]:
         if self._completion is None:
             self._completion = import_litellm().completion
+            self._redact.add_env(credential_vars(self.model))
         return self._completion
 
     def translate(self, texts: list[str], source: str, target: str) -> list[str]:
@@ -121,7 +149,7 @@ class LLMBackend:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
             raise _Violation("the response has no message content") from None
-        return parse_translations(content, len(texts))
+        return [self._redact.exact(t) for t in parse_translations(content, len(texts))]
 
     def _call(self, messages: list[dict[str, str]]) -> Any:
         """One completion; rate limits and transient failures are retried with backoff and jitter."""
@@ -132,13 +160,18 @@ class LLMBackend:
             self.requests += 1
             try:
                 return completion(model=self.model, messages=messages, response_format={"type": "json_object"},
-                                  drop_params=True, **self.completion_kwargs)
+                                  drop_params=True, **{"timeout": self.retry.timeout, "max_retries": 0,
+                                                       **self.completion_kwargs})
             except Exception as exc:  # litellm raises many provider exception types; convert them all once
-                error = convert_exception(exc)
-                if error.retryable and self.retry.allows(attempts):
-                    self._sleep(self.retry.delay(attempts, error.retry_after))
+                error = convert_exception(exc, self._redact)
+                if error.retryable and self.retry.allows(attempts, error.kind):
+                    delay = self.retry.delay(attempts, error.retry_after)
+                    if self._on_retry is not None:
+                        self._on_retry(f"{self.name}: {_why(error, self.retry.timeout)}; retrying in {delay:.1f} s "
+                                       f"(attempt {attempts + 1} of {self.retry.max_attempts})")
+                    self._sleep(delay)
                     continue
-                raise _translation_error(exc, error, self.model) from exc
+                raise _translation_error(exc, error, self.model, self.retry.timeout, attempts) from None
 
 
 class _Violation(Exception):
@@ -173,11 +206,24 @@ def _tokens_intact(source: str, translation: str) -> bool:
     return tokens(source) == tokens(translation) and "⟦" not in stray and "⟧" not in stray
 
 
-def _translation_error(exc: Exception, error: CallError, model: str) -> TranslationError:
-    """A provider exception, classified as ``error``, -> TranslationError with what to do."""
+def _why(error: CallError, timeout: float) -> str:
+    """A failed attempt in a few words (its message is already redacted and one line)."""
+    if error.kind is ErrorKind.TIMEOUT:
+        return f"no answer within {timeout:g} s"
+    return f"{error.kind.value} error ({error.message})"
+
+
+def _translation_error(exc: Exception, error: CallError, model: str, timeout: float,
+                       attempts: int) -> TranslationError:
+    """A provider exception, classified as ``error`` (its message redacted, one line), -> TranslationError
+    with what to do."""
     name = type(exc).__name__
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+    message = error.message or name
     kind = error.kind
+    if kind is ErrorKind.TIMEOUT:
+        return TranslationError(f"{model}: no answer within {timeout:g} s ({attempts} attempt(s)); the server may be "
+                                "down or overloaded. Try again later, or give it longer with --timeout. Finished "
+                                "translations are kept in the store.")
     if kind is ErrorKind.AUTH:
         return TranslationError(f"{model}: no usable API key ({message}). Set the provider's key "
                                 "(e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) or AWS credentials for bedrock/ models.")
@@ -188,5 +234,5 @@ def _translation_error(exc: Exception, error: CallError, model: str) -> Translat
         return TranslationError(f"{model}: rate limited after retries ({message}); try again later. "
                                 "Finished translations are kept in the store.")
     if error.retryable:
-        return TranslationError(f"{model}: the provider could not be reached or failed ({name}: {message}).")
-    return TranslationError(f"{model}: translation request failed ({name}: {message})")
+        return TranslationError(f"{model}: the provider could not be reached or failed ({message}).")
+    return TranslationError(f"{model}: translation request failed ({message})")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from promptgrid.display import escape_controls
 from promptgrid.errors import PromptgridError
 from promptgrid.matrix.clients import CONSTRAINTS
+from promptgrid.providers import quiet_dependency_warnings
 
 __all__ = ["build_parser", "main"]
 
@@ -328,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="PATH")
     p.add_argument("--region", default=None)
     p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds each request to the backend may take (default 60); timeouts are retried")
     p.set_defaults(handler=_translate)
 
     p = sub.add_parser("check-translations", help="check shipped catalogs and stored translations")
@@ -345,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    quiet_dependency_warnings()  # a server's malformed answer must not print pydantic's warnings and paths
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

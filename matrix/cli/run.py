@@ -277,7 +277,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``promptgrid status RUN_DIR``: jobs per model and batches, after polling them (unless --no-poll)."""
+    """``promptgrid status RUN_DIR``: jobs per model and batches, after polling them (unless --no-poll).
+
+    Exit code: 0 when every live batch was polled (or none was asked for); 1 when the state was printed but
+    one or more batches could not be polled (their batch API down, refusing or answering garbage: one redacted
+    line each on stderr; the next ``status`` polls them again); 2 when the run directory is unusable.
+    """
     import json
 
     if not (args.poll > 0 and args.poll != float("inf")):
@@ -291,10 +296,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                          "provider_id": b.provider_id, "requests": b.requests, "created_at": b.created_at,
                          "updated_at": b.updated_at, "detail": json.loads(b.detail) if b.detail else None}
                         for b in st.batches],
-            "collected": None if st.collected is None else st.collected.__dict__}, indent=2))
-        return 0
-    print(status_text(st))
-    return 0
+            "collected": None if st.collected is None else st.collected.__dict__,
+            "problems": st.problems}, indent=2))
+    else:
+        print(status_text(st))
+    for problem in st.problems:  # one redacted line per batch that could not be polled
+        print(f"promptgrid: {escape_controls(problem)}", file=sys.stderr)
+    return 1 if st.problems else 0
 
 
 def status_text(st: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from tabulate import tabulate
 
+from promptgrid.display import escape_controls
 from promptgrid.errors import TranslationError
 from promptgrid.languages import base_language, language_problem
 from promptgrid.safeio import JSONLine, read_json_lines
@@ -63,12 +64,18 @@ def _units(what: str, dataset: str | None, bfcl_data: str | None, *, include_bfc
     return units
 
 
+def _say(line: str) -> None:
+    """A backend's retry note (already one redacted line), on stderr."""
+    print(f"promptgrid: {escape_controls(line)}", file=sys.stderr, flush=True)
+
+
 def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     targets = _languages([args.to])
     if not targets:
         raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
-    backend = make_backend(args.backend, region=args.region, formality=args.formality)
+    backend = make_backend(args.backend, region=args.region, formality=args.formality,
+                           timeout=getattr(args, "timeout", None), on_retry=_say)
     # bfcl-eval's own wording (experimental_bfcl) is read from an installed bfcl-eval and is
     # never copied into shipped catalogs, so only machine backends are asked for it.
     units = _units(args.what, args.dataset, getattr(args, "bfcl_data", None),
@@ -118,7 +125,7 @@ def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
                            catalogs: Sequence[TranslationCatalog] | None = None) -> int:
     out = out or sys.stdout
     langs = set(_languages(args.lang)) if args.lang else None
-    back = make_backend(args.back_translate) if args.back_translate else None
+    back = make_backend(args.back_translate, on_retry=_say) if args.back_translate else None
     # Shipped catalogs must cover the built-in English catalogs; entries for bfcl-eval's
     # experimental_bfcl wording are allowed (not stale) but not required.
     required = [u.key for u in instruction_units()]

@@ -26,12 +26,21 @@ bounded JSON reader, any shape error is a ``malformed`` error for that line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from promptgrid.providers import CallError, ErrorKind, call_error, convert_exception, kind_from_status
+from promptgrid.providers import (
+    CallError,
+    ErrorKind,
+    RetryPolicy,
+    call_error,
+    convert_exception,
+    kind_from_status,
+    one_line,
+)
 from promptgrid.safeio import parse_json_line
 
 from ._base import Completion, Messages
@@ -250,16 +259,24 @@ class OpenAIBatchBackend:
     Price: the model's batch price from litellm's price map where it lists
     one, else half the online price (OpenAI's and Azure's batch discount);
     unknown for a self-hosted server.
+
+    Every call's error message goes through the client's ``Redactor``. ``retry`` is the shared
+    ``RetryPolicy``: each control call (list, retrieve, create a batch, cancel) gets its ``timeout``, and the
+    calls that only read (list, retrieve, download) are sent again on a retryable error as it says (a
+    malformed answer once); an upload or a create is never sent twice (a retry could make two).
     """
 
     kind = "openai"
 
-    def __init__(self, client: Any, *, max_requests: int = 50_000, max_bytes: int = 190 * 1024 * 1024) -> None:
+    def __init__(self, client: Any, *, max_requests: int = 50_000, max_bytes: int = 190 * 1024 * 1024,
+                 retry: RetryPolicy | None = None, sleep: Any = None) -> None:
         self.client = client
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self.provider = client.name.split("/", 1)[0]
         self._lt = client._lt
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep or asyncio.sleep
 
     def _kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"custom_llm_provider": self.provider}
@@ -283,16 +300,27 @@ class OpenAIBatchBackend:
     def decode(self, line: bytes, where: str) -> LineResult:
         return decode_result_line(line, where)
 
-    async def _call(self, fn: str, **kwargs: Any) -> Any:
-        try:
-            return await getattr(self._lt, fn)(**kwargs, **self._kwargs())
-        except CallError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
-            raise convert_exception(exc, self.client._redact) from None
+    async def _call(self, fn: str, *, reads: bool = True, bounded: bool = True, **kwargs: Any) -> Any:
+        """``litellm.<fn>``; ``reads``: sending it again is harmless (retried by the policy); ``bounded``: it
+        gets the policy's ``timeout`` (file transfers, which may be large, do not)."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                call = getattr(self._lt, fn)(**kwargs, **self._kwargs())
+                return await (asyncio.wait_for(call, self.retry.timeout) if bounded else call)
+            except CallError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
+                error = (call_error(ErrorKind.TIMEOUT, f"batch API ({fn}): no answer within {self.retry.timeout:g} s")
+                         if isinstance(exc, TimeoutError) else convert_exception(exc, self.client._redact))
+            if not (reads and error.retryable and self.retry.allows(attempts, error.kind)):
+                raise error
+            await self._sleep(self.retry.delay(attempts, error.retry_after))
 
     async def upload(self, name: str, data: bytes) -> str:
-        created = await self._call("acreate_file", file=(name, data, "application/jsonl"), purpose="batch")
+        created = await self._call("acreate_file", reads=False, bounded=False, file=(name, data, "application/jsonl"),
+                                   purpose="batch")
         return str(created.id)
 
     async def find_upload(self, name: str) -> str | None:
@@ -303,7 +331,7 @@ class OpenAIBatchBackend:
         return None
 
     async def submit(self, file_id: str, name: str) -> str:
-        batch = await self._call("acreate_batch", completion_window="24h", endpoint=BATCH_ENDPOINT,
+        batch = await self._call("acreate_batch", reads=False, completion_window="24h", endpoint=BATCH_ENDPOINT,
                                  input_file_id=file_id, metadata={"promptgrid_batch": name})
         return str(batch.id)
 
@@ -325,7 +353,12 @@ class OpenAIBatchBackend:
         # download it once ourselves, when collecting.
         b = await self._call("aretrieve_batch", batch_id=batch_id,
                              litellm_metadata={"batch_ignore_default_logging": True})
-        provider_state = str(_get(b, "status") or "unknown")
+        provider_state = _get(b, "status") or "unknown"
+        files = (_get(b, "output_file_id"), _get(b, "error_file_id"))
+        if (not isinstance(provider_state, str) or len(provider_state) > 64
+                or not all(f is None or (isinstance(f, str) and len(f) <= 256) for f in files)):
+            raise call_error(ErrorKind.MALFORMED, f"batch API: the answer about batch {batch_id[:80]} has no "
+                             "readable status and file ids")
         state = provider_state if provider_state in ENDED_STATES else "running"
         counts = _get(b, "request_counts")
         errors = _get(b, "errors")
@@ -333,12 +366,13 @@ class OpenAIBatchBackend:
         message = "; ".join(
             f"{_get(e, 'code') or 'error'}: {_get(e, 'message') or ''}"
             + (f" (line {_get(e, 'line')})" if _get(e, "line") is not None else "") for e in error_items[:5]) or None
-        return BatchStatus(state=state, provider_state=provider_state, output_file=_get(b, "output_file_id"),
-                           error_file=_get(b, "error_file_id"), total=_get(counts, "total"),
-                           completed=_get(counts, "completed"), failed=_get(counts, "failed"), errors=message)
+        return BatchStatus(state=state, provider_state=provider_state, output_file=files[0], error_file=files[1],
+                           total=_int(_get(counts, "total")), completed=_int(_get(counts, "completed")),
+                           failed=_int(_get(counts, "failed")),
+                           errors=one_line(self.client._redact(message), 2000) if message else None)
 
     async def download(self, file_id: str) -> bytes:
-        content = await self._call("afile_content", file_id=file_id)
+        content = await self._call("afile_content", bounded=False, file_id=file_id)
         data = getattr(content, "content", content)
         if isinstance(data, str):
             return data.encode("utf-8")
@@ -347,7 +381,7 @@ class OpenAIBatchBackend:
         return bytes(data)
 
     async def cancel(self, batch_id: str) -> None:
-        await self._call("acancel_batch", batch_id=batch_id)
+        await self._call("acancel_batch", reads=False, batch_id=batch_id)
 
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         entry = self._lt.model_cost.get(body_model(self.client.name)) or self._lt.model_cost.get(self.client.name)

@@ -46,9 +46,11 @@ padded with made-up requests.
 Errors: botocore's are converted once, here (:func:`convert_boto_error`):
 throttling and quota codes -> rate_limit, access and credential codes ->
 auth, validation -> bad_request, not found -> not_found, 5xx -> server.
-botocore's own standard retries (3 attempts) stay on: the batch runner does not
-retry these control-plane calls itself, and each is idempotent (same object
-body, reads, a create with its token). boto3 is synchronous: every call runs
+botocore's own standard retries stay on, with the attempts and the connect
+and read timeout of the shared ``RetryPolicy`` (``retry``; 3 attempts): the
+batch runner does not retry these control-plane calls itself, and each is
+idempotent (same object body, reads, a create with its token). Every message
+is redacted by the client's ``Redactor`` and folded to one line. boto3 is synchronous: every call runs
 in ``asyncio.to_thread``. Price: litellm's on-demand price of the model x 0.5
 (Bedrock batch is half the on-demand price for the models that offer it),
 or its batch price where litellm lists one.
@@ -65,7 +67,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from promptgrid.errors import RunError
-from promptgrid.providers import CallError, ErrorKind, call_error, credential_hint, kind_from_status
+from promptgrid.providers import (
+    CallError,
+    ErrorKind,
+    RetryPolicy,
+    call_error,
+    credential_hint,
+    kind_from_status,
+    one_line,
+)
 from promptgrid.safeio import parse_json_line
 
 from ._base import Completion, Messages
@@ -151,7 +161,8 @@ def _positive(value: Any, what: str) -> int:
 
 
 def convert_boto_error(exc: BaseException, redact: Callable[[str], str], model: str) -> CallError:
-    """One botocore/boto3 error as our ``CallError`` (see the module docstring); the message is redacted."""
+    """One botocore/boto3 error as our ``CallError`` (see the module docstring); the message is redacted and
+    one line (``providers.one_line``)."""
     from botocore.exceptions import (
         ClientError,
         ConnectTimeoutError,
@@ -164,27 +175,31 @@ def convert_boto_error(exc: BaseException, redact: Callable[[str], str], model: 
     )
 
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return call_error(ErrorKind.AUTH, f"{redact(str(exc))} -- {credential_hint(model)}")
+        return call_error(ErrorKind.AUTH, f"{_clean(redact, str(exc))} -- {credential_hint(model)}")
     if isinstance(exc, NoRegionError):
         return call_error(ErrorKind.BAD_REQUEST, "no AWS region for Bedrock batch inference: set region in the "
                           "model's batch options, or export AWS_REGION=us-east-1 (for example)")
     if isinstance(exc, (ConnectTimeoutError, ReadTimeoutError)):
-        return call_error(ErrorKind.TIMEOUT, redact(str(exc)))
+        return call_error(ErrorKind.TIMEOUT, _clean(redact, str(exc)))
     if isinstance(exc, EndpointConnectionError):
-        return call_error(ErrorKind.CONNECTION, redact(str(exc)))
+        return call_error(ErrorKind.CONNECTION, _clean(redact, str(exc)))
     if isinstance(exc, ParamValidationError):
-        return call_error(ErrorKind.BAD_REQUEST, redact(str(exc)))
+        return call_error(ErrorKind.BAD_REQUEST, _clean(redact, str(exc)))
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {}) or {}
         code = str(error.get("Code") or "")
         status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         status = status if isinstance(status, int) else None
         kind = _code_kind(code, status)
-        message = redact(f"{code}: {error.get('Message') or exc}")
+        message = _clean(redact, f"{code}: {error.get('Message') or exc}")
         if kind is ErrorKind.AUTH:
             message += f" -- {credential_hint(model)} The batch role (role_arn) needs access to the S3 location too."
         return call_error(kind, message, status=status)
-    return call_error(ErrorKind.UNKNOWN, redact(f"{type(exc).__name__}: {exc}"))
+    return call_error(ErrorKind.UNKNOWN, _clean(redact, f"{type(exc).__name__}: {exc}"))
+
+
+def _clean(redact: Callable[[str], str], text: str) -> str:
+    return one_line(redact(text))
 
 
 def _code_kind(code: str, status: int | None) -> ErrorKind:
@@ -213,9 +228,10 @@ class BedrockBatchBackend:
     def __init__(self, client: Any, *, role_arn: str | None = None, s3_uri: str | None = None,
                  output_s3_uri: str | None = None, region: str | None = None, timeout_hours: int | None = None,
                  max_requests: int = 50_000, min_requests: int = 100, max_bytes: int = 1_000_000_000,
-                 s3: Any = None, bedrock: Any = None) -> None:
+                 s3: Any = None, bedrock: Any = None, retry: RetryPolicy | None = None) -> None:
         self.client = client
         self.model_id = model_id(client.name)
+        self.retry = retry or RetryPolicy(max_attempts=3)
         if getattr(client, "constraints", None) in ("vllm", "llama.cpp"):
             raise RunError(f"model {client.name}: constraints {client.constraints} sends a grammar, which Bedrock "
                            "does not take; remove it (Claude is constrained by a JSON schema) or set constraints: none")
@@ -327,7 +343,10 @@ class BedrockBatchBackend:
 
             # A session of our own, not boto3's process-wide default one (which caches credentials for everyone).
             session = boto3.session.Session()
-            config = Config(retries={"total_max_attempts": 3, "mode": "standard"})
+            # The shared RetryPolicy's attempts and timeout, applied by botocore's standard retries (which
+            # know each AWS error code; every call here is idempotent).
+            config = Config(retries={"total_max_attempts": self.retry.max_attempts, "mode": "standard"},
+                            connect_timeout=self.retry.timeout, read_timeout=self.retry.timeout)
             if self._s3 is None:
                 self._s3 = session.client("s3", region_name=self.region, config=config)
             if self._bedrock is None:

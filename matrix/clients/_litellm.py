@@ -57,6 +57,8 @@ from promptgrid.providers import (
     credential_hint,
     credential_vars,
     import_litellm,
+    malformed_message,
+    one_line,
 )
 
 from . import _router
@@ -192,14 +194,20 @@ class LiteLLMClient:
                 message = f"{message} -- {hint}"
             raise call_error(error.kind, message, status=error.status, retry_after=error.retry_after,
                              endpoint=self._failed_endpoint(exc)) from None
-        return self._completion(response)
+        try:
+            return self._completion(response)
+        except CallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an answer we cannot read is the server's fault: malformed
+            raise call_error(ErrorKind.MALFORMED, one_line(malformed_message(f"{type(exc).__name__}: {exc}")),
+                             endpoint=self._direct if self._router is None else None) from None
 
     def _completion(self, response: Any) -> Completion:
         try:
             choice = response.choices[0]
             text = choice.message.content
         except (AttributeError, IndexError, TypeError):
-            raise call_error(ErrorKind.MALFORMED, "response has no choices[0].message") from None
+            raise call_error(ErrorKind.MALFORMED, malformed_message("it has no choices[0].message")) from None
         usage = getattr(response, "usage", None)
         hidden = getattr(response, "_hidden_params", None) or {}
         cost = hidden.get("response_cost")

@@ -254,27 +254,41 @@ async def advance(store: RunStore, backend: BatchBackend, batch: BatchRecord, ru
 async def poll_batches(store: RunStore, backends: Mapping[str, BatchBackend], run_dir: Path, *, scorer: Scorer,
                        variants: Mapping[int, Variant], cases: Mapping[int, Case], redactor: Redactor | None = None,
                        wait: bool = False, poll_s: float = 30.0, models: Iterable[str] | None = None,
-                       on_progress: Callable[[list[BatchRecord]], None] | None = None) -> CollectCounts:
+                       on_progress: Callable[[list[BatchRecord]], None] | None = None,
+                       on_error: Callable[[BatchRecord, CallError], None] | None = None) -> CollectCounts:
     """Advance every live batch of ``models`` (all with a backend) as far as it goes now; with ``wait``, until
-    all are collected, polling every ``poll_s`` seconds. Returns what was collected."""
+    all are collected, polling every ``poll_s`` seconds. Returns what was collected.
+
+    A batch API call that fails raises its ``CallError``; with ``on_error``, it is handed to ``on_error``
+    with its batch instead, that batch is left as recorded (polled again by the next call) and the others
+    go on."""
     total = CollectCounts()
     names = set(models) if models is not None else set(backends)
+    failed: set[str] = set()
     while True:
-        live = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names]
+        live = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names
+                and b.id not in failed]
         for batch in live:
             backend = backends[batch.model]
-            before = None
-            while batch.live and batch.state != before and batch.state != ENDED:
-                before = batch.state
-                batch = await advance(store, backend, batch, run_dir)
-            if batch.state == ENDED:
-                counts = await collect_batch(store, backend, batch, scorer=scorer, variants=variants, cases=cases,
-                                             redactor=redactor)
-                _merge(total, counts)
-                _remove_input(run_dir, batch.id)
+            try:
+                before = None
+                while batch.live and batch.state != before and batch.state != ENDED:
+                    before = batch.state
+                    batch = await advance(store, backend, batch, run_dir)
+                if batch.state == ENDED:
+                    counts = await collect_batch(store, backend, batch, scorer=scorer, variants=variants,
+                                                 cases=cases, redactor=redactor)
+                    _merge(total, counts)
+                    _remove_input(run_dir, batch.id)
+            except CallError as exc:
+                if on_error is None:
+                    raise
+                failed.add(batch.id)
+                on_error(batch, exc)
         if on_progress is not None:
             on_progress(store.batches())
-        still = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names]
+        still = [b for b in store.batches() if b.live and b.kind != "export" and b.model in names
+                 and b.id not in failed]
         if not wait or not still:
             return total
         await asyncio.sleep(poll_s)

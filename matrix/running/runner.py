@@ -604,7 +604,7 @@ class Runner:
                 # A server that still asks for more than the cap after one capped wait will not be
                 # satisfied by more capped waits: give up then, so the run ends within about one cap.
                 patient = not (self._beyond_cap(error) and capped_waits)
-                if (error.retryable and patient and self._retry.allows(attempts - free) and self._stop is None
+                if (error.retryable and patient and self._retry.allows(attempts - free, error.kind) and self._stop is None
                         and lane.halted is None):
                     capped_waits += self._beyond_cap(error)
                     delay = self._retry.delay(attempts - free, error.retry_after, rand=self._rng.random)

@@ -26,12 +26,13 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import provider_of
+from promptgrid.providers import CallError, one_line
 from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line, read_text_bounded
 from promptgrid.variants import Grid, Variant, load_grid
@@ -665,6 +666,9 @@ class RunStatus:
     """What this call collected (a ``batch.CollectCounts``; None: not polled)."""
     note: str | None = None
     """Why the batches were not polled, when they were not."""
+    problems: list[str] = field(default_factory=list)
+    """One line per batch that could not be polled (its batch API down, refusing, or answering garbage),
+    redacted; such a batch stays as recorded and the next ``status`` polls it again."""
 
     @property
     def live(self) -> list[Any]:
@@ -681,12 +685,24 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
     latest invocation in ``run.json`` (their credentials must be in the
     environment, as for the run), only for models with live batches.
     ``backends`` and ``scorer`` replace them (tests).
+
+    A batch whose batch API call fails (down, refusing, answering garbage)
+    does not stop the others: it is left as recorded and named, in one
+    redacted line, in ``RunStatus.problems``.
     """
+    from promptgrid.redact import Redactor
+
     from .batch import poll_batches
 
     path = Path(run_dir)
     collected = None
     note = None
+    problems: list[str] = []
+    redactor = Redactor()
+
+    def problem(batch: Any, exc: CallError) -> None:
+        problems.append(one_line(redactor(f"batch {batch.id} ({batch.model}, {batch.state}): batch API "
+                                          f"{exc.kind.value} error: {exc.message}")))
     with RunStore(path, readonly=True) as store:
         live_models = sorted({b.model for b in store.batches() if b.live and b.kind != "export"})
     if poll and live_models:
@@ -698,24 +714,23 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
         else:
             try:
                 if backends is None:
-                    backends = _backends_of_run(path, live_models)
+                    backends = _backends_of_run(path, live_models, redactor)
                 if scorer is None:
                     from promptgrid.matrix.scoring import score as scorer
                 with RunStore(path) as store:
                     variants, cases = stored_records(store)
                     collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
-                                                   cases=cases, wait=wait, poll_s=poll_s, models=live_models)
+                                                   cases=cases, redactor=redactor, wait=wait, poll_s=poll_s,
+                                                   models=live_models, on_error=problem)
             finally:
                 lock.release()
     with RunStore(path, readonly=True) as store:
-        return RunStatus(path, store.model_counts(), store.batches(), collected, note)
+        return RunStatus(path, store.model_counts(), store.batches(), collected, note, problems)
 
 
 
-def _backends_of_run(path: Path, models: Sequence[str]) -> dict[str, Any]:
+def _backends_of_run(path: Path, models: Sequence[str], redactor: Any) -> dict[str, Any]:
     """The batch backends of ``models`` as the latest invocation in ``run.json`` configured them."""
-    from promptgrid.matrix.clients import Redactor
-
     data = read_run_json(path)
     invocations = data.get("invocations") or []
     config = (invocations[-1].get("config") if invocations else None) or data.get("config") or {}
@@ -726,4 +741,4 @@ def _backends_of_run(path: Path, models: Sequence[str]) -> dict[str, Any]:
     if unknown:
         raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose batches are "
                        "live: run the same `promptgrid run ... --batch` command to collect them.")
-    return batch_backends(specs, _clients(None, Redactor(), specs))
+    return batch_backends(specs, _clients(None, redactor, specs))

@@ -157,6 +157,14 @@ class FakeScript:
     its state change made, and then never answered (``hang_s``), so a crash test can kill the
     client inside that step."""
     block_nth: int = 1
+    body: str | None = None
+    """Answer every chat request that the faults above leave alone with status 200 and this literal body
+    (an answer no client can read: ``content: 12345``, ``usage: "lots"``, tool-call arguments nested deep)."""
+    api_status: int | None = None
+    """Answer every files and batches request with this status (and ``api_body``): a batch API that is
+    down (500, 503) or answers garbage (200)."""
+    api_body: str = ""
+    """The literal body of the ``api_status`` answers."""
 
     def __post_init__(self) -> None:
         if self.block is not None and self.block not in ENDPOINTS[1:]:
@@ -492,6 +500,8 @@ class _Handler:
         if outcome == "malformed":
             return entry, _Reply(200, {}, b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": [{"index',
                                   outcome, delay)
+        if outcome == "ok" and s.body is not None:
+            return entry, _Reply(200, {}, s.body.encode(), "body", delay)
         if outcome.startswith("status_"):
             status = int(outcome[len("status_"):])
             extra: dict[str, str] = {}
@@ -580,6 +590,9 @@ class _Handler:
         name = _API_ROUTES.get((match[1], match[2] is not None, match[3], method)) if match else None
         if match is None or name is None:
             return _error_reply(404, "not found", "not_found_error")
+        if self.script.api_status is not None:
+            self._record({"endpoint": name, "t": time.time(), "status": self.script.api_status, "scripted": True})
+            return _Reply(self.script.api_status, {}, self.script.api_body.encode(), "scripted")
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(query_string).items()}
         reply, fields = self.ops[name](match[2], query, headers, body)
         nth = self.calls[name] = self.calls.get(name, 0) + 1
