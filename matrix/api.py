@@ -219,10 +219,30 @@ class Run:
                 for c in aggregate(rows).cells]
 
     def counts(self) -> dict[str, int]:
-        """Jobs (``jobs``, ``done``, ``errors``, ``pending``) and calls (``calls``, ``call_errors``,
-        ``transient_errors``) in the run directory."""
+        """Jobs (``jobs``, ``done``, ``errors``, ``pending``, ``unsupported``) and calls (``calls``,
+        ``call_errors``, ``transient_errors``) in the run directory, counted as ``status`` counts them: the
+        jobs of the latest invocation's plan that no model reached yet (a model stopped early) are jobs and
+        pending too."""
+        from promptgrid.matrix.running.session import Plan, last_invocation, model_counts
+
+        plan = Plan.of(last_invocation(self.config))
         with RunStore(self.path, readonly=True) as store:
-            return store.counts()
+            counts = store.counts()
+            unreached = sum(row[1] for row in model_counts(store, plan)) - counts["jobs"]
+        counts["jobs"] += unreached
+        counts["pending"] += unreached
+        return counts
+
+    def pending(self) -> int | None:
+        """The jobs of the latest invocation's plan that have no result now (whoever stores them: a re-run,
+        ``status`` collecting provider batches, ``import_batch``); None when ``run.json`` records no plan."""
+        from promptgrid.matrix.running.session import Plan, last_invocation, plan_status
+
+        plan = Plan.of(last_invocation(self.config))
+        if plan is None:
+            return None
+        with RunStore(self.path, readonly=True) as store:
+            return sum(p for _jobs, p in plan_status(store, plan).values())
 
     def spend(self) -> float:
         """USD recorded for every call in the run directory (unknown prices count 0)."""
@@ -377,6 +397,7 @@ def report(
 
     pending = None
     if isinstance(source, (Run, str, os.PathLike)):
+    rows: Iterable[ResultRow | Mapping[str, Any]]
         rows = load_results(source)
         if isinstance(source, Run) or Path(source).is_dir():
             the_run = source if isinstance(source, Run) else Run(source)

@@ -210,11 +210,18 @@ class PendingJobs:
     """When the last invocation started (ISO 8601, UTC)."""
     stopped: str | None = None
     """Why it stopped early: ``interrupted``, ``max_cost``, ``halted`` (a model stopped by an error), or None."""
+    then: str = "re-run the same command to finish"
+    """What finishes them: the same command, collecting provider batches, or importing a batch file."""
 
     @classmethod
-    def from_run_record(cls, record: Mapping[str, Any]) -> PendingJobs | None:
-        """The pending jobs a ``run.json`` records for its last invocation; None when there are none (or it is
-        a version-1 record, which did not count them, of an invocation that finished)."""
+    def from_run_record(cls, record: Mapping[str, Any], pending: int | None = None) -> PendingJobs | None:
+        """The pending jobs of a ``run.json``'s last invocation; None when there are none (or it is a version-1
+        record, which did not count them, of an invocation that finished).
+
+        ``pending``: that invocation's jobs without a result counted now in the store
+        (``session.plan_status``), which answers stored since (``import-batch``, a provider batch collected
+        by ``status``) lower; without it, the count the record holds.
+        """
         invocations = record.get("invocations") or []
         last = invocations[-1] if invocations and isinstance(invocations[-1], Mapping) else {}
         planned = last.get("jobs")
@@ -223,12 +230,19 @@ class PendingJobs:
         started = str(last.get("started") or "?")
         if last.get("finished") is None:
             return cls(planned, None, started)
-        pending = last.get("pending")
+        if pending is None:
+            pending = last.get("pending")
         if not isinstance(pending, int) or pending <= 0:
             return None
         summary = last.get("summary") or {}
         stopped = summary.get("stopped") or ("halted" if summary.get("halted") else None)
-        return cls(planned, pending, started, stopped)
+        then = "re-run the same command to finish"
+        if isinstance(last.get("export_batch"), Mapping):
+            then = ("answer the exported requests and store them with promptgrid import-batch RUN_DIR RESULTS.jsonl "
+                    "(or export them again)")
+        elif summary.get("batches_live") or summary.get("batches"):
+            then = "collect the provider batches with promptgrid status RUN_DIR (or re-run the same command)"
+        return cls(planned, pending, started, stopped, then)
 
     def note(self) -> str:
         """The report's sentence about them."""
@@ -239,8 +253,7 @@ class PendingJobs:
         why = {"interrupted": " (interrupted)", "max_cost": " (stopped at --max-cost)",
                "halted": " (a model was stopped by an error every call would repeat)"}.get(self.stopped or "", "")
         return (f"{self.pending} of {self.planned} jobs pending{why}: planned by the last run (started "
-                f"{self.started}) but without a result, so left out of every table; re-run the same command to "
-                "finish.")
+                f"{self.started}) but without a result, so left out of every table; {self.then}.")
 
 
 @dataclass(frozen=True)

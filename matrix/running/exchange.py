@@ -58,7 +58,19 @@ from promptgrid.variants import Variant
 from .batch import store_results
 from .config import ModelSpec, RunConfig
 from .runner import Runner, _Lane, _params_json
-from .session import RUN_JSON, Prepared, _invocation, _now, _write_run_json, build_config, check_run_dir, read_run_json
+from .session import (
+    RUN_JSON,
+    Plan,
+    Prepared,
+    _invocation,
+    _now,
+    _write_run_json,
+    build_config,
+    check_run_dir,
+    plan_status,
+    read_run_json,
+    refresh_pending,
+)
 from .store import (
     COLLECTED,
     EXPORTED,
@@ -253,8 +265,8 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                             sink.write(chunk)
                         sink.flush()
             if invocation is not None:
-                invocation.update(finished=_now(), pending=prep.jobs - store.answered(
-                    [spec.name], [v.id for v in prep.variants], [c.id for c in prep.cases], config.repeats))
+                invocation.update(finished=_now(), pending=sum(p for _jobs, p in plan_status(
+                    store, Plan.of(invocation)).values()))
                 invocation["export_batch"].update(lines=summary.lines, export=summary.export_id)
                 _write_run_json(prep, invocation)
     return summary
@@ -386,6 +398,8 @@ def import_results(run_dir: str | os.PathLike[str], results: str | os.PathLike[s
                 collected.append(export.id)
     # ``kept`` are answers only: error lines over a stored result never reach store_results (``_KeepStored``).
     return ImportSummary(lines=lines, stored=counts.written, answers=counts.answers - counts.kept,
+        if counts.written:
+            refresh_pending(path, store)
                          errors=counts.errors, already=counts.kept + keep.already, pending=len(pending),
                          collected=tuple(collected), error_kinds=dict(counts.error_kinds))
 

@@ -52,8 +52,9 @@ from .config import (
 from .plan import MAX_JOBS, check_plan_size
 from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
 
-__all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Prepared", "RunIdentity", "build_config", "check_run_dir", "execute",
-           "has_store", "is_run_config", "make_renderer", "prepare", "read_run_json", "rescore"]
+__all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Plan", "Prepared", "RunIdentity", "build_config", "check_run_dir",
+           "execute", "has_store", "is_run_config", "last_invocation", "make_renderer", "model_counts", "plan_status",
+           "prepare", "read_run_json", "refresh_pending", "rescore"]
 
 RUN_JSON = "run.json"
 RUN_JSON_VERSION = 2
@@ -461,7 +462,93 @@ def _invocation(prep: Prepared, *, append: bool, retry_errors: bool) -> dict[str
     return {"id": f"{time.time():.6f}-{os.getpid()}", "started": _now(), "finished": None,
             "promptgrid_version": __version__, "config": config.to_dict(), "grid": grid, "dataset": dataset,
             "models": [m.name for m in config.models], "repeats": config.repeats, "jobs": prep.jobs,
-            "pending": None, "append": append, "retry_errors": retry_errors}
+            "pending": None, "append": append, "retry_errors": retry_errors,
+            "plan": {"variants": [v.id for v in prep.variants], "cases": [c.id for c in prep.cases]}}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The jobs an invocation planned: its models x variants x cases x ``repeats`` (from its ``run.json`` record)."""
+
+    models: tuple[str, ...]
+    variants: tuple[str, ...]
+    cases: tuple[str, ...]
+    repeats: int
+
+    @property
+    def jobs(self) -> int:
+        return len(self.models) * len(self.variants) * len(self.cases) * self.repeats
+
+    def per_model(self) -> int:
+        return len(self.variants) * len(self.cases) * self.repeats
+
+    @classmethod
+    def of(cls, invocation: Mapping[str, Any]) -> Plan | None:
+        """The plan an invocation record names; None for a record without one (written before plans were)."""
+        plan = invocation.get("plan")
+        models, repeats = invocation.get("models"), invocation.get("repeats")
+        if not (isinstance(plan, Mapping) and isinstance(models, list) and isinstance(repeats, int)):
+            return None
+        variants, cases = plan.get("variants"), plan.get("cases")
+        if not (isinstance(variants, list) and isinstance(cases, list)):
+            return None
+        return cls(tuple(map(str, models)), tuple(map(str, variants)), tuple(map(str, cases)), repeats)
+
+
+def last_invocation(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The latest invocation in a ``run.json`` record (``{}`` when none)."""
+    invocations = record.get("invocations") or []
+    last = invocations[-1] if invocations else {}
+    return last if isinstance(last, dict) else {}
+
+
+def plan_status(store: RunStore, plan: Plan | None) -> dict[str, tuple[int, int]]:
+    """Per model of ``plan``: (its jobs, those without a result) counted now from the store; {} without a plan.
+
+    The one count of pending jobs that ``status``, ``report`` and ``run.json`` share: a job of the plan is
+    pending until the store holds a result (done, error or unsupported) for it, whether or not the runner
+    reached it (a stopped model's unreached jobs have no row yet) and whoever stored the result (a run, a
+    provider batch collected by ``status``, ``import-batch``).
+    """
+    if plan is None:
+        return {}
+    found = store.plan_counts(plan.models, plan.variants, plan.cases, plan.repeats)
+    per_model = plan.per_model()
+    return {m: (per_model, per_model - found.get(m, (0, 0))[1]) for m in plan.models}
+
+
+def model_counts(store: RunStore, plan: Plan | None) -> list[tuple[str, int, int, int, int, int]]:
+    """(model, jobs, done, errors, pending, unsupported) per model: the store's job rows plus the jobs of
+    ``plan`` the runner has not reached yet (they have no row, and are pending)."""
+    rows = store.model_counts()
+    if plan is None:
+        return rows
+    found = store.plan_counts(plan.models, plan.variants, plan.cases, plan.repeats)
+    unreached = {m: plan.per_model() - found.get(m, (0, 0))[0] for m in plan.models}
+    out = [(m, jobs + unreached.get(m, 0), done, errors, pending + unreached.get(m, 0), unsupported)
+           for m, jobs, done, errors, pending, unsupported in rows]
+    seen = {r[0] for r in rows}
+    out += [(m, n, 0, 0, n, 0) for m, n in unreached.items() if m not in seen and n]
+    return out
+
+
+def refresh_pending(run_dir: str | os.PathLike[str], store: RunStore) -> None:
+    """Count the latest invocation's pending jobs again and write them in ``run.json`` (after answers were stored
+    outside that invocation: ``import-batch``, ``status`` collecting a provider batch). The caller holds the
+    run directory's lock. A record without a plan, or of an invocation that has not finished, is left alone."""
+    path = Path(run_dir) / RUN_JSON
+    data = read_run_json(run_dir)
+    last = last_invocation(data)
+    plan = Plan.of(last)
+    if plan is None or last.get("finished") is None:
+        return
+    pending = sum(p for _jobs, p in plan_status(store, plan).values())
+    if last.get("pending") == pending:
+        return
+    last["pending"] = pending
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _write_run_json(prep: Prepared, invocation: dict[str, Any]) -> None:
@@ -553,9 +640,8 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             summary = await runner.run()
             if summary.stopped == "disk_full":  # run.json keeps the invocation as started: it may not fit
                 raise disk_full_stop(store, spilled=summary.spilled, lost=summary.lost)
-            invocation.update(finished=_now(), pending=prep.jobs - store.answered(
-                [m.name for m in config.models], [v.id for v in prep.variants], [c.id for c in prep.cases],
-                config.repeats), summary=summary.to_dict())
+            invocation.update(finished=_now(), pending=sum(p for _jobs, p in plan_status(
+                store, Plan.of(invocation)).values()), summary=summary.to_dict())
             _write_run_json(prep, invocation)
         finally:
             gc.unfreeze()
@@ -723,9 +809,15 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
                                                    cases=cases, redactor=redactor, wait=wait, poll_s=poll_s,
                                                    models=live_models, on_error=problem)
             finally:
+                    if collected is not None and collected.written:
+                        refresh_pending(path, store)
                 lock.release()
     with RunStore(path, readonly=True) as store:
-        return RunStatus(path, store.model_counts(), store.batches(), collected, note, problems)
+    try:
+        plan = Plan.of(last_invocation(read_run_json(path)))
+    except RunError:  # an unreadable run.json: the store's rows alone (its plan is not known)
+        plan = None
+        return RunStatus(path, model_counts(store, plan), store.batches(), collected, note, problems)
 
 
 

@@ -917,6 +917,28 @@ class RunStore:
                 db.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
     @_guarded
+    def plan_counts(self, models: Iterable[str], variant_ids: Iterable[str], case_ids: Iterable[str],
+                    repeats: int) -> dict[str, tuple[int, int]]:
+        """Per model of a plan (these models x variants x cases, repeats ``0..repeats-1``): how many of its jobs
+        the store holds a row for, and how many of those have a result (done, error or unsupported).
+
+        A plan's jobs are stored as the runner reaches them, so a model stopped early (or a run killed) has
+        fewer rows than its plan has jobs: the rest are pending too (``session.plan_status``). The plan goes
+        in as JSON arrays (``json_each``), so this works on a read-only store. Models with no row are absent.
+        """
+        out: dict[str, tuple[int, int]] = {}
+        for name, stored, answered in self.db.execute(
+                'SELECT m.name, COUNT(*), COUNT(c.key) FROM jobs j JOIN models m ON m.id = j.model '
+                "JOIN variants v ON v.id = j.variant JOIN cases k ON k.id = j.\"case\" "
+                "LEFT JOIN calls c ON c.key = j.key "
+                "WHERE m.name IN (SELECT value FROM json_each(?)) "
+                "AND v.variant_id IN (SELECT value FROM json_each(?)) "
+                "AND k.case_id IN (SELECT value FROM json_each(?)) AND j.repeat < ? GROUP BY m.name",
+                (json.dumps(list(models)), json.dumps(list(variant_ids)), json.dumps(list(case_ids)), repeats)):
+            out[name] = (stored, answered)
+        return out
+
+    @_guarded
     def spend(self) -> float:
         """USD recorded for all calls of the run directory (unknown prices count 0)."""
         return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM calls").fetchone()[0])
