@@ -401,7 +401,7 @@ def report(
         rows = load_results(source)
         if isinstance(source, Run) or Path(source).is_dir():
             the_run = source if isinstance(source, Run) else Run(source)
-            pending = PendingJobs.from_run_record(the_run.config)
+            pending = PendingJobs.from_run_record(the_run.config, the_run.pending())
     elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
         rows = source
     else:
