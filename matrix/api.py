@@ -396,8 +396,8 @@ def report(
     from promptgrid.matrix.report import PendingJobs, build_report
 
     pending = None
-    if isinstance(source, (Run, str, os.PathLike)):
     rows: Iterable[ResultRow | Mapping[str, Any]]
+    if isinstance(source, (Run, str, os.PathLike)):
         rows = load_results(source)
         if isinstance(source, Run) or Path(source).is_dir():
             the_run = source if isinstance(source, Run) else Run(source)
