@@ -396,10 +396,10 @@ def import_results(run_dir: str | os.PathLike[str], results: str | os.PathLike[s
             else:
                 store.update_batch(export.id, state=COLLECTED)
                 collected.append(export.id)
-    # ``kept`` are answers only: error lines over a stored result never reach store_results (``_KeepStored``).
-    return ImportSummary(lines=lines, stored=counts.written, answers=counts.answers - counts.kept,
         if counts.written:
             refresh_pending(path, store)
+    # ``kept`` are answers only: error lines over a stored result never reach store_results (``_KeepStored``).
+    return ImportSummary(lines=lines, stored=counts.written, answers=counts.answers - counts.kept,
                          errors=counts.errors, already=counts.kept + keep.already, pending=len(pending),
                          collected=tuple(collected), error_kinds=dict(counts.error_kinds))
 

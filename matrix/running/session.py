@@ -808,15 +808,15 @@ async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait
                     collected = await poll_batches(store, backends, path, scorer=scorer, variants=variants,
                                                    cases=cases, redactor=redactor, wait=wait, poll_s=poll_s,
                                                    models=live_models, on_error=problem)
-            finally:
                     if collected is not None and collected.written:
                         refresh_pending(path, store)
+            finally:
                 lock.release()
-    with RunStore(path, readonly=True) as store:
     try:
         plan = Plan.of(last_invocation(read_run_json(path)))
     except RunError:  # an unreadable run.json: the store's rows alone (its plan is not known)
         plan = None
+    with RunStore(path, readonly=True) as store:
         return RunStatus(path, model_counts(store, plan), store.batches(), collected, note, problems)
 
 
