@@ -19,6 +19,7 @@ from promptgrid.providers import (
     RetryPolicy,
     call_error,
     convert_exception,
+    one_line,
 )
 
 
@@ -157,3 +158,40 @@ def test_client_auth_error_names_the_variable(monkeypatch: pytest.MonkeyPatch) -
             asyncio.run(client.complete([{"role": "user", "content": "hi"}], {}))
     assert info.value.kind is ErrorKind.AUTH
     assert "the server at api_base wants a key: export OPENAI_API_KEY=..." in info.value.message
+
+
+def test_malformed_answers_are_retried_once_whatever_max_attempts() -> None:
+    policy = RetryPolicy(max_attempts=6)
+    assert policy.allows(1, ErrorKind.MALFORMED) and not policy.allows(2, ErrorKind.MALFORMED)
+    assert policy.allows(5, ErrorKind.SERVER) and not policy.allows(6, ErrorKind.SERVER)
+    assert not RetryPolicy(max_attempts=1).allows(1, ErrorKind.MALFORMED)
+    with pytest.raises(ValueError, match="timeout"):
+        RetryPolicy(timeout=0)
+
+
+_TRACEBACK_TEXT = (
+    "OpenAIException - Invalid response object Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.11/site-packages/litellm/litellm_core_utils/convert_dict_to_response.py", line 870, '
+    "in convert_to_model_response_object\n    message = Message(\n"
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for Message\ncontent\n"
+    "  Input should be a valid string [type=string_type, input_value=12345, input_type=int]\n\n\n"
+    "received_args={'response_object': {'choices': [{'message': {'content': 12345}}]}}")
+
+
+def test_one_line_keeps_the_exception_of_a_traceback_and_drops_paths() -> None:
+    line = one_line(_TRACEBACK_TEXT)
+    assert "\n" not in line and "site-packages" not in line and ".py" not in line and "Traceback" not in line
+    assert line == ("OpenAIException - Invalid response object (ValidationError: 1 validation error for Message "
+                    "(field content))")
+    cleaned = one_line('see File "/a/b/c.py", line 3 and C:\\x\\y.py:12 here')
+    assert cleaned == 'see File "<file>", line 3 and <file> here'
+    long = one_line("x " * 300_000)
+    assert len(long) <= 500 and long.endswith("...")
+
+
+def test_an_answer_litellm_cannot_read_is_malformed_in_one_line() -> None:
+    err = convert_exception(_exc("InternalServerError", _TRACEBACK_TEXT))
+    assert err.kind is ErrorKind.MALFORMED and isinstance(err, RetryableError)
+    assert err.message == ("malformed answer: the server's response could not be read as a chat completion "
+                           "(ValidationError: 1 validation error for Message (field content))")
+    assert convert_exception(_exc("InternalServerError", "The server had an error.")).kind is ErrorKind.SERVER
