@@ -168,3 +168,38 @@ def test_each_unique_string_is_sent_once_across_two_runs(store: Any, accept_all:
     assert len(seen) == 2 and len({p["Text"] for p in seen}) == 2
     assert first.results[2].text == "Tools im Format {format}:\n{functions}\n"
     assert store.get("You are an expert.", "de", "amazon").keys == ("a.persona", "b.persona")
+
+
+def test_errors_pass_the_shared_redactor_and_translations_its_exact_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    client = make_client()
+    backend = AmazonTranslateBackend(client=client, sleep=lambda s: None)
+    with Stubber(client) as stub:
+        stub.add_client_error("translate_text", service_error_code="ValidationException",
+                              service_message=f"bad request signed with {secret}\nsecond line", http_status_code=400)
+        with pytest.raises(TranslationError) as caught:
+            backend.translate(["Hello"], "en", "de")
+        stub.add_response("translate_text", reply(f"Hallo {secret}"), {"Text": ANY, "SourceLanguageCode": "en",
+                                                                      "TargetLanguageCode": "de"})
+        out = backend.translate(["Hello"], "en", "de")
+    assert secret not in str(caught.value) and "[REDACTED]" in str(caught.value) and "\n" not in str(caught.value)
+    assert out == ["Hallo [REDACTED]"]
+
+
+def test_a_read_timeout_is_retried_by_the_policy_then_names_the_timeout() -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    class Hanging:
+        calls = 0
+
+        def translate_text(self, **params: Any) -> Any:
+            Hanging.calls += 1
+            raise ReadTimeoutError(endpoint_url="https://translate.us-east-1.amazonaws.com")
+
+    notes: list[str] = []
+    backend = AmazonTranslateBackend(client=Hanging(), max_attempts=3, timeout=2.0, sleep=lambda s: None,
+                                     on_retry=notes.append)
+    with pytest.raises(TranslationError, match=r"no answer within 2 s \(3 attempt\(s\)\)"):
+        backend.translate(["Hello"], "en", "de")
+    assert Hanging.calls == 3 and len(notes) == 2 and notes[0].startswith("amazon: no answer within 2 s")
