@@ -16,6 +16,7 @@ A grid file::
           prompt_format: [markdown]
       - variants:                  # explicit points (each a partial mapping over base)
           - {prompt_style: experimental}
+          - {prompt_format: markdown, label: md prompt}   # label: optional, the variant's own name
         with: {doc_format: xml}    # optional on any block: applied to every point of it
     exclude:                       # drop every variant matching all keys of one entry
       - {return_format: json, doc_format: python}
@@ -34,12 +35,25 @@ variant per value of the other dimensions (first occurrence kept). Naming
 one ``variants:`` entry, one ``with:``) is a contradiction and a GridError;
 values that reach a native point from a product or vary axis, from ``base``,
 ``with`` or a parent grid are simply not used.
+
+``label:`` in a ``variants:`` entry names that variant in reports, ``grid show``
+and ``--variant``: a one-line string of at most ``MAX_LABEL_CHARS`` characters
+(surrounding spaces dropped; no control or bidi characters). Labels are unique
+within a grid: a label another variant has (its own or its dimension label,
+e.g. ``json->python,False``, or its id) is a GridError naming the lines, and
+so is one variant (the same point listed twice, or a child grid's point that
+the parent labels) given two different labels. The same point listed again
+with a label gives the label to its first occurrence, so points of a product
+are named by listing them again in a ``variants:`` block.
+A variant without a label is shown by its dimension label, shortened in
+reports to the dimensions that vary (see ``promptgrid.matrix.report``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -55,13 +69,19 @@ from ._variant import Variant
 from ._yaml import MAX_GRID_BYTES, compose_yaml, read_yaml_text
 from ._yaml import YamlNode as _Node
 
-__all__ = ["MAX_VARIANTS", "Grid", "builtin_grids", "load_grid"]
+__all__ = ["MAX_LABEL_CHARS", "MAX_VARIANTS", "Grid", "builtin_grids", "load_grid"]
 
 MAX_VARIANTS = 100_000
 """Default cap on the points a grid's blocks give (counted before any is built, so a runaway product fails fast)."""
 
 _TOP_KEYS = ("name", "description", "extends", "template_dir", "base", "include", "exclude")
 _BLOCK_KEYS = ("product", "vary", "variants", "with")
+
+MAX_LABEL_CHARS = 80
+"""The longest label a grid may give a variant (labels are shown whole in every table, figure and card)."""
+
+# C0/C1 controls (newlines, tabs, ESC) and the bidi marks, embeddings, overrides and isolates.
+_BAD_LABEL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True)
@@ -118,11 +138,41 @@ class _Spec:
     description: str
     where: str
     base: dict[str, Any]
-    blocks: list[tuple[str, Any, dict[str, Any], int]]  # (kind, payload, with, line)
+    # (kind, payload, with, line); a variants block's payload is a list of (point, _Label or None).
+    blocks: list[tuple[str, Any, dict[str, Any], int]]
     excludes: list[dict[str, tuple[Any, ...]]]
     template_dir: Path | None
     styles: frozenset[str]
     templates: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Label:
+    """A ``label:`` of a ``variants:`` entry and where it was written."""
+
+    text: str
+    where: str
+    line: int
+    key: str
+
+
+def _label(spec: _Spec, node: _Node, key: str) -> _Label:
+    line = node.key_line or node.line
+    if not isinstance(node.value, str):
+        got = type(node.value).__name__ if node.value is not None else "nothing"
+        raise _fail(spec.where, line, key, f"a label is a string, got {got} {node.value!r}. Quote it if it "
+                    "looks like a number or true/false.")
+    text = node.value.strip()
+    if not text:
+        raise _fail(spec.where, line, key, "the label is empty; remove label: to use the generated one.")
+    if len(text) > MAX_LABEL_CHARS:
+        raise _fail(spec.where, line, key, f"the label is {len(text)} characters long; at most "
+                    f"{MAX_LABEL_CHARS} (it is shown whole in every table and card).")
+    bad = _BAD_LABEL_CHARS.search(text)
+    if bad:
+        raise _fail(spec.where, line, key, f"the label holds the control character U+{ord(bad.group()):04X}; "
+                    "a label is one line of visible text.")
+    return _Label(text, spec.where, line, key)
 
 
 def _fail(where: str, line: int, key: str, message: str) -> GridError:
@@ -178,6 +228,10 @@ def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
 def _point(spec: _Spec, node: _Node, key: str) -> dict[str, Any]:
     """One explicit mapping of dimension: value (base, a ``variants:`` entry, a ``with:``), validated."""
     mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: value")
+    if "label" in mapping:
+        v = mapping["label"]
+        raise _fail(spec.where, (v.key_line or v.line), f"{key}.label",
+                    "label: names one variant: write it in an entry of a variants: block.")
     point = {
         dim: _check_value(spec, dim, v.value, (v.key_line or v.line), f"{key}.{dim}")
         for dim, v in mapping.items()
@@ -193,12 +247,23 @@ def _point(spec: _Spec, node: _Node, key: str) -> dict[str, Any]:
     return point
 
 
+def _entry(spec: _Spec, node: _Node, key: str) -> tuple[dict[str, Any], _Label | None]:
+    """One entry of a ``variants:`` block: its point and its ``label:`` (None when it gives none)."""
+    mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: value")
+    label = _label(spec, mapping["label"], f"{key}.label") if "label" in mapping else None
+    rest = {k: v for k, v in mapping.items() if k != "label"}
+    return _point(spec, _Node(rest, node.line, node.key_line), key), label
+
+
 def _axes(spec: _Spec, node: _Node, key: str) -> dict[str, tuple[Any, ...]]:
     mapping = _expect(node, dict, spec.where, key, "a mapping of dimension: [values]")
     if not mapping:
         raise _fail(spec.where, node.line, key, "is empty: an empty product has no variants.")
     axes: dict[str, tuple[Any, ...]] = {}
     for dim, v in mapping.items():
+        if dim == "label":
+            raise _fail(spec.where, (v.key_line or v.line), f"{key}.label",
+                        "label: names one variant: write it in an entry of a variants: block.")
         values = v.value if isinstance(v.value, list) else [v]
         if not values:
             raise _fail(spec.where, v.line, f"{key}.{dim}", "empty list: an empty product has no variants.")
@@ -270,7 +335,7 @@ def _read_spec(source: str | Path, seen: tuple[str, ...] = ()) -> _Spec:
                 points = _expect(block[kind], list, where, f"{bkey}.variants", "a list of mappings")
                 if not points:
                     raise _fail(where, block[kind].line, f"{bkey}.variants", "empty list: no variants.")
-                payload: Any = [_point(spec, p, f"{bkey}.variants[{j}]") for j, p in enumerate(points)]
+                payload: Any = [_entry(spec, p, f"{bkey}.variants[{j}]") for j, p in enumerate(points)]
             else:
                 payload = _axes(spec, block[kind], f"{bkey}.{kind}")
             spec.blocks.append((kind, payload, with_, block_node.line))
@@ -311,9 +376,17 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
     _check_size(spec, max_variants)
     base = Variant(**spec.base)
     points: list[Variant] = []
+    labels: dict[Variant, _Label] = {}
 
-    def emit(overlay: dict[str, Any], with_: dict[str, Any]) -> None:
-        points.append(replace(base, **{**overlay, **with_}))
+    def emit(overlay: dict[str, Any], with_: dict[str, Any], label: _Label | None = None) -> None:
+        point = replace(base, **{**overlay, **with_})
+        points.append(point)
+        if label is not None:
+            first = labels.setdefault(point, label)
+            if first.text != label.text:
+                raise _fail(label.where, label.line, label.key,
+                            f"this variant ({point.id}) is already labelled {first.text!r} at {first.where}:"
+                            f"{first.line}; a variant has one label: keep one of them.")
 
     if not spec.blocks:
         points.append(base)
@@ -327,8 +400,8 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
                 for value in values:
                     emit({dim: value}, with_)
         else:
-            for overlay in payload:
-                emit(overlay, with_)
+            for overlay, label in payload:
+                emit(overlay, with_, label)
 
     def excluded(v: Variant) -> bool:
         return any(all(getattr(v, d) in vals for d, vals in rule.items()) for rule in spec.excludes)
@@ -343,7 +416,31 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
         line = spec.blocks[0][3] if spec.blocks else 1
         raise GridError(f"{spec.where}:{line}: include: the grid expands to no variants "
                         "(every point is excluded). Loosen the exclude rules.")
-    return base, out
+    return base, _labelled(out, labels)
+
+
+def _labelled(variants: list[Variant], labels: dict[Variant, _Label]) -> list[Variant]:
+    """The variants with their labels; a label that another variant has (its own label, its dimension label
+    or its id: ``--variant`` takes both) is a GridError."""
+    out = [replace(v, given_label=labels[v].text) if v in labels else v for v in variants]
+    names: dict[str, list[Variant]] = {}
+    for v in out:
+        for name in {v.label, v.dimension_label, v.id}:
+            names.setdefault(name, []).append(v)
+    for v in out:
+        own = labels.get(v)
+        others = [o for o in names[own.text] if o != v] if own is not None else []
+        if own is None or not others:
+            continue
+        other = others[0]
+        if other in labels and labels[other].text == own.text:
+            a, b = sorted((labels[other], own), key=lambda lab: (lab.where, lab.line))
+            raise _fail(b.where, b.line, b.key, f"label {own.text!r} is also the label of another variant at "
+                        f"{a.where}:{a.line}; labels are unique within a grid.")
+        what = "id" if own.text == other.id else "dimension label"
+        raise _fail(own.where, own.line, own.key, f"label {own.text!r} is the {what} of another variant "
+                    f"({other.id}); labels are unique within a grid: choose another.")
+    return out
 
 
 # --------------------------------------------------------------------------- lookup

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -28,8 +28,10 @@ _CALL_MODES: dict[str, CallMode] = {m.value: m for m in CallMode}
 class Variant:
     """A prompt variant: one value for every dimension.
 
-    Identity is the typed values; ``id`` and ``label`` are derived from them
-    and never parsed back. The three format dimensions hold enum members; a
+    Identity is the typed values; ``id`` and ``dimension_label`` are derived
+    from them and never parsed back. ``label`` is the grid's own label for the
+    variant when it gives one (``given_label``, not compared or hashed), else
+    ``dimension_label``. The three format dimensions hold enum members; a
     plain string value (from YAML, a store, a caller) is turned into its
     member on construction, so ``Variant(return_format="json") ==
     Variant(return_format=ReturnFormat.JSON)``. A value outside the enum is
@@ -52,6 +54,8 @@ class Variant:
     instruction_language: str = "en"
     description_language: str = "en"
     call_mode: CallMode = CallMode.PROMPT
+    given_label: str | None = field(default=None, compare=False, repr=False)
+    """A label the grid gave this variant (``label:`` in a ``variants:`` entry); not part of its identity."""
 
     def __post_init__(self) -> None:
         # Frozen: set through object.__setattr__. Unhashable junk falls through to the checks downstream.
@@ -91,10 +95,15 @@ class Variant:
 
     @property
     def label(self) -> str:
-        """Short label in the BFCL V4 figure notation, e.g. ``json->python,False md``.
+        """The label the grid gave the variant (``given_label``), else ``dimension_label``."""
+        return self.given_label or self.dimension_label
+
+    @property
+    def dimension_label(self) -> str:
+        """The label made from the dimensions, in the BFCL V4 figure notation, e.g. ``json->python,False md``.
 
         A native variant reads ``native`` in place of the formats; a constrained
-        one ends in `` constrained``.
+        one ends in `` constrained``. Distinct variants have distinct dimension labels.
         """
         if self.call_mode is CallMode.NATIVE:
             label = "native"
@@ -118,7 +127,7 @@ class Variant:
         ``call_mode`` is left out when it is ``prompt`` (the default), so stores
         and files of prompt-mode runs stay as they were before the dimension existed.
         """
-        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "given_label"}
         if self.call_mode is CallMode.PROMPT:
             del out["call_mode"]
         return out
