@@ -11,7 +11,6 @@ mean accuracy, spread and std across variants are compared the same way.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,12 +402,8 @@ def _tables(diffs: list[VariantDiff], pairs: list[PairSummary], names: tuple[str
 
 
 def _html(tables: list[Table], names: tuple[str, str]) -> str:
-    from ._html import _CSS, _table
+    """compare.html, rendered from the package's ``compare.html.j2`` (autoescape on)."""
+    from ._html import render_page, table_view
 
-    body = "\n".join(_table(t, "h2") for t in tables)
     title = f"Run comparison: {names[1]} - {names[0]}"
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
-        f"<h1>{html.escape(title)}</h1>\n{body}\n</main>\n</body>\n</html>\n"
-    )
+    return render_page("compare.html.j2", title=title, tables=[table_view(t) for t in tables])
