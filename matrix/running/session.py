@@ -279,6 +279,8 @@ class RunIdentity:
     dataset: str
     """The dataset spec."""
     dataset_cases: frozenset[str]
+    grid_labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    """Variant id -> label, to name the variants in which two grids differ."""
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,7 @@ def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
     for variant in variants:
         renderer.render(variant, cases[0])
     identity = RunIdentity(config.grid, frozenset(v.id for v in grid.variants), config.dataset,
-                           frozenset(c.id for c in dataset.cases))
+                           frozenset(c.id for c in dataset.cases), {v.id: v.label for v in grid.variants})
     return Prepared(config, grid.name, variants, cases, renderer, identity)
 
 
@@ -411,13 +413,19 @@ def has_store(run_dir: str | os.PathLike[str]) -> bool:
 def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     """Refuse to run another grid or dataset into a run directory that holds results of one (unless ``append``).
 
-    What the store holds decides, so run directories of any promptgrid version
-    are checked alike: the grid is the same when every stored variant is one
-    of its variants, or when every variant this run selects is stored
-    (re-running part of a grid, or an earlier command after ``append``); the
-    dataset likewise by case ids. So the same command, a larger ``limit``,
-    more models or repeats resume or extend the directory, while a grid or
-    dataset none of whose selection is stored is refused before any call.
+    The grid is compared by its variants, not its name: it is the same when
+    the set of variant ids it expands to (ids spell out every dimension) is
+    the set an invocation recorded in ``run.json`` (``grid.ids``), so a grid
+    with one variant more or less, or another grid whose variants include the
+    stored ones (``call_modes`` after ``demo``), is a change, refused with the
+    variants it adds and lacks named. Records written before the ids were
+    (and no ``run.json``) are judged by the store: every stored variant is one
+    of the grid's and the grid has as many variants as a recorded one, or
+    every variant this run selects is stored. The dataset is compared by case
+    ids: the same when every stored case is one of its cases, or every case
+    this run selects is stored. So the same command, a larger ``limit``, fewer
+    ``variants``, more models or repeats resume or extend the directory, and
+    an earlier command after ``append`` is the same again.
     Raises ``RunError`` naming ``run.json`` and both grids (datasets), and
     ``StoreError`` for a damaged store (also with ``append``): a run never
     writes into a store it cannot read. No store, or the empty file of a run
@@ -431,13 +439,16 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
         if append:
             return
         stored_variants, stored_cases = store.stored_ids()
+        stored_labels = {vid: label for vid, label, _dims in store.variants().values()}
     data = read_run_json(run_dir)
     problems = []
     selected = {v.id for v in prep.variants}
-    if not (stored_variants <= identity.grid_variants or selected <= stored_variants):
+    differs = _grid_change(data, identity, selected, stored_variants, stored_labels)
+    if differs is not None:
         before = ", ".join(_recorded(data, "grid", "grid")) or "another grid"
         problems.append(f"grid {before} ({len(stored_variants)} variants stored), not {identity.grid} "
-                        f"({len(selected & stored_variants)} of its {len(selected)} selected variants stored)")
+                        f"({len(selected & stored_variants)} of its {len(selected)} selected variants stored; "
+                        f"{differs})")
     selected = {c.id for c in prep.cases}
     if not (stored_cases <= identity.dataset_cases or selected <= stored_cases):
         before = ", ".join(_recorded(data, "dataset", "dataset")) or "another dataset"
@@ -449,6 +460,39 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
                        "in one directory on purpose.")
 
 
+def _names(ids: Iterable[str], labels: Mapping[str, str], most: int = 4) -> str:
+    ordered = sorted(labels.get(i, i) for i in ids)
+    more = f" and {len(ordered) - most} more" if len(ordered) > most else ""
+    return "; ".join(ordered[:most]) + more
+
+
+def _grid_change(data: Mapping[str, Any], identity: RunIdentity, selected: set[str], stored: set[str],
+                 stored_labels: Mapping[str, str]) -> str | None:
+    """How this run's grid differs from the run directory's (``check_run_dir``); None when it is the same."""
+    recorded = [frozenset(map(str, i["grid"]["ids"])) for i in data.get("invocations") or ()
+                if isinstance(i, Mapping) and isinstance(i.get("grid"), Mapping)
+                and isinstance(i["grid"].get("ids"), list)]
+    grid = identity.grid_variants
+    if recorded:
+        if grid in recorded:
+            return None
+        before: frozenset[str] | set[str] = recorded[-1]
+    else:  # an older record: what the store holds, and how many variants the grids had
+        sizes = {i["grid"].get("variants") for i in data.get("invocations") or ()
+                 if isinstance(i, Mapping) and isinstance(i.get("grid"), Mapping)} - {None}
+        if selected <= stored or (stored <= grid and (not sizes or len(grid) in sizes)):
+            return None
+        before = stored
+    labels = {**stored_labels, **identity.grid_labels}
+    added, lacks = grid - before, before - grid
+    parts = []
+    if added:
+        parts.append(f"its grid adds {len(added)} variant(s): {_names(added, labels)}")
+    if lacks:
+        parts.append(f"lacks {len(lacks)}: {_names(lacks, labels)}")
+    return ", ".join(parts) or "its variants differ"
+
+
 def _invocation(prep: Prepared, *, append: bool, retry_errors: bool) -> dict[str, Any]:
     """This invocation's record in ``run.json``: what was asked (config, grid, dataset, models) and when."""
     from promptgrid import __version__
@@ -458,6 +502,7 @@ def _invocation(prep: Prepared, *, append: bool, retry_errors: bool) -> dict[str
     dataset: dict[str, Any] = {"ref": config.dataset, "selected": len(prep.cases)}
     if prep.identity is not None:
         grid["variants"] = len(prep.identity.grid_variants)
+        grid["ids"] = sorted(prep.identity.grid_variants)
         dataset["cases"] = len(prep.identity.dataset_cases)
     return {"id": f"{time.time():.6f}-{os.getpid()}", "started": _now(), "finished": None,
             "promptgrid_version": __version__, "config": config.to_dict(), "grid": grid, "dataset": dataset,

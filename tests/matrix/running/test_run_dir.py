@@ -45,7 +45,8 @@ def test_resume_and_extensions_are_not_refused_and_every_invocation_is_kept(tmp_
     assert [i["config"]["limit"] for i in invocations] == [2, 2, 4, 4, 4, 2, 1]
     assert invocations[4]["models"] == ["fake/auto", "fake/prose"]
     first = invocations[0]
-    assert first["grid"] == {"ref": "bfcl_v4", "name": "bfcl_v4", "selected": 1, "variants": 26}
+    assert first["grid"] == {"ref": "bfcl_v4", "name": "bfcl_v4", "selected": 1, "variants": 26,
+                             "ids": sorted(v.id for v in pg.load_grid("bfcl_v4").variants)}
     assert first["dataset"] == {"ref": "mini:en", "selected": 2, "cases": 46}
     assert first["promptgrid_version"] == pg.__version__ and first["append"] is False
     assert all(i["finished"] and i["pending"] == 0 and "summary" in i for i in invocations)
@@ -81,6 +82,51 @@ def test_another_grid_is_refused(tmp_path: Path) -> None:
         _run(run_dir, grid="massive_prompts")
     run = _run(run_dir, grid="massive_prompts", append=True)
     assert run.counts()["jobs"] == 6
+
+
+def test_a_grid_whose_variants_include_the_stored_ones_is_refused(tmp_path: Path) -> None:
+    """call_modes holds demo's 4 variants and 5 more: by name-blind variant sets, a change either way."""
+    run_dir = tmp_path / "r"
+    _run(run_dir, grid="demo", limit=1)
+    with pytest.raises(pg.RunError) as info:
+        _run(run_dir, grid="call_modes", limit=1)
+    message = str(info.value)
+    assert "grid demo (4 variants stored), not call_modes (4 of its 9 selected variants stored; its grid adds 5 " \
+           "variant(s): json->concise_xml,False; " in message
+    assert "--append" in message and "\n" not in message
+    assert _run(run_dir, grid="call_modes", limit=1, append=True).summary.sent == 5  # type: ignore[union-attr]
+    assert _run(run_dir, grid="demo", limit=1).summary.sent == 0  # type: ignore[union-attr]  # an earlier command
+
+    other = tmp_path / "other"
+    _run(other, grid="call_modes", limit=1)
+    with pytest.raises(pg.RunError, match=r"not demo \(4 of its 4 selected variants stored; lacks 5: "):
+        _run(other, grid="demo", limit=1)
+
+
+def test_the_same_grid_file_with_another_variant_is_refused(tmp_path: Path) -> None:
+    grid = tmp_path / "mine.yaml"
+    one = "name: mine\nbase: {doc_format: json}\ninclude:\n  - product:\n      return_format: [json"
+    grid.write_text(one + "]\n", encoding="utf-8")
+    run_dir = tmp_path / "r"
+    _run(run_dir, grid=str(grid), limit=1)
+    grid.write_text(one + ", python]\n", encoding="utf-8")  # same name, one variant more
+    with pytest.raises(pg.RunError, match=r"its grid adds 1 variant\(s\): json->python,False\)"):
+        _run(run_dir, grid=str(grid), limit=1)
+    with pytest.raises(pg.RunError, match="adds 1 variant"):  # the changed grid, even when its old part is selected
+        _run(run_dir, grid=str(grid), limit=1, variants=["json->json,False"])
+    assert _run(run_dir, grid=str(grid), limit=1, append=True).summary.sent == 1  # type: ignore[union-attr]
+
+
+def test_a_record_without_variant_ids_is_judged_by_the_store_and_the_grid_size(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    _run(run_dir, grid="demo", limit=1)
+    data = _record(run_dir)
+    for invocation in data["invocations"]:
+        del invocation["grid"]["ids"]  # as a promptgrid before the ids wrote it
+    (run_dir / "run.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(pg.RunError, match="its grid adds 5 variant"):
+        _run(run_dir, grid="call_modes", limit=1)
+    assert _run(run_dir, grid="demo", limit=2).summary.sent == 4  # type: ignore[union-attr]
 
 
 def test_cli_refuses_with_exit_2_and_append_combines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
