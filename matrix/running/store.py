@@ -542,8 +542,9 @@ class RunStore:
     def add_variants(self, variants: Iterable[Variant]) -> dict[str, int]:
         rows = [(v.id, v.label, json.dumps(v.dimensions())) for v in variants]
         with self._transaction():
-            self.db.executemany("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?)",
-                                rows)
+            # The grid's latest label wins: a grid relabelled (label: in its YAML) and re-run reports the new one.
+            self.db.executemany("INSERT INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?) "
+                                "ON CONFLICT(variant_id) DO UPDATE SET label=excluded.label", rows)
         return self._ids("variants", "variant_id", (r[0] for r in rows))
 
     @_guarded
