@@ -261,7 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="files to write (default: print the table only, unless --out is given: all)")
     p.set_defaults(handler=_report)
 
-    p = sub.add_parser("status", help="where a run directory stands; polls and collects its batches")
+    p = sub.add_parser("status", help="where a run directory stands; polls and collects its batches",
+                       epilog="Exit code: 0 when every live batch was polled; 1 when one or more could not be "
+                              "(batch API down or answering garbage: one line each on stderr, polled again next "
+                              "time); 2 when the run directory is unusable.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--no-poll", action="store_true", help="only read the store (no provider call)")
     p.add_argument("--wait", action="store_true", help="poll until every batch is collected")
