@@ -26,7 +26,7 @@ from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 from promptgrid.display import escape_controls
 
-from ._labels import DIMENSION_TITLES, display_labels
+from ._labels import DIMENSION_TITLES, display_labels, given_label
 from ._model import ReportData
 
 __all__ = ["Rendered", "render_figures"]
@@ -160,8 +160,13 @@ def _accuracy_heatmap(data: ReportData) -> Rendered:
         "heatmap",
         "AST accuracy per model and variant",
         "Labels use BFCL's notation {doc format}->{return format},{tool-call tag}, with md for markdown and exp for "
-        "the experimental style; * marks the baseline. Values in %; intervals are in the accuracy table.",
+        "the experimental style" + ("; labels the grid gave are shown as written" if _has_given(data) else "")
+        + "; * marks the baseline. Values in %; intervals are in the accuracy table.",
     )
+
+
+def _has_given(data: ReportData) -> bool:
+    return any(given_label(v) for v in data.variants)
 
 
 def _effects_chart(data: ReportData) -> Rendered | None:

@@ -126,7 +126,7 @@ def test_a_run_reports_the_grids_labels_and_a_rerun_relabels(tmp_path: Path) -> 
     assert main(argv) == 0
     assert main(["report", str(run), "--out", str(tmp_path / "r1"), "--format", "all"]) == 0
     page = (tmp_path / "r1" / "report.html").read_text(encoding="utf-8")
-    assert "JSON answers" in page
+    assert "JSON answers" in page and "labels the grid gave are shown as written" in page  # heatmap caption
     with open(tmp_path / "r1" / "results.csv", encoding="utf-8", newline="") as f:
         assert {r["label"] for r in csv.DictReader(f)} == {"json->python,False", "JSON answers"}
     _grid(grid, "relabelled")
