@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a run")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per job (the default)")
-    p.add_argument("--output", default=None, metavar="FILE")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="default: standard output")
     p.set_defaults(handler=_export)
 
     p = sub.add_parser("report", help="format-sensitivity report of a run")

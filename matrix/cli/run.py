@@ -252,12 +252,15 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
     note = "input tokens are prompt characters / 4; cost from litellm's price list"
     if e.unpriced:
         note += f"; no price known for {', '.join(e.unpriced)}"
-    print(f"total: {e.calls} calls to send, est. ${e.cost_input:.4f} input + output, "
-          f"at most ${e.cost_max:.4f} ({note}).", file=out)
+    print(f"total: {e.calls} calls to send, est. ${e.cost_input:.4f} for their input, "
+          f"at most ${e.cost_max:.4f} with max_tokens of output each ({note}).", file=out)
     for m in e.models:
         if m.unsupported:
             print(f"model {m.model}: {m.unsupported} jobs would not be sent: it cannot do their call mode (they "
-                  "are stored as unsupported and left out of the accuracy; the run says why).", file=out)
+                  "are stored as unsupported and left out of the accuracy; the run says why). Constrained jobs "
+                  "are sent with --constraints vllm or llama.cpp (a server given with --api-base that takes "
+                  "grammars) or --constraints openai (a model that takes a JSON-schema response_format).",
+                  file=out)
     for model, names in e.missing_env.items():
         print(f"model {model}: credentials not set: {', '.join(names)}. Export them before the run "
               f"(export {names[0]}=...), or give --api-base for a server that needs no key; without them "

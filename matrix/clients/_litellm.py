@@ -135,7 +135,8 @@ class LiteLLMClient:
             why = "constraints: none" if self.constraints == "none" else (
                 f"litellm lists no JSON-schema response_format for {self.name}")
             return (f"no constrained decoding for this model ({why}); for an OpenAI-compatible server with "
-                    "grammars set the model's constraints: vllm or llama.cpp in the run config")
+                    "grammars give --constraints vllm or llama.cpp (constraints: vllm or llama.cpp in the run "
+                    "config, constraints= in Python)")
         if how == "openai":
             if request.get("response_format") is None:
                 reason = unavailable.get("response_format", "no JSON schema for this answer")
