@@ -79,6 +79,7 @@ __all__ = [
     "RunConfig",
     "RunError",
     "load_run_config",
+    "dataset_key",
     "default_run_dir",
 ]
 
@@ -207,12 +208,37 @@ class RunConfig:
         return d
 
 
+def dataset_key(dataset: str) -> str:
+    """The dataset spec as the default run directory names it: a ``jsonl:PATH`` spec with its path normalised,
+    relative to the working directory when the file is under it, else absolute (``jsonl:./kitchen.jsonl``,
+    ``jsonl:kitchen.jsonl`` and ``jsonl:$PWD/kitchen.jsonl`` are one dataset); any other spec as it is.
+
+    The path, not the file's content, names the dataset: a file that grows (more cases) keeps its directory and
+    resumes in it (``check_run_dir`` then compares the case ids)."""
+    if dataset.startswith("jsonl:") and dataset[len("jsonl:"):].strip():
+        full = os.path.abspath(dataset[len("jsonl:"):].strip())  # the path as load_dataset reads it, normalised
+        cwd = os.getcwd()
+        try:
+            inside = os.path.commonpath([full, cwd]) == cwd
+        except ValueError:  # another drive (Windows)
+            inside = False
+        return "jsonl:" + (os.path.relpath(full, cwd) if inside else full)
+    return dataset
+
+
 def default_run_dir(grid: str, dataset: str) -> Path:
-    """``./runs/<grid>__<dataset>``, both made filesystem-safe."""
+    """``./runs/<grid>__<dataset>``, both made filesystem-safe, the dataset as ``dataset_key`` spells it.
+
+    A directory named from the spec as given (before ``jsonl:`` paths were normalised: ``jsonl:./k.jsonl`` made
+    ``jsonl_._k.jsonl``) is still used when it exists and the normalised one does not."""
     def safe(s: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(s).stem if s.endswith((".yaml", ".yml")) else s).strip("_")
 
-    return Path("runs") / f"{safe(grid)}__{safe(dataset)}"
+    path = Path("runs") / f"{safe(grid)}__{safe(dataset_key(dataset))}"
+    legacy = Path("runs") / f"{safe(grid)}__{safe(dataset)}"
+    if legacy != path and legacy.is_dir() and not path.exists():
+        return legacy
+    return path
 
 
 def model_params(params: Mapping[str, Any] | None, repeats: int) -> dict[str, Any]:
