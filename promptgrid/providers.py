@@ -316,10 +316,9 @@ def _from_pydantic(exc: BaseException) -> bool:
     return type(exc).__module__.split(".", 1)[0] in ("pydantic", "pydantic_core")
 
 
-def malformed_message(detail: str | None = None) -> str:
-    """The message of a ``malformed`` error: a 200 answer that cannot be read as a chat completion."""
-    return ("malformed answer: the server's response could not be read as a chat completion"
-            + (f" ({detail})" if detail else ""))
+def malformed_message(detail: str | None = None, what: str = "a chat completion") -> str:
+    """The message of a ``malformed`` error: a 200 answer that cannot be read as ``what``."""
+    return f"malformed answer: the server's response could not be read as {what}" + (f" ({detail})" if detail else "")
 
 
 def kind_from_status(status: int | None) -> ErrorKind:
@@ -452,6 +451,8 @@ def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = 
     if kind is ErrorKind.MALFORMED:
         # litellm quotes its own traceback and the whole body; say what was wrong, in one line.
         detail = _exception_summary(str(exc))
+        if detail is None and _from_pydantic(exc):  # "3 validation errors for LiteLLMBatch": its first line
+            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         message = one_line(malformed_message(redact(detail) if redact is not None and detail else detail))
     retry_after = _retry_after(exc) if kind.retryable else None
     return call_error(kind, message, status=status, retry_after=retry_after)

@@ -39,6 +39,7 @@ from promptgrid.providers import (
     call_error,
     convert_exception,
     kind_from_status,
+    malformed_message,
     one_line,
 )
 from promptgrid.safeio import parse_json_line
@@ -314,6 +315,9 @@ class OpenAIBatchBackend:
             except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
                 error = (call_error(ErrorKind.TIMEOUT, f"batch API ({fn}): no answer within {self.retry.timeout:g} s")
                          if isinstance(exc, TimeoutError) else convert_exception(exc, self.client._redact))
+                if error.kind is ErrorKind.MALFORMED:  # not a chat completion that was asked for: say what was
+                    error = call_error(ErrorKind.MALFORMED, error.message.replace(
+                        malformed_message(), malformed_message(what=f"a {fn} answer"), 1), status=error.status)
             if not (reads and error.retryable and self.retry.allows(attempts, error.kind)):
                 raise error
             await self._sleep(self.retry.delay(attempts, error.retry_after))

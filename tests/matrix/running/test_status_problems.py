@@ -48,6 +48,7 @@ def test_a_batch_api_that_is_down_or_answers_garbage_is_one_line(tmp_path: Path,
         assert len(st.problems) == 1 and len(st.live) == 1  # left as recorded
         [problem] = st.problems
         assert f"batch API {kind} error" in problem and "\n" not in problem and len(problem) <= 500
+        assert "chat completion" not in problem  # a batch API answer was asked for, and is named
         capsys.readouterr()
         assert main(["status", str(run_dir)]) == 1
         err = capsys.readouterr().err
