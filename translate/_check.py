@@ -42,7 +42,13 @@ here, and never tuned to a particular sentence:
     :data:`MIN_BROAD_LETTERS` letters, the winner is neither the target, the
     source nor a close relative of the target that langid confuses with it
     (Galician for Portuguese, Marathi for Hindi, ...), and the winner beats
-    the target with probability :data:`BROAD_CONFIDENCE` or more.
+    the target with probability :data:`BROAD_CONFIDENCE` or more. A
+    Latin-script text too short for langid (under :data:`MIN_BROAD_LETTERS`
+    letters) into en, de, es, fr, it, pt or nl is judged by what it is
+    written with: letters the target does not write ("Đặt một bàn." for
+    German), or function words of another of these languages and none of the
+    target's ("Reserva una mesa." for German); what the source has too (a
+    kept name) does not count, and a short text with neither sign passes.
 ``length_ratio``
     The translation is implausibly short or long for the target language,
     in letters, with bands measured on the shipped reviewed catalogs
@@ -863,7 +869,76 @@ def _language_problem(source: str, translation: str, src_prose: str, tr_prose: s
         return _broad_problem(tr_prose, counts, target_lang, source_lang) or (code, message, detected)
     if code is not None or identical:
         return code, message, detected
-    return _broad_problem(tr_prose, counts, target_lang, source_lang) or (code, message, detected)
+    return (_broad_problem(tr_prose, counts, target_lang, source_lang)
+            or _short_text_problem(src_prose, tr_prose, counts, target_lang, source_lang)
+            or (code, message, detected))
+
+
+# The letters each Latin-script language writes (casefolded), for texts too short for langid
+# (``_short_text_problem``); a target not listed here is not judged on a short text.
+_ALPHABETS: dict[str, frozenset[str]] = {
+    lang: frozenset("abcdefghijklmnopqrstuvwxyz" + extra) for lang, extra in {
+        "en": "", "de": "äöüß", "es": "áéíóúüñ", "fr": "àâæçéèêëîïôœùûüÿ", "it": "àèéìíîòóùú",
+        "pt": "áâãàçéêíóôõúü", "nl": "áéíóúàèëïöüĳ",
+    }.items()
+}
+# Common function words of the Latin-script languages above, each list with every short word the language
+# uses often, also those other lists have ("de" is Spanish, French, Portuguese and Dutch): a word counts as
+# evidence of another language only when the target's own list lacks it.
+_FUNCTION_WORDS: dict[str, frozenset[str]] = {lang: frozenset(words.split()) for lang, words in {
+    "en": "the a an of to in on at you your is are be and or for with that this from by it as can each when "
+          "which what do not no if",
+    "de": "der die das den dem des ein eine einen einem einer und oder für mit ist sind nicht von zu auf im in "
+          "an am um es ich sie wir ihr du da bei aus nach bitte kein keine",
+    "es": "el la los las un una unos unas y o a de en es son del al por para que con mi tu su sus se no lo le "
+          "te me dos uno da van",
+    "fr": "le la les un une des et ou à a où de en est sont du au par pour que dans avec mon ton son ses je "
+          "vous nous il elle ne pas se te me sur",
+    "it": "il lo la gli le i un una uno e o a ad di da in è sono del della al per con che mi tu su se non ne "
+          "ti es",
+    "pt": "o a os as um uma uns umas e ou de em é são do da dos das ao por para com que meu teu seu se não "
+          "te me no na à la lo",
+    "nl": "de het een en of van te op in is zijn voor met ik je jij wij u niet aan",
+}.items()}
+_ANY_ALPHABET = frozenset().union(*_ALPHABETS.values())
+#: Fewest letters a short text needs foreign to the target's alphabet (and absent from the source) to fail; one
+#: is enough when it is in none of the alphabets above ("ı", "ặ").
+MIN_FOREIGN_LETTERS = 2
+
+
+def _short_text_problem(src_prose: str, tr_prose: str, counts: dict[str, int], target_lang: str,
+                        source_lang: str) -> tuple[CheckCode, str, str | None] | None:
+    """``wrong_language`` for a Latin-script text too short for langid (under :data:`MIN_BROAD_LETTERS`
+    letters), judged by what langid cannot see there: at least :data:`MIN_FOREIGN_LETTERS` letters the
+    target's alphabet does not have, or one that none of the listed alphabets has ("Đặt một bàn." for
+    German), or function words of another listed language and none of the target's ("Reserva una mesa." for
+    German). Letters and words that the source has too (a name kept as it is) do not count. None for a
+    target without a known alphabet (``_ALPHABETS``), or a longer text; a short text with neither sign
+    ("Zarezerwuj stolik." for German) passes."""
+    tgt_base = base_language(target_lang)
+    alphabet = _ALPHABETS.get(tgt_base)
+    total = sum(counts.values())
+    if alphabet is None or total >= MIN_BROAD_LETTERS or counts.get("latin", 0) < 0.5 * total:
+        return None
+    source_letters = set(src_prose.casefold())
+    foreign = [c for c in tr_prose.casefold() if c.isalpha() and c not in alphabet and c not in source_letters]
+    if len(foreign) >= MIN_FOREIGN_LETTERS or any(c not in _ANY_ALPHABET for c in foreign):
+        guess, _ = identify_language(tr_prose, BROAD_LANGUAGES)
+        named = f" (looks {guess})" if guess != tgt_base else ""
+        return (CheckCode.WRONG_LANGUAGE, f"expected {tgt_base}: a short text with letters {tgt_base} does not "
+                f"write: {''.join(dict.fromkeys(foreign))}{named}", guess if guess != tgt_base else None)
+    words = {w.casefold() for w in _WORD_RE.findall(tr_prose)} - {w.casefold() for w in _WORD_RE.findall(src_prose)}
+    own = _FUNCTION_WORDS[tgt_base]
+    if words & own:
+        return None
+    src_base = base_language(source_lang)
+    others = {lang: words & fw for lang, fw in _FUNCTION_WORDS.items() if lang not in (tgt_base, src_base)}
+    found = sorted({w for hits in others.values() for w in hits if len(w) > 1})  # "e-mail" has an "e"
+    if not found:
+        return None
+    best = max(others, key=lambda lang: len(others[lang]))
+    return (CheckCode.WRONG_LANGUAGE, f"expected {tgt_base}: a short text with function words of another language "
+            f"({', '.join(found)}) and none of {tgt_base}'s", best)
 
 
 def _broad_problem(tr_prose: str, counts: dict[str, int], target_lang: str, source_lang: str
