@@ -859,7 +859,8 @@ def _copied_sentence(src_prose: str, tr_prose: str) -> str | None:
 
 def _language_problem(source: str, translation: str, src_prose: str, tr_prose: str,
                       source_lang: str, target_lang: str) -> tuple[CheckCode | None, str, str | None]:
-    """(code, message, detected language): the script and plausible-language checks, then the broad one."""
+    """(code, message, detected language): the script and plausible-language checks, then the broad one, then
+    (on a text too short for langid) the short-text one."""
     identical = _normalize(translation) == _normalize(source)
     counts = _script_counts(tr_prose)  # once: a long translation is not free to scan
     code, message, detected = _plausible_language_problem(src_prose, tr_prose, counts, identical,
