@@ -105,7 +105,8 @@ class Sensitivity:
     ``spread`` = best - worst variant accuracy; its bootstrap replicates
     re-pick best and worst in each resample. The plug-in max - min is biased
     upwards (noise alone spreads variants apart); ``spread_bias`` is the
-    bootstrap estimate of that bias (mean of replicates - estimate).
+    bootstrap estimate of that bias, never negative: the mean over resamples
+    of max - min minus the estimate's best - worst in that resample.
     ``std`` is the sample std across variants (bfcl-eval's accuracy_std).
     ``instance_sensitivity`` is ProSA's: per case, the mean |difference| of its
     correctness between pairs of variants, averaged over cases.
