@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -25,7 +27,7 @@ from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.estimate import Estimate, estimate
-from promptgrid.matrix.running.results import dump_results, write_results
+from promptgrid.matrix.running.results import ResultRow, dump_results, write_results
 from promptgrid.matrix.running.session import build_config as _build_config
 from promptgrid.matrix.running.session import check_run_dir, prepare
 from promptgrid.matrix.running.store import RunStore
@@ -126,12 +128,12 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(f"{s.score_failures} responses could not be scored (first: {escape_controls(str(s.score_error))}); "
               "they are stored "
               f"unscored. Fix the checker and run: promptgrid score {path}", file=err)
-    table = accuracy_table(path)
-    if table:
+    rows = run.results()
+    if rows:
         from promptgrid.matrix.report import explain  # numpy: only once there is something to explain
 
-        print(table, file=out)
-        print(explain(run.results(), path), file=out)
+        print(accuracy_table(run, rows), file=out)
+        print(explain(rows, path), file=out)
     return exit_code(s)
 
 
@@ -193,40 +195,44 @@ def error_summary(summary: RunSummary) -> str:
     return "\n".join(lines)
 
 
-def accuracy_table(run_dir: str | Path) -> str:
-    """Accuracy per variant (rows) x model (columns): valid / answered, failed calls noted ("" before results).
+def accuracy_table(run: Run, rows: Sequence[ResultRow] | None = None) -> str:
+    """Accuracy per variant (rows) x model (columns) with 95% intervals, as ``Run.accuracy()`` computes it (the
+    report's cells: one accuracy computation), failed calls noted, a cell whose jobs were all unsupported
+    named so; "" before results. ``rows``: the run's results when the caller has them already.
 
-    Counted by the store in SQL (``RunStore.tally``), so it is instant for any
-    run size; the intervals are in ``promptgrid report`` and ``Run.accuracy()``.
+    The last line pools each model's cells: correct / scored jobs over all variants.
     """
     from tabulate import tabulate
 
-    with RunStore(run_dir, readonly=True) as store:
-        tally = store.tally()
-    if not tally:
+    rows = run.results() if rows is None else rows
+    if not rows:
         return ""
-    models = list(dict.fromkeys(t[0] for t in tally))
-    labels = {vid: label or vid for _m, vid, label, *_ in tally}
-    cells = {(vid, model): (n, ok, errors) for model, vid, _label, n, ok, errors in tally}
+    cells = {(a.model, a.variant_id): a for a in run.accuracy()}
+    models = list(dict.fromkeys(r.model for r in rows))
+    labels = {a.variant_id: a.label for a in cells.values()}
+    for r in rows:  # a variant with no scored job (all unsupported) keeps its stored label
+        labels.setdefault(r.variant_id, r.label or r.variant_id)
+    errors = Counter((r.model, r.variant_id) for r in rows if r.status == "error")
+    present = {(r.model, r.variant_id) for r in rows}
     body = []
     for vid, label in labels.items():
-        line = [label]
+        line = [escape_controls(label)]
         for m in models:
-            c = cells.get((vid, m))
-            if c is None:
-                line.append("")
-            else:
-                n, ok, errors = c
-                note = f", {errors} err" if errors else ""
-                line.append(f"{100 * ok / n:.1f}% ({ok}/{n}{note})" if n else "unsupported")
+            a = cells.get((m, vid))
+            if a is None:
+                line.append("unsupported" if (m, vid) in present else "")
+                continue
+            note = f", {errors[m, vid]} err" if errors[m, vid] else ""
+            line.append(f"{100 * a.accuracy:.1f}% [{100 * a.ci_low:.0f}, {100 * a.ci_high:.0f}] "
+                        f"({a.correct}/{a.n}{note})")
         body.append(line)
     overall = ["all variants"]
     for m in models:
-        n = sum(c[0] for (_v, mm), c in cells.items() if mm == m)
-        ok = sum(c[1] for (_v, mm), c in cells.items() if mm == m)
+        n = sum(a.n for (mm, _v), a in cells.items() if mm == m)
+        ok = sum(a.correct for (mm, _v), a in cells.items() if mm == m)
         overall.append(f"{100 * ok / n:.1f}% ({ok}/{n})" if n else "")
     body.append(overall)
-    return tabulate(body, headers=["variant", *models])
+    return tabulate(body, headers=["variant", *[escape_controls(m) for m in models]])
 
 
 def print_estimate(e: Estimate, out: TextIO) -> None:

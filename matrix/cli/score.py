@@ -53,7 +53,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     print(f"re-scored {stats['scored']} responses ({stats['changed']} changed validity; "
           f"{stats['errors']} failed calls have no response; {stats['failed']} could not be scored). "
           "No model was called.", file=sys.stderr)
-    table = accuracy_table(args.run_dir)
+    from promptgrid.matrix.api import open_run
+
+    table = accuracy_table(open_run(args.run_dir))
     if table:
         print(table)
     return 1 if stats["failed"] else 0

@@ -99,10 +99,9 @@ def test_run_summary_escapes_provider_and_scorer_errors(monkeypatch: pytest.Monk
     from promptgrid.matrix.cli import run as run_cli
     from promptgrid.matrix.running.runner import RunSummary
 
-    monkeypatch.setattr(run_cli, "accuracy_table", lambda path: "")
     summary = RunSummary(jobs=2, sent=2, errors=1, halted={"m": "401 \x1b[2Jbad key"}, score_failures=1,
                          score_error="ValueError: \x1b[31mx\r")
-    run = SimpleNamespace(summary=summary, path=tmp_path, counts=dict)
+    run = SimpleNamespace(summary=summary, path=tmp_path, counts=dict, results=list)  # no rows: no table
     err = io.StringIO()
     run_cli.print_run(run, io.StringIO(), err)  # type: ignore[arg-type]
     text = err.getvalue()
