@@ -13,6 +13,7 @@
     verdict = pg.score(response_text, variant, case)
     pg.export_batch("runs/x", "hosted_vllm/m", "requests.jsonl")   # OpenAI batch file (vllm run-batch)
     pg.import_batch("runs/x", "results.jsonl")      # its answers, stored and scored
+    checks = pg.check_translations(["de"])          # shipped catalogs + stored translations -> TranslationChecks
 
 Functions return values and raise ``PromptgridError`` subclasses; nothing is
 printed (``run(..., progress=True)`` draws a progress line on stderr). The
@@ -60,9 +61,11 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.runner import Runner, RunSummary
     from promptgrid.matrix.running.session import RunStatus
+    from promptgrid.translate import Finding
+    from promptgrid.translate._catalogs import TranslationCatalog
 
-__all__ = ["AccuracyRow", "Run", "arun", "export_batch", "import_batch", "load_dataset", "load_results", "open_run",
-           "render", "report", "run", "status"]
+__all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_translations", "export_batch", "import_batch",
+           "load_dataset", "load_results", "open_run", "render", "report", "run", "status"]
 
 PathLike = str | os.PathLike[str]
 
@@ -423,6 +426,122 @@ def _formats(formats: Any) -> set[str]:
     if wrong is not None:
         raise ReportError(f"formats must be format names (md, csv, latex, html, json, figures, all), not {wrong!r}.")
     return set(listed)
+
+
+# --------------------------------------------------------------------------- translations
+
+
+def target_languages(values: Iterable[str]) -> list[str]:
+    """Language codes from ``values`` (each may be a comma-separated list), checked and deduplicated.
+
+    Raises ``TranslationError`` for a code that is not one, and for English (the source language)."""
+    from promptgrid.errors import TranslationError
+    from promptgrid.languages import base_language, language_problem
+
+    out: list[str] = []
+    for value in [values] if isinstance(values, str) else values:
+        if not isinstance(value, str):
+            raise TranslationError(f"languages must be language codes such as de or ja, not {value!r}.")
+        for code in value.split(","):
+            code = code.strip()
+            if not code:
+                continue
+            problem = language_problem(code)
+            if problem:
+                raise TranslationError(f"{problem}.")
+            if base_language(code) == "en":
+                raise TranslationError("English is the source language; choose target languages such as de,ja")
+            out.append(code)
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class TranslationChecks:
+    """What ``check_translations`` found: one ``Finding`` per translation checked (or missing), and the
+    catalogs whose stale and missing checks could not run (their dataset could not be loaded)."""
+
+    findings: list[Finding]
+    """``promptgrid.translate.Finding``: language, kind, origin (catalog file:line or ``store:...``), key,
+    ok, problems (check codes) and detail."""
+    skipped: list[str]
+    """One line per catalog whose English source could not be loaded, saying why."""
+
+    @property
+    def ok(self) -> bool:
+        """No translation failed a check."""
+        return all(f.ok for f in self.findings)
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+
+def check_translations(
+    languages: Iterable[str] | None = None,
+    *,
+    store: PathLike | None = None,
+    back_translate: str | None = None,
+    bfcl_data: PathLike | None = None,
+    catalogs: Sequence[TranslationCatalog] | None = None,
+    on_retry: Callable[[str], None] | None = None,
+) -> TranslationChecks:
+    """Check the shipped catalogs and the translations in a translation store (``promptgrid check-translations``).
+
+    ``languages``: codes to check (``["de", "ja"]`` or ``"de,ja"``; default: all). ``store``: the translation
+    store (default: the user's, read-only; one named must exist). ``back_translate``: a backend
+    (``amazon``, ``llm:MODEL``) to also score back-translation similarity. ``bfcl_data``: where bfcl-eval's
+    data is, for the catalogs of its wording. ``catalogs``: check these instead of the shipped ones.
+    ``on_retry``: called with one line when the back-translation backend retries a request.
+    Each translation gets the checks of ``check-translation`` (placeholders, tags, protected names, markup,
+    language, untranslated, length, structure); catalogs are also checked for stale and missing entries.
+    Returns the findings; raises ``TranslationError`` for a bad language code or a store that does not exist,
+    ``TranslationStoreError`` for one that is not a readable translation store.
+    """
+    from promptgrid.errors import TranslationError
+    from promptgrid.translate._backends import make_backend
+    from promptgrid.translate._catalogs import shipped_catalogs
+    from promptgrid.translate._store import TranslationStore
+    from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units
+    from promptgrid.translate._verify import check_catalog, check_store
+
+    langs = set(target_languages(languages)) if languages is not None else None
+    if store is not None:
+        _path(store, "store", TranslationError)
+    bfcl = None if bfcl_data is None else os.fspath(_path(bfcl_data, "bfcl_data", TranslationError))
+    back = make_backend(back_translate, on_retry=on_retry) if back_translate else None
+    # Shipped catalogs must cover the built-in English catalogs; entries for bfcl-eval's
+    # experimental_bfcl wording are allowed (not stale) but not required.
+    required = [u.key for u in instruction_units()]
+    instructions = {u.key: u for u in instruction_units(include_bfcl=True, bfcl_data=bfcl)}
+    the_store = TranslationStore(store, readonly=True)
+    try:
+        if store is not None and not the_store.path.is_file():
+            raise TranslationError(f"translation store {the_store.path} does not exist")
+        len(the_store)  # a damaged or foreign store is refused before the catalogs are checked
+        english_of: dict[str, dict[str, Unit] | None] = {}
+        skipped: list[str] = []
+        findings: list[Finding] = []
+        for catalog in shipped_catalogs() if catalogs is None else catalogs:
+            if langs is not None and catalog.language not in langs:
+                continue
+            english: dict[str, Unit] | None = instructions
+            if catalog.kind is not UnitKind.INSTRUCTIONS:
+                dataset = catalog.dataset
+                if dataset is not None and dataset not in english_of:
+                    try:
+                        english_of[dataset] = {u.key: u for u in description_units(
+                            [dict(f) for case in load_dataset(dataset, bfcl_data=bfcl) for f in case.functions])}
+                    except (PromptgridError, OSError) as exc:  # the dataset is optional for this check
+                        english_of[dataset] = None
+                        skipped.append(f"cannot load dataset {dataset!r} ({exc}); stale/missing checks skipped "
+                                       f"for {catalog.path}")
+                english = english_of.get(dataset) if dataset is not None else None
+            findings.extend(check_catalog(catalog, english, back_translator=back,
+                                          required=required if catalog.kind is UnitKind.INSTRUCTIONS else None))
+        findings.extend(check_store(the_store, langs, back_translator=back))
+    finally:
+        the_store.close()
+    return TranslationChecks(findings, skipped)
 
 
 # --------------------------------------------------------------------------- running

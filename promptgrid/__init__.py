@@ -15,6 +15,7 @@ called)::
     table = run.accuracy()                          # per model x variant, with 95% intervals
     pg.report(run, out="report/", formats=["md", "csv", "html"])
     verdict = pg.score(response_text, variant, case)
+    checks = pg.check_translations(["de"])          # catalogs + stored translations -> TranslationChecks
 
 The package root also holds what every layer shares: ``promptgrid.errors``
 (the exception hierarchy), ``promptgrid.records`` (``Case``, ``Prompt``) and
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "import_batch": "promptgrid.matrix.api",
     "load_results": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
+    "check_translations": "promptgrid.matrix.api",
     "score": "promptgrid.matrix.scoring",
     # records
     "Grid": "promptgrid.variants",
@@ -60,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "ImportSummary": "promptgrid.matrix.running.exchange",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
+    "TranslationChecks": "promptgrid.matrix.api",
     "ReportResult": "promptgrid.matrix.report",
     # errors (the hierarchy is drawn in promptgrid.errors)
     "PromptgridError": "promptgrid.errors",
@@ -142,7 +145,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Run as Run,
     )
     from promptgrid.matrix.api import (
+        TranslationChecks as TranslationChecks,
+    )
+    from promptgrid.matrix.api import (
         arun as arun,
+    )
+    from promptgrid.matrix.api import (
+        check_translations as check_translations,
     )
     from promptgrid.matrix.api import (
         export_batch as export_batch,

@@ -18,34 +18,24 @@ from tabulate import tabulate
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import TranslationError
-from promptgrid.languages import base_language, language_problem
+from promptgrid.languages import language_problem
 from promptgrid.safeio import JSONLine, read_json_lines
 from promptgrid.translate._backends import make_backend
-from promptgrid.translate._catalogs import TranslationCatalog, shipped_catalogs
+from promptgrid.translate._catalogs import TranslationCatalog
 from promptgrid.translate._check import check_translation
 from promptgrid.translate._pipeline import translate_units
 from promptgrid.translate._store import TranslationStore
-from promptgrid.translate._units import Unit, UnitKind, description_units, instruction_units
-from promptgrid.translate._verify import Finding, check_catalog, check_store
+from promptgrid.translate._units import Unit, description_units, instruction_units
+from promptgrid.translate._verify import Finding
 
 __all__ = ["cmd_check_translation", "cmd_check_translations", "cmd_translate"]
 
 
 
 def _languages(values: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for value in values:
-        for code in value.split(","):
-            code = code.strip()
-            if not code:
-                continue
-            problem = language_problem(code)
-            if problem:
-                raise TranslationError(f"{problem}.")
-            if base_language(code) == "en":
-                raise TranslationError("English is the source language; choose target languages such as de,ja")
-            out.append(code)
-    return list(dict.fromkeys(out))
+    from promptgrid.matrix.api import target_languages
+
+    return target_languages(values)
 
 
 def _dataset_functions(spec: str, bfcl_data: str | None) -> list[dict[str, Any]]:
@@ -104,48 +94,18 @@ def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if failed or missing else 0
 
 
-def _english_for(catalog: TranslationCatalog, instructions: dict[str, Unit], bfcl_data: str | None,
-                 cache: dict[str, dict[str, Unit] | None]) -> dict[str, Unit] | None:
-    if catalog.kind is UnitKind.INSTRUCTIONS:
-        return instructions
-    dataset = catalog.dataset
-    if dataset is None:
-        return None
-    if dataset not in cache:
-        try:
-            cache[dataset] = {u.key: u for u in description_units(_dataset_functions(dataset, bfcl_data))}
-        except Exception as exc:  # noqa: BLE001 - the dataset is optional for this check
-            print(f"promptgrid: warning: cannot load dataset {dataset!r} ({exc}); "
-                  f"stale/missing checks skipped for {catalog.path}", file=sys.stderr)
-            cache[dataset] = None
-    return cache[dataset]
-
-
 def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
                            catalogs: Sequence[TranslationCatalog] | None = None) -> int:
+    """``promptgrid check-translations``: ``promptgrid.check_translations`` printed; 1 when any failed."""
+    from promptgrid.matrix.api import check_translations
+
     out = out or sys.stdout
-    langs = set(_languages(args.lang)) if args.lang else None
-    back = make_backend(args.back_translate, on_retry=_say) if args.back_translate else None
-    # Shipped catalogs must cover the built-in English catalogs; entries for bfcl-eval's
-    # experimental_bfcl wording are allowed (not stale) but not required.
-    required = [u.key for u in instruction_units()]
-    instructions = {u.key: u for u in instruction_units(include_bfcl=True,
-                                                        bfcl_data=getattr(args, "bfcl_data", None))}
-    store = TranslationStore(args.store, readonly=True)
-    if args.store is not None and not store.path.is_file():
-        raise TranslationError(f"translation store {store.path} does not exist")
-    len(store)  # a damaged or foreign --store is refused before the catalogs are checked
-    cache: dict[str, dict[str, Unit] | None] = {}
-    findings: list[Finding] = []
-    for catalog in shipped_catalogs() if catalogs is None else catalogs:
-        if langs is None or catalog.language in langs:
-            english = _english_for(catalog, instructions, getattr(args, "bfcl_data", None), cache)
-            findings.extend(check_catalog(catalog, english, back_translator=back,
-                                          required=required if catalog.kind is UnitKind.INSTRUCTIONS else None))
-    findings.extend(check_store(store, langs, back_translator=back))
-    store.close()
-    _print_findings(findings, out)
-    return 1 if any(not f.ok for f in findings) else 0
+    checks = check_translations(args.lang or None, store=args.store, back_translate=args.back_translate,
+                                bfcl_data=getattr(args, "bfcl_data", None), catalogs=catalogs, on_retry=_say)
+    for line in checks.skipped:
+        print(f"promptgrid: warning: {escape_controls(line)}", file=sys.stderr)
+    _print_findings(checks.findings, out)
+    return 0 if checks.ok else 1
 
 
 def _print_findings(findings: list[Finding], out: TextIO) -> None:
