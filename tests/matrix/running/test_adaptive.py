@@ -18,7 +18,9 @@ from support.running import answer_right, config, prepared, stand_in_score
 
 def test_quick_answers_raise_the_limit_to_the_ceiling_and_no_further() -> None:
     limit = Adaptive(8, timeout=120)
-    assert limit.allowed == 1  # slow start: one call, then one more per quick answer
+    assert limit.allowed == 1  # one call, whose answer says how many fit
+    limit.answered(2.0, 0)
+    assert limit.allowed == 8  # 120 / (2 x 2) = 30 a one-at-a-time server could queue: the ceiling
     for _ in range(20):
         limit.answered(2.0, 0)
     assert limit.allowed == 8 and limit.describe() is None and limit.decreases == 0 and limit.lowest == 8
@@ -43,13 +45,17 @@ def test_latency_climbing_towards_the_timeout_lowers_the_limit() -> None:
     limit = Adaptive(8, timeout=120, start=4)
     limit.answered(20.0, 0)  # the baseline: one call served alone
     limit.answered(40.0, 0)  # queued behind one: neither quick nor slow
-    assert limit.allowed == 5  # the first (alone, quick) added one
+    assert limit.allowed == 4
     limit.answered(65.0, 0)  # past half the timeout
     assert limit.allowed == 2
     fresh = Adaptive(8, timeout=120, start=4)
     fresh.answered(10.0, 0)
+    assert fresh.allowed == 6  # 120 / (2 x 10)
     fresh.answered(35.0, 0)  # over a quarter of the timeout and over twice the baseline
-    assert fresh.allowed == 2
+    assert fresh.allowed == 3
+    slot = Adaptive(8, timeout=120)
+    slot.answered(20.0, 0)  # one slot, 20 s a call: three queued answer within 60 s
+    assert slot.allowed == 3
 
 
 def test_answers_well_within_the_timeout_never_lower_it() -> None:
