@@ -30,7 +30,7 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from promptgrid.providers import (
     CallError,
@@ -148,13 +148,23 @@ class BatchBackend(Protocol):
 
     async def status(self, batch_id: str) -> BatchStatus: ...
 
-    async def download(self, file_id: str) -> bytes: ...
+    async def download(self, file_id: str, out: BinaryIO) -> int:
+        """Write the file's bytes to ``out`` as they arrive (never the whole file in memory); returns how many.
+        A retried download starts ``out`` again from its beginning."""
+        ...
 
     async def cancel(self, batch_id: str) -> None: ...
 
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         """USD of one line at the batch price; None when unknown."""
         ...
+
+
+_OPENAI_FILES = frozenset({"openai", "hosted_vllm", "litellm_proxy"})
+"""Providers whose files API is OpenAI's own (``GET /files/{id}/content``), downloaded as a stream."""
+
+_CHUNK = 1 << 20
+"""Bytes read at a time from a downloaded batch file."""
 
 
 # --------------------------------------------------------------------------- the OpenAI line format
@@ -375,14 +385,49 @@ class OpenAIBatchBackend:
                            failed=_int(_get(counts, "failed")),
                            errors=one_line(self.client._redact(message), 2000) if message else None)
 
-    async def download(self, file_id: str) -> bytes:
+    async def download(self, file_id: str, out: BinaryIO) -> int:
+        if self.provider in _OPENAI_FILES:
+            return await self._stream(file_id, out)
+        # Other providers' files (Azure, ...) through litellm, which reads the whole body before returning it.
         content = await self._call("afile_content", bounded=False, file_id=file_id)
         data = getattr(content, "content", content)
         if isinstance(data, str):
-            return data.encode("utf-8")
+            data = data.encode("utf-8")
         if not isinstance(data, (bytes, bytearray)):
             raise call_error(ErrorKind.MALFORMED, f"file {file_id}: content is not bytes")
-        return bytes(data)
+        out.seek(0)
+        out.truncate()
+        out.write(data)
+        return len(data)
+
+    async def _stream(self, file_id: str, out: BinaryIO) -> int:
+        """``GET {api_base}/files/{id}/content`` with the OpenAI SDK's streaming response, written to ``out`` in
+        chunks as they arrive: litellm's ``afile_content`` holds the whole body (a 1 GB output cost 3.4 GB).
+        Each try is bounded by the policy's ``timeout`` between chunks, not over the whole transfer."""
+        import openai  # litellm's own dependency
+
+        client = openai.AsyncOpenAI(base_url=self.client.api_base or None, api_key=self.client._api_key or "EMPTY",
+                                    max_retries=0, timeout=self.retry.timeout)
+        attempts = 0
+        try:
+            while True:
+                attempts += 1
+                out.seek(0)
+                out.truncate()
+                written = 0
+                try:
+                    async with client.files.with_streaming_response.content(file_id) as response:
+                        async for chunk in response.iter_bytes(_CHUNK):
+                            out.write(chunk)
+                            written += len(chunk)
+                    return written
+                except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
+                    error = convert_exception(exc, self.client._redact)
+                if not (error.retryable and self.retry.allows(attempts, error.kind)):
+                    raise error
+                await self._sleep(self.retry.delay(attempts, error.retry_after))
+        finally:
+            await client.close()
 
     async def cancel(self, batch_id: str) -> None:
         await self._call("acancel_batch", reads=False, batch_id=batch_id)

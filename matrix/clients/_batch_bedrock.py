@@ -64,7 +64,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from promptgrid.errors import RunError
 from promptgrid.providers import (
@@ -102,6 +102,7 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", 
 _PARAMS = {"temperature": "temperature", "max_tokens": "max_tokens", "max_completion_tokens": "max_tokens",
            "top_p": "top_p", "top_k": "top_k", "stop": "stop_sequences"}
 _DROPPED = ("seed", "timeout")
+_CHUNK = 1 << 20  # bytes read at a time from an output object
 
 _JOB_NAME = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9+\-.]){0,63}")
 _TOKEN = re.compile(r"[a-zA-Z0-9]([-a-zA-Z0-9]{0,254}[a-zA-Z0-9])?")
@@ -440,8 +441,9 @@ class BedrockBatchBackend:
                            failed=_int(job.get("errorRecordCount")),
                            errors=self._redact(str(message))[:2000] if message else None)
 
-    async def download(self, file_id: str) -> bytes:
-        """The output lines of a job: every ``*.jsonl.out`` object under the ``file_id`` prefix, joined."""
+    async def download(self, file_id: str, out: BinaryIO) -> int:
+        """The output lines of a job: every ``*.jsonl.out`` object under the ``file_id`` prefix, joined, written
+        to ``out`` a chunk at a time."""
         bucket, prefix = _s3_location(file_id)
         keys: list[str] = []
         token = None
@@ -455,12 +457,20 @@ class BedrockBatchBackend:
             token = listing.get("NextContinuationToken") if listing.get("IsTruncated") else None
             if not token:
                 break
-        parts = []
+        out.seek(0)
+        out.truncate()
+        written = 0
         for key in sorted(keys):
             got = await self._call("s3", "get_object", Bucket=bucket, Key=key)
-            data = await asyncio.to_thread(got["Body"].read)
-            parts.append(data if data.endswith(b"\n") or not data else data + b"\n")
-        return b"".join(parts)
+            body, last = got["Body"], b""
+            while chunk := await asyncio.to_thread(body.read, _CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+                last = chunk
+            if last and not last.endswith(b"\n"):  # objects are joined line by line
+                out.write(b"\n")
+                written += 1
+        return written
 
     async def cancel(self, batch_id: str) -> None:
         await self._call("bedrock", "stop_model_invocation_job", jobIdentifier=batch_id)

@@ -30,14 +30,14 @@ online without). Cost is recorded at the batch price (``BatchBackend.price``).
 from __future__ import annotations
 
 import asyncio
-import io
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
@@ -161,18 +161,26 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
     return counts
 
 
-def _lines_of(backend: BatchBackend, data: bytes, where: str) -> Iterable[LineResult]:
+def _lines_of(backend: BatchBackend, data: IO[bytes], where: str) -> Iterable[LineResult]:
     """The result lines of a downloaded file, read one at a time within ``safeio``'s line and file bounds (no
     list of every line beside the download; a line over the bound stops the collection with ``InputLimitError``
     and the batch stays ended, collected by the next poll once the bound is raised); a line whose key cannot be
     read is skipped (its job is then one the file did not answer)."""
-    for number, raw in enumerate(bounded_lines(io.BytesIO(data), name=where), start=1):
+    for number, raw in enumerate(bounded_lines(data, name=where), start=1):
         if not raw.strip():
             continue
         try:
             yield backend.decode(raw, f"{where}:{number}")
         except CallError:
             continue
+
+
+def _download_file(store: RunStore) -> IO[bytes]:
+    """An unnamed temporary file in the run directory (its disk holds the run), else in the system's temp dir."""
+    try:
+        return tempfile.TemporaryFile(dir=store.path.parent, prefix=".batch-download-")
+    except OSError:  # a read-only or full run directory: the store's own writes will say so if it matters
+        return tempfile.TemporaryFile(prefix="promptgrid-batch-download-")
 
 
 async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchRecord, *, scorer: Scorer,
@@ -190,10 +198,14 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
     for file_id, what in ((batch.output_file, "output"), (batch.error_file, "errors")):
         if not file_id:
             continue
-        data = await backend.download(file_id)
-        store_results(store, _lines_of(backend, data, f"batch {batch.provider_id} {what} file {file_id}"), jobs,
-                      scorer=scorer, variants=variants, cases=cases, redactor=redactor, price=backend.price,
-                      counts=counts)
+        # The download goes to a file beside the store (the disk the user chose for the run), never whole into
+        # memory, and is read back a line at a time; the file is gone when the block ends, whatever happens.
+        with _download_file(store) as data:
+            await backend.download(file_id, data)
+            data.seek(0)
+            store_results(store, _lines_of(backend, data, f"batch {batch.provider_id} {what} file {file_id}"), jobs,
+                          scorer=scorer, variants=variants, cases=cases, redactor=redactor, price=backend.price,
+                          counts=counts)
     answered = store.lookup(list(jobs))
     missing = [k for k in jobs if k not in answered]
     if missing:

@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from promptgrid.matrix.clients import BatchStatus, LineResult, decode_result_line, encode_request_line
 from promptgrid.providers import ErrorKind, call_error
@@ -142,13 +142,16 @@ class MemoryBackend:
         return BatchStatus(state, state, output_file=out_id, error_file=err_id, total=len(lines),
                            completed=len(out), failed=len(err))
 
-    async def download(self, file_id: str) -> bytes:
+    async def download(self, file_id: str, out: BinaryIO) -> int:
         self.api.log.append(("download", file_id))
         data = self.api.files[file_id][1]
         self.api._crash("download")
         if sum(1 for kind, _ in self.api.log if kind == "download") == 2:
             self.api._crash("collect")
-        return data
+        out.seek(0)
+        out.truncate()
+        out.write(data)
+        return len(data)
 
     async def cancel(self, batch_id: str) -> None:
         return None

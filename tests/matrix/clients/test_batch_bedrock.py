@@ -366,8 +366,11 @@ def test_download_reads_every_output_file_but_the_manifest() -> None:
             "Bucket": "pg-bucket", "Key": prefix + "b.jsonl.out"})
         s3.add_response("get_object", {"Body": body(first)}, expected_params={
             "Bucket": "pg-bucket", "Key": prefix + f"{BATCH}.jsonl.out"})
-        data = run(b.download("s3://pg-bucket/" + prefix))
+        out = io.BytesIO(b"stale bytes of an earlier try")
+        assert run(b.download("s3://pg-bucket/" + prefix, out)) == len(out.getvalue())
         s3.assert_no_pending_responses()
+    data = out.getvalue()
+    assert data.count(b"\n") == 2 and data.endswith(b"\n")  # joined line by line, the stale bytes gone
     results = {r.key: r for r in (b.decode(raw, "out") for raw in data.splitlines())}
     assert set(results) == {"k1", "k2"}
     assert results["k1"].completion is not None and results["k1"].completion.text == "hi"
