@@ -2,7 +2,8 @@
 
 This module computes the per-variant cells, the sensitivity, the dimension
 effects and the baseline tests, and assembles the rest from ``_languages``
-(per-language tables, pass^k) and ``_usage`` (failure modes, cost, speed).
+(per-language tables, pass^k), ``_categories`` (accuracy per dataset category)
+and ``_usage`` (failure modes, cost, speed).
 The bootstrap machinery is in ``_matrix``.
 """
 
@@ -21,6 +22,7 @@ from promptgrid.matrix.scoring.metrics import prf
 from promptgrid.variants import DIMENSIONS
 
 from ._call_modes import call_mode_of, call_modes_of, format_tax, mode_failures, parse_shares, unsupported_counts
+from ._categories import category_of, category_order, category_stats
 from ._languages import language_match_stats, language_stats, pass_k_stats, translation_kind
 from ._matrix import (
     ModelData,
@@ -34,6 +36,7 @@ from ._matrix import (
 )
 from ._model import (
     NAN_INTERVAL,
+    CategoryCell,
     Cell,
     DimensionEffect,
     FormatTax,
@@ -323,6 +326,8 @@ def aggregate(
     do_languages = len(languages) > 1 or varies_language
     modes = call_modes_of(variant_infos)
     several_modes = len(modes) > 1
+    categories = category_order(category_of(j) for j in jobs if j.scored)
+    do_categories = len(categories) > 1
 
     cells: list[Cell] = []
     sens: list[Sensitivity] = []
@@ -330,6 +335,7 @@ def aggregate(
     tax: list[FormatTax] = []
     tests: list[PairedTest] = []
     lcells: list[LanguageCell] = []
+    ccells: list[CategoryCell] = []
     lsum: list[LanguageSummary] = []
     deltas: list[TranslationDelta] = []
     passk: list[PassK] = []
@@ -362,6 +368,8 @@ def aggregate(
             lsum += ls
             deltas += dl
         passk += pass_k_stats(md, infos, per_lang, settings)
+        if do_categories:
+            ccells += category_stats(md, mj, infos, categories, settings)
         speed += speed_points(md, mj, infos, confidence)
         incomplete = [c for c in model_cells if c.n_cases < len(md.cases)]
         if incomplete:
@@ -420,4 +428,6 @@ def aggregate(
         parse_shares=tuple(parse_shares(jobs, infos, confidence)) if modes != ["prompt"] else (),
         mode_failures=tuple(mode_failures(jobs, infos)) if several_modes else (),
         endpoints=tuple(endpoint_summaries(jobs)),
+        categories=tuple(categories) if do_categories else (),
+        category_cells=tuple(ccells),
     )

@@ -1,7 +1,8 @@
 """CSV files: raw numbers (fractions 0..1, full precision), one file per table.
 
 ``results.csv`` is the main file (one row per model x variant); the others
-hold the sensitivity, effects, paired tests, language (accuracy, summary,
+hold the sensitivity, effects, paired tests, accuracy per dataset category (per model: ``categories.csv``;
+per model x variant: ``category_variants.csv``), language (accuracy, summary,
 translation, language match), pass^k, failure and cost tables, and with call modes the unsupported jobs,
 format tax, parse share and failure modes per call mode. Differences are fractions too (x100 for percentage points).
 Empty cells mean "not computable". Control characters in text cells (a model name or case id with an ESC)
@@ -267,6 +268,19 @@ def csv_files(data: ReportData) -> dict[str, str]:
             ([f.model, f.variant_id, f.label, f.mode, f.count, f.share] for f in data.failure_counts),
         ),
     }
+    if data.category_cells:
+        category_columns = ["model", "category", "n_cases", "n", "correct", "accuracy", "ci_low", "ci_high",
+                            "ci_method"]
+        out["categories.csv"] = _write(
+            category_columns,
+            ([c.model, c.category, c.n_cases, c.n, c.correct, c.accuracy, *c.ci, c.ci_method]
+             for c in data.category_cells if not c.variant_id),
+        )
+        out["category_variants.csv"] = _write(
+            ["model", "variant_id", "label", *category_columns[1:]],
+            ([c.model, c.variant_id, c.label, c.category, c.n_cases, c.n, c.correct, c.accuracy, *c.ci, c.ci_method]
+             for c in data.category_cells if c.variant_id),
+        )
     if data.language_cells:
         out["languages.csv"] = _write(
             ["model", "variant_id", "label", "language", "n", "correct", "accuracy", "ci_low", "ci_high"],

@@ -35,6 +35,8 @@ from ._tables import (
     Table,
     accuracy_table,
     baseline_tables,
+    category_table,
+    category_variant_table,
     cost_table,
     effects_tables,
     endpoint_table,
@@ -203,6 +205,9 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
     section("summary", "Summary", {"kind": "cards", "cards": cards, "notes": list(data.notes)})
     section("accuracy-section", "Accuracy", _figure(figs.get("heatmap")), _table(accuracy_table(data)))
     section("sensitivity-section", "Sensitivity", _figure(figs.get("sensitivity")), _table(sensitivity_table(data)))
+    if data.category_cells:
+        section("categories-section", "Categories", _table(category_table(data)),
+                _table(category_variant_table(data)))
     if data.effects:
         section("effects-section", "Dimension effects", _figure(figs.get("dimension_effects")),
                 *(_table(t) for t in effects_tables(data)))

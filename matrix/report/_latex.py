@@ -15,6 +15,7 @@ from ._tables import (
     Table,
     accuracy_table,
     baseline_tables,
+    category_table,
     cost_table,
     effects_tables,
     endpoint_table,
@@ -88,6 +89,8 @@ def _tabular(t: Table) -> str:
 
 def latex_tables(data: ReportData) -> str:
     tables = [accuracy_table(data), sensitivity_table(data)]
+    if data.category_cells:
+        tables.append(category_table(data))
     tables += effects_tables(data)
     if data.format_tax:
         tables.append(format_tax_table(data))

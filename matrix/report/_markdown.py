@@ -17,6 +17,8 @@ from ._tables import (
     Table,
     accuracy_table,
     baseline_tables,
+    category_table,
+    category_variant_table,
     cost_table,
     effects_tables,
     endpoint_table,
@@ -94,6 +96,8 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
     lines += _section(accuracy_table(data))
     lines += ["## Sensitivity", ""] + image("sensitivity")
     lines += _section(sensitivity_table(data))
+    if data.category_cells:
+        lines += ["## Categories", ""] + _section(category_table(data)) + _section(category_variant_table(data))
     if data.effects:
         lines += ["## Dimension effects", ""] + image("dimension_effects")
         for t in effects_tables(data):
@@ -166,6 +170,14 @@ def console_table(data: ReportData) -> str:
         t.note,
         "",
     ]
+    if data.category_cells:
+        c = category_table(data)
+        align = ["right" if n else "left" for n in c.numeric]
+        out += [
+            c.title,
+            tabulate(list(c.rows), headers=list(c.headers), tablefmt="simple", colalign=align, disable_numparse=True),
+            "",
+        ]
     for s in data.sensitivity:
         out.append(
             f"{s.model}: mean {with_ci(s.mean_accuracy, s.mean_ci)}; spread {pct(s.spread)} pp "

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "CategoryCell",
     "Cell",
     "CostSummary",
     "DimensionEffect",
@@ -193,6 +194,30 @@ class LanguageCell:
     correct: int
     accuracy: float
     ci: Interval
+
+
+@dataclass(frozen=True)
+class CategoryCell:
+    """Accuracy of one model on the cases of one dataset category (``Case.category``: simple, multiple,
+    parallel, parallel_multiple, irrelevance, or a ``jsonl:`` file's own), over all its variants
+    (``variant_id`` empty, ``label`` ``all variants``) or of one variant.
+
+    ``n``: scored jobs; ``n_cases``: the category's cases among them. ``ci_method`` as in ``Cell``:
+    ``wilson`` when every case was asked once (one job per case), else ``bootstrap`` over the category's
+    cases (a rate of exactly 0 or 1 then gets Wilson over cases, where the bootstrap collapses to a point).
+    The all-variants cell has one job per case only with one variant and no repeats.
+    """
+
+    model: str
+    category: str
+    variant_id: str
+    label: str
+    n: int
+    correct: int
+    n_cases: int
+    accuracy: float
+    ci: Interval
+    ci_method: str
 
 
 @dataclass(frozen=True)
@@ -514,6 +539,10 @@ class ReportData:
     """Failure modes per call mode; empty when the run has one call mode."""
     endpoints: tuple[EndpointSummary, ...] = ()
     """Per model and endpoint, for the models whose calls went to more than one endpoint; else empty."""
+    categories: tuple[str, ...] = ()
+    """The dataset categories of the scored cases, in ``CATEGORIES`` order; empty when there is only one."""
+    category_cells: tuple[CategoryCell, ...] = ()
+    """Per model x category (all variants) and model x variant x category; empty with one category."""
 
     def cell(self, model: str, variant_id: str) -> Cell | None:
         for c in self.cells:

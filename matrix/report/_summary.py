@@ -94,8 +94,25 @@ def summary_points(data: ReportData) -> list[tuple[str, list[str]]]:
                 f"{pct(x.worst_accuracy)} %, "
                 f"gap {pct(x.gap)} pp {ci_pct(x.gap_ci)}."
             )
+        sentence = _category_sentence(data, s.model)
+        if sentence:
+            points.append(sentence)
         out.append((_model_sentence(data, s), points))
     return out
+
+
+def _category_sentence(data: ReportData, model: str) -> str | None:
+    """Accuracy per dataset category over all variants, saying so when every correct answer is in one category."""
+    cs = [c for c in data.category_cells if c.model == model and not c.variant_id]
+    if len(cs) < 2:
+        return None
+    listed = "; ".join(f"{c.category} {_pct_ci(c.accuracy, c.ci)}" for c in cs)
+    scoring = [c for c in cs if c.correct]
+    if len(scoring) == 1:
+        c = scoring[0]
+        return (f"Every correct answer is on {c.category} cases ({c.correct:,} of {c.n:,} jobs there; "
+                f"0 correct in the other categories). By category: {listed}.")
+    return f"By category: {listed}."
 
 
 def methods_points(data: ReportData) -> list[str]:
@@ -141,7 +158,18 @@ def methods_points(data: ReportData) -> list[str]:
         f"Small sample: flagged for a model when a variant has fewer than {MIN_N} scored jobs, or when the spread "
         "(best - worst) is below the smallest meaningful difference, taken as the median interval width / √2 "
         "(two independent intervals of that width, combined).",
-    ] + _call_mode_methods(data)
+    ] + _category_methods(data) + _call_mode_methods(data)
+
+
+def _category_methods(data: ReportData) -> list[str]:
+    """The methods point on dataset categories, only for a run whose cases have more than one."""
+    if not data.category_cells:
+        return []
+    return [
+        "Categories: accuracy on the cases of each dataset category (the case's category: simple, multiple, "
+        "parallel, parallel_multiple, irrelevance), per model over all its variants and per variant; intervals as "
+        "for the accuracy cells, the bootstrap resampling the category's own cases.",
+    ]
 
 
 def _call_mode_methods(data: ReportData) -> list[str]:

@@ -25,6 +25,8 @@ __all__ = [
     "Table",
     "accuracy_table",
     "baseline_tables",
+    "category_table",
+    "category_variant_table",
     "cost_table",
     "endpoint_table",
     "effects_tables",
@@ -295,6 +297,51 @@ def language_accuracy_table(data: ReportData) -> Table:
         ["Model", "Variant"] + list(data.languages),
         rows,
         [False, False] + [True] * len(data.languages),
+        _ci_note(data),
+    )
+
+
+def category_table(data: ReportData) -> Table:
+    """Per model and dataset category, over all the model's variants: jobs, correct answers, accuracy."""
+    rows = [
+        [c.model, c.category, fmt_num(c.n_cases), fmt_num(c.n), fmt_num(c.correct), with_ci(c.accuracy, c.ci)]
+        for m in data.models
+        for cat in data.categories
+        for c in data.category_cells
+        if c.model == m and c.category == cat and not c.variant_id
+    ]
+    return _table(
+        "categories",
+        "AST accuracy (%) per dataset category, over all variants",
+        ["Model", "Category", "Cases", "Jobs", "Correct", "AST % [CI]"],
+        rows,
+        [False, False, True, True, True, True],
+        "Category: the test case's (simple, multiple, parallel, parallel_multiple, irrelevance). Irrelevance "
+        "cases are answered correctly by making no call at all, so a model that never writes a correct call can "
+        "still score there. Jobs: scored jobs of every variant; intervals as in the accuracy table (bootstrap over "
+        "the category's cases when a case was asked more than once).",
+    )
+
+
+def category_variant_table(data: ReportData) -> Table:
+    """Per model and variant: accuracy on each dataset category (one column per category)."""
+    by = {(c.model, c.variant_id, c.category): c for c in data.category_cells if c.variant_id}
+    rows = []
+    for m in data.models:
+        for v in data.variants:
+            if not any((m, v.id, cat) in by for cat in data.categories):
+                continue
+            row = [m, _label(data, v.id)]
+            for cat in data.categories:
+                c = by.get((m, v.id, cat))
+                row.append(with_ci(c.accuracy, c.ci) if c else DASH)
+            rows.append(row)
+    return _table(
+        "category-variants",
+        "AST accuracy (%) per variant and dataset category",
+        ["Model", "Variant"] + list(data.categories),
+        rows,
+        [False, False] + [True] * len(data.categories),
         _ci_note(data),
     )
 
