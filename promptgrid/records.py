@@ -45,6 +45,11 @@ class Case:
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """One line (the turns and function schemas are in the fields): id, category, language and counts."""
+        return (f"Case({self.id!r}, category={self.category!r}, language={self.language!r}, "
+                f"functions={len(self.functions)}, expected_calls={len(self.ground_truth)})")
+
     @property
     def query(self) -> str:
         """The text of the last user turn (for language checks and reports)."""

@@ -95,6 +95,11 @@ class Grid:
     base: Variant = field(default_factory=Variant)
     template_dir: Path | None = None
 
+    def __repr__(self) -> str:
+        """One line (``variants`` lists them): name, how many variants, where it came from."""
+        where = f", template_dir={str(self.template_dir)!r}" if self.template_dir is not None else ""
+        return f"Grid({self.name!r}, {len(self.variants)} variants, source={self.source!r}{where})"
+
     def __len__(self) -> int:
         return len(self.variants)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,15 @@ class ReportResult:
     data: ReportData
     files: tuple[Path, ...]
     console: str
+
+    def __repr__(self) -> str:
+        """One line (``data`` holds every number, ``console`` the table): the size and the files written."""
+        if self.files:
+            where = os.path.commonpath([str(f.parent) for f in self.files])
+            written = f"{len(self.files)} files in {where!r}"
+        else:
+            written = "no files written"
+        return f"ReportResult({self.data.shape()}; {written})"
 
 
 def build_report(

@@ -544,6 +544,19 @@ class ReportData:
     category_cells: tuple[CategoryCell, ...] = ()
     """Per model x category (all variants) and model x variant x category; empty with one category."""
 
+    def shape(self) -> str:
+        """``2 models x 26 variants x 46 cases, 2,392 jobs``: what the report covers, in words."""
+        def n(count: int, word: str) -> str:
+            return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+        return (f"{n(len(self.models), 'model')} x {n(len(self.variants), 'variant')} x {n(self.n_cases, 'case')}, "
+                f"{n(self.n_rows, 'job')}")
+
+    def __repr__(self) -> str:
+        """One line (the tables are in the fields; ``to_dict`` gives them all)."""
+        more = f" and {len(self.models) - 3} more" if len(self.models) > 3 else ""
+        return f"ReportData({self.shape()}; models {list(self.models[:3])!r}{more})"
+
     def cell(self, model: str, variant_id: str) -> Cell | None:
         for c in self.cells:
             if c.model == model and c.variant_id == variant_id:
