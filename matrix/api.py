@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -40,7 +41,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from promptgrid.errors import DatasetError, GridError, OutputError, PromptgridError, ReportError, RunError
+from promptgrid.errors import (
+    DatasetError,
+    GridError,
+    MissingDependencyError,
+    OutputError,
+    PromptgridError,
+    ReportError,
+    RunError,
+)
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.running.session import (
@@ -57,6 +66,8 @@ from promptgrid.records import Case, Prompt
 from promptgrid.variants import Grid, Variant, load_grid
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
+    import pandas as pd
+
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.runner import Runner, RunSummary
@@ -211,6 +222,28 @@ class Run:
         with RunStore(self.path, readonly=True) as store:
             return list(store.rows(include_pending=include_pending))
 
+    def to_pandas(self, include_pending: bool = False) -> pd.DataFrame:
+        """The results as a pandas DataFrame, one row per ``results()`` row (pandas is optional:
+        ``MissingDependencyError`` naming ``pip install pandas`` without it).
+
+        The columns are those of ``ResultRow.to_dict()`` (the ``export --jsonl`` fields, in their order:
+        ``schema_version``, ``model``, ``variant_id``, ``case_id``, ``repeat``, ..., ``case_group``), so this is
+        ``pd.DataFrame([r.to_dict() for r in run.results()])`` with these changes:
+
+        - ``dimensions`` always holds ``call_mode`` (``"prompt"`` where the stored dimensions leave the
+          default out), and three columns follow the fields:
+        - ``category``: the case's dataset category (``case_category``: simple, multiple, parallel,
+          parallel_multiple, irrelevance);
+        - ``call_mode``: the variant's call mode (prompt, native, constrained);
+        - ``parsed``: the answer parses as a call, as the report's "parse as calls" share counts it (no
+          failed call and no format-level failure mode, ``PARSE_FAILURE_MODES``; a correct answer counts,
+          a correct "no call" on an irrelevance case included); ``<NA>`` (nullable ``boolean``) for a job
+          that is not scored (pending, unsupported, no verdict).
+
+        An empty run gives an empty frame with these columns.
+        """
+        return results_frame(self.results(include_pending=include_pending))
+
     def accuracy(self) -> list[AccuracyRow]:
         """Accuracy per model x variant with 95% intervals: the report's accuracy cells (empty before results)."""
         from promptgrid.matrix.report import aggregate
@@ -251,6 +284,33 @@ class Run:
         """USD recorded for every call in the run directory (unknown prices count 0)."""
         with RunStore(self.path, readonly=True) as store:
             return store.spend()
+
+
+FRAME_EXTRA_COLUMNS = ("category", "call_mode", "parsed")
+"""The columns ``Run.to_pandas`` adds after the ``ResultRow`` fields."""
+
+
+def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
+    """``rows`` as the DataFrame ``Run.to_pandas`` returns (see there); ``MissingDependencyError`` without pandas."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise MissingDependencyError("Run.to_pandas() (results as a pandas DataFrame)", "pip install pandas") from None
+    from promptgrid.matrix.report._call_modes import call_mode_of, parses_as_call
+
+    records = []
+    for r in rows:
+        d = r.to_dict()
+        mode = call_mode_of(d["dimensions"])
+        d["dimensions"]["call_mode"] = mode
+        d["category"] = r.case_category
+        d["call_mode"] = mode
+        d["parsed"] = parses_as_call(r) if r.scored else None
+        records.append(d)
+    columns = ["schema_version", *(f.name for f in dataclasses.fields(ResultRow)), *FRAME_EXTRA_COLUMNS]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    frame["parsed"] = frame["parsed"].astype("boolean")
+    return frame
 
 
 def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: float = 30.0) -> RunStatus:
