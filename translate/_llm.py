@@ -128,13 +128,13 @@ class LLMBackend:
                 raise TranslationError(
                     f"{self.model} did not return usable translations into {target} after 2 attempts: {again}"
                 ) from None
-        damaged = [i for i, (src, out) in enumerate(zip(texts, results)) if not _tokens_intact(src, out)]
+        damaged = [i for i, (src, out) in enumerate(zip(texts, results, strict=True)) if not _tokens_intact(src, out)]
         if damaged:
             try:
                 retried = self._ask([texts[i] for i in damaged], source, target)
             except _Violation:
                 return results
-            for i, text in zip(damaged, retried):
+            for i, text in zip(damaged, retried, strict=True):
                 if _tokens_intact(texts[i], text):
                     results[i] = text
         return results

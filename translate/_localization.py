@@ -21,6 +21,7 @@ checks or writes a file: rendering stays fast and offline.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -76,7 +77,7 @@ class CatalogLocalization:
         return self._find(UnitKind.DESCRIPTIONS, source, lang, key)
 
 
-def default_localization(store: str | Path | None = None,
+def default_localization(store: str | os.PathLike[str] | None = None,
                          catalogs: Iterable[TranslationCatalog] | None = None) -> CatalogLocalization:
     """Shipped catalogs plus the translation store (default path when ``store`` is None).
 

@@ -269,7 +269,7 @@ def _translate_masked(todo: list[str], by_source: dict[str, list[Unit]], target:
         out = backend.translate(batch, source_lang, target)
         if len(out) != len(batch):
             raise TranslationError(f"backend {backend.name} returned {len(out)} texts for {len(batch)}")
-        translations.update(zip(batch, out))
+        translations.update(zip(batch, out, strict=True))
         sent.extend((target, text) for text in batch)
     return {source: seg.assemble(translations) for source, seg in segmented.items()}
 

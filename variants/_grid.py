@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -278,7 +279,7 @@ def _axes(spec: _Spec, node: _Node, key: str) -> dict[str, tuple[Any, ...]]:
     return axes
 
 
-def _read_spec(source: str | Path, seen: tuple[str, ...] = ()) -> _Spec:
+def _read_spec(source: str | os.PathLike[str], seen: tuple[str, ...] = ()) -> _Spec:
     path, text, where = _locate(source, seen[-1] if seen else None)
     key = str(path.resolve()) if path else where
     if key in seen:
@@ -399,7 +400,7 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
         if kind == "product":
             keys = list(payload)
             for combo in itertools.product(*(payload[k] for k in keys)):
-                emit(dict(zip(keys, combo)), with_)
+                emit(dict(zip(keys, combo, strict=True)), with_)
         elif kind == "vary":
             for dim, values in payload.items():
                 for value in values:
@@ -471,7 +472,7 @@ def _relative(ref: str, path: Path | None) -> str | Path:
     return ref
 
 
-def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, str]:
+def _locate(source: str | os.PathLike[str], parent: str | None) -> tuple[Path | None, str, str]:
     """Return (path or None for built-ins, text, display name)."""
     ref = str(source)
     if isinstance(source, Path) or ref.endswith((".yaml", ".yml")) or "/" in ref:
@@ -488,7 +489,7 @@ def _locate(source: str | Path, parent: str | None) -> tuple[Path | None, str, s
     return None, entry.read_text(encoding="utf-8"), f"<builtin>/{ref}.yaml"
 
 
-def load_grid(source: str | Path, *, max_variants: int = MAX_VARIANTS) -> Grid:
+def load_grid(source: str | os.PathLike[str], *, max_variants: int = MAX_VARIANTS) -> Grid:
     """Load, validate and expand a grid: a built-in name or a path to a YAML file.
 
     Raises ``GridError`` (exit code 2) naming file, line and key on any problem,

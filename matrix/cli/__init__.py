@@ -306,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
     p.add_argument("--append", action="store_true",
                    help="with --grid: combine another grid or dataset into RUN_DIR on purpose")
+    p.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                   help="most jobs the export may plan, as promptgrid run --max-jobs (default 5,000,000)")
     p.set_defaults(handler=_export_batch)
 
     p = sub.add_parser("import-batch", help="store the answers of an OpenAI batch output file",

@@ -25,7 +25,7 @@ def cmd_export_batch(args: argparse.Namespace) -> int:
         body_model=args.body_model, retry_errors=args.retry_errors, grid=args.grid, dataset=args.dataset,
         limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
         params=params or None, api_base=args.api_base, constraints=args.constraints, translation_store=args.store,
-        bfcl_data=args.bfcl_data, append=args.append)
+        bfcl_data=args.bfcl_data, append=args.append, max_jobs=args.max_jobs)
     print(export_note(summary, args.run_dir, args.output), file=sys.stderr)
     return 0
 

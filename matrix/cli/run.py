@@ -300,7 +300,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "run_dir": str(st.path), "note": st.note,
-            "models": [dict(zip(("model", "jobs", "done", "errors", "pending", "unsupported"), m)) for m in st.models],
+            "models": [dict(zip(("model", "jobs", "done", "errors", "pending", "unsupported"), m, strict=True))
+                       for m in st.models],
             "batches": [{"id": b.id, "model": b.model, "kind": b.kind, "state": b.state,
                          "provider_id": b.provider_id, "requests": b.requests, "created_at": b.created_at,
                          "updated_at": b.updated_at, "detail": json.loads(b.detail) if b.detail else None}

@@ -149,7 +149,9 @@ def format_tax(md: ModelData, infos: Mapping[str, VariantInfo], settings: Settin
         FormatTax(model=md.model, call_mode=mode, reference=reference, n_pairs=pairs, n_cases=n_cases,
                   accuracy=acc, prompt_accuracy=ref_acc, diff=acc - ref_acc, diff_ci=diff_ci, better=better,
                   worse=worse, p_value=p, p_holm=ph, significant=bool(ph < settings.alpha))
-        for (mode, reference, pairs, n_cases, acc, ref_acc, diff_ci, better, worse, p), ph in zip(rows, adjusted)
+        for (mode, reference, pairs, n_cases, acc, ref_acc, diff_ci, better, worse, p), ph in zip(
+            rows, adjusted, strict=True
+        )
     ]
 
 

@@ -168,7 +168,7 @@ def compare_runs(
                 ph,
                 bool(ph < alpha),
             )
-            for (vid, n, acc_a, acc_b, diff_boot, a_better, b_better, p), ph in zip(rows, adjusted)
+            for (vid, n, acc_a, acc_b, diff_boot, a_better, b_better, p), ph in zip(rows, adjusted, strict=True)
         ]
         diffs += pair_diffs
         # Pair summary on the variants with shared cases; each variant on the cases both runs have for it.

@@ -266,7 +266,7 @@ def _baseline_tests(
             p_holm=ph,
             significant=bool(ph < settings.alpha),
         )
-        for (vid, n, acc_v, acc_b, diff_boot, better, worse, p), ph in zip(rows, adjusted)
+        for (vid, n, acc_v, acc_b, diff_boot, better, worse, p), ph in zip(rows, adjusted, strict=True)
     ]
 
 

@@ -341,7 +341,7 @@ def _translation_heatmap(data: ReportData) -> Rendered | None:
     cmap = matplotlib.colormaps["RdBu"]
     norm = matplotlib.colors.Normalize(vmin=-vmax, vmax=vmax)
     im = None
-    for ax, (m, names, vals) in zip(axes[:, 0], panels):
+    for ax, (m, names, vals) in zip(axes[:, 0], panels, strict=True):
         im = ax.imshow(np.ma.masked_invalid(vals), cmap=cmap, norm=norm, aspect="auto")
         ax.set_xticks(range(len(langs)), labels=langs)
         ax.set_yticks(range(len(names)), labels=names)

@@ -168,7 +168,7 @@ def pass_k_stats(
                 continue
             c = num[idx, col][sub_have].astype(int)
             m = den[idx, col][sub_have].astype(int)
-            outcomes = [[True] * int(ci) + [False] * int(mi - ci) for ci, mi in zip(c, m)]
+            outcomes = [[True] * int(ci) + [False] * int(mi - ci) for ci, mi in zip(c, m, strict=True)]
             for k in range(1, k_max + 1):
                 # Point estimate from matrix.metrics (the project's one pass^k); per-case values
                 # from stats for the bootstrap, which needs them case by case.

@@ -270,5 +270,5 @@ def pass_hat_k_per_case(correct: npt.ArrayLike, trials: npt.ArrayLike, k: int, *
     m = np.asarray(trials, dtype=np.int64)
     if np.any(m <= 0) or np.any(c < 0) or np.any(c > m):
         raise ValueError("need 0 <= correct <= trials and trials >= 1 for every case")
-    return np.array([pass_hat_k_case(ci, mi, k, unbiased=unbiased) for ci, mi in zip(c.tolist(), m.tolist())],
-                    dtype=np.float64)
+    return np.array([pass_hat_k_case(ci, mi, k, unbiased=unbiased)
+                     for ci, mi in zip(c.tolist(), m.tolist(), strict=True)], dtype=np.float64)

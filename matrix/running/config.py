@@ -418,7 +418,7 @@ def _api_base(r: _Reader, node: _Node, key: str) -> str | tuple[str, ...]:
     return tuple(urls)
 
 
-def load_run_config(path: str | Path) -> dict[str, Any]:
+def load_run_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a run config YAML into plain, checked values.
 
     Returns a dict of RunConfig fields (models as dicts of ModelSpec fields);

@@ -379,7 +379,9 @@ def import_results(run_dir: str | os.PathLike[str], results: str | os.PathLike[s
                            "export-batch RUN_DIR --model M -o requests.jsonl")
         lines, jobs = _check(source, store, exports)
         if scorer is None:
-            from promptgrid.matrix.scoring import score as scorer
+            from promptgrid.matrix.scoring import score as default_scorer
+
+            scorer = default_scorer
         variants, cases = stored_records(store)
         keep = _KeepStored(store)
         counts = store_results(store, keep(_read(source)), jobs, scorer=scorer, variants=variants, cases=cases)

@@ -114,7 +114,7 @@ def iter_jobs(model: str, params: Mapping[str, Any], variants: Sequence[Variant]
     cached = len(per_repeat)
     variant_ids = [v.id for v in variants]
     for case in cases:
-        for variant, vid in zip(variants, variant_ids):
+        for variant, vid in zip(variants, variant_ids, strict=True):
             prompt = renderer.render(variant, case)
             digest = prompt.sha256
             for r in range(repeats):

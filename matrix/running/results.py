@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 from promptgrid.errors import OutputError, ReportError
 from promptgrid.safeio import atomic_output, read_json_lines
@@ -270,7 +270,7 @@ def unique_rows(rows: list[ResultRow], where: Callable[[int], str]) -> list[Resu
     return out
 
 
-def dump_results(rows: Iterable[ResultRow], out: TextIO) -> int:
+def dump_results(rows: Iterable[ResultRow], out: IO[str]) -> int:
     """Write rows as JSONL (``to_dict`` per line) to a text stream; returns how many were written."""
     n = 0
     dumps = json.dumps

@@ -421,7 +421,7 @@ class Runner:
                     break
                 rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat)
                         for j in chunk]
-                store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk)])
+                store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk, strict=True)])
                 status = store.lookup(list({j.key for j in chunk if j.key not in self._inflight}))
                 scored = store.scored([k for k in status]) if status else set()
                 new: list[_Call] = []
@@ -429,7 +429,7 @@ class Runner:
                 refused: dict[str, tuple[str, list[Row], Job]] = {}  # key -> (reason, rows, job): never sent
                 # No await in this loop: classification and registration in flight are atomic
                 # with respect to the workers, so a key is never sent twice.
-                for row, job in zip(rows, chunk):
+                for row, job in zip(rows, chunk, strict=True):
                     call = self._inflight.get(job.key)
                     if call is not None:
                         call.rows.append((row, job))
@@ -604,8 +604,8 @@ class Runner:
                 # A server that still asks for more than the cap after one capped wait will not be
                 # satisfied by more capped waits: give up then, so the run ends within about one cap.
                 patient = not (self._beyond_cap(error) and capped_waits)
-                if (error.retryable and patient and self._retry.allows(attempts - free, error.kind) and self._stop is None
-                        and lane.halted is None):
+                if (error.retryable and patient and self._retry.allows(attempts - free, error.kind)
+                        and self._stop is None and lane.halted is None):
                     capped_waits += self._beyond_cap(error)
                     delay = self._retry.delay(attempts - free, error.retry_after, rand=self._rng.random)
                     token = self.progress.wait(delay, self._wait_reason(job.model, error))

@@ -677,7 +677,8 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             if batch is not None and backends is not None:
                 from .batch import BatchRunner
 
-                runner = BatchRunner(config, backends=backends, wait=batch.wait, poll_s=batch.poll_s, **common)
+                runner: Runner = BatchRunner(config, backends=backends, wait=batch.wait, poll_s=batch.poll_s,
+                                             **common)
             else:
                 runner = Runner(config, **common)
             if started is not None:

@@ -611,7 +611,7 @@ class RunStore:
         row = cur.fetchone()
         if row is None:
             return None
-        return dict(zip([d[0] for d in cur.description], row))
+        return dict(zip([d[0] for d in cur.description], row, strict=True))
 
     @_guarded
     def record(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:

@@ -415,7 +415,7 @@ def _list_dict_error(value: list[Any], answers: Sequence[tuple[Any, ...]]) -> Er
             error = ErrorCode.VALUE_ERROR_LIST_DICT_COUNT
             continue
         ok = True
-        for item, expected in zip(value, answer):
+        for item, expected in zip(value, answer, strict=True):
             error = _dict_error(item, (expected,)) if isinstance(item, Mapping) else ErrorCode.DICT_CHECKER_UNCLEAR
             if error is not None:
                 ok = False

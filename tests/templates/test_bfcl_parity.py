@@ -76,7 +76,7 @@ def test_loader_matches_bfcl_entries(bfcl: Any, category: str) -> None:
     expected = bfcl.utils.load_dataset_entry(category)
     cases = load_bfcl(category)
     assert [c.id for c in cases] == [e["id"] for e in expected]
-    for case, entry in zip(cases, expected):
+    for case, entry in zip(cases, expected, strict=True):
         assert list(case.functions) == entry["function"]
         assert [dict(t) for t in case.turns] == entry["question"][0]
     if category != "irrelevance":

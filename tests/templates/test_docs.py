@@ -203,13 +203,13 @@ def test_clean_xml_parses_and_keeps_text(fns: list[dict[str, Any]]) -> None:
     parsed = xmltodict.parse(f"<functions>{out}</functions>", force_list=("function", "param"))
     got = parsed["functions"]["function"]
     assert [f["@name"] for f in got] == [_x(f["name"]) for f in fns]
-    for parsed_fn, fn in zip(got, fns):
+    for parsed_fn, fn in zip(got, fns, strict=True):
         # xmltodict strips surrounding whitespace from element text
         assert (parsed_fn["desc"] or "") == _x(dedupe_language_hint(fn["description"])).strip()
         props = fn["parameters"]["properties"]
         params = (parsed_fn["params"] or {}).get("param", [])
         assert [p["@name"] for p in params] == [_x(n) for n in props]
-        for p, schema in zip(params, props.values()):
+        for p, schema in zip(params, props.values(), strict=True):
             assert (p["desc"] or "") == _x(_param_desc(schema)).strip()
             if isinstance(schema.get("default"), str):
                 assert p["@default"] == _x(schema["default"])

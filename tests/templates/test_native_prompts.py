@@ -51,7 +51,7 @@ def test_native_messages_have_no_function_docs(mini: dict[str, list[Case]], temp
     natives = list(pg.render([native], cases))
     prompts = list(pg.render([prompt_mode], cases))
     formats = load_catalog_file("formats").strings
-    for case, n, p in zip(cases, natives, prompts):
+    for case, n, p in zip(cases, natives, prompts, strict=True):
         text = "\n".join(m["content"] for m in n.messages)
         functions = n.request["tools"] if n.request else []
         assert functions, case.id

@@ -100,7 +100,7 @@ def test_incomplete_user_style(tmp_path: Path, case: Case) -> None:
     ("persona: !!python/name:os.system\n", r"bad\.yaml:1: tag !!python/name:os.system is not allowed"),
     ("? [a]\n: x\n", r"bad\.yaml:1: a key must be a plain string"),
     ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg")),
+        f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg", strict=True)),
      r"bad\.yaml: aliases \(\*name\) would expand the file"),
 ])
 def test_invalid_user_catalog(tmp_path: Path, case: Case, content: str, match: str) -> None:

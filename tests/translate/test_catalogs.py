@@ -54,7 +54,7 @@ def test_load_and_look_up_by_source(tmp_path: Path) -> None:
         ("language: de\nunits: {? [a]\n : {source: x, text: y}}\n", r":2: a key must be a plain string"),
         ("language: de\nunits: &u {a: *u}\n", r":2: an alias refers to a value that contains it"),
         ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-            f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg")),
+            f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg", strict=True)),
          r"aliases \(\*name\) would expand the file"),
     ],
 )

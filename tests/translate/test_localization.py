@@ -80,7 +80,7 @@ def ablation() -> dict[tuple[str, str], dict[str, str]]:
     renderer = templates.Renderer(localization=default_localization())
     names = {
         (v.instruction_language, v.description_language): name
-        for v, name in zip(grid.variants, ("english", "partial", "full"))
+        for v, name in zip(grid.variants, ("english", "partial", "full"), strict=True)
     }
     assert set(names) == {("en", "en"), ("en", "query"), ("query", "query")}
     out: dict[Any, dict[str, str]] = {}
@@ -102,7 +102,7 @@ def test_partial_prompts_change_only_descriptions(ablation: dict[Any, dict[str, 
     for (case_id, _lang), prompts in ablation.items():
         english, partial = prompts["english"].splitlines(), prompts["partial"].splitlines()
         assert len(english) == len(partial), case_id
-        changed = [(a, b) for a, b in zip(english, partial) if a != b]
+        changed = [(a, b) for a, b in zip(english, partial, strict=True) if a != b]
         assert changed, f"{case_id}: no description was translated"
         for before, after in changed:
             assert before.lstrip().startswith('"description": '), (case_id, before)

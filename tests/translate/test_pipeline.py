@@ -38,7 +38,7 @@ def reviewed_segments(lang: str) -> tuple[dict[str, str], list[Unit]]:
             continue
         try:
             pairs = []
-            for en, tr in zip(english, translated):
+            for en, tr in zip(english, translated, strict=True):
                 number = {orig: i + 1 for i, orig in enumerate(en.originals)}
                 pairs.append((en.text, TOKEN_RE.sub(lambda m, tr=tr, number=number:
                                                     f"⟦{number[tr.originals[int(m.group(1)) - 1]]}⟧", tr.text)))

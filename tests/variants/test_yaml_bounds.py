@@ -12,7 +12,7 @@ from promptgrid.variants import _yaml, load_grid
 
 LAUGHS = "\n".join(
     [f"base: &a [{', '.join(['lol'] * 9)}]"]
-    + [f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]" for p, k in zip("abcdefgh", "bcdefghi")]
+    + [f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]" for p, k in zip("abcdefgh", "bcdefghi", strict=True)]
 ) + "\n"
 
 

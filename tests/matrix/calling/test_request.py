@@ -99,7 +99,7 @@ def test_pg_render_tools_localized_de() -> None:
     cases = [c for c in pg.load_dataset("mini:de")][:3]
     native = Variant(call_mode=CallMode.NATIVE, description_language="query")
     english = Variant(call_mode=CallMode.NATIVE)
-    for case, de, en in zip(cases, pg.render([native], cases), pg.render([english], cases)):
+    for case, de, en in zip(cases, pg.render([native], cases), pg.render([english], cases), strict=True):
         assert de.request is not None and en.request is not None
         described = [t["function"]["description"] for t in de.request["tools"]]
         assert described != [t["function"]["description"] for t in en.request["tools"]]

@@ -216,7 +216,7 @@ def test_figures_are_deterministic_and_undated(tmp_path: Path) -> None:
     a = build_report(rows, tmp_path / "a", baseline=None, formats={"figures"}, n_resamples=200)
     b = build_report(rows, tmp_path / "b", baseline=None, formats={"figures"}, n_resamples=200)
     assert [p.name for p in a.files] == [p.name for p in b.files]
-    for pa, pb in zip(a.files, b.files):
+    for pa, pb in zip(a.files, b.files, strict=True):
         assert pa.read_bytes() == pb.read_bytes()
     svg = (tmp_path / "a" / "figures" / "heatmap.svg").read_text(encoding="utf-8")
     assert "<dc:date>" not in svg

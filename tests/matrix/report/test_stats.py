@@ -207,7 +207,7 @@ def test_instance_sensitivity_hand_computed() -> None:
 def test_instance_sensitivity_matches_brute_force(rows: list[list[float | None]]) -> None:
     arr = np.array([[np.nan if x is None else x for x in r] for r in rows])
     out = stats.instance_sensitivity(arr)
-    for r, got in zip(arr, out):
+    for r, got in zip(arr, out, strict=True):
         vals = [x for x in r if not np.isnan(x)]
         pairs = list(itertools.combinations(vals, 2))
         if not pairs:
@@ -240,7 +240,7 @@ def test_pass_hat_k_hand_computed() -> None:
 def test_pass_hat_k_matches_metrics(cases: list[tuple[int, int]], k: int) -> None:
     trials = [m for m, _ in cases]
     correct = [min(c, m) for m, c in cases]
-    outcomes = [[True] * c + [False] * (m - c) for c, m in zip(correct, trials)]
+    outcomes = [[True] * c + [False] * (m - c) for c, m in zip(correct, trials, strict=True)]
     assert _pass_hat_k(correct, trials, k) == pytest.approx(metrics.pass_hat_k(outcomes, k))
     if all(m >= k for m in trials):
         assert _pass_hat_k(correct, trials, k, unbiased=True) == pytest.approx(

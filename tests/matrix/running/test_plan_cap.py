@@ -124,3 +124,14 @@ def test_pg_run_takes_max_jobs(tmp_path: Path) -> None:
     with pytest.raises(RunError, match=r"100,000,000 repeats = at least 100,000,000 jobs"):
         pg.run("bfcl_v4", "mini", models=["fake/auto"], repeats=100_000_000, run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_export_batch_takes_max_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["export-batch", str(tmp_path / "r"), "--model", "hosted_vllm/served", "--grid", "bfcl_v4", "--dataset",
+            "mini", "--limit", "1", "-o", str(tmp_path / "requests.jsonl")]
+    assert main([*args, "--max-jobs", "25"]) == 2
+    err = capsys.readouterr().err
+    assert "26 jobs, over the cap of 25 jobs" in err and err.count("\n") == 1
+    assert not (tmp_path / "requests.jsonl").exists()
+    assert main([*args, "--max-jobs", "26"]) == 0
+    assert len((tmp_path / "requests.jsonl").read_text(encoding="utf-8").splitlines()) == 26

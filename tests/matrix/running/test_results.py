@@ -66,7 +66,7 @@ def test_export_lines_carry_schema_version_and_round_trip(run_dir: Path, stored:
     assert main(["export", str(run_dir), "--jsonl", "--output", str(out)]) == 0
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == len(stored)
-    for line, row in zip(lines, stored):
+    for line, row in zip(lines, stored, strict=True):
         assert list(line) == ["schema_version", *FIELDS] and line["schema_version"] == RESULT_SCHEMA_VERSION
         assert ResultRow.from_dict(line) == row
     assert read_results(out) == stored

@@ -173,7 +173,7 @@ def test_config_file_refuses_non_finite_numbers(tmp_path: Path, value: str, matc
 
 LAUGHS = "grid: bfcl_v4\ndataset: mini\nmodels: [fake/auto]\n" + "\n".join(
     [f"a: &a [{', '.join(['lol'] * 9)}]"]
-    + [f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]" for p, k in zip("abcdefgh", "bcdefghi")]
+    + [f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]" for p, k in zip("abcdefgh", "bcdefghi", strict=True)]
 ) + "\n"
 
 

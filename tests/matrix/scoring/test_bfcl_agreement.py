@@ -102,7 +102,7 @@ def test_verdicts_agree_with_bfcl_eval(corpus: dict[str, Any], bfcl_reference: A
     undocumented: list[str] = []
     mode_problems: list[str] = []
     agnostic_problems: list[str] = []
-    for item, (valid, error_type), verdict in zip(items, theirs, ours):
+    for item, (valid, error_type), verdict in zip(items, theirs, ours, strict=True):
         variant = variants[item.config]
         assert (verdict.failure_mode is None) == verdict.valid
         assert bfcl_verdict(item.text, variant, cases[item.entry_id]).code is verdict.error_code, item
@@ -127,7 +127,7 @@ def test_verdicts_agree_with_bfcl_eval(corpus: dict[str, Any], bfcl_reference: A
     assert not mode_problems, f"{len(mode_problems)} unexpected failure modes, e.g.:\n" + "\n".join(mode_problems[:10])
     assert not agnostic_problems, (f"{len(agnostic_problems)} responses not format-agnostically valid, e.g.:\n"
                                    + "\n".join(agnostic_problems[:10]))
-    correct = [v for it, v in zip(items, ours) if it.kind == "correct"]
+    correct = [v for it, v in zip(items, ours, strict=True) if it.kind == "correct"]
     assert all(v.valid for v in correct), "every correct response must be valid for promptgrid"
 
 
