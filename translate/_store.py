@@ -201,7 +201,7 @@ class TranslationStore:
     empty (rendering must not write to the user's cache).
     """
 
-    def __init__(self, path: str | Path | None = None, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
         self._conn: sqlite3.Connection | None = None

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
@@ -259,8 +259,10 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                     summary = _export(store, prep, spec, backend, spool, body_model=body_model,
                                       retry_errors=retry_errors, scorer=scorer, output=path)
                     spool.seek(0)
-                    with atomic_output(path, binary=True) if path is not None \
-                            else contextlib.nullcontext(out) as sink:  # type: ignore[arg-type]
+                    sink_cm: contextlib.AbstractContextManager[IO[Any]] = (
+                        atomic_output(path, binary=True) if path is not None
+                        else contextlib.nullcontext(cast("IO[bytes]", out)))
+                    with sink_cm as sink:
                         while chunk := spool.read(1 << 20):
                             sink.write(chunk)
                         sink.flush()
