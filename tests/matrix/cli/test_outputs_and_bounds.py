@@ -3,6 +3,7 @@ non-zero; JSONL inputs without a line end (``/dev/zero``) end with one line, qui
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -113,8 +114,8 @@ def test_downloaded_batch_output_is_read_line_by_line_within_the_bound(monkeypat
         def decode(self, raw: bytes, where: str) -> tuple[bytes, str]:
             return raw, where
 
-    got = list(_lines_of(Echo(), b'{"a": 1}\n\n{"b": 2}', "batch b output file f"))  # type: ignore[arg-type]
+    got = list(_lines_of(Echo(), io.BytesIO(b'{"a": 1}\n\n{"b": 2}'), "batch b output file f"))  # type: ignore[arg-type]
     assert got == [(b'{"a": 1}\n', "batch b output file f:1"), (b'{"b": 2}', "batch b output file f:3")]
     monkeypatch.setenv("PROMPTGRID_MAX_LINE_BYTES", str(1 << 20))
     with pytest.raises(InputLimitError, match="batch b output file f:2: the line is longer than 1 MiB"):
-        list(_lines_of(Echo(), b"{}\n" + b"x" * (2 << 20), "batch b output file f"))  # type: ignore[arg-type]
+        list(_lines_of(Echo(), io.BytesIO(b"{}\n" + b"x" * (2 << 20)), "batch b output file f"))  # type: ignore[arg-type]
