@@ -8,7 +8,7 @@ llama-cpp-python is an optional extra (``promptgrid[local]``).
 
 from promptgrid.providers import CallError, ErrorKind, FatalError, RetryableError, call_error
 
-from ._base import Completion, ModelClient
+from ._base import Completion, JobIds, ModelClient
 from ._batch import (
                      BatchBackend,
                      BatchStatus,
@@ -45,6 +45,7 @@ __all__ = [
     "ErrorKind",
     "FatalError",
     "GRACE_S",
+    "JobIds",
     "ModelClient",
     "NoEndpointLeft",
     "Redactor",

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Completion", "Messages", "ModelClient"]
+__all__ = ["Completion", "JobIds", "Messages", "ModelClient"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -40,6 +40,17 @@ class Completion:
     JSON envelope (``promptgrid.matrix.clients.envelope``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class JobIds:
+    """Which job a call answers: passed as ``complete(..., job=JobIds(...))`` only to a client whose class sets
+    ``takes_job_ids = True`` (``replay/PATH`` answers by these ids, not by the prompt); every other client is
+    called as before. Rows of identical prompts share one call: the ids are those of the job it was sent for."""
+
+    variant_id: str
+    case_id: str
+    repeat: int
+
+
 @runtime_checkable
 class ModelClient(Protocol):
     """A model behind one promptgrid model string.
@@ -50,7 +61,9 @@ class ModelClient(Protocol):
     prompt's request pieces beyond the messages (``Prompt.request``: tools for
     native calls, schema and grammar for constrained ones; ``None`` in prompt
     mode); the runner passes it only when it is not ``None``, and only after
-    ``unsupported(request)`` said ``None``.
+    ``unsupported(request)`` said ``None``. A client whose class sets
+    ``takes_job_ids = True`` is also passed ``job`` (``JobIds``: the job's
+    variant and case ids and repeat), and ``request`` even when it is ``None``.
     """
 
     name: str

@@ -79,7 +79,7 @@ from itertools import islice
 from typing import Any
 
 from promptgrid.errors import StoreFullError
-from promptgrid.matrix.clients import GRACE_S, ModelClient, NoEndpointLeft, Redactor, envelope
+from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Case
@@ -539,6 +539,7 @@ class Runner:
         job, spec = call.job, lane.spec
         request = getattr(job, "request", None)
         native = request is not None and request.get("call_mode") == "native"
+        ids = getattr(lane.client, "takes_job_ids", False)  # replay/PATH answers by (variant, case), not prompt
         params = dict(job.params)
         params["timeout"] = spec.timeout
         est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
@@ -560,8 +561,12 @@ class Runner:
                 beside = limit is not None and limit.in_flight > 1  # other calls of the model in flight
                 started = time.monotonic()
                 try:
-                    sending = (lane.client.complete(job.messages, params) if request is None
-                               else lane.client.complete(job.messages, params, request=request))
+                    if ids:
+                        sending = lane.client.complete(job.messages, params, request=request,  # type: ignore[call-arg]
+                                                       job=JobIds(job.variant_id, job.case.id, job.repeat))
+                    else:
+                        sending = (lane.client.complete(job.messages, params) if request is None
+                                   else lane.client.complete(job.messages, params, request=request))
                     completion = await _with_timeout(sending, spec.timeout)
                     error: CallError | None = None
                 except CallError as exc:
