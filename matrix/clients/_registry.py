@@ -13,11 +13,13 @@ __all__ = ["make_batch_backend", "make_client", "provider_of"]
 
 
 def provider_of(name: str) -> str:
-    """``local``, ``fake`` or ``litellm``."""
+    """``local``, ``fake``, ``replay`` or ``litellm``."""
     if name.startswith("local/"):
         return "local"
     if name.startswith("fake/"):
         return "fake"
+    if name.startswith("replay/"):
+        return "replay"
     return "litellm"
 
 
@@ -37,6 +39,10 @@ def make_client(name: str, *, api_base: str | Sequence[str] | None = None, api_k
         from ._fake import FakeClient
 
         return FakeClient(name)
+    if provider == "replay":
+        from ._replay import ReplayClient
+
+        return ReplayClient(name)
     from ._litellm import LiteLLMClient
 
     return LiteLLMClient(name, api_base=api_base, api_key_env=api_key_env, redactor=redactor,

@@ -160,7 +160,7 @@ class ModelSpec:
         if self.constraints is not None and self.constraints not in CONSTRAINTS:
             raise RunError(f"model {self.name}: constraints {self.constraints!r} is not one of "
                            f"{', '.join(CONSTRAINTS)}.{closest(str(self.constraints), CONSTRAINTS)}")
-        if self.constraints is not None and self.name.startswith(("local/", "fake/")):
+        if self.constraints is not None and self.name.startswith(("local/", "fake/", "replay/")):
             raise RunError(f"model {self.name}: constraints applies to litellm models only (local models always "
                            "constrain with a grammar, fake models answer every call mode); remove it.")
 
