@@ -652,8 +652,9 @@ def run(
     ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
     path or ``RunConfig`` (its values are the defaults of the options).
     ``dataset``: a dataset spec. ``models``: litellm model strings
-    (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``, or
-    ``ModelSpec``s. ``run_dir`` defaults to ``./runs/<grid>__<dataset>``.
+    (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``,
+    ``replay/PATH`` (the answers an export or score-file lines hold for each
+    variant and case), or ``ModelSpec``s. ``run_dir`` defaults to ``./runs/<grid>__<dataset>``.
     ``limit`` (first N cases), ``cases`` and ``variants`` (ids) select;
     ``repeats`` samples each job K times; ``concurrency``, ``rpm``, ``tpm``
     and ``timeout`` (seconds per call) apply to every model; ``max_retries``

@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "local/smollm2-135m or local/PATH.gguf, or a fake model (offline, free; append @SECONDS "
                         "for a latency): fake/auto calls the first offered function, no arguments, in the format "
                         "the prompt asks for (format right, calls wrong; a tool call in native mode); "
-                        "fake/prose answers in prose, never a call")
+                        "fake/prose answers in prose, never a call; "
+                        "replay/PATH answers each job with the response stored in PATH (a promptgrid export "
+                        "--jsonl file or score-file lines) for its variant_id and case_id, offline and free")
     p.add_argument("--api-base", action="append", default=[], metavar="URL",
                    help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: "
                         "calls are spread over them (least-busy, failover), --concurrency per server")
