@@ -48,6 +48,7 @@ import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from promptgrid.providers import (
     CallError,
@@ -102,6 +103,7 @@ class LiteLLMClient:
             self._api_key = "no-key-needed"
         # Recorded endpoints, without credentials, by the URL litellm reports (trailing slash ignored).
         self._endpoints = {url.rstrip("/"): redact_url(url) for url in self.api_bases}
+        self._endpoints.update({split_query(url)[0].rstrip("/"): redact_url(url) for url in self.api_bases})
         self._direct = redact_url(self.api_base)  # the endpoint of every call without a Router (worked out once)
         self._router: Any = None
         if len(self.api_bases) > 1:
@@ -171,7 +173,9 @@ class LiteLLMClient:
             kwargs.update(self._request_kwargs(request))
         if self._router is None:
             if self.api_base:
-                kwargs["api_base"] = self.api_base
+                kwargs["api_base"], query = split_query(self.api_base)
+                if query:
+                    kwargs["extra_query"] = {**query, **kwargs.get("extra_query", {})}
             if self._api_key is not None:
                 kwargs["api_key"] = self._api_key
         try:
@@ -250,6 +254,18 @@ class LiteLLMClient:
     async def aclose(self) -> None:
         if self._router is not None:
             _router.retire(self._router)  # its callbacks leave litellm's process-wide lists
+
+
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its query string, and the query's parameters (``?api_key=...`` of some gateways).
+
+    The OpenAI SDK (3.x, under litellm 1.110) appends the endpoint's path after the whole base URL,
+    query included (``/v1?key=x/chat/completions``: a 404), so the query goes as ``extra_query``.
+    """
+    parts = urlsplit(url)
+    if not parts.query:
+        return url, {}
+    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 @functools.cache

@@ -43,6 +43,7 @@ import contextvars
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from promptgrid.providers import ErrorKind, FatalError
 
@@ -125,7 +126,11 @@ class LeastBusy:
         """The endpoint of a deployment, without credentials."""
         for d in self.deployments:
             if self.id(d) == deployment_id:
-                return redact_url(str(d["litellm_params"].get("api_base"))) or "?"
+                params = d["litellm_params"]
+                url, query = str(params.get("api_base")), params.get("extra_query")
+                if isinstance(query, Mapping) and query:  # as configured: make_router moved it out of the URL
+                    url += "?" + urlencode(query)
+                return redact_url(url) or "?"
         return "?"
 
     def remove(self, deployment_id: str, kind: ErrorKind, why: str) -> None:
@@ -166,7 +171,13 @@ def make_router(lt: Any, model: str, api_bases: Sequence[str], api_key: str | No
     """A ``litellm.Router`` sending ``model`` to every endpoint of ``api_bases``, and its strategy (``send``)."""
     deployments = []
     for url in api_bases:
+        base, query = urlsplit(url), None
+        if base.query:  # the SDK would append the path after it (see _litellm.split_query)
+            query = dict(parse_qsl(base.query, keep_blank_values=True))
+            url = urlunsplit(base._replace(query="", fragment=""))
         params: dict[str, Any] = {"model": model, "api_base": url, "max_retries": 0}
+        if query:
+            params["extra_query"] = query
         if api_key is not None:
             params["api_key"] = api_key
         deployments.append({"model_name": ROUTE, "litellm_params": params})

@@ -103,3 +103,18 @@ def test_user_info_in_api_base_is_refused_before_any_call() -> None:
     text = str(info.value)
     assert "user name or password" in text and "api_key_env" in text and "s3cret" not in text
     assert "\n" not in text
+
+
+def test_a_query_in_api_base_is_sent_as_a_query_not_before_the_path() -> None:
+    """The OpenAI SDK 3.x appends the path after the whole base URL (``/v1?key=x/chat/completions``, a 404):
+    the query is split off and sent as ``extra_query``, for one endpoint and for replicas."""
+    from promptgrid.matrix.clients._litellm import split_query
+
+    assert split_query("http://h/v1?key=x&b=") == ("http://h/v1", {"key": "x", "b": ""})
+    assert split_query("http://h/v1") == ("http://h/v1", {})
+    with FakeServer.thread(FakeScript(), answer_fn=answer_right) as up:
+        for bases in (up.url + "?key=s3cret", [up.url + "?key=s3cret", up.url + "?key=other"]):
+            client = make_client("openai/fake-model", api_base=bases)
+            done = asyncio.run(client.complete(MSGS, {"max_tokens": 8}))
+            asyncio.run(client.aclose())
+            assert done.text and done.endpoint is not None and "s3cret" not in done.endpoint

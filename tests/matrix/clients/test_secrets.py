@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from promptgrid.errors import RunError
 from promptgrid.matrix.clients import REDACTED, Redactor
 from promptgrid.matrix.clients._redact import redact_url, url_secrets
 from promptgrid.matrix.running.store import RunStore
@@ -92,7 +93,8 @@ def test_api_base_credentials_are_stripped_and_redacted() -> None:
 
 def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A key with no known prefix, in a variable with no secret-looking name (api_key_env), echoed back by the
-    server in its answers and its error bodies, and a key in api_base: none reaches the run directory or export."""
+    server in its answers and its error bodies, and a key in api_base: none reaches the run directory or export.
+    A password in api_base (user:password@host) is refused before any call, without the password in the message."""
     import asyncio
     import io
     import json
@@ -109,9 +111,11 @@ def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypa
     monkeypatch.setenv("MY_SERVER", key)
     with FakeServer.thread(FakeScript(echo_auth_in_answer=True, answer="text:[f()]")) as good, \
             FakeServer.thread(FakeScript(status=500, echo_auth_in_error=True)) as bad:
-        # (The SDK cannot connect through a URL with user info: that model's calls end in a connection error.)
-        bases = {"openai/echo": f"{good.url}?api_key={url_key}", "openai/broken": f"{bad.url}?api_key={url_key}",
-                 "openai/userinfo": good.url.replace("http://", f"http://bob:{password}@")}
+        with pytest.raises(RunError) as refused:
+            ModelSpec("openai/userinfo", model_params({}, 1),
+                      api_base=good.url.replace("http://", f"http://bob:{password}@"), api_key_env="MY_SERVER")
+        assert password not in str(refused.value) and "user name or password" in str(refused.value)
+        bases = {"openai/echo": f"{good.url}?api_key={url_key}", "openai/broken": f"{bad.url}?api_key={url_key}"}
         models = [ModelSpec(name, model_params({}, 1), api_base=b, api_key_env="MY_SERVER")
                   for name, b in bases.items()]
         prep = prepared(config(tmp_path, models=models, max_retries=0), bfcl_variants(1), numbered_cases(2))
@@ -122,11 +126,11 @@ def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypa
     write_results(RunStore(tmp_path, readonly=True).rows(), tmp_path / "export.jsonl")
     with RunStore(tmp_path) as store:
         rows = list(store.rows())
-    assert {r.status for r in rows} == {"done", "error"}
-    echoed = [r for r in rows if r.model != "openai/userinfo"]
+    assert {r.status for r in rows} == {"done", "error"}, [(r.model, r.status, r.error) for r in rows]
+    echoed = rows
     assert len(echoed) == 4 and all(REDACTED in (r.response or r.error or "") for r in echoed)  # echoed, redacted
     for secret in (key, url_key, password):
         assert grep_dir(tmp_path, secret.encode()) == [], secret
         assert secret not in out.getvalue() + err.getvalue()
     recorded = [m["api_base"] for m in json.loads((tmp_path / "run.json").read_text())["config"]["models"]]
-    assert recorded[0].endswith(f"/v1?api_key={REDACTED}") and recorded[2].startswith(f"http://{REDACTED}@127.0.0.1:")
+    assert recorded[0].endswith(f"/v1?api_key={REDACTED}") and recorded[1].endswith(f"/v1?api_key={REDACTED}")

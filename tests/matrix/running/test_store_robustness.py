@@ -531,7 +531,7 @@ def test_replay_skips_a_cut_line(tmp_path: Path, base_run: Path) -> None:
         row = store.db.execute("SELECT * FROM calls LIMIT 1").fetchone()
     call = dict(zip(("key", "model", "repeat", "prompt_sha256", "params", "status", "response", "finish_reason",
                      "input_tokens", "output_tokens", "cost_usd", "latency_s", "attempts", "error", "error_kind",
-                     "raw_model"), row, strict=True))
+                     "raw_model"), row, strict=False))  # the columns a spilled line must have; later ones are optional
     call["response"] = "replayed answer"
     good = json.dumps({"call": call, "verdicts": []})
     (run_dir / "spill-1.jsonl").write_text(good + "\n" + good[: len(good) // 2])
