@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from promptgrid.providers import RetryPolicy
+
 from ._base import ModelClient
 from ._batch import BatchBackend, OpenAIBatchBackend, batch_kind
 from ._redact import Redactor
@@ -49,11 +51,13 @@ def make_client(name: str, *, api_base: str | Sequence[str] | None = None, api_k
                          constraints=constraints)
 
 
-def make_batch_backend(client: Any, options: Mapping[str, Any] | None = None) -> BatchBackend | None:
+def make_batch_backend(client: Any, options: Mapping[str, Any] | None = None, *,
+                       retry: RetryPolicy | None = None) -> BatchBackend | None:
     """The batch backend of ``client``'s model (a ``LiteLLMClient``), or ``None`` when it has no batch API we drive.
 
     ``options`` are the model's ``batch:`` settings in the run config, passed as keywords (``max_requests``,
     ``max_bytes``; for Bedrock ``_batch_bedrock.BEDROCK_BATCH_OPTIONS``). Bedrock's backend is imported on use.
+    ``retry``: the run's retry policy (``RunConfig.retry_policy``), so batch calls retry as the run's calls do.
     """
     kind = batch_kind(client.name)
     if kind == "openai":
@@ -63,9 +67,9 @@ def make_batch_backend(client: Any, options: Mapping[str, Any] | None = None) ->
 
             raise RunError(f"model {client.name}: batch option(s) {', '.join(extra)} apply to Bedrock only; an "
                            "OpenAI-compatible batch API takes max_requests and max_bytes.")
-        return OpenAIBatchBackend(client, **dict(options or {}))
+        return OpenAIBatchBackend(client, retry=retry, **dict(options or {}))
     if kind == "bedrock":
         from ._batch_bedrock import BedrockBatchBackend
 
-        return BedrockBatchBackend(client, **dict(options or {}))
+        return BedrockBatchBackend(client, retry=retry, **dict(options or {}))
     return None

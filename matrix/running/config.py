@@ -65,7 +65,7 @@ from urllib.parse import urlsplit
 from promptgrid.errors import RunError, closest
 from promptgrid.matrix.clients import CONSTRAINTS
 from promptgrid.matrix.clients._redact import redact_url
-from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S
+from promptgrid.providers import DEFAULT_RETRY_AFTER_CAP_S, RetryPolicy
 from promptgrid.variants import YamlNode as _Node
 from promptgrid.variants import compose_yaml
 from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
@@ -198,6 +198,10 @@ class RunConfig:
     max_jobs: int = MAX_JOBS
     """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
 
+    def retry_policy(self) -> RetryPolicy:
+        """The one retry policy of this run: the runner's calls and the models' batch APIs (``retry_policy``)."""
+        return retry_policy(self.max_retries, self.backoff_base_s, self.backoff_max_s, self.retry_after_cap)
+
     def to_dict(self) -> dict[str, Any]:
         """The record for ``run.json``: every field, ``api_base`` without its credentials."""
         d = dataclasses.asdict(self)
@@ -207,6 +211,13 @@ class RunConfig:
         d["cases"] = list(self.cases)
         d["variants"] = list(self.variants)
         return d
+
+
+def retry_policy(max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
+                 retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S) -> RetryPolicy:
+    """A run's retry policy from its fields (``RunConfig.retry_policy``; also for a config read from run.json)."""
+    return RetryPolicy(max_attempts=max(1, int(max_retries) + 1), base=float(backoff_base_s), cap=float(backoff_max_s),
+                       retry_after_cap=float(retry_after_cap))
 
 
 def dataset_key(dataset: str) -> str:

@@ -81,7 +81,7 @@ from typing import Any
 from promptgrid.errors import StoreFullError
 from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
+from promptgrid.providers import CallError, ErrorKind, call_error
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
@@ -261,8 +261,7 @@ class Runner:
         self._first_send: float | None = None
         self._last_done: float | None = None
         self._rng = random.Random(seed)
-        self._retry = RetryPolicy(max_attempts=max(1, config.max_retries + 1), base=config.backoff_base_s,
-                                  cap=config.backoff_max_s, retry_after_cap=config.retry_after_cap)
+        self._retry = config.retry_policy()
 
     # ------------------------------------------------------------------ public
 

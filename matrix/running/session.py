@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import provider_of
-from promptgrid.providers import CallError, one_line
+from promptgrid.providers import CallError, RetryPolicy, one_line
 from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line, read_text_bounded
 from promptgrid.variants import Grid, Variant, load_grid
@@ -48,6 +48,7 @@ from .config import (
     load_run_config,
     model_params,
     number_problem,
+    retry_policy,
 )
 from .plan import MAX_JOBS, check_plan_size
 from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
@@ -660,7 +661,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
         check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
         if batch is not None and backends is None:
-            backends = batch_backends(config.models, the_clients)
+            backends = batch_backends(config.models, the_clients, retry=config.retry_policy())
         store = RunStore(run_dir, create=True)
         invocation = _invocation(prep, append=append, retry_errors=retry_errors)
         _write_run_json(prep, invocation)
@@ -708,7 +709,8 @@ class BatchMode:
     """Seconds between polls."""
 
 
-def batch_backends(models: Iterable[ModelSpec], clients: Mapping[str, Any]) -> dict[str, Any]:
+def batch_backends(models: Iterable[ModelSpec], clients: Mapping[str, Any], *,
+                   retry: RetryPolicy | None = None) -> dict[str, Any]:
     """The batch backend of every model; ``RunError`` naming the models that have none."""
     from promptgrid.matrix.clients import make_batch_backend
     from promptgrid.matrix.clients._litellm import LiteLLMClient
@@ -717,7 +719,7 @@ def batch_backends(models: Iterable[ModelSpec], clients: Mapping[str, Any]) -> d
     missing = []
     for spec in models:
         client = clients[spec.name]
-        backend = make_batch_backend(client, spec.batch) if isinstance(client, LiteLLMClient) else None
+        backend = make_batch_backend(client, spec.batch, retry=retry) if isinstance(client, LiteLLMClient) else None
         if backend is None:
             missing.append(spec.name)
         else:
@@ -879,4 +881,6 @@ def _backends_of_run(path: Path, models: Sequence[str], redactor: Any) -> dict[s
     if unknown:
         raise RunError(f"{path / 'run.json'} does not name model(s) {', '.join(sorted(unknown))} whose batches are "
                        "live: run the same `promptgrid run ... --batch` command to collect them.")
-    return batch_backends(specs, _clients(None, redactor, specs))
+    fields_of_run = {k: config[k] for k in ("max_retries", "backoff_base_s", "backoff_max_s", "retry_after_cap")
+                     if isinstance(config.get(k), (int, float)) and not isinstance(config.get(k), bool)}
+    return batch_backends(specs, _clients(None, redactor, specs), retry=retry_policy(**fields_of_run))
