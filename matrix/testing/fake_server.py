@@ -209,12 +209,18 @@ _FORMATS = tuple(ReturnFormat)
 
 
 def _requested_format(system: str) -> ReturnFormat:
-    if '"function":"func_name1"' in system or "```json" in system:
+    """The return format the prompt's format instruction shows (its ``func_name1`` example); a ```json fence
+    counts only after those, since JSON function docs come in one too (with a python or XML answer asked)."""
+    if '"function":"func_name1"' in system:
         return ReturnFormat.JSON
     if '<function name="func_name1"><params>' in system:
         return ReturnFormat.VERBOSE_XML
     if '<function name="func_name1"><param ' in system:
         return ReturnFormat.CONCISE_XML
+    if "func_name1(params_name1=" in system:
+        return ReturnFormat.PYTHON
+    if "```json" in system:
+        return ReturnFormat.JSON
     return ReturnFormat.PYTHON
 
 
