@@ -537,6 +537,11 @@ class TranslationChecks:
     def failures(self) -> list[Finding]:
         return [f for f in self.findings if not f.ok]
 
+    def __repr__(self) -> str:  # one line: the findings list can run to thousands of records (a notebook cell)
+        languages = sorted({f.language for f in self.findings})
+        return (f"TranslationChecks({len(self.findings):,} findings, {len(self.failures):,} failed, "
+                f"{len(self.skipped)} catalogs skipped; languages {languages})")
+
 
 def check_translations(
     languages: Iterable[str] | None = None,

@@ -53,3 +53,11 @@ def test_a_file_that_is_not_a_store_is_a_store_error(tmp_path: Path) -> None:
     junk.write_bytes(b"not sqlite at all" * 100)
     with pytest.raises(pg.TranslationStoreError):
         pg.check_translations(["de"], store=junk)
+
+
+def test_repr_is_one_short_line() -> None:
+    import promptgrid as pg
+
+    checks = pg.check_translations(["de"])
+    text = repr(checks)
+    assert "\n" not in text and len(text) < 200 and f"{len(checks.findings):,} findings" in text
