@@ -238,7 +238,12 @@ def connection_failed(lt: Any, exc: BaseException) -> bool:
             return True
         cause = cause.__cause__ or cause.__context__
         seen += 1
-    return False
+    # Through the Router the chain is lost: the InternalServerError it raises has no __cause__ and, as
+    # __context__, a RuntimeError of litellm's own ('no running event loop'). What is left is the OpenAI
+    # SDK's APIConnectionError text that litellm quotes ("OpenAIException - Connection error."), which a
+    # server's own 500 never carries (its body's message is quoted instead).
+    return isinstance(exc, lt.InternalServerError) and getattr(exc, "body", None) is None \
+        and "Connection error." in str(exc)
 
 
 def endpoint_broken(lt: Any, exc: BaseException) -> tuple[ErrorKind, str] | None:

@@ -97,6 +97,27 @@ def test_a_dead_server_stops_its_model_after_the_grace(tmp_path: Path, monkeypat
     assert len(calls) < 60 and summary.attempts < 200 and took < 20  # not every job retried 6 times
 
 
+def test_replicas_all_refusing_stop_the_model_naming_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a user runs it (``pg.run``, the run on a worker thread), litellm's Router raises an exception that has
+    lost its chain (no __cause__, a RuntimeError as context): a refused connection must still be seen as one,
+    or every job is retried 6 times as kind server and the model never stops."""
+    import promptgrid as pg
+
+    monkeypatch.setattr(runner, "GRACE_S", 0.5)
+    monkeypatch.setattr(_router, "GRACE_S", 0.5)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    other = DOWN.replace(":9/", ":11/")
+    started = time.monotonic()
+    run = pg.run("demo", "mini", models=["openai/fake-model"], api_base=[DOWN, other], constraints="vllm", limit=12,
+                 run_dir=tmp_path / "r", progress=False)
+    took = time.monotonic() - started
+    assert run.summary is not None
+    why = run.summary.halted["openai/fake-model"]
+    assert DOWN in why and other in why
+    assert set(run.summary.error_kinds) == {"connection"}
+    assert run.summary.attempts < 150 and took < 25
+
+
 def test_user_info_in_api_base_is_refused_before_any_call() -> None:
     with pytest.raises(RunError) as info:
         build_config("bfcl_v4", "mini", models=["openai/served"], api_base="http://user:s3cret-pw@127.0.0.1:9/v1")
