@@ -11,6 +11,7 @@ traceback, and exit with the error's ``exit_code``.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -360,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args.handler(args)
+        sys.stdout.flush()  # a full disk or device behind standard output is this command's error
     except PromptgridError as exc:
         print(f"promptgrid: error: {escape_controls(str(exc))}", file=sys.stderr)  # may quote model/server text
         return exc.exit_code
@@ -373,4 +375,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as exc:
+        # Writing standard output failed (`> /dev/full`, a full disk, a closed terminal): one line, exit 2,
+        # never a traceback. Errors naming a file are another command's problem: raised as they are.
+        if exc.filename is not None or exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        print(f"promptgrid: error: cannot write standard output: {exc.strerror or exc}.", file=sys.stderr)
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the buffered rest would fail again at exit
+        except OSError:
+            pass
+        return 2
     return int(code or 0)
+
+
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO})
+"""Errors of writing a stream that the user's redirection chose (not a bug of promptgrid's)."""

@@ -48,7 +48,7 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any, cast
 
-from promptgrid.errors import RunError
+from promptgrid.errors import OutputError, RunError
 from promptgrid.matrix.clients import LineResult, OpenAIBatchBackend, decode_result, encode_request_line, provider_of
 from promptgrid.providers import CallError
 from promptgrid.records import Case
@@ -262,10 +262,17 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                     sink_cm: contextlib.AbstractContextManager[IO[Any]] = (
                         atomic_output(path, binary=True) if path is not None
                         else contextlib.nullcontext(cast("IO[bytes]", out)))
-                    with sink_cm as sink:
-                        while chunk := spool.read(1 << 20):
-                            sink.write(chunk)
-                        sink.flush()
+                    try:
+                        with sink_cm as sink:
+                            while chunk := spool.read(1 << 20):
+                                sink.write(chunk)
+                            sink.flush()
+                    except OSError as exc:  # the stream's disk or device, not the run directory's
+                        name = getattr(out, "name", None)
+                        where = path or ("standard output" if name in ("<stdout>", 1) else
+                                         name if isinstance(name, str) and name else "the output stream")
+                        raise OutputError(f"cannot write {where}: {exc.strerror or exc}; the export is recorded "
+                                          "in the run: export again to write its lines.") from None
             if invocation is not None:
                 invocation.update(finished=_now(), pending=sum(p for _jobs, p in plan_status(
                     store, Plan.of(invocation)).values()))

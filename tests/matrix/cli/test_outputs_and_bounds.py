@@ -119,3 +119,19 @@ def test_downloaded_batch_output_is_read_line_by_line_within_the_bound(monkeypat
     monkeypatch.setenv("PROMPTGRID_MAX_LINE_BYTES", str(1 << 20))
     with pytest.raises(InputLimitError, match="batch b output file f:2: the line is longer than 1 MiB"):
         list(_lines_of(Echo(), io.BytesIO(b"{}\n" + b"x" * (2 << 20)), "batch b output file f"))  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="needs /dev/full")
+def test_standard_output_on_a_full_device_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """`promptgrid render ... > /dev/full`: the default output failing is the command's error, not a traceback
+    (nor a message blaming the run directory); /dev/full stays the device it is."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "promptgrid.matrix.cli", "render", "demo", "--dataset", "mini",
+                               "--limit", "1"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "promptgrid: error: cannot write standard output: No space left on device."
+    assert Path("/dev/full").is_char_device()
