@@ -25,7 +25,9 @@ GARBAGE = json.dumps({"id": 12, "object": {"a": "b"}, "status": ["x"] * 20000, "
 
 def _submitted(tmp_path: Path, server: FakeServer) -> Path:
     run_dir = tmp_path / "run"
-    prep = prepared(config(run_dir, model=MODEL, api_base=server.url), bfcl_variants(2), numbered_cases(3))
+    # one retry: the run's policy is what status retries the batch API with (a 503 asks for Retry-After waits)
+    prep = prepared(config(run_dir, model=MODEL, api_base=server.url, max_retries=1), bfcl_variants(2),
+                    numbered_cases(3))
     summary = asyncio.run(execute(prep, scorer=stand_in_score, batch=BatchMode(wait=False, poll_s=0.01)))
     assert summary.batches == 1 and summary.batches_live == 1
     return run_dir
