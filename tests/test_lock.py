@@ -1,4 +1,4 @@
-"""requirements/lock.txt stays honest: made from today's pyproject.toml, and pinning all of it.
+"""requirements.lock stays honest: made from today's pyproject.toml, and pinning all of it.
 
 scripts/lock.sh writes the hash of the lock's inputs (scripts/lock_inputs.py) into its header; a
 change to pyproject.toml's dependencies or to requirements/no-deps.in without ``bash
@@ -21,7 +21,7 @@ from packaging.version import Version
 pytest.importorskip("tomllib", reason="scripts/lock_inputs.py reads pyproject.toml with tomllib (Python 3.11+)")
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = ROOT / "requirements" / "lock.txt"
+LOCK = ROOT / "requirements.lock"
 PYTHONS = ("3.10.14", "3.11.7", "3.12.1", "3.13.0")
 """One interpreter of each minor version requires-python admits that the lock is checked for."""
 
@@ -35,7 +35,7 @@ REGENERATE = "pyproject.toml's dependencies changed without a new lock: run `bas
 
 def _header_hash(text: str) -> str:
     found = re.search(r"^# inputs-sha256: ([0-9a-f]{64})$", text, re.M)
-    assert found is not None, "requirements/lock.txt has no inputs-sha256 line: regenerate it with scripts/lock.sh"
+    assert found is not None, "requirements.lock has no inputs-sha256 line: regenerate it with scripts/lock.sh"
     return found.group(1)
 
 
@@ -53,7 +53,7 @@ def _pins(text: str, python: str) -> dict[str, Version]:
         if marker.strip() and not Marker(marker.strip()).evaluate(env):
             continue
         name, _, version = requirement.strip().partition("==")
-        assert version, f"requirements/lock.txt: {line!r} is not pinned with =="
+        assert version, f"requirements.lock: {line!r} is not pinned with =="
         pins[canonicalize_name(name)] = Version(version)
     return pins
 
@@ -98,9 +98,9 @@ def test_every_requirement_is_pinned_within_its_range(python: str) -> None:
         if requirement.marker is not None and not requirement.marker.evaluate(env):
             continue
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{requirement.name} is not in requirements/lock.txt for Python {python}: {REGENERATE}"
+        assert name in pins, f"{requirement.name} is not in requirements.lock for Python {python}: {REGENERATE}"
         assert requirement.specifier.contains(pins[name], prereleases=True), \
-            f"requirements/lock.txt pins {name}=={pins[name]}, outside {requirement}: {REGENERATE}"
+            f"requirements.lock pins {name}=={pins[name]}, outside {requirement}: {REGENERATE}"
 
 
 def test_the_installed_packages_are_the_locked_ones() -> None:
