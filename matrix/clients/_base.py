@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Completion", "JobIds", "Messages", "ModelClient"]
+__all__ = ["Completion", "JobIds", "Messages", "ModelClient", "OfflineClient"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -85,3 +85,17 @@ class ModelClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class OfflineClient:
+    """What a client that answers in-process without a provider (``fake/...``, ``replay/...``) shares: every
+    job can be sent, nothing costs anything, nothing to close."""
+
+    def unsupported(self, request: Mapping[str, Any]) -> str | None:
+        return None
+
+    def price(self, input_tokens: int, output_tokens: int) -> float | None:
+        return 0.0
+
+    async def aclose(self) -> None:
+        return None

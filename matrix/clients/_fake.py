@@ -25,12 +25,12 @@ from typing import Any
 
 from promptgrid.errors import PromptgridError
 
-from ._base import Completion, Messages
+from ._base import Completion, Messages, OfflineClient
 
 __all__ = ["FakeClient"]
 
 
-class FakeClient:
+class FakeClient(OfflineClient):
     """Answers instantly (or after a fixed latency), free of charge."""
 
     def __init__(self, name: str) -> None:
@@ -64,15 +64,6 @@ class FakeClient:
         return Completion(text=text, finish_reason="stop" if tool_calls is None else "tool_calls",
                           input_tokens=chars // 4 + 1, output_tokens=len(text) // 4 + 1, cost_usd=0.0,
                           model=self.name, tool_calls=tool_calls)
-
-    def unsupported(self, request: Mapping[str, Any]) -> str | None:
-        return None
-
-    def price(self, input_tokens: int, output_tokens: int) -> float | None:
-        return 0.0
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _constrained_answer(messages: Messages, request: Mapping[str, Any]) -> str:

@@ -48,7 +48,7 @@ from promptgrid.errors import ReportError, RunError
 from promptgrid.providers import ErrorKind, FatalError
 from promptgrid.safeio import read_json_lines
 
-from ._base import Completion, JobIds, Messages
+from ._base import Completion, JobIds, Messages, OfflineClient
 from ._envelope import read_envelope
 
 __all__ = ["ReplayClient", "read_replay"]
@@ -177,7 +177,7 @@ def _score_line(value: Mapping[str, Any], where: str, number: int) -> tuple[tupl
     return (ids[0], ids[1], repeat), Stored(number, response=response or "")
 
 
-class ReplayClient:
+class ReplayClient(OfflineClient):
     """Answers each job with the answer stored for its (variant, case, repeat) in a file; free and instant."""
 
     takes_job_ids = True
@@ -222,15 +222,6 @@ class ReplayClient:
         return Completion(text=text, finish_reason=stored.finish_reason, input_tokens=stored.input_tokens,
                           output_tokens=stored.output_tokens, cost_usd=0.0, model=stored.model,
                           tool_calls=tool_calls)
-
-    def unsupported(self, request: Mapping[str, Any]) -> str | None:
-        return None
-
-    def price(self, input_tokens: int, output_tokens: int) -> float | None:
-        return 0.0
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _kind(stored: str | None) -> ErrorKind:
