@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tabulate import tabulate
 
@@ -279,26 +280,27 @@ def baseline_tables(data: ReportData) -> list[Table]:
     return out
 
 
-def language_accuracy_table(data: ReportData) -> Table:
-    by = {(c.model, c.variant_id, c.language): c for c in data.language_cells}
+def _variant_columns_table(data: ReportData, name: str, title: str, by: Mapping[tuple[str, str, str], Any],
+                           columns: Sequence[str]) -> Table:
+    """One row per model and variant with any cell, one column per ``columns`` entry (a language, a category):
+    the cell ``by[(model, variant_id, column)]``'s accuracy with its interval, a dash where there is none."""
     rows = []
     for m in data.models:
         for v in data.variants:
-            if not any((m, v.id, lang) in by for lang in data.languages):
+            if not any((m, v.id, col) in by for col in columns):
                 continue
             row = [m, _label(data, v.id)]
-            for lang in data.languages:
-                c = by.get((m, v.id, lang))
+            for col in columns:
+                c = by.get((m, v.id, col))
                 row.append(with_ci(c.accuracy, c.ci) if c else DASH)
             rows.append(row)
-    return _table(
-        "languages",
-        "AST accuracy (%) per test language",
-        ["Model", "Variant"] + list(data.languages),
-        rows,
-        [False, False] + [True] * len(data.languages),
-        _ci_note(data),
-    )
+    return _table(name, title, ["Model", "Variant"] + list(columns), rows,
+                  [False, False] + [True] * len(columns), _ci_note(data))
+
+
+def language_accuracy_table(data: ReportData) -> Table:
+    by = {(c.model, c.variant_id, c.language): c for c in data.language_cells}
+    return _variant_columns_table(data, "languages", "AST accuracy (%) per test language", by, data.languages)
 
 
 def category_table(data: ReportData) -> Table:
@@ -326,24 +328,8 @@ def category_table(data: ReportData) -> Table:
 def category_variant_table(data: ReportData) -> Table:
     """Per model and variant: accuracy on each dataset category (one column per category)."""
     by = {(c.model, c.variant_id, c.category): c for c in data.category_cells if c.variant_id}
-    rows = []
-    for m in data.models:
-        for v in data.variants:
-            if not any((m, v.id, cat) in by for cat in data.categories):
-                continue
-            row = [m, _label(data, v.id)]
-            for cat in data.categories:
-                c = by.get((m, v.id, cat))
-                row.append(with_ci(c.accuracy, c.ci) if c else DASH)
-            rows.append(row)
-    return _table(
-        "category-variants",
-        "AST accuracy (%) per variant and dataset category",
-        ["Model", "Variant"] + list(data.categories),
-        rows,
-        [False, False] + [True] * len(data.categories),
-        _ci_note(data),
-    )
+    return _variant_columns_table(data, "category-variants", "AST accuracy (%) per variant and dataset category",
+                                  by, data.categories)
 
 
 def language_match_table(data: ReportData) -> Table:
