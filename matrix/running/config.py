@@ -197,6 +197,16 @@ class RunConfig:
     """Seconds: a longer Retry-After is cut to this (a server asking for a day cannot freeze the run)."""
     max_jobs: int = MAX_JOBS
     """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
+    goal: str | None = None
+    """What the run plans (``promptgrid.matrix.running.planning.GOALS``): None, every job of the product; an adaptive
+    goal (``best-worst``, ``distribution``, ``uniform``) plans ``budget`` jobs per model in ``rounds`` rounds."""
+    budget: int | None = None
+    """Adaptive runs: the most jobs planned per model (at most the product variants x cases x repeats)."""
+    rounds: int | None = None
+    """Adaptive runs: how many rounds the budget is planned in (each round decided from the results of the ones
+    before it; with ``--batch`` each round is one batch per model). None: ``planning.DEFAULT_ROUNDS``."""
+    plan_seed: int = 0
+    """Adaptive runs: the seed of the planner's random choices (``--seed``, else 0): same seed, same decisions."""
 
     def retry_policy(self) -> RetryPolicy:
         """The one retry policy of this run: the runner's calls and the models' batch APIs (``retry_policy``)."""
