@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/adaptive.py --verify-only          # plant, write the replay file, exhaustive check
     .venv/bin/python benchmarks/adaptive.py                        # the study (20 seeds x 4 budgets x 3 goals)
     .venv/bin/python benchmarks/adaptive.py --seeds 5 --fractions 0.1,0.33 --json out.json
+    .venv/bin/python benchmarks/adaptive.py --offline              # promptgrid's planner + estimates, no runner
     .venv/bin/python benchmarks/adaptive.py --simulate             # the same study on this file's own sampler
 
 Issue 22, item 6. The model is ``replay/PATH``: every (variant, case) answer of
@@ -51,7 +52,11 @@ Targets (issue 22): at 33%, best and worst within 2 points in >= 90% of the
 seeds and median spread error <= 3 points (goal best-worst); at 10%, goal
 distribution's median W1 at most half of uniform's.
 
-``--simulate`` runs the same study without promptgrid's planner, on
+``--offline`` runs promptgrid's own planners and estimates
+(``matrix.running.findings.replay``, what ``Run.adaptive`` computes from a
+run's store) on the planted outcomes directly: no prompts, no replay client,
+no scoring -- the same numbers as the real runs where the runner sends what
+the planner chooses, in seconds. ``--simulate`` runs the same study without promptgrid's planner, on
 ``SimulatedSampler`` below (Thompson sampling, balanced sampling + a logistic
 model, uniform), which returns results of the same shape: it checks the
 metric code and gives a reference for what the real planner should reach.
@@ -342,8 +347,9 @@ def measure(result: Any, truth: Truth, *, goal: str, fraction: float, seed: int,
 
     acc = truth.accuracy
     top, bottom = acc[truth.best], acc[truth.worst]
-    best_gap = (top - acc[result.best.variant_id]) * 100
-    worst_gap = (acc[result.worst.variant_id] - bottom) * 100
+    best_gap = (top - acc[result.best.variant_id]) * 100 if result.best is not None else math.inf
+    worst_gap = (acc[result.worst.variant_id] - bottom) * 100 if result.worst is not None else math.inf
+    spread = _maybe(result.spread) if result.spread is not None else None
     estimated = [x for x in (_maybe(v.accuracy) for v in result.variants) if x is not None]
     w1 = wasserstein_distance(estimated, list(acc.values())) * 100 if estimated else math.nan
     quantiles = dict(getattr(result, "quantiles", None) or {})
@@ -356,7 +362,8 @@ def measure(result: Any, truth: Truth, *, goal: str, fraction: float, seed: int,
     return RunMetrics(goal, fraction, seed,
                       best_ok=best_gap <= TOLERANCE * 100 + eps, worst_ok=worst_gap <= TOLERANCE * 100 + eps,
                       best_gap=best_gap, worst_gap=worst_gap,
-                      spread_error=abs(_val(result.spread) - truth.spread) * 100, w1=w1, quantile_error=q_err,
+                      spread_error=abs(spread - truth.spread) * 100 if spread is not None else math.nan,
+                      w1=w1, quantile_error=q_err,
                       spent=int(result.spent), wall_s=wall_s)
 
 
@@ -481,24 +488,29 @@ def target_lines(summary: Mapping[tuple[str, float], Mapping[str, Any]], fractio
 # --------------------------------------------------------------------------- the real runs
 
 def adaptive_api_ready() -> str | None:
-    """``None`` when ``pg.run`` takes goal/budget/seed and ``Run.adaptive`` exists; else what is missing."""
+    """``None`` when ``pg.run`` takes goal and budget and ``Run.adaptive`` exists; else what is missing."""
     import promptgrid as pg
 
     params = inspect.signature(pg.run).parameters
-    missing = [p for p in ("goal", "budget", "seed") if p not in params]
+    missing = [p for p in ("goal", "budget") if p not in params]
     if not hasattr(pg.Run, "adaptive"):
         missing.append("Run.adaptive()")
     return ", ".join(missing) or None
 
 
 def run_real(path: Path, goal: str, budget: int, seed: int, workdir: Path, keep: bool = False) -> Any:
-    """One adaptive run through replay: the model's AdaptiveResult."""
+    """One adaptive run through replay: the model's AdaptiveResult.
+
+    The planner's seed: ``pg.run(seed=...)`` where it takes one, else ``params={"seed": ...}`` (which seeds the
+    planner too, ``RunConfig.plan_seed``; replay ignores the params)."""
     import promptgrid as pg
 
+    seeding: dict[str, Any] = ({"seed": seed} if "seed" in inspect.signature(pg.run).parameters
+                               else {"params": {"seed": seed}})
     run_dir = Path(tempfile.mkdtemp(prefix=f"{goal}-{budget}-{seed}-", dir=workdir))
     try:
         run = pg.run(GRID, DATASET, models=[replay_model(path)], run_dir=run_dir, goal=goal, budget=budget,
-                     seed=seed, progress=False)
+                     progress=False, **seeding)
         results = run.adaptive()
     finally:
         if not keep:
@@ -506,6 +518,19 @@ def run_real(path: Path, goal: str, budget: int, seed: int, workdir: Path, keep:
     if len(results) != 1:
         raise RuntimeError(f"expected one model's AdaptiveResult, got {list(results)}")
     return next(iter(results.values()))
+
+
+def run_offline(planted: Planted, variants: Sequence[Any], goal: str, budget: int, seed: int) -> Any:
+    """promptgrid's own planner and estimates (``findings.replay``) on the planted outcomes, without the runner
+    (no prompts, no replay client, no scoring): what ``Run.adaptive`` computes from a run's store, given that the
+    runner sends the cells the planner chooses. ``--offline``."""
+    from promptgrid.matrix.running.findings import replay
+
+    outcomes = {(i, j, 0): bool(planted.correct[i, j]) for i in range(planted.correct.shape[0])
+                for j in range(planted.correct.shape[1])}
+    described = [(v.id, v.label if isinstance(v.label, str) else v.id, v.dimensions()) for v in variants]
+    return replay("replay", goal, described, planted.correct.shape[1], 1, outcomes, budget=budget, rounds=None,
+                  seed=seed, trace=False)
 
 
 # --------------------------------------------------------------------------- simulated sampler (--simulate)
@@ -723,6 +748,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write per-run metrics and summaries here")
     ap.add_argument("--simulate", action="store_true",
                     help="run the study on this file's own sampler instead of pg.run (no promptgrid planner)")
+    ap.add_argument("--offline", action="store_true",
+                    help="promptgrid's planner and estimates on the planted outcomes, without the runner")
     ap.add_argument("--verify", action="store_true", help="first run the whole product through replay once")
     ap.add_argument("--verify-only", action="store_true", help="only the exhaustive check")
     ap.add_argument("--keep", action="store_true", help="keep the run folders")
@@ -753,7 +780,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verify_only:
             return 1 if bad else 0
 
-    if not args.simulate:
+    if args.simulate and args.offline:
+        ap.error("--simulate and --offline exclude each other")
+    if not (args.simulate or args.offline):
         missing = adaptive_api_ready()
         if missing:
             print(f"the adaptive API is not there yet (pg.run lacks: {missing}); use --simulate, "
@@ -769,6 +798,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 start = time.perf_counter()
                 if args.simulate:
                     result = SimulatedSampler.of(planted, variants, seed).run(goal, budget)
+                elif args.offline:
+                    result = run_offline(planted, variants, goal, budget, seed)
                 else:
                     result = run_real(path, goal, budget, seed, workdir, keep=args.keep)
                 wall = time.perf_counter() - start
@@ -780,7 +811,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"W1 {m.w1:.2f}, {wall:.1f} s", file=sys.stderr, flush=True)
     summary = {(g, f): summarize([r for r in all_rows if r.goal == g and r.fraction == f])
                for g in args.goals for f in fractions}
-    kind = "simulated sampler (not promptgrid's planner)" if args.simulate else "pg.run through replay"
+    kind = ("simulated sampler (not promptgrid's planner)" if args.simulate else
+            "promptgrid's planner and estimates on the planted outcomes, no runner (--offline)" if args.offline else
+            "pg.run through replay")
     print(f"\n## adaptive evaluation on a planted matrix: {kind}, {args.seeds} seeds, "
           f"product {planted.product}, true spread {truth.spread * 100:.1f} points")
     floors = {f: oracle_floor(planted, round(f * planted.product), max(args.seeds, 20)) for f in fractions}
