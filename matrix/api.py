@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
 
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
+    from promptgrid.matrix.running.findings import AdaptiveResult
     from promptgrid.matrix.running.runner import Runner, RunSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.translate import Finding
@@ -284,6 +285,16 @@ class Run:
         """USD recorded for every call in the run directory (unknown prices count 0)."""
         with RunStore(self.path, readonly=True) as store:
             return store.spend()
+
+    def adaptive(self, *, trace: bool = True) -> dict[str, AdaptiveResult]:
+        """What an adaptive run (``goal``/``budget``) found, per model: the best and worst variant, the spread,
+        every variant's accuracy and the quantiles, each an ``Estimate`` that says whether it is ``measured`` or
+        ``estimated``, with its interval; the calls spent against the product; with ``trace``, the estimates after
+        each round (schema: docs/adaptive.md). ``{}`` for a run of the whole product."""
+        from promptgrid.matrix.running.findings import run_findings
+
+        with RunStore(self.path, readonly=True) as store:
+            return run_findings(self.config, store, trace=trace)
 
 
 FRAME_EXTRA_COLUMNS = ("category", "call_mode", "parsed")

@@ -46,7 +46,7 @@ from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
 from promptgrid.variants import Variant
 
-from .runner import Runner, RunSummary, _Call, _Lane, _params_json, verdict_row
+from .runner import Runner, RunSummary, Transport, _Lane, _params_json, verdict_row
 from .store import (
     COLLECTED,
     DONE,
@@ -62,7 +62,7 @@ from .store import (
     stored_records,
 )
 
-__all__ = ["BATCH_DIR", "BatchRunner", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
+__all__ = ["BATCH_DIR", "BatchTransport", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 
 BATCH_DIR = "batches"
 """Input files are written here, inside the run directory, before they are uploaded."""
@@ -332,98 +332,126 @@ class _Builder:
         """Job rows the lines answer (identical prompts of several variants share a line)."""
 
 
-class BatchRunner(Runner):
-    """A ``Runner`` whose new calls go into provider batches instead of online calls.
+class _RoundEnd:
+    """Put on a model's queue at the end of an adaptive round: the writer flushes its batch, then sets ``done``."""
 
-    The plan, the cache, deduplication and ``unsupported`` are the online
-    runner's (its producer); one batch writer per model takes the new calls,
-    and after the plan is walked the run polls and collects (``wait``) or
-    returns with the batches submitted (``promptgrid status`` or the same
-    command collects them later).
+    def __init__(self) -> None:
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class BatchTransport(Transport):
+    """New calls go into provider batches instead of online calls (``Runner(..., transport=BatchTransport(...))``).
+
+    The plan, the cache, deduplication and ``unsupported`` are the runner's
+    (its producer); one batch writer per model takes the new calls, and after
+    the plan is walked the run polls and collects (``wait``) or returns with
+    the batches submitted (``promptgrid status`` or the same command collects
+    them later). An adaptive round is one batch per model: the round settles
+    when its batch is collected (with ``wait``; without, the run returns and
+    the next run, after collecting, plans the next round).
     """
 
-    def __init__(self, *args: Any, backends: Mapping[str, BatchBackend], wait: bool = True, poll_s: float = 30.0,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, backends: Mapping[str, BatchBackend], run_dir: Path, wait: bool = True,
+                 poll_s: float = 30.0) -> None:
         self.backends = dict(backends)
         self.wait = wait
         self.poll_s = poll_s
-        self.run_dir = Path(self.store.path).parent
+        self.run_dir = Path(run_dir)
         self.collected = CollectCounts()
 
-    def _workers(self, lane: _Lane) -> int:
+    def workers(self, runner: Runner, lane: _Lane) -> int:
         return 1
 
-    async def _before(self, lanes: Sequence[_Lane]) -> None:
+    async def before(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
         # What a killed run left: carry its batches as far as they go before planning new ones.
-        await self._poll(wait=False)
+        await self._poll(runner, wait=False)
 
-    async def _after(self, lanes: Sequence[_Lane]) -> None:
-        if self._stop is None:
-            await self._poll(wait=self.wait)
+    async def after(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
+        if runner._stop is None:
+            await self._poll(runner, wait=self.wait)
 
-    async def run(self) -> RunSummary:
-        summary = await super().run()
+    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
+        """Flush the round's batch, then poll until it is collected (``wait``); False when it is still running."""
+        marker = _RoundEnd()
+        await lane.queue.put(marker)  # type: ignore[arg-type]  # the writer knows the marker
+        await marker.done
+        if runner._stop is not None or lane.halted is not None:
+            return False
+        if keys & runner.store.live_batch_keys(lane.spec.name):
+            if not self.wait:
+                lane.planned_note = ("this round's batch is submitted (--no-wait); once it is collected "
+                                     "(promptgrid status RUN_DIR, or the same command), run the same command again "
+                                     "to plan the next round")
+                return False
+            await self._poll(runner, wait=True, models=[lane.spec.name])
+        lane.live = runner.store.live_batch_keys(lane.spec.name)
+        return runner._stop is None and not (keys & lane.live)
+
+    def finish(self, runner: Runner, summary: RunSummary) -> None:
         summary.batch = True
-        summary.batches_live = sum(1 for b in self.store.batches() if b.live and b.kind != "export")
+        summary.batches_live = sum(1 for b in runner.store.batches() if b.live and b.kind != "export")
         # Lines of batches it collected, including lines a killed collection had stored already (``kept``):
         # the batch's answers, so a resumed collection of mostly answers is not "every call failed".
         summary.sent = self.collected.written + self.collected.kept
         summary.errors = self.collected.errors
         summary.error_kinds = dict(self.collected.error_kinds)
-        return summary
 
-    async def _poll(self, *, wait: bool) -> None:
+    async def _poll(self, runner: Runner, *, wait: bool, models: Sequence[str] | None = None) -> None:
         """Advance and collect this run's models' live batches (until none is left, with ``wait``)."""
-        if not self.store.batches():
+        store = runner.store
+        if not store.batches():
             return
-        variants, cases = stored_records(self.store)
+        variants, cases = stored_records(store)
+        backends = self.backends if models is None else {m: self.backends[m] for m in models}
         polling = asyncio.ensure_future(poll_batches(
-            self.store, self.backends, self.run_dir, scorer=self.scorer, variants=variants, cases=cases,
-            redactor=self.redact, wait=wait, poll_s=self.poll_s, models=self.backends,
-            on_progress=self._batch_progress))
-        self._tasks.append(polling)  # Ctrl-C cancels it like the calls of an online run
+            store, backends, self.run_dir, scorer=runner.scorer, variants=variants, cases=cases,
+            redactor=runner.redact, wait=wait, poll_s=self.poll_s, models=backends,
+            on_progress=lambda batches: self._batch_progress(runner, batches)))
+        runner._tasks.append(polling)  # Ctrl-C cancels it like the calls of an online run
         try:
             _merge(self.collected, await polling)
         except asyncio.CancelledError:
-            self._stop = "interrupted"
+            runner._stop = "interrupted"
         except CallError as exc:
-            self.summary.halted["batch API"] = (
-                f"{exc.kind.value}: {self.redact(exc.message)}. Batches are kept: run the same command again, "
+            runner.summary.halted["batch API"] = (
+                f"{exc.kind.value}: {runner.redact(exc.message)}. Batches are kept: run the same command again, "
                 "or promptgrid status RUN_DIR, to go on collecting.")
         finally:
-            self._tasks.remove(polling)
+            runner._tasks.remove(polling)
 
-    def _batch_progress(self, batches: list[BatchRecord]) -> None:
+    def _batch_progress(self, runner: Runner, batches: list[BatchRecord]) -> None:
         live = [b for b in batches if b.live and b.kind != "export"]
-        self.progress.note = f"{len(live)} batch(es) running, polled every {self.poll_s:g} s" if live else None
-        self.progress.tick(force=True)
+        runner.progress.note = f"{len(live)} batch(es) running, polled every {self.poll_s:g} s" if live else None
+        runner.progress.tick(force=True)
 
-    def _live_keys(self, lane: _Lane) -> set[str]:
-        return self.store.live_batch_keys(lane.spec.name)
-
-    async def _work(self, lane: _Lane) -> None:
-        """Take the new calls off the queue into input files; flush at the limits and at the end."""
+    async def work(self, runner: Runner, lane: _Lane) -> None:
+        """Take the new calls off the queue into input files; flush at the limits, at a round's end and at the end."""
         backend = self.backends[lane.spec.name]
         builder = _Builder()
         while True:
             call = await lane.queue.get()
             if call is None:
                 break
-            if self._stop is not None:
-                self._inflight.pop(call.job.key, None)
+            if isinstance(call, _RoundEnd):
+                if builder.lines and runner._stop != "interrupted":
+                    builder = await self._flush_or_leave(runner, lane, backend, builder)
+                call.done.set_result(None)
+                continue
+            if runner._stop is not None:
+                runner._inflight.pop(call.job.key, None)
                 continue
             try:
-                line = self._encode(backend, call)
+                line = backend.encode(call.job.key, call.job.messages, call.job.params,
+                                      getattr(call.job, "request", None))
             except CallError as exc:  # a request this batch API cannot carry: that job's error, like online
-                self._finish(call, CallResult(
+                runner._finish(call, CallResult(
                     key=call.job.key, model=call.job.model, repeat=call.job.repeat,
                     prompt_sha256=call.job.prompt_sha256, params=_params_json(call.job.params), status=ERROR,
-                    attempts=0, error=self.redact(exc.message), error_kind=exc.kind.value))
+                    attempts=0, error=runner.redact(exc.message), error_kind=exc.kind.value))
                 continue
             if builder.lines and (len(builder.lines) + 1 > backend.max_requests
                                   or builder.size + len(line) > backend.max_bytes):
-                await self._flush(lane, backend, builder)
+                await self._flush(runner, lane, backend, builder)
                 builder = _Builder()
             builder.lines.append(line)
             builder.size += len(line)
@@ -432,21 +460,25 @@ class BatchRunner(Runner):
             request = getattr(job, "request", None)
             builder.jobs.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
                                          int(request is not None and request.get("call_mode") == "native")))
-        if builder.lines and self._stop != "interrupted":
-            if len(builder.lines) < getattr(backend, "min_requests", 1):
-                # Fewer than the provider takes per batch (Bedrock: 100): never padded; left pending.
-                for job in builder.jobs:
-                    self._inflight.pop(job.key, None)
-                self.summary.batch_left += builder.rows
-                self.progress.done += builder.rows
-                return
-            await self._flush(lane, backend, builder)
+        if builder.lines and runner._stop != "interrupted":
+            await self._flush_or_leave(runner, lane, backend, builder)
 
-    def _encode(self, backend: BatchBackend, call: _Call) -> bytes:
-        job = call.job
-        return backend.encode(job.key, job.messages, job.params, getattr(job, "request", None))
+    async def _flush_or_leave(self, runner: Runner, lane: _Lane, backend: BatchBackend, builder: _Builder) -> _Builder:
+        """Flush ``builder``, or leave its jobs pending when they are fewer than the provider takes per batch."""
+        if len(builder.lines) < getattr(backend, "min_requests", 1):
+            # Fewer than the provider takes per batch (Bedrock: 100): never padded; left pending.
+            for job in builder.jobs:
+                runner._inflight.pop(job.key, None)
+            runner.summary.batch_left += builder.rows
+            runner.progress.done += builder.rows
+            lane.planned_note = (f"this round has {len(builder.lines)} new calls, fewer than the "
+                                 f"{backend.min_requests} the batch API takes per batch: give a larger --budget or "
+                                 "fewer --rounds")
+        else:
+            await self._flush(runner, lane, backend, builder)
+        return _Builder()
 
-    async def _flush(self, lane: _Lane, backend: BatchBackend, builder: _Builder) -> None:
+    async def _flush(self, runner: Runner, lane: _Lane, backend: BatchBackend, builder: _Builder) -> None:
         """Record one batch and its keys, write its input file, then upload and submit it."""
         batch_id = f"pg-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
         directory = self.run_dir / BATCH_DIR
@@ -456,30 +488,30 @@ class BatchRunner(Runner):
         now = time.time()
         record = BatchRecord(batch_id, lane.spec.name, backend.kind, PREPARING, None, None, None, None,
                              len(builder.lines), builder.size, now, now, None)
-        self.store.add_batch(record, builder.jobs)
+        runner.store.add_batch(record, builder.jobs)
         for job in builder.jobs:
-            self._inflight.pop(job.key, None)
+            runner._inflight.pop(job.key, None)
             lane.live.add(job.key)
-        self.summary.batches += 1
-        self.summary.batch_jobs += len(builder.jobs)
-        self.progress.done += builder.rows
+        runner.summary.batches += 1
+        runner.summary.batch_jobs += len(builder.jobs)
+        runner.progress.done += builder.rows
         if lane.halted is not None:
             return  # recorded: the next run uploads it
         before = None
         try:
             while record.state not in (SUBMITTED, before):
                 before = record.state
-                record = await advance(self.store, backend, record, self.run_dir)
+                record = await advance(runner.store, backend, record, self.run_dir)
         except CallError as exc:
-            self._batch_failed(lane, exc)
+            self._batch_failed(runner, lane, exc)
 
-    def _batch_failed(self, lane: _Lane, exc: CallError) -> None:
+    def _batch_failed(self, runner: Runner, lane: _Lane, exc: CallError) -> None:
         """A batch API call failed: this model makes no more batches now; what is recorded resumes next run."""
-        message = f"batch API of {lane.spec.name}: {exc.kind.value}: {self.redact(exc.message)}. "
+        message = f"batch API of {lane.spec.name}: {exc.kind.value}: {runner.redact(exc.message)}. "
         if exc.kind is ErrorKind.NOT_FOUND:
             message += ("This server has no files/batches API (a plain `vllm serve` has none): run the model online "
                         "(without --batch), or write its requests with promptgrid export-batch for `vllm run-batch`. ")
         message += ("The batches recorded so far are kept; run the same command again (or promptgrid status "
                     "RUN_DIR) to go on.")
         lane.halted = message
-        self.summary.halted[lane.spec.name] = message
+        runner.summary.halted[lane.spec.name] = message

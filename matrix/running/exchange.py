@@ -57,7 +57,7 @@ from promptgrid.variants import Variant
 
 from .batch import store_results
 from .config import ModelSpec, RunConfig
-from .runner import Runner, _Lane, _params_json
+from .runner import Runner, Transport, _Lane, _params_json
 from .session import (
     RUN_JSON,
     Plan,
@@ -117,6 +117,9 @@ class ExportSummary:
     in_batch: int
     """Jobs whose call is in a live provider batch of a ``--batch`` run (collected by it, not exported)."""
     bytes: int = 0
+    planned: str | None = None
+    """An adaptive plan (``goal``): why it wrote no further round (its next round needs this one's results:
+    ``import-batch``, then ``export-batch`` again); None when the plan is complete or not adaptive."""
 
 
 @dataclass(frozen=True)
@@ -286,49 +289,57 @@ def _export(store: RunStore, prep: Prepared, spec: ModelSpec, backend: OpenAIBat
     """Walk the plan with the runner's producer, write the lines to ``handle``, record the export; returns the
     counts."""
     config = dataclasses.replace(prep.config, models=(spec,), max_cost=None)
-    runner = _ExportRunner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
-                           clients={spec.name: backend.client}, store=store, scorer=scorer or _score,
-                           retry_errors=retry_errors, backend=backend, handle=handle, body_model=body_model)
+    export = ExportTransport(backend=backend, handle=handle, body_model=body_model)
+    runner = Runner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
+                    clients={spec.name: backend.client}, store=store, scorer=scorer or _score,
+                    retry_errors=retry_errors, transport=export)
     summary = _run_sync(runner.run())
     if summary.stopped == "interrupted":
         raise KeyboardInterrupt  # nothing recorded: the file is not complete
     handle.flush()
     export_id = None
-    if runner.lines:
+    if export.lines:
         export_id = f"export-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
         now = time.time()
         detail = json.dumps({"output": output, "body_model": body_model}, separators=(",", ":"))
         store.add_batch(BatchRecord(export_id, spec.name, EXPORT_KIND, EXPORTED, None, None, None, None,
-                                    len(runner.lines), runner.bytes, now, now, detail), runner.lines)
-    return ExportSummary(model=spec.name, export_id=export_id, lines=len(runner.lines), jobs=summary.jobs,
+                                    len(export.lines), export.bytes, now, now, detail), export.lines)
+    return ExportSummary(model=spec.name, export_id=export_id, lines=len(export.lines), jobs=summary.jobs,
                          shared=summary.shared, stored=summary.cached, unsupported=summary.unsupported,
-                         in_batch=summary.in_batch, bytes=runner.bytes)
+                         in_batch=summary.in_batch, bytes=export.bytes,
+                         planned=summary.planned.get(spec.name))
 
 
-class _ExportRunner(Runner):
-    """The runner with one writer that puts each new call in the export file instead of sending it.
+class ExportTransport(Transport):
+    """One writer that puts each new call in the export file instead of sending it.
 
     The producer is the runner's own, so an export leaves out exactly what a
     run would not send (stored results, identical prompts, unsupported call
     modes, calls in a live batch) and scores stored answers that have no
     verdict yet, as a run does. A written call stays in flight until the end,
     so the later jobs with the same key join it (``shared``) and no key is
-    written twice.
+    written twice. An adaptive plan writes its next round: the round after it
+    needs this one's results (``import-batch``, then ``export-batch`` again).
     """
 
-    def __init__(self, *args: Any, backend: OpenAIBatchBackend, handle: IO[bytes], body_model: str | None,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, backend: OpenAIBatchBackend, handle: IO[bytes], body_model: str | None) -> None:
         self.backend = backend
         self.handle = handle
         self.body_model = body_model
         self.lines: list[BatchJob] = []
         self.bytes = 0
 
-    def _workers(self, lane: _Lane) -> int:
+    def workers(self, runner: Runner, lane: _Lane) -> int:
         return 1
 
-    async def _work(self, lane: _Lane) -> None:
+    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
+        if not keys & runner._inflight.keys():
+            return True  # every cell of the round was stored already (a resumed plan)
+        lane.planned_note = ("this round is written to the export file; store its results (promptgrid import-batch) "
+                             "and run export-batch again for the next round")
+        return False
+
+    async def work(self, runner: Runner, lane: _Lane) -> None:
         while (call := await lane.queue.get()) is not None:
             job = call.job
             line = self.backend.encode(job.key, job.messages, job.params, job.request)
@@ -337,7 +348,7 @@ class _ExportRunner(Runner):
                 line = encode_request_line(job.key, {**request["body"], "model": self.body_model})
             self.handle.write(line)
             self.bytes += len(line)
-            self.progress.done += 1
+            runner.progress.done += 1
             self.lines.append(BatchJob(job.key, job.model, job.repeat, job.prompt_sha256, _params_json(job.params),
                                        int(job.request is not None and job.request.get("call_mode") == "native")))
 

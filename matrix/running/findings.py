@@ -68,6 +68,11 @@ class Estimate:
     n: int = 0
     """Cells with an outcome behind the number (a variant's measured cells; both variants' for a spread)."""
 
+    def __post_init__(self) -> None:  # numpy scalars in, plain floats out (JSON, repr)
+        for name in ("value", "low", "high"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "n", int(self.n))
+
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and math.isnan(v) else
                     (round(v, 6) if isinstance(v, float) else v)) for k, v in asdict(self).items()}
@@ -161,10 +166,14 @@ def _wilson(s: int, n: int) -> tuple[float, float]:
     return wilson_interval(s, n)
 
 
-def _interval(draws: Any) -> tuple[float, float]:
+def _interval(draws: Any, value: float | None = None) -> tuple[float, float]:
+    """The 95% percentile interval of ``draws``, widened to hold ``value`` (a point estimate at 0 or 1 of a
+    proportion whose posterior draws never reach the bound)."""
     np = _np()
-    lo, hi = np.quantile(draws, [0.025, 0.975])
-    return float(lo), float(hi)
+    lo, hi = (float(x) for x in np.quantile(draws, [0.025, 0.975]))
+    if value is not None and not math.isnan(value):
+        lo, hi = min(lo, value), max(hi, value)
+    return lo, hi
 
 
 def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int,
@@ -181,7 +190,7 @@ def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int
             f[v] += 1
     n = s + f
     rng = np.random.default_rng(_SEED)
-    post = rng.beta(1 + s, 1 + f, size=(draws, k))
+    post = rng.beta(0.5 + s, 0.5 + f, size=(draws, k))  # Jeffreys posteriors: the intervals' draws
     out_variants = []
     for i, (vid, label, _dims) in enumerate(variants):
         ni = int(n[i])
@@ -195,7 +204,7 @@ def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int
     b, w = int(np.nanargmax(mean)), int(np.nanargmin(mean))
     best, worst = out_variants[b], out_variants[w]
     diff = post[:, b] - post[:, w]
-    lo, hi = _interval(diff)
+    lo, hi = _interval(diff, best.accuracy.value - worst.accuracy.value)
     spread = Estimate(best.accuracy.value - worst.accuracy.value, lo, hi, "measured", int(n[b] + (n[w] if w != b
                                                                                                   else 0)))
     quantiles: dict[str, Estimate] = {}
@@ -204,8 +213,9 @@ def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int
         kept = means[seen]
         qd = np.nanquantile(np.where(seen, post, np.nan), [q / 100 for q in QUANTILES], axis=1)
         for i, q in enumerate(QUANTILES):
-            lo, hi = _interval(qd[i])
-            quantiles[f"p{q}"] = Estimate(float(np.quantile(kept, q / 100)), lo, hi, "measured", int(n.sum()))
+            value = float(np.quantile(kept, q / 100))
+            lo, hi = _interval(qd[i], value)
+            quantiles[f"p{q}"] = Estimate(value, lo, hi, "measured", int(n.sum()))
     return {"variants": out_variants, "best": best, "worst": worst, "spread": spread, "quantiles": quantiles}
 
 
@@ -268,7 +278,6 @@ def _fitted(variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int
 
     fit = minimize(loss, np.zeros(p), jac=True, method="L-BFGS-B", options={"maxiter": 2000})
     theta = fit.x
-    import os
     # Laplace approximation: H = J' W J + diag(prec), J the rows' gradients of z.
     z = ability(theta)[vi] - split(theta)[3][ci]
     w = 1.0 / (1.0 + np.exp(-z))
@@ -308,16 +317,17 @@ def _fitted(variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int
     n_v = measured.sum(axis=1)
     out_variants = []
     for i, (vid, label, _d) in enumerate(variants):
-        lo, hi = _interval(acc_draws[:, i])
+        lo, hi = _interval(acc_draws[:, i], float(point[i]))
         out_variants.append(VariantEstimate(vid, label, Estimate(float(point[i]), lo, hi, "estimated", int(n_v[i]))))
     b, wv = int(np.argmax(point)), int(np.argmin(point))
-    lo, hi = _interval(acc_draws.max(axis=1) - acc_draws.min(axis=1))
+    lo, hi = _interval(acc_draws.max(axis=1) - acc_draws.min(axis=1), float(point[b] - point[wv]))
     spread = Estimate(float(point[b] - point[wv]), lo, hi, "estimated", int(measured.sum()))
     qd = np.quantile(acc_draws, [q / 100 for q in QUANTILES], axis=1)
     quantiles = {}
     for i, q in enumerate(QUANTILES):
-        lo, hi = _interval(qd[i])
-        quantiles[f"p{q}"] = Estimate(float(np.quantile(point, q / 100)), lo, hi, "estimated", int(measured.sum()))
+        value = float(np.quantile(point, q / 100))
+        lo, hi = _interval(qd[i], value)
+        quantiles[f"p{q}"] = Estimate(value, lo, hi, "estimated", int(measured.sum()))
     return {"variants": out_variants, "best": out_variants[b], "worst": out_variants[wv], "spread": spread,
             "quantiles": quantiles}
 
@@ -360,3 +370,36 @@ def replay(model: str, goal: str, variants: Sequence[tuple[str, str, Mapping[str
                           product=planner.product, rounds=len(planner.sizes), rounds_done=planner.rounds_done,
                           seed=seed, best=found["best"], worst=found["worst"], spread=found["spread"],
                           variants=found["variants"], quantiles=found["quantiles"], trace=points)
+
+
+def run_findings(record: Mapping[str, Any], store: Any, *, trace: bool = True) -> dict[str, AdaptiveResult]:
+    """What the latest invocation of a run directory found, per model: {} when it is not an adaptive run.
+
+    ``record`` is the directory's ``run.json`` content, ``store`` its ``RunStore`` (read-only is enough). The
+    plan (variants and cases in their order, repeats, models) and the goal, budget, rounds and seed come from
+    the latest invocation; the outcomes from the store.
+    """
+    invocations = record.get("invocations") or []
+    last = invocations[-1] if invocations and isinstance(invocations[-1], Mapping) else {}
+    config = last.get("config") or {}
+    plan = last.get("plan") or {}
+    goal = config.get("goal")
+    if goal is None or not isinstance(plan, Mapping):
+        return {}
+    variant_ids = [str(v) for v in plan.get("variants") or ()]
+    case_ids = [str(c) for c in plan.get("cases") or ()]
+    repeats = int(last.get("repeats") or config.get("repeats") or 1)
+    stored = {vid: (label, dims) for vid, label, dims in store.variants().values()}
+    variants = [(vid, stored.get(vid, (vid, {}))[0], stored.get(vid, (vid, {}))[1]) for vid in variant_ids]
+    v_index = {vid: i for i, vid in enumerate(variant_ids)}
+    c_index = {cid: i for i, cid in enumerate(case_ids)}
+    out: dict[str, AdaptiveResult] = {}
+    for model in last.get("models") or ():
+        outcomes: dict[Cell, bool | None] = {}
+        for (vid, cid, r), ok in store.model_outcomes(model).items():
+            if vid in v_index and cid in c_index and r < repeats:
+                outcomes[(v_index[vid], c_index[cid], r)] = ok
+        out[model] = replay(model, goal, variants, len(case_ids), repeats, outcomes,
+                            budget=int(config.get("budget") or 0) or 1, rounds=config.get("rounds"),
+                            seed=int(config.get("plan_seed") or 0), trace=trace)
+    return out

@@ -26,7 +26,7 @@ from promptgrid.errors import RunError
 from promptgrid.records import Case, Prompt
 from promptgrid.variants import Variant
 
-__all__ = ["MAX_JOBS", "Job", "Renders", "check_plan_size", "iter_jobs", "job_key", "repeat_params"]
+__all__ = ["MAX_JOBS", "Job", "JobMaker", "Renders", "check_plan_size", "iter_jobs", "job_key", "repeat_params"]
 
 MAX_JOBS = 5_000_000
 """Default cap on a run's jobs (models x variants x cases x repeats), counted before any job is built: about six
@@ -121,3 +121,42 @@ def iter_jobs(model: str, params: Mapping[str, Any], variants: Sequence[Variant]
                 p = per_repeat[r] if r < cached else repeat_params(params, r)
                 yield Job(model, variant, vid, case, r, job_key(model, p, digest, r), p, prompt.messages, digest,
                           prompt.request)
+
+
+class JobMaker:
+    """Turns a planner's cells ``(variant index, case index, repeat)`` into the jobs ``iter_jobs`` would make.
+
+    The last prompt rendered is kept, so the cells of one (variant, case) in a row (its repeats) render it once;
+    the parameters of the first ``_CACHED_REPEATS`` repeats are made once.
+    """
+
+    def __init__(self, model: str, params: Mapping[str, Any], variants: Sequence[Variant], cases: Sequence[Case],
+                 renderer: Renders) -> None:
+        self.model, self.params, self.variants, self.cases, self.renderer = model, params, variants, cases, renderer
+        self._ids = [v.id for v in variants]
+        self._per_repeat: dict[int, dict[str, Any]] = {}
+        self._last: tuple[int, int, Prompt] | None = None
+
+    def _params(self, repeat: int) -> dict[str, Any]:
+        p = self._per_repeat.get(repeat)
+        if p is None:
+            p = repeat_params(self.params, repeat)
+            if len(self._per_repeat) < _CACHED_REPEATS:
+                self._per_repeat[repeat] = p
+        return p
+
+    def __call__(self, cells: Sequence[tuple[int, int, int]]) -> list[Job]:
+        out = []
+        model = self.model
+        for v, c, r in cells:
+            last = self._last
+            if last is not None and last[0] == v and last[1] == c:
+                prompt = last[2]
+            else:
+                prompt = self.renderer.render(self.variants[v], self.cases[c])
+                self._last = (v, c, prompt)
+            digest = prompt.sha256
+            p = self._params(r)
+            out.append(Job(model, self.variants[v], self._ids[v], self.cases[c], r, job_key(model, p, digest, r), p,
+                           prompt.messages, digest, prompt.request))
+        return out

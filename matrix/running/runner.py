@@ -73,9 +73,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 from promptgrid.errors import StoreFullError
@@ -86,18 +85,18 @@ from promptgrid.records import Case
 from promptgrid.variants import Variant
 
 from .adaptive import Adaptive
-from .plan import Job, Renders, iter_jobs
+from .plan import Job, JobMaker, Renders
+from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
 from .ratelimit import TokenBucket
 from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore
 
-__all__ = ["RunSummary", "Runner", "Scorer", "verdict_row"]
+__all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
 Scorer = Callable[[str, Variant, Case], Any]
 Row = tuple[int, int, int, int]
 VerdictRow = tuple[Row, str | None, bool, str | None]
 
-CHUNK = 256
 # Errors that every later call to the same model would repeat: record the first, send no more.
 _HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
 REFUSALS = 3
@@ -177,6 +176,9 @@ class RunSummary:
     online, or with more jobs)."""
     batches_live: int = 0
     """Batches of the run directory still running when this invocation ended (``promptgrid status`` collects)."""
+    planned: dict[str, str] = field(default_factory=dict)
+    """Adaptive runs: models whose planner stopped before its budget, and why (a round waits for a batch or an
+    export's results, or the model was stopped)."""
 
     @property
     def calls_per_s(self) -> float:
@@ -218,6 +220,10 @@ class _Lane:
     refusals: int = 0
     live: set[str] = field(default_factory=set)
     """Keys in a live provider batch (``RunStore.live_batch_keys``): never sent online, never batched again."""
+    planner: Planner | None = None
+    """What this model sends next (``planning``): the product, or an adaptive goal's rounds."""
+    planned_note: str | None = None
+    """Why this model's adaptive round cannot be settled now, as its transport puts it (``RunSummary.planned``)."""
 
 
 async def _with_timeout(awaitable: Any, seconds: float) -> Any:
@@ -228,17 +234,54 @@ async def _with_timeout(awaitable: Any, seconds: float) -> Any:
     return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
+class Transport:
+    """How a runner's new calls leave: online (this class), provider batches (``batch.BatchTransport``), an export
+    file (``exchange.ExportTransport``). What to send is the planners' business; the runner composes the two.
+
+    ``work`` takes calls off a model's queue (``workers`` tasks per model); ``settle`` waits until the calls of
+    ``keys`` have results (an adaptive round) and says whether they do; ``before``/``after`` run around the whole
+    plan; ``finish`` completes the summary.
+    """
+
+    def workers(self, runner: Runner, lane: _Lane) -> int:
+        """Tasks taking the model's calls off its queue: ``concurrency`` per endpoint (``ModelSpec.in_flight``)."""
+        return lane.spec.in_flight
+
+    async def before(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
+        """Runs before the producers start."""
+
+    async def work(self, runner: Runner, lane: _Lane) -> None:
+        await runner._work(lane)
+
+    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
+        """Wait until none of ``keys`` is in flight; False when the run or the model was stopped meanwhile."""
+        while any(k in runner._inflight for k in keys):
+            if runner._stop is not None or lane.halted is not None:
+                return False
+            await asyncio.sleep(0.005)
+        return runner._stop is None and lane.halted is None
+
+    async def after(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
+        """Runs after every call of the plan has a result."""
+
+    def finish(self, runner: Runner, summary: RunSummary) -> None:
+        """Complete the summary (a batch run counts the lines it collected)."""
+
+
 class Runner:
     """Executes one ``RunConfig`` against a ``RunStore``.
 
     ``clients`` maps model names to ``ModelClient``s; ``scorer`` is
-    ``promptgrid.matrix.scoring.score`` (injectable for tests).
+    ``promptgrid.matrix.scoring.score`` (injectable for tests). What each model
+    sends comes from its planner (``planners``, default ``planning.make_planner``
+    from the config's goal), how it is sent from ``transport`` (default online).
     """
 
     def __init__(self, config: RunConfig, *, variants: Sequence[Variant], cases: Sequence[Case],
                  renderer: Renders, clients: Mapping[str, ModelClient], store: RunStore,
                  scorer: Scorer, progress: Progress | None = None, redactor: Redactor | None = None,
-                 retry_errors: bool = False, seed: int | None = None) -> None:
+                 retry_errors: bool = False, seed: int | None = None, transport: Transport | None = None,
+                 planners: Mapping[str, Planner] | None = None) -> None:
         self.config = config
         self.variants = list(variants)
         self.cases = list(cases)
@@ -248,7 +291,12 @@ class Runner:
         self.scorer = scorer
         self.redact = redactor or Redactor()
         self.retry_errors = retry_errors
-        self.total = len(self.variants) * len(self.cases) * config.repeats * len(config.models)
+        self.transport = transport or Transport()
+        self.planners = dict(planners) if planners is not None else {
+            m.name: make_planner(m.name, len(self.variants), len(self.cases), config.repeats, goal=config.goal,
+                                 budget=config.budget, rounds=config.rounds, seed=config.plan_seed)
+            for m in config.models}
+        self.total = sum(self.planners[m.name].total for m in config.models)
         self.progress = progress or Progress(self.total, enabled=False)
         self.summary = RunSummary(jobs=self.total)
         self._inflight: dict[str, _Call] = {}
@@ -294,22 +342,23 @@ class Runner:
                 rpm=TokenBucket(spec.rpm) if spec.rpm else None,
                 tpm=TokenBucket(spec.tpm, burst=spec.tpm / 60) if spec.tpm else None,
                 limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
+                planner=self.planners[spec.name],
             ))
         self._lanes = lanes
         loop = asyncio.get_running_loop()
         installed = self._install_signals(loop)
         ticker = asyncio.create_task(self._tick())
         try:
-            await self._before(lanes)
+            await self.transport.before(self, lanes)
             for lane in lanes:
                 self._tasks.append(asyncio.create_task(self._guard(self._produce(lane))))
-                for _ in range(self._workers(lane)):
-                    self._tasks.append(asyncio.create_task(self._guard(self._work(lane))))
+                for _ in range(self.transport.workers(self, lane)):
+                    self._tasks.append(asyncio.create_task(self._guard(self.transport.work(self, lane))))
             results = await asyncio.gather(*self._tasks, return_exceptions=True)
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r
-            await self._after(lanes)
+            await self.transport.after(self, lanes)
         finally:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -332,15 +381,10 @@ class Runner:
                 self.summary.concurrency[lane.spec.name] = [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
         self.summary.cpu_s = time.process_time() - cpu0
         self.summary.peak_rss_mb = _peak_rss_mb()
+        self.transport.finish(self, self.summary)
         return self.summary
 
     # ------------------------------------------------------------------ plumbing
-
-    async def _before(self, lanes: Sequence[_Lane]) -> None:
-        """Hook: runs before the producers start (a batch run carries on the batches a killed run left)."""
-
-    async def _after(self, lanes: Sequence[_Lane]) -> None:
-        """Hook: runs after every call of the plan has a result (a batch run polls and collects here)."""
 
     async def _guard(self, coro: Any) -> None:
         """Run a producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
@@ -402,84 +446,119 @@ class Runner:
 
     # ------------------------------------------------------------------ producer
 
-    def _chunks(self, lane: _Lane) -> Iterator[list[Job]]:
-        jobs = iter_jobs(lane.spec.name, lane.spec.params, self.variants, self.cases, self.config.repeats,
-                         self.renderer)
-        while True:
-            chunk = list(islice(jobs, CHUNK))
-            if not chunk:
-                return
-            yield chunk
-
     async def _produce(self, lane: _Lane) -> None:
+        """Ask the model's planner for cells until it is done; queue each new call (see the module docstring).
+
+        An adaptive planner answers ``[]`` at the end of a round: the transport settles the round (online: its
+        calls are answered; batch: its batch is collected), the store's outcomes of its cells go to the planner,
+        and the planner decides the next round.
+        """
         store = self.store
         lane.live = store.live_batch_keys(lane.spec.name)
+        planner = lane.planner
+        assert planner is not None
+        make = JobMaker(lane.spec.name, lane.spec.params, self.variants, self.cases, self.renderer)
+        adaptive = planner.adaptive
+        round_rows: list[tuple[Row, Cell, str]] = []  # adaptive: this round's (row, cell, key), observed when settled
         try:
-            for chunk in self._chunks(lane):
-                if self._stop is not None or lane.halted is not None:
+            while self._stop is None and lane.halted is None:
+                cells = planner.next()
+                if cells is None:
                     break
-                rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat)
-                        for j in chunk]
-                store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk, strict=True)])
-                status = store.lookup(list({j.key for j in chunk if j.key not in self._inflight}))
-                scored = store.scored([k for k in status]) if status else set()
-                new: list[_Call] = []
-                late: list[VerdictRow | None] = []
-                refused: dict[str, tuple[str, list[Row], Job]] = {}  # key -> (reason, rows, job): never sent
-                # No await in this loop: classification and registration in flight are atomic
-                # with respect to the workers, so a key is never sent twice.
-                for row, job in zip(rows, chunk, strict=True):
-                    call = self._inflight.get(job.key)
-                    if call is not None:
-                        call.rows.append((row, job))
-                        self.summary.shared += 1
-                        continue
-                    st = status.get(job.key)
-                    if st is None and job.key in lane.live:  # a provider batch has it: collected, not sent
-                        self.summary.in_batch += 1
-                        self.progress.done += 1
-                        continue
-                    reason = self._unsupported(lane, job)
-                    if reason is not None and (st is None or st == UNSUPPORTED):
-                        self._count_unsupported(reason)
-                        if st is None:
-                            refused.setdefault(job.key, (reason, [], job))[1].append(row)
-                        continue
-                    resend = ((st == ERROR and self.retry_errors and job.key not in self._retried)
-                              or st == UNSUPPORTED)  # the model can send it now
-                    if st is not None and not resend:
-                        self.summary.cached += 1
-                        self.progress.cached += 1
-                        self.progress.done += 1
-                        if row not in scored:
-                            late.append(self._score_stored(row, job, st))
-                        continue
-                    if resend:
-                        self._retried.add(job.key)
-                    call = _Call(job, [(row, job)])
-                    self._inflight[job.key] = call
-                    new.append(call)
-                if late:
-                    store.set_verdicts([v for v in late if v is not None])
-                for key, (reason, refused_rows, job) in refused.items():
-                    store.record(CallResult(key=key, model=job.model, repeat=job.repeat,
-                                            prompt_sha256=job.prompt_sha256, params=_params_json(job.params),
-                                            status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
-                                 [(row, None, None, None) for row in refused_rows])
-                for call in new:
-                    if self._stop is not None:
-                        self._inflight.pop(call.job.key, None)
-                        continue
-                    await lane.queue.put(call)
+                if not cells:
+                    if not await self._settle(lane, round_rows):
+                        break
+                    round_rows = []
+                    continue
+                for at in range(0, len(cells), CHUNK):
+                    if self._stop is not None or lane.halted is not None:
+                        break
+                    part = cells[at:at + CHUNK]
+                    chunk = make(part)
+                    rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat)
+                            for j in chunk]
+                    if adaptive:
+                        round_rows.extend(zip(rows, part, [j.key for j in chunk], strict=True))
+                    await self._queue(lane, chunk, rows)
         finally:
             if self._stop != "interrupted":
-                for _ in range(self._workers(lane)):
+                for _ in range(self.transport.workers(self, lane)):
                     await lane.queue.put(None)
 
-    def _workers(self, lane: _Lane) -> int:
-        """How many tasks take this model's calls off its queue (``concurrency`` per endpoint: ``in_flight``;
-        a batch run has one writer)."""
-        return lane.spec.in_flight
+    async def _settle(self, lane: _Lane, round_rows: Sequence[tuple[Row, Cell, str]]) -> bool:
+        """Wait for an adaptive round's results and tell the planner; False (noted in the summary) when they are not
+        all there: the run or the model stopped, or the transport cannot have them now (a batch still running,
+        an export file waiting for ``import-batch``)."""
+        planner = lane.planner
+        assert planner is not None
+        settled = await self.transport.settle(self, lane, {key for _row, _cell, key in round_rows})
+        found = self.store.outcomes([row for row, _cell, _key in round_rows]) if settled else {}
+        missing = sum(1 for row, _cell, _key in round_rows if row not in found)
+        if self._stop is not None or lane.halted is not None:
+            return False
+        if not settled or missing:
+            done = getattr(planner, "rounds_done", 0)
+            self.summary.planned[lane.spec.name] = lane.planned_note or (
+                f"round {done + 1} waits for {missing or len(round_rows)} of its {len(round_rows)} results; run the "
+                "same command again once they are stored to plan the next round")
+            return False
+        planner.observe({cell: found[row] for row, cell, _key in round_rows})
+        return True
+
+    async def _queue(self, lane: _Lane, chunk: Sequence[Job], rows: Sequence[Row]) -> None:
+        """Sort one chunk of jobs: stored, shared with a call in flight, unsupported, or a new call for the queue."""
+        store = self.store
+        store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk, strict=True)])
+        status = store.lookup(list({j.key for j in chunk if j.key not in self._inflight}))
+        scored = store.scored([k for k in status]) if status else set()
+        new: list[_Call] = []
+        late: list[VerdictRow | None] = []
+        refused: dict[str, tuple[str, list[Row], Job]] = {}  # key -> (reason, rows, job): never sent
+        # No await in this loop: classification and registration in flight are atomic
+        # with respect to the workers, so a key is never sent twice.
+        for row, job in zip(rows, chunk, strict=True):
+            call = self._inflight.get(job.key)
+            if call is not None:
+                call.rows.append((row, job))
+                self.summary.shared += 1
+                continue
+            st = status.get(job.key)
+            if st is None and job.key in lane.live:  # a provider batch has it: collected, not sent
+                self.summary.in_batch += 1
+                self.progress.done += 1
+                continue
+            reason = self._unsupported(lane, job)
+            if reason is not None and (st is None or st == UNSUPPORTED):
+                self._count_unsupported(reason)
+                if st is None:
+                    refused.setdefault(job.key, (reason, [], job))[1].append(row)
+                continue
+            resend = ((st == ERROR and self.retry_errors and job.key not in self._retried)
+                      or st == UNSUPPORTED)  # the model can send it now
+            if st is not None and not resend:
+                self.summary.cached += 1
+                self.progress.cached += 1
+                self.progress.done += 1
+                if row not in scored:
+                    late.append(self._score_stored(row, job, st))
+                continue
+            if resend:
+                self._retried.add(job.key)
+            call = _Call(job, [(row, job)])
+            self._inflight[job.key] = call
+            new.append(call)
+        if late:
+            store.set_verdicts([v for v in late if v is not None])
+        for key, (reason, refused_rows, job) in refused.items():
+            store.record(CallResult(key=key, model=job.model, repeat=job.repeat,
+                                    prompt_sha256=job.prompt_sha256, params=_params_json(job.params),
+                                    status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
+                         [(row, None, None, None) for row in refused_rows])
+        for call in new:
+            if self._stop is not None:
+                self._inflight.pop(call.job.key, None)
+                continue
+            await lane.queue.put(call)
 
     def _unsupported(self, lane: _Lane, job: Job) -> str | None:
         """Why ``lane``'s model cannot be sent ``job``'s request pieces; None when it can (or there are none)."""

@@ -298,8 +298,19 @@ class Prepared:
     """The grid and dataset in full (``prepare`` sets it); None skips ``check_run_dir`` (a hand-built run)."""
 
     @property
+    def product(self) -> int:
+        """Jobs of the full product, per model: variants x cases x repeats."""
+        return len(self.variants) * len(self.cases) * self.config.repeats
+
+    @property
+    def per_model(self) -> int:
+        """Jobs planned per model: the product, or an adaptive run's budget (at most the product)."""
+        budget = self.config.budget if self.config.goal is not None else None
+        return self.product if budget is None else min(budget, self.product)
+
+    @property
     def jobs(self) -> int:
-        return len(self.variants) * len(self.cases) * self.config.repeats * len(self.config.models)
+        return self.per_model * len(self.config.models)
 
 
 def make_renderer(variants: Iterable[Variant], *, template_dir: str | os.PathLike[str] | None = None,
@@ -509,7 +520,8 @@ def _invocation(prep: Prepared, *, append: bool, retry_errors: bool) -> dict[str
             "promptgrid_version": __version__, "config": config.to_dict(), "grid": grid, "dataset": dataset,
             "models": [m.name for m in config.models], "repeats": config.repeats, "jobs": prep.jobs,
             "pending": None, "append": append, "retry_errors": retry_errors,
-            "plan": {"variants": [v.id for v in prep.variants], "cases": [c.id for c in prep.cases]}}
+            "plan": {"variants": [v.id for v in prep.variants], "cases": [c.id for c in prep.cases],
+                     **({"budget": prep.per_model} if config.goal is not None else {})}}
 
 
 @dataclass(frozen=True)
@@ -520,13 +532,16 @@ class Plan:
     variants: tuple[str, ...]
     cases: tuple[str, ...]
     repeats: int
+    budget: int | None = None
+    """An adaptive plan's jobs per model (``--budget``, at most the product); None: the product."""
 
     @property
     def jobs(self) -> int:
-        return len(self.models) * len(self.variants) * len(self.cases) * self.repeats
+        return len(self.models) * self.per_model()
 
     def per_model(self) -> int:
-        return len(self.variants) * len(self.cases) * self.repeats
+        product = len(self.variants) * len(self.cases) * self.repeats
+        return product if self.budget is None else min(self.budget, product)
 
     @classmethod
     def of(cls, invocation: Mapping[str, Any]) -> Plan | None:
@@ -538,7 +553,9 @@ class Plan:
         variants, cases = plan.get("variants"), plan.get("cases")
         if not (isinstance(variants, list) and isinstance(cases, list)):
             return None
-        return cls(tuple(map(str, models)), tuple(map(str, variants)), tuple(map(str, cases)), repeats)
+        budget = plan.get("budget")
+        return cls(tuple(map(str, models)), tuple(map(str, variants)), tuple(map(str, cases)), repeats,
+                   budget if isinstance(budget, int) and not isinstance(budget, bool) else None)
 
 
 def last_invocation(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -560,7 +577,8 @@ def plan_status(store: RunStore, plan: Plan | None) -> dict[str, tuple[int, int]
         return {}
     found = store.plan_counts(plan.models, plan.variants, plan.cases, plan.repeats)
     per_model = plan.per_model()
-    return {m: (per_model, per_model - found.get(m, (0, 0))[1]) for m in plan.models}
+    # An adaptive plan's cells are some of the product's: its results there count, up to the budget.
+    return {m: (per_model, max(0, per_model - found.get(m, (0, 0))[1])) for m in plan.models}
 
 
 def model_counts(store: RunStore, plan: Plan | None) -> list[tuple[str, int, int, int, int, int]]:
@@ -570,7 +588,7 @@ def model_counts(store: RunStore, plan: Plan | None) -> list[tuple[str, int, int
     if plan is None:
         return rows
     found = store.plan_counts(plan.models, plan.variants, plan.cases, plan.repeats)
-    unreached = {m: plan.per_model() - found.get(m, (0, 0))[0] for m in plan.models}
+    unreached = {m: max(0, plan.per_model() - found.get(m, (0, 0))[0]) for m in plan.models}
     out = [(m, jobs + unreached.get(m, 0), done, errors, pending + unreached.get(m, 0), unsupported)
            for m, jobs, done, errors, pending, unsupported in rows]
     seen = {r[0] for r in rows}
@@ -675,13 +693,12 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             bar = Progress(prep.jobs, stream=progress_stream or sys.stderr, enabled=progress)
             common = dict(variants=prep.variants, cases=prep.cases, renderer=prep.renderer, clients=the_clients,
                           store=store, scorer=scorer, progress=bar, redactor=redactor, retry_errors=retry_errors)
+            transport = None
             if batch is not None and backends is not None:
-                from .batch import BatchRunner
+                from .batch import BatchTransport
 
-                runner: Runner = BatchRunner(config, backends=backends, wait=batch.wait, poll_s=batch.poll_s,
-                                             **common)
-            else:
-                runner = Runner(config, **common)
+                transport = BatchTransport(backends=backends, run_dir=run_dir, wait=batch.wait, poll_s=batch.poll_s)
+            runner = Runner(config, transport=transport, **common)
             if started is not None:
                 started(runner)
             summary = await runner.run()

@@ -606,6 +606,29 @@ class RunStore:
         return out
 
     @_guarded
+    def outcomes(self, rows: Sequence[tuple[int, int, int, int]]) -> dict[tuple[int, int, int, int], bool | None]:
+        """Of the (model, variant, case, repeat) ``rows``, those whose call has a result (done, error or
+        unsupported), with their verdict: True correct, False wrong or failed, None unscored or unsupported."""
+        out: dict[tuple[int, int, int, int], bool | None] = {}
+        for chunk in _chunks(rows, 200):
+            values = ",".join("(?, ?, ?, ?)" * 1 for _ in chunk)
+            flat = [x for row in chunk for x in row]
+            for m, v, c, r, valid in self.db.execute(
+                    'SELECT j.model, j.variant, j."case", j.repeat, j.valid FROM jobs j JOIN calls k ON k.key = j.key '
+                    f'WHERE (j.model, j.variant, j."case", j.repeat) IN (VALUES {values})', flat):
+                out[(m, v, c, r)] = None if valid is None else bool(valid)
+        return out
+
+    @_guarded
+    def model_outcomes(self, model: str) -> dict[tuple[str, str, int], bool | None]:
+        """(variant id, case id, repeat) -> verdict of every job of ``model`` whose call has a result (as
+        ``outcomes``); works on a read-only store."""
+        return {(v, c, r): None if valid is None else bool(valid) for v, c, r, valid in self.db.execute(
+            'SELECT v.variant_id, k.case_id, j.repeat, j.valid FROM jobs j JOIN models m ON m.id = j.model '
+            'JOIN variants v ON v.id = j.variant JOIN cases k ON k.id = j."case" JOIN calls c ON c.key = j.key '
+            "WHERE m.name = ?", (model,))}
+
+    @_guarded
     def call(self, key: str) -> dict[str, Any] | None:
         cur = self.db.execute("SELECT * FROM calls WHERE key=?", (key,))
         row = cur.fetchone()
