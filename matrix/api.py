@@ -467,24 +467,28 @@ def report(
     numbers (``.data``) and the console table (``.console``). ``baseline``: a
     variant id or label (as the report shows it) to test every other variant
     against. From a run directory (or ``Run``) the report also states the jobs
-    its last invocation left pending (``.data.pending``). Raises ``ReportError``.
+    its last invocation left pending (``.data.pending``), and for an adaptive
+    run what it found (``.data.adaptive``: ``Run.adaptive()`` as dicts, its own
+    section, figure and ``report.json`` key). Raises ``ReportError``.
     """
     from promptgrid.matrix.report import PendingJobs, build_report
 
     pending = None
+    adaptive: list[dict[str, Any]] = []
     rows: Iterable[ResultRow | Mapping[str, Any]]
     if isinstance(source, (Run, str, os.PathLike)):
         rows = load_results(source)
         if isinstance(source, Run) or Path(source).is_dir():
             the_run = source if isinstance(source, Run) else Run(source)
             pending = PendingJobs.from_run_record(the_run.config, the_run.pending())
+            adaptive = [r.to_dict() for r in the_run.adaptive().values()]
     elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
         rows = source
     else:
         raise ReportError(f"source must be a Run, a run directory, a JSONL export or rows, not "
                           f"{type(source).__name__}.")
     return build_report(rows, _path(out, "out", ReportError) if out is not None else None, baseline=baseline,
-                        formats=_formats(formats), pending=pending)
+                        formats=_formats(formats), pending=pending, adaptive=adaptive)
 
 
 def _formats(formats: Any) -> set[str]:

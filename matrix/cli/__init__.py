@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, metavar="VARIANT",
                    help="variant to test the others against: its id, or a label the report or the run's table "
                         "shows (default: the all-defaults variant)")
-    p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "all"],
+    p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "json", "all"],
                    help="files to write (default: print the table only, unless --out is given: all)")
     p.set_defaults(handler=_report)
 

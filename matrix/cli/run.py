@@ -134,6 +134,13 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
 
         print(accuracy_table(run, rows), file=out)
         print(explain(rows, path), file=out)
+    for model, why in s.planned.items():
+        print(f"model {model}: the adaptive plan stopped before its budget: {escape_controls(why)}.", file=err)
+    found = run.adaptive() if rows else {}
+    if found:
+        from promptgrid.matrix.report._adaptive import adaptive_console
+
+        print(adaptive_console([r.to_dict() for r in found.values()]), file=out, end="")
     return exit_code(s)
 
 

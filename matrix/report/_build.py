@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from promptgrid.errors import ReportError
 from promptgrid.matrix.report import stats
 from promptgrid.safeio import atomic_write
 
+from ._adaptive import adaptive_console
 from ._compute import aggregate
 from ._csv import csv_files
 from ._latex import latex_tables
@@ -69,11 +71,13 @@ def build_report(
     confidence: float = stats.DEFAULT_CONFIDENCE,
     mid_p: bool = False,
     pending: PendingJobs | None = None,
+    adaptive: Sequence[Mapping[str, Any]] = (),
 ) -> ReportResult:
     """Aggregate ``rows`` (``ResultRow``, or dicts as exported) and write the requested formats into ``out_dir``.
 
     ``pending``: the jobs the run directory's last invocation left without a result (``PendingJobs``), which
-    rows alone cannot show; every format states them.
+    rows alone cannot show; every format states them. ``adaptive``: what an adaptive run found
+    (``AdaptiveResult.to_dict()`` per model), shown in its own section (md, html, json, console, a figure).
 
     Output is deterministic: the same rows and options give byte-identical
     files (seeded bootstrap, fixed figure metadata, no timestamps).
@@ -81,7 +85,9 @@ def build_report(
     wanted = expand_formats(formats)
     data = aggregate(rows, baseline=baseline, n_resamples=n_resamples, seed=seed, confidence=confidence, mid_p=mid_p,
                      pending=pending)
-    console = console_table(data)
+    if adaptive:
+        data = dataclasses.replace(data, adaptive=tuple(dict(a) for a in adaptive))
+    console = console_table(data) + adaptive_console(data.adaptive)
     if out_dir is None or not wanted:
         return ReportResult(data, (), console)
     out = Path(out_dir)

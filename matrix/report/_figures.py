@@ -410,10 +410,46 @@ def _speed_chart(data: ReportData) -> Rendered | None:
     )
 
 
+def _adaptive_chart(data: ReportData) -> Rendered | None:
+    """An adaptive run's estimates after each round against the calls spent: best, worst (and spread)."""
+    traces = [(r["model"], r.get("trace") or []) for r in data.adaptive]
+    traces = [(m, t) for m, t in traces if t]
+    if not traces:
+        return None
+    fig = Figure(figsize=(6.5, 2.6 * len(traces) + 0.6), layout="constrained")
+    axes = fig.subplots(len(traces), 1, squeeze=False)[:, 0]
+    for ax, (model, trace) in zip(axes, traces, strict=True):
+        calls = [p["calls"] for p in trace]
+        for i, (what, name) in enumerate((("best", "best variant"), ("worst", "worst variant"))):
+            values = [100 * (p[what]["accuracy"]["value"]) for p in trace]
+            low = [100 * (p[what]["accuracy"]["low"] if p[what]["accuracy"]["low"] is not None else math.nan)
+                   for p in trace]
+            high = [100 * (p[what]["accuracy"]["high"] if p[what]["accuracy"]["high"] is not None else math.nan)
+                    for p in trace]
+            ax.plot(calls, values, marker=_MARKERS[i], color=OKABE_ITO[i], label=name, markersize=4)
+            ax.fill_between(calls, low, high, color=OKABE_ITO[i], alpha=0.15, linewidth=0)
+        kind = trace[-1]["best"]["accuracy"]["kind"]
+        ax.set_title(f"{model} ({kind})", loc="left")
+        ax.set_ylabel("Accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.grid(color="#eeeeee", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.legend(frameon=False, fontsize=8)
+    axes[-1].set_xlabel("Calls spent")
+    return _render(
+        fig,
+        "adaptive",
+        "Adaptive study: estimates against calls spent",
+        "After each round of the adaptive plan: the accuracy of the variant that was then the best and the worst, "
+        "with 95% intervals (measured or estimated, as the title says).",
+    )
+
+
 def render_figures(data: ReportData) -> list[Rendered]:
     """Every figure that applies to this report, in the order the report shows them."""
     with matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # rc keys are typed as literals
         figures: list[Rendered | None] = [
+            _adaptive_chart(data),
             _accuracy_heatmap(data) if data.cells else None,
             _sensitivity_chart(data),
             _effects_chart(data),

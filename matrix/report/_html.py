@@ -203,6 +203,14 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
     # The headline sentence of each model is shown as the tiles; the points follow as a list.
     cards = [_card(data, by_model[s.model], points) for s, (_, points) in zip(data.sensitivity, summary, strict=True)]
     section("summary", "Summary", {"kind": "cards", "cards": cards, "notes": list(data.notes)})
+    if data.adaptive:
+        from ._adaptive import adaptive_table, spent_lines, variants_table
+
+        parts = [{"kind": "methods", "points": spent_lines(data.adaptive)}, _figure(figs.get("adaptive")),
+                 _table(adaptive_table(data.adaptive))]
+        if any(r["goal"] == "distribution" for r in data.adaptive):
+            parts.append(_table(variants_table(data.adaptive)))
+        section("adaptive-section", "Adaptive study", *parts)
     section("accuracy-section", "Accuracy", _figure(figs.get("heatmap")), _table(accuracy_table(data)))
     section("sensitivity-section", "Sensitivity", _figure(figs.get("sensitivity")), _table(sensitivity_table(data)))
     if data.category_cells:

@@ -9,6 +9,7 @@ from tabulate import tabulate
 
 from promptgrid.display import escape_controls
 
+from ._adaptive import adaptive_lines
 from ._format import pct, pval, with_ci
 from ._labels import shared_dimensions, short_label
 from ._model import FigureRef, ReportData
@@ -92,6 +93,7 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
     if data.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in data.notes] + [""]
 
+    lines += adaptive_lines(data.adaptive, image("adaptive"))
     lines += ["## Accuracy", ""] + image("heatmap")
     lines += _section(accuracy_table(data))
     lines += ["## Sensitivity", ""] + image("sensitivity")

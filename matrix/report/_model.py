@@ -543,6 +543,8 @@ class ReportData:
     """The dataset categories of the scored cases, in ``CATEGORIES`` order; empty when there is only one."""
     category_cells: tuple[CategoryCell, ...] = ()
     """Per model x category (all variants) and model x variant x category; empty with one category."""
+    adaptive: tuple[dict[str, Any], ...] = ()
+    """What an adaptive run found, per model (``AdaptiveResult.to_dict()``, docs/adaptive.md); empty otherwise."""
 
     def shape(self) -> str:
         """``2 models x 26 variants x 46 cases, 2,392 jobs``: what the report covers, in words."""
