@@ -41,6 +41,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from typing_extensions import Unpack
+
 from promptgrid.errors import (
     DatasetError,
     GridError,
@@ -50,7 +52,8 @@ from promptgrid.errors import (
     ReportError,
     RunError,
 )
-from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from promptgrid.matrix.running.config import PlanOptions, RunConfig, RunOptions
+from promptgrid.matrix.running.options import check_keywords, takes_options
 from promptgrid.matrix.running.results import ResultRow, read_results
 from promptgrid.matrix.running.session import (
     BatchMode,
@@ -349,27 +352,11 @@ def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: 
         return pool.submit(asyncio.run, coro).result()
 
 
-def export_batch(
-    run_dir: PathLike,
-    model: str,
-    out: PathLike | IO[bytes],
-    *,
-    body_model: str | None = None,
-    retry_errors: bool = False,
-    grid: Grid | PathLike | RunConfig | None = None,
-    dataset: str | None = None,
-    limit: int | None = None,
-    cases: Iterable[str] | None = None,
-    variants: Iterable[str] | None = None,
-    repeats: int | None = None,
-    params: Mapping[str, Any] | None = None,
-    api_base: str | Sequence[str] | None = None,
-    constraints: str | None = None,
-    translation_store: PathLike | None = None,
-    bfcl_data: PathLike | None = None,
-    append: bool = False,
-    max_jobs: int | None = None,
-) -> ExportSummary:
+@takes_options(PlanOptions, "Options (``PlanOptions``: the run options an export takes, the flags of "
+                            "``promptgrid export-batch``):")
+def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, body_model: str | None = None,
+                 retry_errors: bool = False, grid: Grid | PathLike | RunConfig | None = None,
+                 dataset: str | None = None, append: bool = False, **options: Unpack[PlanOptions]) -> ExportSummary:
     """Write ``model``'s calls of a run that have no result yet as an OpenAI batch file (what ``vllm run-batch``
     reads), one request line per call, its ``custom_id`` the job key; ``import_batch`` stores the answers.
 
@@ -377,29 +364,29 @@ def export_batch(
     is the latest config in ``run_dir/run.json``, restricted to ``model``; or,
     with ``grid`` (and ``dataset``), the one these options make, as ``run``
     makes it (this starts a run directory; ``append`` as in ``run``). The
-    selection options, ``params``, ``api_base`` and ``constraints`` (how
-    constrained calls are written: ``vllm`` puts the grammar where vLLM reads
-    it) override the recorded ones. Calls with a stored result (errors too,
+    options below override the recorded ones (``constraints``: how
+    constrained calls are written; ``vllm`` puts the grammar where vLLM reads
+    it); those of how a run sends its calls (``concurrency``, ``max_cost``, ...)
+    are ``run``'s only. Calls with a stored result (errors too,
     unless ``retry_errors``), in a live ``--batch`` batch, or that the model
     cannot be sent (stored ``unsupported``) are not written. ``body_model``
     replaces the ``model`` of every body (the name the vLLM server serves).
     The export is recorded in the store; exporting again writes the calls
     still without a result again. Returns the counts (``ExportSummary``).
     Raises ``RunError`` (no run config, not a litellm model, a directory of
-    another grid), ``OutputError`` for an ``out`` that would destroy a file of
-    the run. ``max_jobs`` caps the plan as in ``run``.
+    another grid, an option that is not one), ``OutputError`` for an ``out``
+    that would destroy a file of the run.
     """
     from promptgrid.matrix.running.exchange import export_config, export_requests
 
+    check_keywords(options, PlanOptions, "export_batch()", also=export_batch.__kwdefaults__ or (),
+                   wider=(RunOptions, "run()"))
     _path(run_dir, "run_dir")
     if not isinstance(model, str) or not model.strip():
         raise RunError(f"model must be a model string (e.g. hosted_vllm/my-model), not {model!r}.")
     if not hasattr(out, "write"):
         _path(out, "out", OutputError)
-    config, new_run = export_config(
-        run_dir, model, grid=grid, dataset=dataset, limit=limit,
-        cases=cases, variants=variants, repeats=repeats, params=params, api_base=api_base, constraints=constraints,
-        translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs)
+    config, new_run = export_config(run_dir, model, grid=grid, dataset=dataset, **options)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,
                            retry_errors=retry_errors)
@@ -629,63 +616,32 @@ def check_translations(
 # --------------------------------------------------------------------------- running
 
 
-def _prepare(grid: Grid | PathLike | RunConfig, dataset: str | None, options: dict[str, Any]) -> Prepared:
+def _prepare(function: Callable[..., Any], grid: Grid | PathLike | RunConfig, dataset: str | None,
+             options: RunOptions) -> Prepared:
     if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
         raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
                        f"not {type(grid).__name__}.")
+    check_keywords(options, RunOptions, f"{function.__name__}()", also=function.__kwdefaults__ or ())
     config = build_config(grid, dataset, **options)
     return prepare(config, grid=grid if isinstance(grid, Grid) else None)
 
 
-def run(
-    grid: Grid | PathLike | RunConfig,
-    dataset: str | None = None,
-    *,
-    models: Iterable[str | ModelSpec] | None = None,
-    run_dir: PathLike | None = None,
-    limit: int | None = None,
-    cases: Iterable[str] | None = None,
-    variants: Iterable[str] | None = None,
-    repeats: int | None = None,
-    concurrency: int | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    retry_after_cap: float | None = None,
-    max_cost: float | None = None,
-    max_jobs: int | None = None,
-    api_base: str | Sequence[str] | None = None,
-    constraints: str | None = None,
-    params: Mapping[str, Any] | None = None,
-    translation_store: PathLike | None = None,
-    bfcl_data: PathLike | None = None,
-    retry_errors: bool = False,
-    append: bool = False,
-    progress: bool = False,
-    batch: bool = False,
-    batch_wait: bool = True,
-    batch_poll_s: float = 30.0,
-) -> Run:
-    """Send every (model, variant, case, repeat) not yet answered in ``run_dir``, score and store the answers.
+_RUN_OPTIONS_DOC = "Options (``RunOptions``: the flags of ``promptgrid run``, and most of them run config keys):"
+
+
+@takes_options(RunOptions, _RUN_OPTIONS_DOC)
+def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
+        append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
+        batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
+    """Send every (model, variant, case, repeat) not yet answered in the run directory, score and store the answers.
 
     ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
     path or ``RunConfig`` (its values are the defaults of the options).
-    ``dataset``: a dataset spec. ``models``: litellm model strings
-    (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``,
-    ``replay/PATH`` (the answers an export or score-file lines hold for each
-    variant and case), or ``ModelSpec``s. ``run_dir`` defaults to ``./runs/<grid>__<dataset>``.
-    ``limit`` (first N cases), ``cases`` and ``variants`` (ids) select;
-    ``repeats`` samples each job K times; ``concurrency``, ``rpm``, ``tpm``
-    and ``timeout`` (seconds per call) apply to every model; ``max_retries``
-    per call, each after at most ``retry_after_cap`` seconds (default 120)
-    however long a server's Retry-After asks for; ``max_cost`` (USD, for the whole run directory) stops sending
-    when reached; ``max_jobs`` caps the plan (default 5,000,000 jobs, counted before any is built: ``RunError``
-    naming the numbers past it); ``params`` are generation parameters for every model
-    (temperature, max_tokens, seed, ...); ``constraints`` says how
-    ``call_mode: constrained`` is sent to the litellm models (``openai``,
-    ``vllm``, ``llama.cpp``, ``none``; see ``ModelSpec.constraints``). ``retry_errors`` sends again the
-    calls that ended in an error before (errors are final otherwise).
+    ``dataset``: a dataset spec (``mini``, ``mini:de,ja``, ``bfcl:<category>``,
+    ``jsonl:PATH``). The options below (``RunOptions``) choose the models and
+    the jobs and say how they are sent; a keyword that is none of them is a
+    ``RunError`` naming the closest. ``retry_errors`` sends again the calls
+    that ended in an error before (errors are final otherwise).
     A ``run_dir`` that holds another grid's or dataset's results is refused
     (``RunError``) before any call; ``append=True`` combines them on purpose.
     ``batch=True`` sends the new calls through each model's batch API
@@ -702,56 +658,21 @@ def run(
     running event loop it runs on a worker thread; Ctrl-C (KeyboardInterrupt)
     while waiting stops it cleanly (``summary.stopped == "interrupted"``).
     """
-    prep = _prepare(grid, dataset, dict(
-        models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
-        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
-        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
-        params=params, translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs))
+    prep = _prepare(run, grid, dataset, options)
+    mode = _batch_mode(batch, batch_wait, batch_poll_s)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append,
-                                    batch=_batch_mode(batch, batch_wait, batch_poll_s)))
-    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append,
-                              batch=_batch_mode(batch, batch_wait, batch_poll_s))
+        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append, batch=mode))
+    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append, batch=mode)
 
 
-async def arun(
-    grid: Grid | PathLike | RunConfig,
-    dataset: str | None = None,
-    *,
-    models: Iterable[str | ModelSpec] | None = None,
-    run_dir: PathLike | None = None,
-    limit: int | None = None,
-    cases: Iterable[str] | None = None,
-    variants: Iterable[str] | None = None,
-    repeats: int | None = None,
-    concurrency: int | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    retry_after_cap: float | None = None,
-    max_cost: float | None = None,
-    max_jobs: int | None = None,
-    api_base: str | Sequence[str] | None = None,
-    constraints: str | None = None,
-    params: Mapping[str, Any] | None = None,
-    translation_store: PathLike | None = None,
-    bfcl_data: PathLike | None = None,
-    retry_errors: bool = False,
-    append: bool = False,
-    progress: bool = False,
-    batch: bool = False,
-    batch_wait: bool = True,
-    batch_poll_s: float = 30.0,
-) -> Run:
+@takes_options(RunOptions, _RUN_OPTIONS_DOC)
+async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
+               append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
+               batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
     """``run``, awaited in the caller's event loop (same options, same result)."""
-    prep = _prepare(grid, dataset, dict(
-        models=models, run_dir=run_dir, limit=limit, cases=cases, variants=variants, repeats=repeats,
-        concurrency=concurrency, rpm=rpm, tpm=tpm, timeout=timeout, max_retries=max_retries,
-        retry_after_cap=retry_after_cap, max_cost=max_cost, api_base=api_base, constraints=constraints,
-        params=params, translation_store=translation_store, bfcl_data=bfcl_data, max_jobs=max_jobs))
+    prep = _prepare(arun, grid, dataset, options)
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import PromptgridError
-from promptgrid.matrix.clients import CONSTRAINTS
+from promptgrid.matrix.running.config import PlanOptions, RunOptions
+from promptgrid.matrix.running.options import add_flags
 from promptgrid.providers import quiet_dependency_warnings
 
 __all__ = ["build_parser", "main"]
@@ -127,19 +128,12 @@ def _check_translation(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True, bfcl_data: bool = True) -> None:
+    """--dataset, and the run option --bfcl-data (``bfcl_data=False``: the command adds it with the others)."""
     p.add_argument("--dataset", required=required, metavar="DS",
                    help="mini, mini:de,ja, bfcl:<category>, bfcl:format_sensitivity or jsonl:PATH")
-    p.add_argument("--bfcl-data", metavar="PATH", default=None,
-                   help="bfcl-eval wheel, folder or gorilla checkout (default: installed bfcl-eval, "
-                        "or $PROMPTGRID_BFCL_DATA)")
-
-
-# How --limit picks cases (Dataset.select): on a multilingual dataset, distinct questions, not one question
-# in N languages.
-_LIMIT_HELP = ("N cases: the first N of a one-language dataset; on a multilingual one (mini, mini:de,ja) "
-               "N distinct questions, the language taking turns (the 1st question in the 1st language, the "
-               "2nd in the 2nd, ...); beyond the number of questions, further languages of each")
+    if bfcl_data:
+        add_flags(p, PlanOptions, only=("bfcl_data",))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset_options(p)
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--case", action="append", default=[], metavar="ID")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
+    add_flags(p, PlanOptions, only=("limit",))
     p.add_argument("--jsonl", action="store_true",
                    help="one JSON object per line, with the tools / response_format / grammar of native and "
                    "constrained variants (default: readable text)")
@@ -189,44 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run models x variants x cases")
     p.add_argument("grid", help="grid name/path, or a run CONFIG.yaml")
-    _add_dataset_options(p, required=False)
-    p.add_argument("--model", action="append", default=[], metavar="M",
-                   help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base), "
-                        "local/smollm2-135m or local/PATH.gguf, or a fake model (offline, free; append @SECONDS "
-                        "for a latency): fake/auto calls the first offered function, no arguments, in the format "
-                        "the prompt asks for (format right, calls wrong; a tool call in native mode); "
-                        "fake/prose answers in prose, never a call; "
-                        "replay/PATH answers each job with the response stored in PATH (a promptgrid export "
-                        "--jsonl file or score-file lines) for its variant_id and case_id, offline and free")
-    p.add_argument("--api-base", action="append", default=[], metavar="URL",
-                   help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: "
-                        "calls are spread over them (least-busy, failover), --concurrency per server")
-    p.add_argument("--constraints", default=None, choices=CONSTRAINTS,
-                   help="how call_mode constrained is sent to the litellm models: vllm or llama.cpp (the GBNF "
-                        "grammar, for a server given with --api-base), openai (JSON-schema response_format, json "
-                        "return format only), none; default: openai where litellm says the model takes a schema, "
-                        "else the jobs are stored unsupported")
-    p.add_argument("--run-dir", default=None, metavar="DIR", help="default: ./runs/<name>")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
-    p.add_argument("--case", action="append", default=[], metavar="ID")
-    p.add_argument("--variant", action="append", default=[], metavar="ID")
-    p.add_argument("--repeats", type=int, default=None, metavar="K")
-    p.add_argument("--concurrency", type=int, default=None, metavar="C")
-    p.add_argument("--rpm", type=float, default=None, help="requests per minute per model")
-    p.add_argument("--tpm", type=float, default=None, help="tokens per minute per model")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
-    p.add_argument("--max-retries", type=int, default=None)
-    p.add_argument("--retry-after-cap", type=float, default=None, metavar="SECONDS",
-                   help="longest Retry-After a rate-limited call waits before its retry (default 120); a model "
-                        "whose server still asks for longer after one such wait is stopped, so the run ends")
-    p.add_argument("--max-cost", type=float, default=None, metavar="USD")
-    p.add_argument("--max-jobs", type=int, default=None, metavar="N",
-                   help="most jobs (models x variants x cases x repeats) the run may plan, counted before any "
-                        "is built (default 5,000,000)")
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
+    _add_dataset_options(p, required=False, bfcl_data=False)
+    add_flags(p, RunOptions, "run")
     p.add_argument("--dry-run", action="store_true", help="print jobs, tokens and cost; call nothing")
     p.add_argument("--batch", action="store_true",
                    help="send the new calls through each model's batch API (OpenAI-compatible files + batches: "
@@ -290,27 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "its provider prefix)")
     p.add_argument("--retry-errors", action="store_true",
                    help="write again the calls that ended in an error (errors are final otherwise)")
-    p.add_argument("--constraints", default=None, choices=CONSTRAINTS,
-                   help="how call_mode constrained is written: vllm (the grammar where vLLM reads it), llama.cpp, "
-                        "openai (JSON-schema response_format), none; default: the run's")
-    p.add_argument("--api-base", default=None, metavar="URL",
-                   help="the model's server as the run gives it (only decides what the model is sent)")
     p.add_argument("--grid", default=None, metavar="GRID",
                    help="grid name/path or run CONFIG.yaml: start RUN_DIR from these options, as promptgrid run "
                         "--run-dir RUN_DIR does")
-    _add_dataset_options(p, required=False)
-    p.add_argument("--limit", type=int, default=None, metavar="N", help=_LIMIT_HELP)
-    p.add_argument("--case", action="append", default=[], metavar="ID")
-    p.add_argument("--variant", action="append", default=[], metavar="ID")
-    p.add_argument("--repeats", type=int, default=None, metavar="K")
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--store", metavar="PATH", default=None, help="translation store to read")
+    _add_dataset_options(p, required=False, bfcl_data=False)
+    add_flags(p, PlanOptions, "export-batch")
     p.add_argument("--append", action="store_true",
                    help="with --grid: combine another grid or dataset into RUN_DIR on purpose")
-    p.add_argument("--max-jobs", type=int, default=None, metavar="N",
-                   help="most jobs the export may plan, as promptgrid run --max-jobs (default 5,000,000)")
     p.set_defaults(handler=_export_batch)
 
     p = sub.add_parser("import-batch", help="store the answers of an OpenAI batch output file",

@@ -13,19 +13,18 @@ import argparse
 import sys
 
 from promptgrid.matrix import api
+from promptgrid.matrix.running.config import PlanOptions
 from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
+from promptgrid.matrix.running.options import from_args
 
 __all__ = ["cmd_export_batch", "cmd_import_batch", "export_note", "import_note"]
 
 
 def cmd_export_batch(args: argparse.Namespace) -> int:
-    params = {k: getattr(args, k) for k in ("temperature", "max_tokens", "seed") if getattr(args, k) is not None}
     summary = api.export_batch(
         args.run_dir, args.model, args.output if args.output is not None else sys.stdout.buffer,
         body_model=args.body_model, retry_errors=args.retry_errors, grid=args.grid, dataset=args.dataset,
-        limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
-        params=params or None, api_base=args.api_base, constraints=args.constraints, translation_store=args.store,
-        bfcl_data=args.bfcl_data, append=args.append, max_jobs=args.max_jobs)
+        append=args.append, **from_args(args, PlanOptions))
     print(export_note(summary, args.run_dir, args.output), file=sys.stderr)
     return 0
 

@@ -25,8 +25,9 @@ from promptgrid.display import escape_controls
 from promptgrid.errors import RunError
 from promptgrid.matrix import api
 from promptgrid.matrix.api import Run
-from promptgrid.matrix.running.config import RunConfig
+from promptgrid.matrix.running.config import RunConfig, RunOptions
 from promptgrid.matrix.running.estimate import Estimate, estimate
+from promptgrid.matrix.running.options import from_args
 from promptgrid.matrix.running.results import ResultRow, dump_results, write_results
 from promptgrid.matrix.running.session import build_config as _build_config
 from promptgrid.matrix.running.session import check_run_dir, prepare
@@ -46,15 +47,10 @@ EXIT_INTERRUPTED = 130
 
 
 def build_config(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of ``promptgrid run``'s flags (over a run config file when GRID is one)."""
-    params = {k: getattr(args, k) for k in ("temperature", "max_tokens", "seed") if getattr(args, k) is not None}
-    return _build_config(
-        args.grid, args.dataset, models=args.model or None, api_base=args.api_base or None, run_dir=args.run_dir,
-        limit=args.limit, cases=args.case or None, variants=args.variant or None, repeats=args.repeats,
-        concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, timeout=args.timeout,
-        max_retries=args.max_retries, max_cost=args.max_cost, params=params, translation_store=args.store,
-        bfcl_data=args.bfcl_data, retry_after_cap=args.retry_after_cap, constraints=args.constraints,
-        max_jobs=args.max_jobs)
+    """The ``RunConfig`` of ``promptgrid run``'s flags (over a run config file when GRID is one): built once per
+    command and passed on (``api.run``, given a ``RunConfig`` and no option, derives the same one from its
+    fields)."""
+    return _build_config(args.grid, args.dataset, **from_args(args, RunOptions))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

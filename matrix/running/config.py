@@ -15,6 +15,9 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     max_retries: 5                 # optional
     retry_after_cap: 120           # optional: longest Retry-After (s) obeyed before a retry
     max_jobs: 5000000              # optional: most jobs the plan may have (counted before it is built)
+    goal: best-worst               # optional: an adaptive study (best-worst, distribution, uniform) ...
+    budget: 500                    # ... of at most this many jobs per model (needed with goal)
+    rounds: 10                     # optional, with goal: rounds the budget is planned in
     defaults:                      # optional, applied to every model (a model's own keys win)
       concurrency: 8
       params: {max_tokens: 512}
@@ -31,7 +34,10 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
         constraints: vllm          # constrained decoding: openai | vllm | llama.cpp | none (litellm models)
         batch: {max_requests: 50000}  # --batch options; Bedrock also role_arn, s3_uri (see ModelSpec.batch)
 
-Errors name the file, line and key, as the grid loader does.
+Errors name the file, line and key, as the grid loader does. The top-level keys
+besides grid, dataset and defaults are run options (``RunOptions``: each also a
+flag of ``promptgrid run`` and a keyword of ``promptgrid.run``); a flag or
+keyword wins over the file.
 
 Several endpoints: ``api_base`` may list the URLs of several servers of the
 same model (vLLM replicas). Calls are spread over them by litellm's Router
@@ -56,11 +62,13 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
+
+from typing_extensions import TypedDict
 
 from promptgrid.errors import RunError, closest
 from promptgrid.matrix.clients import CONSTRAINTS
@@ -71,14 +79,18 @@ from promptgrid.variants import compose_yaml
 from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
 from promptgrid.variants._yaml import plain as _plain
 
+from .options import Option, declared
 from .plan import MAX_JOBS
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_SAMPLING_TEMPERATURE",
+    "GOALS",
     "ModelSpec",
+    "PlanOptions",
     "RunConfig",
     "RunError",
+    "RunOptions",
     "load_run_config",
     "dataset_key",
     "default_run_dir",
@@ -103,8 +115,6 @@ _MODEL_KEYS = ("name", "api_base", "api_key_env", "params", "concurrency", "rpm"
 #: Keys of a model's ``batch:`` options: the limits every batch API has, and Bedrock's S3 and role settings.
 BATCH_OPTIONS = ("max_requests", "max_bytes", "min_requests", "role_arn", "s3_uri", "output_s3_uri", "region",
                  "timeout_hours")
-_TOP_KEYS = ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases", "variants",
-             "translation_store", "max_cost", "max_retries", "retry_after_cap", "max_jobs", "defaults", "models")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password", "aws_secret_access_key")
 
 
@@ -228,6 +238,147 @@ def retry_policy(max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float =
     """A run's retry policy from its fields (``RunConfig.retry_policy``; also for a config read from run.json)."""
     return RetryPolicy(max_attempts=max(1, int(max_retries) + 1), base=float(backoff_base_s), cap=float(backoff_max_s),
                        retry_after_cap=float(retry_after_cap))
+
+
+# --------------------------------------------------------------------------- the run's options
+
+Goal = Literal["best-worst", "distribution", "uniform"]
+GOALS: tuple[str, ...] = get_args(Goal)
+"""The adaptive goals (``--goal``; ``planning.make_planner`` plans each)."""
+
+_AT_LEAST_1: Mapping[str, Any] = {"integer": True, "minimum": 1}
+_POSITIVE: Mapping[str, Any] = {"minimum": 0, "strict": True}
+
+# How --limit picks cases (Dataset.select): on a multilingual dataset, distinct questions, not one question
+# in N languages.
+_LIMIT_HELP = ("N cases: the first N of a one-language dataset; on a multilingual one (mini, mini:de,ja) "
+               "N distinct questions, the language taking turns (the 1st question in the 1st language, the "
+               "2nd in the 2nd, ...); beyond the number of questions, further languages of each")
+
+
+class PlanOptions(TypedDict, total=False):
+    """The options that say what a run plans and what each request is: ``promptgrid run``'s and
+    ``promptgrid export-batch``'s (``promptgrid.run``'s and ``promptgrid.export_batch``'s keywords).
+
+    Each is declared here once, with its flag, bounds and docstring (``options.Option``); the flags, the
+    keywords' signatures and docstrings, the run config's keys and the checks are made from it. An option
+    left out (or None) keeps the run config's value, else the default.
+    """
+
+    bfcl_data: Annotated[str | os.PathLike[str] | None, Option(
+        "--bfcl-data", "PATH", path=True, file=True,
+        help="bfcl-eval wheel, folder or gorilla checkout (default: installed bfcl-eval, or $PROMPTGRID_BFCL_DATA)")]
+    """Where bfcl-eval's data is, for ``bfcl:`` datasets: a wheel, a folder or a gorilla checkout (default: the
+    installed bfcl-eval, or ``$PROMPTGRID_BFCL_DATA``)."""
+    limit: Annotated[int | None, Option("--limit", "N", help=_LIMIT_HELP, bounds=_AT_LEAST_1, file=True)]
+    """The first N cases; on a multilingual dataset N distinct questions, the language taking turns."""
+    cases: Annotated[Iterable[str] | None, Option("--case", "ID", many=True, file=True)]
+    """Only these case ids."""
+    variants: Annotated[Iterable[str] | None, Option("--variant", "ID", many=True, file=True)]
+    """Only these variants (their ids, as ``promptgrid grid show`` prints them)."""
+    repeats: Annotated[int | None, Option("--repeats", "K", bounds=_AT_LEAST_1, file=True)]
+    """Samples of each job: K > 1 measures variance (pass^k); the temperature then defaults to 0.7."""
+    translation_store: Annotated[str | os.PathLike[str] | None, Option(
+        "--store", "PATH", help="translation store to read", path=True, file=True)]
+    """A translation store to read translated prompts from (default: the shipped catalogs only)."""
+    max_jobs: Annotated[int | None, Option(
+        "--max-jobs", "N", bounds=_AT_LEAST_1, file=True,
+        help="most jobs (models x variants x cases x repeats) the run may plan, counted before any is built "
+             "(default 5,000,000)",
+        help_for={"export-batch": "most jobs the export may plan, as promptgrid run --max-jobs (default 5,000,000)"})]
+    """The most jobs (models x variants x cases x repeats) the run may plan, counted before any is built
+    (default 5,000,000; ``RunError`` naming the numbers past it)."""
+    goal: Annotated[Goal | None, Option(
+        "--goal", choices=GOALS, file=True,
+        help="plan an adaptive study of --budget jobs per model instead of every job: best-worst (Thompson "
+             "sampling for the best and the worst variant), distribution (balanced sampling and a logistic model: "
+             "every variant's accuracy and the quantiles), uniform (jobs drawn at random, the baseline); --seed "
+             "seeds the planner")]
+    """Plan an adaptive study of ``budget`` jobs per model instead of every job: ``best-worst`` (Thompson
+    sampling for the best and the worst variant), ``distribution`` (balanced sampling and a logistic model: every
+    variant's accuracy and the quantiles), ``uniform`` (jobs drawn at random: the baseline). Needs ``budget``;
+    ``params["seed"]`` seeds the planner (``RunConfig.plan_seed``; 0 without one)."""
+    budget: Annotated[int | None, Option(
+        "--budget", "N", bounds=_AT_LEAST_1, file=True, help="with --goal: the most jobs planned per model")]
+    """With ``goal``: the most jobs planned per model."""
+    rounds: Annotated[int | None, Option(
+        "--rounds", "N", bounds=_AT_LEAST_1, file=True,
+        help="with --goal: how many rounds the budget is planned in, each decided from the results of the ones "
+             "before it (with --batch, one batch per model each)")]
+    """With ``goal``: how many rounds the budget is planned in, each decided from the results of the ones before
+    it (with ``batch``, one batch per model each; default ``planning.DEFAULT_ROUNDS``)."""
+    api_base: Annotated[str | Sequence[str] | None, Option(
+        "--api-base", "URL", many=True, model=True,
+        help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: calls are "
+             "spread over them (least-busy, failover), --concurrency per server",
+        help_for={"export-batch": "the model's server as the run gives it (only decides what the model is sent)"})]
+    """The server every model is sent to (vLLM, llama.cpp, a proxy); a list: replicas of one model, the calls
+    spread over them (least-busy, failover), ``concurrency`` per server (``ModelSpec.api_bases``)."""
+    constraints: Annotated[str | None, Option(
+        "--constraints", choices=CONSTRAINTS, model=True,
+        help="how call_mode constrained is sent to the litellm models: vllm or llama.cpp (the GBNF grammar, for a "
+             "server given with --api-base), openai (JSON-schema response_format, json return format only), none; "
+             "default: openai where litellm says the model takes a schema, else the jobs are stored unsupported",
+        help_for={"export-batch": "how call_mode constrained is written: vllm (the grammar where vLLM reads it), "
+                                  "llama.cpp, openai (JSON-schema response_format), none; default: the run's"})]
+    """How ``call_mode: constrained`` is sent to the litellm models (``openai``, ``vllm``, ``llama.cpp``,
+    ``none``; see ``ModelSpec.constraints``); local and fake models take none."""
+    params: Annotated[Mapping[str, Any] | None, Option(model=True, keys={
+        "temperature": Option("--temperature", bounds=PARAM_BOUNDS["temperature"]),
+        "max_tokens": Option("--max-tokens", bounds=PARAM_BOUNDS["max_tokens"]),
+        "seed": Option("--seed", bounds=PARAM_BOUNDS["seed"],
+                       help="sent with every call (repeat r with seed + r); also seeds the --goal planner")})]
+    """Generation parameters for every model, over each model's own (temperature, max_tokens, seed, top_p,
+    ...); ``seed`` also seeds an adaptive run's planner."""
+
+
+class RunOptions(PlanOptions, total=False):
+    """Every option of a run: ``PlanOptions`` and how a run sends its calls (``promptgrid run``'s flags,
+    ``promptgrid.run``'s and ``arun``'s keywords, ``session.build_config``'s)."""
+
+    models: Annotated[Iterable[str | ModelSpec] | None, Option(
+        "--model", "M", many=True, file=True,
+        help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base), local/smollm2-135m "
+             "or local/PATH.gguf, or a fake model (offline, free; append @SECONDS for a latency): fake/auto calls "
+             "the first offered function, no arguments, in the format the prompt asks for (format right, calls "
+             "wrong; a tool call in native mode); fake/prose answers in prose, never a call; replay/PATH answers "
+             "each job with the response stored in PATH (a promptgrid export --jsonl file or score-file lines) for "
+             "its variant_id and case_id, offline and free")]
+    """The models: litellm model strings (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``,
+    ``replay/PATH`` (the answers an export or score-file lines hold for each variant and case), or
+    ``ModelSpec``s; instead of the run config's."""
+    run_dir: Annotated[str | os.PathLike[str] | None, Option(
+        "--run-dir", "DIR", help="default: ./runs/<name>", path=True, file=True)]
+    """The run directory (default ``./runs/<grid>__<dataset>``); a second run into it sends only the jobs not
+    yet answered."""
+    concurrency: Annotated[int | None, Option("--concurrency", "C", bounds=_AT_LEAST_1, model=True)]
+    """Calls in flight per model (per endpoint when ``api_base`` lists several)."""
+    rpm: Annotated[float | None, Option("--rpm", bounds=_POSITIVE, model=True, help="requests per minute per model")]
+    """Requests per minute per model."""
+    tpm: Annotated[float | None, Option("--tpm", bounds=_POSITIVE, model=True, help="tokens per minute per model")]
+    """Tokens per minute per model."""
+    timeout: Annotated[float | None, Option("--timeout", "SECONDS", bounds=_POSITIVE, model=True)]
+    """Seconds per call."""
+    max_retries: Annotated[int | None, Option("--max-retries", bounds={"integer": True, "minimum": 0}, file=True)]
+    """Retries of a failed call (rate limit, server error, timeout)."""
+    retry_after_cap: Annotated[float | None, Option(
+        "--retry-after-cap", "SECONDS", bounds={"minimum": 0}, file=True,
+        help="longest Retry-After a rate-limited call waits before its retry (default 120); a model whose server "
+             "still asks for longer after one such wait is stopped, so the run ends")]
+    """Seconds: the longest Retry-After a rate-limited call waits before its retry (default 120), however long
+    the server asks for; a model whose server still asks for longer after one such wait is stopped."""
+    max_cost: Annotated[float | None, Option("--max-cost", "USD", bounds=_POSITIVE, file=True)]
+    """USD for the whole run directory: no new call is sent once the spend, with the calls in flight, would
+    reach it (litellm's prices)."""
+
+
+def _top_keys(options: type) -> tuple[str, ...]:
+    """The top-level keys of a run config: the grid, the dataset, the options declared ``file=True``, the models'
+    defaults."""
+    return ("grid", "dataset", *(k for k, o in declared(options).items() if o.file), "defaults")
+
+
+_TOP_KEYS = _top_keys(RunOptions)
 
 
 def dataset_key(dataset: str) -> str:
@@ -397,10 +548,10 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
         params.update(r.params(m["params"], f"{key}.params"))
     out["params"] = params
     if "concurrency" in merged:
-        out["concurrency"] = r.number(merged["concurrency"], f"{key}.concurrency", integer=True, minimum=1)
+        out["concurrency"] = r.number(merged["concurrency"], f"{key}.concurrency", **_bounds("concurrency"))
     for k in ("rpm", "tpm", "timeout"):
         if k in merged and merged[k].value is not None:
-            out[k] = float(r.number(merged[k], f"{key}.{k}", minimum=0, strict=True))
+            out[k] = float(r.number(merged[k], f"{key}.{k}", **_bounds(k)))
     if "constraints" in merged and merged["constraints"].value is not None:
         value = r.expect(merged["constraints"], (str,), f"{key}.constraints", "a string")
         if value not in CONSTRAINTS:
@@ -417,6 +568,11 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
                 batch[k] = r.expect(v, (str,), f"{key}.batch.{k}", "a string")
         out["batch"] = batch
     return out
+
+
+def _bounds(key: str) -> Mapping[str, Any]:
+    """The bounds ``RunOptions`` declares for ``key`` (a model's limits are options for every model too)."""
+    return declared(RunOptions)[key].bounds or {}
 
 
 def _api_base(r: _Reader, node: _Node, key: str) -> str | tuple[str, ...]:
@@ -437,6 +593,23 @@ def _api_base(r: _Reader, node: _Node, key: str) -> str | tuple[str, ...]:
             raise r.fail(item, f"{key}[{i}]", f"{problem}.")
         urls.append(url)
     return tuple(urls)
+
+
+def _option_value(r: _Reader, node: _Node, key: str, option: Option, base: Path) -> Any:
+    """A run option's value in a run config, checked as its declaration says (``RunOptions``)."""
+    if option.path:
+        value = r.expect(node, (str,), key, "a path")
+        return str(base / value) if not Path(value).is_absolute() else value
+    if option.many:
+        items = r.expect(node, (list,), key, "a list of ids")
+        return tuple(r.expect(i, (str,), f"{key}[{j}]", "an id string") for j, i in enumerate(items))
+    if option.bounds is not None:
+        number = r.number(node, key, **option.bounds)
+        return number if option.bounds.get("integer") else float(number)
+    value = r.expect(node, (str,), key, "a string")
+    if option.choices is not None and value not in option.choices:
+        raise r.fail(node, key, f"{value!r} is not one of {', '.join(option.choices)}.{closest(value, option.choices)}")
+    return value
 
 
 def load_run_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -465,26 +638,9 @@ def load_run_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         out["grid"] = str(base / out["grid"])
     if out["dataset"].startswith("jsonl:") and not Path(out["dataset"][6:]).is_absolute():
         out["dataset"] = "jsonl:" + str(base / out["dataset"][6:])
-    for k in ("bfcl_data", "translation_store", "run_dir"):
-        if k in top and top[k].value is not None:
-            value = r.expect(top[k], (str,), k, "a path")
-            out[k] = str(base / value) if not Path(value).is_absolute() else value
-    if "repeats" in top:
-        out["repeats"] = r.number(top["repeats"], "repeats", integer=True, minimum=1)
-    if "limit" in top and top["limit"].value is not None:
-        out["limit"] = r.number(top["limit"], "limit", integer=True, minimum=1)
-    if "max_retries" in top:
-        out["max_retries"] = r.number(top["max_retries"], "max_retries", integer=True, minimum=0)
-    if "retry_after_cap" in top:
-        out["retry_after_cap"] = float(r.number(top["retry_after_cap"], "retry_after_cap", minimum=0))
-    if "max_jobs" in top:
-        out["max_jobs"] = r.number(top["max_jobs"], "max_jobs", integer=True, minimum=1)
-    if "max_cost" in top and top["max_cost"].value is not None:
-        out["max_cost"] = float(r.number(top["max_cost"], "max_cost", minimum=0, strict=True))
-    for k in ("cases", "variants"):
-        if k in top:
-            items = r.expect(top[k], (list,), k, "a list of ids")
-            out[k] = tuple(r.expect(i, (str,), f"{k}[{j}]", "an id string") for j, i in enumerate(items))
+    for k, option in declared(RunOptions).items():  # the run options a file holds (models: below)
+        if option.file and k != "models" and k in top and top[k].value is not None:
+            out[k] = _option_value(r, top[k], k, option, base)
     defaults = r.keys(top["defaults"], tuple(k for k in _MODEL_KEYS if k != "name"), "defaults") \
         if "defaults" in top else {}
     if "models" not in top:

@@ -19,6 +19,7 @@ bad input raises a ``PromptgridError``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import gc
 import json
@@ -30,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from promptgrid.errors import RunError
+from typing_extensions import Unpack
+
+from promptgrid.errors import RunError, closest
 from promptgrid.matrix.clients import provider_of
 from promptgrid.providers import CallError, RetryPolicy, one_line
 from promptgrid.records import Case
@@ -41,15 +44,18 @@ from promptgrid.variants._yaml import MAX_GRID_BYTES, read_yaml_text
 from .config import (
     _SECRET_KEYS,
     DEFAULT_CONCURRENCY,
+    GOALS,
     PARAM_BOUNDS,
     ModelSpec,
     RunConfig,
+    RunOptions,
     default_run_dir,
     load_run_config,
     model_params,
     number_problem,
     retry_policy,
 )
+from .options import check_keywords, declared
 from .plan import MAX_JOBS, check_plan_size
 from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
 
@@ -91,10 +97,9 @@ def _default_concurrency(name: str) -> int:
 
 
 def _config_fields(config: RunConfig) -> dict[str, Any]:
-    """A ``RunConfig`` as the dict ``load_run_config`` returns (so options merge over it the same way)."""
-    out = {f: getattr(config, f) for f in ("grid", "dataset", "bfcl_data", "run_dir", "repeats", "limit", "cases",
-                                           "variants", "translation_store", "max_cost", "max_retries",
-                                           "backoff_base_s", "backoff_max_s", "retry_after_cap")}
+    """A ``RunConfig`` as the dict ``load_run_config`` returns (so options merge over it the same way): every
+    field, the models as dicts of ``ModelSpec`` fields."""
+    out = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     out["models"] = [m.to_dict() for m in config.models]
     return out
 
@@ -104,40 +109,19 @@ def _grid_ref(grid: Grid) -> str:
     return grid.name if grid.source.startswith("<builtin>") else grid.source
 
 
-def build_config(
-    grid: str | os.PathLike[str] | Grid | RunConfig,
-    dataset: str | None = None,
-    *,
-    models: Iterable[str | ModelSpec] | None = None,
-    api_base: str | Sequence[str] | None = None,
-    run_dir: str | os.PathLike[str] | None = None,
-    limit: int | None = None,
-    cases: Iterable[str] | None = None,
-    variants: Iterable[str] | None = None,
-    repeats: int | None = None,
-    concurrency: int | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    max_cost: float | None = None,
-    params: Mapping[str, Any] | None = None,
-    translation_store: str | os.PathLike[str] | None = None,
-    bfcl_data: str | os.PathLike[str] | None = None,
-    retry_after_cap: float | None = None,
-    constraints: str | None = None,
-    max_jobs: int | None = None,
-) -> RunConfig:
-    """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with options (options win).
+def build_config(grid: str | os.PathLike[str] | Grid | RunConfig, dataset: str | None = None,
+                 **options: Unpack[RunOptions]) -> RunConfig:
+    """Merge a run config (when ``grid`` is a run-config YAML or a ``RunConfig``) with the run options
+    (``RunOptions``; options win) into the ``RunConfig``.
 
-    ``models`` replaces the config's models; ``api_base`` (one URL, or a
-    list of replicas of the model: ``ModelSpec.api_bases``), ``concurrency``,
-    ``rpm``, ``tpm``, ``timeout`` and ``params`` (temperature, max_tokens,
-    seed, ...) apply to every model; ``constraints`` (``ModelSpec.constraints``)
-    to every litellm model (local and fake models take none); ``retry_after_cap`` is the longest
-    Retry-After obeyed (seconds); ``max_jobs`` caps the plan (``plan.MAX_JOBS``; checked here for models x
-    repeats, by ``prepare`` for the whole plan). Raises ``RunError`` naming the option.
+    ``models`` replaces the config's models; the options of every model (``RunOptions`` fields declared
+    ``model=True``: ``api_base``, ``constraints``, ``concurrency``, ``rpm``, ``tpm``, ``timeout``, ``params``)
+    apply over each model's own (``constraints`` to litellm models only); ``max_jobs`` caps the plan
+    (``plan.MAX_JOBS``; checked here for models x repeats, by ``prepare`` for the whole plan). ``params["seed"]``
+    also seeds an adaptive run's planner (``RunConfig.plan_seed``). Raises ``RunError`` naming the option.
     """
+    given: dict[str, Any] = dict(options)
+    check_keywords(given, RunOptions, "build_config")
     if isinstance(grid, RunConfig):
         base: dict[str, Any] = _config_fields(grid)
     elif isinstance(grid, Grid):
@@ -146,64 +130,83 @@ def build_config(
         base = load_run_config(grid)
     else:
         base = {"grid": os.fspath(grid)}
-    options = {"dataset": dataset, "bfcl_data": bfcl_data, "run_dir": run_dir, "limit": limit, "repeats": repeats,
-               "max_retries": max_retries, "max_cost": max_cost, "translation_store": translation_store,
-               "retry_after_cap": retry_after_cap, "max_jobs": max_jobs}
-    for key, value in options.items():
-        if value is not None:
-            base[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
-    if cases:
-        base["cases"] = tuple(cases)
-    if variants:
-        base["variants"] = tuple(variants)
+    if dataset is not None:
+        base["dataset"] = dataset
+    for key, option in _OPTIONS.items():  # the run's own options (the models' are merged per model below)
+        value = given.get(key)
+        if option.model or key == "models" or value is None or (option.many and not value):
+            continue
+        base[key] = tuple(value) if option.many else os.fspath(value) if isinstance(value, os.PathLike) else value
     if not base.get("dataset"):
         raise RunError("no dataset: give one (mini, bfcl:simple_python, jsonl:PATH, ...; --dataset on the "
                        "command line) or name one in the run config.")
-    repeats_ = _checked("repeats", base.get("repeats", 1), integer=True, minimum=1)
     for key, bounds in _RUN_BOUNDS.items():
         if base.get(key) is not None:
             _checked(key, base[key], **bounds)
-    overrides = dict(params or {})
+    for key, choices in _RUN_CHOICES.items():
+        if base.get(key) is not None and base[key] not in choices:
+            raise RunError(f"{key} {base[key]!r} is not one of {', '.join(choices)} ({_flag(key)})."
+                           f"{closest(str(base[key]), choices)}")
+    problem = _adaptive_problem(base.get("goal"), base.get("budget"), base.get("rounds"))
+    if problem:
+        raise RunError(problem)
+    repeats_ = base.get("repeats") or 1
+    overrides = dict(given.get("params") or {})
     bad = [k for k in overrides if k.lower() in _NOT_PARAMS]
     if bad:
         raise RunError(f"params: {bad[0]!r} is not a generation parameter. Give api_base and timeout as their own "
                        "options, and keys only through an environment variable (api_key_env in a run config).")
-    specs = [_model_spec(m, api_base, overrides, repeats_, constraints, concurrency=concurrency, rpm=rpm, tpm=tpm,
-                         timeout=timeout) for m in _models(models, base)]
+    limits = {key: given.get(key) for key in _MODEL_BOUNDS}
+    specs = [_model_spec(m, given.get("api_base"), overrides, repeats_, given.get("constraints"), **limits)
+             for m in _models(given.get("models"), base)]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise RunError(f"a model is named twice: {', '.join(names)}.")
+    if overrides.get("seed") is not None:
+        base["plan_seed"] = overrides["seed"]  # checked with the models' params
     out_dir = Path(base["run_dir"]) if base.get("run_dir") else default_run_dir(base["grid"], base["dataset"])
-    fields = {k: base[k] for k in ("bfcl_data", "limit", "cases", "variants", "translation_store", "max_cost",
-                                   "max_retries", "backoff_base_s", "backoff_max_s", "retry_after_cap", "max_jobs")
-              if base.get(k) is not None}
+    fields = {k: base[k] for k in _OTHER_FIELDS if base.get(k) is not None}
     check_plan_size(len(specs), repeats_, max_jobs=fields.get("max_jobs", MAX_JOBS))  # before the grid is read
     return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
                      repeats=repeats_, **fields)
 
 
-# Bounds of the numeric run options (flags, pg.run keywords, run-config values) besides repeats and the per-model
-# limits; each is refused with its option named, so nan, inf and negatives never reach the runner.
-_RUN_BOUNDS: dict[str, dict[str, Any]] = {
-    "limit": {"integer": True, "minimum": 1},
-    "max_cost": {"minimum": 0, "strict": True},
-    "max_retries": {"integer": True, "minimum": 0},
-    "retry_after_cap": {"minimum": 0},
-    "max_jobs": {"integer": True, "minimum": 1},
-}
-_MODEL_BOUNDS: dict[str, dict[str, Any]] = {
-    "concurrency": {"integer": True, "minimum": 1},
-    "rpm": {"minimum": 0, "strict": True},
-    "tpm": {"minimum": 0, "strict": True},
-    "timeout": {"minimum": 0, "strict": True},
-}
+_OPTIONS = declared(RunOptions)
+# Bounds and choices of the run options (flags, pg.run keywords, run-config values), as RunOptions declares them;
+# each is refused with its option named, so nan, inf and negatives never reach the runner. The models' own
+# limits (concurrency, rpm, tpm, timeout) are checked per model, after the merge.
+_RUN_BOUNDS: dict[str, Mapping[str, Any]] = {k: o.bounds for k, o in _OPTIONS.items() if o.bounds and not o.model}
+_RUN_CHOICES: dict[str, tuple[str, ...]] = {k: o.choices for k, o in _OPTIONS.items() if o.choices and not o.model}
+_MODEL_BOUNDS: dict[str, Mapping[str, Any]] = {k: o.bounds for k, o in _OPTIONS.items() if o.bounds and o.model}
+# RunConfig's fields besides those build_config sets itself, taken from the merged config when given.
+_OTHER_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig)
+                      if f.name not in ("grid", "dataset", "models", "run_dir", "repeats"))
+
+
+def _flag(key: str) -> str:
+    """The flag of a run option (``--max-cost``), or of a generation parameter (``--max-tokens``)."""
+    option = _OPTIONS.get(key) or _OPTIONS["params"].keys.get(key)
+    return option.flag if option is not None and option.flag else f"--{key.replace('_', '-')}"
+
+
+def _adaptive_problem(goal: Any, budget: Any, rounds: Any) -> str | None:
+    """What is missing from an adaptive run's options (``goal`` with ``budget``; ``rounds`` only with them)."""
+    if goal is None and budget is not None:
+        return (f"budget {budget} (--budget) is the jobs per model of an adaptive run: give --goal "
+                f"({', '.join(GOALS)}) too, or leave budget out to run every job.")
+    if goal is None and rounds is not None:
+        return (f"rounds {rounds} (--rounds) applies to an adaptive run: give --goal ({', '.join(GOALS)}) and "
+                "--budget too, or leave rounds out.")
+    if goal is not None and budget is None:
+        return f"goal {goal} (--goal) plans a budget of jobs per model: give --budget N too."
+    return None
 
 
 def _checked(key: str, value: Any, **bounds: Any) -> Any:
     """``value`` if it is within ``bounds`` (see ``number_problem``), else a ``RunError`` naming the option."""
     problem = number_problem(value, **bounds)
     if problem:
-        raise RunError(f"{key} {problem} (--{key.replace('_', '-')}).")
+        raise RunError(f"{key} {problem} ({_flag(key)}).")
     return value
 
 
