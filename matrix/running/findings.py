@@ -242,7 +242,8 @@ def _fitted(variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int
     try:
         from scipy.optimize import minimize
     except ImportError as exc:  # pragma: no cover - scipy is a dependency
-        raise MissingDependencyError("the distribution goal fits its model with scipy: pip install scipy") from exc
+        raise MissingDependencyError("the distribution goal (its logistic model is fitted with scipy)",
+                                     "pip install scipy") from exc
     k = len(variants)
     obs = [(v, c, r, ok) for (v, c, r), ok in outcomes.items() if ok is not None]
     if not obs:

@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import RunError, closest
 
+from .config import GOALS
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -60,7 +62,6 @@ Cell = tuple[int, int, int]
 CHUNK = 256
 """Cells the product planner hands out at a time (the runner looks them up in the store together)."""
 
-GOALS = ("best-worst", "distribution", "uniform")
 DEFAULT_ROUNDS = 20
 """Rounds an adaptive budget is planned in when ``--rounds`` is not given (with ``--batch``, give fewer: each
 round is a batch, and a batch can take up to a day)."""
