@@ -498,21 +498,33 @@ def adaptive_api_ready() -> str | None:
     return ", ".join(missing) or None
 
 
+def study_model(path: Path) -> str:
+    """The model string of the study's runs: ``replay/`` + the file's name, read from its folder (the runs work
+    there). The planners seed their draws from the seed *and the model string*, so a path that changed with the
+    work folder would change every run's cells; this one does not."""
+    return f"replay/{path.name}"
+
+
 def run_real(path: Path, goal: str, budget: int, seed: int, workdir: Path, keep: bool = False) -> Any:
     """One adaptive run through replay: the model's AdaptiveResult.
 
     The planner's seed: ``pg.run(seed=...)`` where it takes one, else ``params={"seed": ...}`` (which seeds the
-    planner too, ``RunConfig.plan_seed``; replay ignores the params)."""
+    planner too, ``RunConfig.plan_seed``; replay ignores the params). Runs in ``path``'s folder
+    (``study_model``)."""
     import promptgrid as pg
 
     seeding: dict[str, Any] = ({"seed": seed} if "seed" in inspect.signature(pg.run).parameters
                                else {"params": {"seed": seed}})
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{goal}-{budget}-{seed}-", dir=workdir))
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{goal}-{budget}-{seed}-", dir=workdir)).resolve()
+    here = Path.cwd()
     try:
-        run = pg.run(GRID, DATASET, models=[replay_model(path)], run_dir=run_dir, goal=goal, budget=budget,
+        os.chdir(path.resolve().parent)
+        run = pg.run(GRID, DATASET, models=[study_model(path)], run_dir=run_dir, goal=goal, budget=budget,
                      progress=False, **seeding)
-        results = run.adaptive()
+        results = run.adaptive(trace=False) if "trace" in inspect.signature(run.adaptive).parameters \
+            else run.adaptive()
     finally:
+        os.chdir(here)
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
     if len(results) != 1:
@@ -520,7 +532,7 @@ def run_real(path: Path, goal: str, budget: int, seed: int, workdir: Path, keep:
     return next(iter(results.values()))
 
 
-def run_offline(planted: Planted, variants: Sequence[Any], goal: str, budget: int, seed: int) -> Any:
+def run_offline(planted: Planted, variants: Sequence[Any], goal: str, budget: int, seed: int, model: str) -> Any:
     """promptgrid's own planner and estimates (``findings.replay``) on the planted outcomes, without the runner
     (no prompts, no replay client, no scoring): what ``Run.adaptive`` computes from a run's store, given that the
     runner sends the cells the planner chooses. ``--offline``."""
@@ -529,7 +541,7 @@ def run_offline(planted: Planted, variants: Sequence[Any], goal: str, budget: in
     outcomes = {(i, j, 0): bool(planted.correct[i, j]) for i in range(planted.correct.shape[0])
                 for j in range(planted.correct.shape[1])}
     described = [(v.id, v.label if isinstance(v.label, str) else v.id, v.dimensions()) for v in variants]
-    return replay("replay", goal, described, planted.correct.shape[1], 1, outcomes, budget=budget, rounds=None,
+    return replay(model, goal, described, planted.correct.shape[1], 1, outcomes, budget=budget, rounds=None,
                   seed=seed, trace=False)
 
 
@@ -799,7 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.simulate:
                     result = SimulatedSampler.of(planted, variants, seed).run(goal, budget)
                 elif args.offline:
-                    result = run_offline(planted, variants, goal, budget, seed)
+                    result = run_offline(planted, variants, goal, budget, seed, study_model(path))
                 else:
                     result = run_real(path, goal, budget, seed, workdir, keep=args.keep)
                 wall = time.perf_counter() - start
