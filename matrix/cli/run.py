@@ -258,6 +258,11 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
     if any(x.batch_cost_input is not None for x in e.models):
         headers.append("est. cost (--batch)")
     print(tabulate(lines, headers=headers), file=out)
+    for m in e.models:
+        if m.product is not None:
+            print(f"model {m.model}: adaptive plan of {m.jobs:,} of the product's {m.product:,} jobs: which cells "
+                  "its rounds choose depends on their results, so its counts are the product's scaled to the "
+                  "budget.", file=out)
     note = "input tokens are prompt characters / 4; cost from litellm's price list"
     if e.unpriced:
         note += f"; no price known for {', '.join(e.unpriced)}"

@@ -1,5 +1,8 @@
 """What a run would send and cost, computed without calling anything (``promptgrid run --dry-run``).
 
+An adaptive run (``--goal``/``--budget``) chooses its cells round by round from results the dry run does not
+have: its counts are the product's scaled to the budget (``ModelEstimate.product`` says so).
+
 For each model the plan is walked as the runner walks it: a job whose call
 is already in the store costs nothing, a job whose prompt repeats one seen
 earlier in the plan shares that call, every other job is a call to send.
@@ -53,6 +56,9 @@ class ModelEstimate:
     """``cost_input`` at the model's batch price (``--batch``); ``None`` without a batch API or a known price."""
     batch_cost_max: float | None = None
     """``cost_max`` at the batch price."""
+    product: int | None = None
+    """An adaptive run (``goal``): the jobs of the whole product; the counts above are the product's scaled to
+    the budget (which cells the rounds choose is not known before they run). None: the counts are exact."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,9 @@ def estimate(prep: Prepared) -> Estimate:
                     _count(batch, store, seen, counts, client.unsupported)
                     batch = []
             _count(batch, store, seen, counts, client.unsupported)
+            product = counts[0]
+            if config.goal is not None and config.budget is not None and product > config.budget:
+                counts = _scaled(counts, config.budget / product)
             jobs, stored, shared, calls, in_tok, unsupported = counts
             max_out = calls * int(spec.params.get("max_tokens") or 0)
             batch_price = _batch_price(spec, client)
@@ -134,11 +143,19 @@ def estimate(prep: Prepared) -> Estimate:
                                            client.price(in_tok, 0), client.price(in_tok, max_out),
                                            _missing_env(spec), unsupported,
                                            batch_price(in_tok, 0) if batch_price else None,
-                                           batch_price(in_tok, max_out) if batch_price else None))
+                                           batch_price(in_tok, max_out) if batch_price else None,
+                                           product if jobs < product else None))
     finally:
         if store is not None:
             store.close()
     return Estimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
+
+
+def _scaled(counts: list[int], share: float) -> list[int]:
+    """An adaptive budget's expected counts: the product's, times the share of it the budget is (the jobs exactly)."""
+    jobs = round(counts[0] * share)
+    stored, shared, calls = (min(jobs, round(c * share)) for c in counts[1:4])
+    return [jobs, stored, shared, calls, round(counts[4] * share), round(counts[5] * share)]
 
 
 def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: list[int],

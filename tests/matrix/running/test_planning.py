@@ -277,3 +277,28 @@ def test_the_distribution_model_orders_variants_it_barely_saw() -> None:
     assert abs(found.spread.value - (truth.mean(axis=1).max() - truth.mean(axis=1).min())) < 0.15
     assert set(found.quantiles) == {"p5", "p25", "p50", "p75", "p95"}
     assert all(q.low <= q.value <= q.high for q in found.quantiles.values())
+
+
+def test_the_dry_run_of_an_adaptive_plan_scales_the_product_to_the_budget(tmp_path: Path) -> None:
+    from promptgrid.matrix.running.estimate import estimate
+
+    whole = estimate(_prep(tmp_path, "http://127.0.0.1:9/v1", goal=None)).models[0]
+    part = estimate(_prep(tmp_path, "http://127.0.0.1:9/v1", budget=60)).models[0]
+    assert (whole.jobs, whole.product, part.jobs, part.product) == (240, None, 60, 240)
+    assert part.calls == 60 and abs(part.input_tokens - whole.input_tokens / 4) <= 1
+
+
+def test_the_command_line_runs_an_adaptive_study_and_prints_what_it_found(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.cli import main
+
+    argv = ["run", "bfcl_v4", "--dataset", "mini:en", "--model", "fake/auto", "--goal", "uniform", "--budget", "30",
+            "--rounds", "3", "--seed", "2", "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "adaptive study:" in out and "goal uniform, seed 2: 30 of 1,196 jobs spent" in out
+    assert main(["report", str(tmp_path / "r"), "--format", "json", "--out", str(tmp_path / "rep")]) == 0
+    data = json.loads((tmp_path / "rep" / "report.json").read_text())
+    (found,) = data["adaptive"]
+    assert (found["goal"], found["spent"], found["seed"], found["complete"]) == ("uniform", 30, 2, True)
+    assert set(found["quantiles"]) == {"p5", "p25", "p50", "p75", "p95"}
