@@ -302,3 +302,27 @@ def test_the_command_line_runs_an_adaptive_study_and_prints_what_it_found(
     (found,) = data["adaptive"]
     assert (found["goal"], found["spent"], found["seed"], found["complete"]) == ("uniform", 30, 2, True)
     assert set(found["quantiles"]) == {"p5", "p25", "p50", "p75", "p95"}
+
+
+def test_each_model_gets_its_budget_with_repeats_and_languages(tmp_path: Path) -> None:
+    from promptgrid.matrix.running.config import ModelSpec, model_params
+    from support.builders import language_twins
+
+    with answering_server() as srv:
+        specs = [ModelSpec(name=name, params=model_params({"temperature": 0.5}, 2), api_base=srv.url, concurrency=4)
+                 for name in ("openai/model-a", "openai/model-b")]
+        cfg = dataclasses.replace(config(tmp_path, models=specs, repeats=2), goal="distribution", budget=25, rounds=5)
+        prep = prepared(cfg, language_twins() + bfcl_variants(2), numbered_cases(10))
+        summary = asyncio.run(execute(prep, scorer=planted_score_any))
+    assert summary.jobs == 50
+    with RunStore(tmp_path, readonly=True) as store:
+        per_model = Counter(r.model for r in store.rows())
+        repeats = {r.repeat for r in store.rows()}
+    assert per_model == {"openai/model-a": 25, "openai/model-b": 25} and repeats == {0, 1}
+    found = Run(tmp_path).adaptive()
+    assert set(found) == {"openai/model-a", "openai/model-b"}
+    assert all(r.spent == 25 and r.product == 4 * 10 * 2 and len(r.variants) == 4 for r in found.values())
+
+
+def planted_score_any(response: str, variant: Any, case: Any) -> StandInVerdict:
+    return StandInVerdict(int(case.id.split("_")[-1]) % 3 != 0)
