@@ -12,8 +12,11 @@ spent) after every round. Every number says how it was obtained
   Wilson interval; the spread is the difference between the best and the
   worst variant's measured accuracy, with the interval of the difference of
   their Beta(0.5 + correct, 0.5 + wrong) posteriors (Monte Carlo, fixed seed).
-  Which variant is best (worst) is decided by the posterior mean, so a
-  variant seen on two cells does not win on 2/2.
+  Which variant is best (worst) is decided, for ``best-worst``, by the
+  logistic model's estimate below (fitted to the measured cells: it adjusts
+  for the case difficulty of the cells each variant happened to see), and for
+  ``uniform`` by the posterior mean (so a variant seen on two cells does not
+  win on 2/2); the accuracies reported are the measured ones.
 - ``estimated``: predicted for cells that were not run (``distribution``,
   PromptEval): a logistic (Rasch) model, P(correct | variant v, case c) =
   sigmoid(b0 + x_v . beta + u_v - d_c), with x_v the one-hot values of the
@@ -177,8 +180,9 @@ def _interval(draws: Any, value: float | None = None) -> tuple[float, float]:
 
 
 def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int,
-              outcomes: Mapping[Cell, bool | None], goal: str, draws: int) -> dict[str, Any]:
-    """Per-variant proportions: best/worst by posterior mean, spread by Beta draws; quantiles for ``uniform``."""
+              outcomes: Mapping[Cell, bool | None], goal: str, draws: int, pick: Any = None) -> dict[str, Any]:
+    """Per-variant proportions; spread by Beta draws; quantiles for ``uniform``. Best and worst: by ``pick`` (a
+    score per variant) when given, else by the posterior mean."""
     np = _np()
     k = len(variants)
     s = np.zeros(k)
@@ -200,7 +204,7 @@ def _measured(variants: Sequence[tuple[str, str, Mapping[str, Any]]], units: int
     seen = n > 0
     if not seen.any():
         return {"variants": out_variants, "best": None, "worst": None, "spread": None, "quantiles": {}}
-    mean = np.where(seen, (1 + s) / (2 + n), np.nan)
+    mean = np.where(seen, (1 + s) / (2 + n), np.nan) if pick is None else np.where(seen, pick, np.nan)
     b, w = int(np.nanargmax(mean)), int(np.nanargmin(mean))
     best, worst = out_variants[b], out_variants[w]
     diff = post[:, b] - post[:, w]
@@ -334,7 +338,7 @@ def _fitted(variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int
         lo, hi = _interval(qd[i], value)
         quantiles[f"p{q}"] = Estimate(value, lo, hi, "estimated", int(measured.sum()))
     return {"variants": out_variants, "best": out_variants[b], "worst": out_variants[wv], "spread": spread,
-            "quantiles": quantiles}
+            "quantiles": quantiles, "point": point}
 
 
 def estimate_cells(goal: str, variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int, repeats: int,
@@ -342,7 +346,13 @@ def estimate_cells(goal: str, variants: Sequence[tuple[str, str, Mapping[str, An
     """The estimates of ``goal`` from the outcomes of some cells: best, worst, spread, variants, quantiles."""
     if goal == "distribution":
         return _fitted(variants, n_cases, repeats, outcomes, draws)
-    return _measured(variants, n_cases * repeats, outcomes, goal, draws)
+    pick = None
+    if goal == "best-worst" and any(ok is not None for ok in outcomes.values()):
+        # Which variant is best (worst) is decided on the logistic model's estimate over every case, not on the
+        # raw proportions: a variant seen on few cells has seen the first cells of the common order, and an easy
+        # (hard) start would otherwise make it look better (worse) than variants measured further.
+        pick = _fitted(variants, n_cases, repeats, outcomes, 1)["point"]
+    return _measured(variants, n_cases * repeats, outcomes, goal, draws, pick)
 
 
 def replay(model: str, goal: str, variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int,

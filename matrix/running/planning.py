@@ -191,8 +191,14 @@ class BestWorstPlanner(AdaptivePlanner):
         for slot in range(n):
             if not open_.any():
                 break
-            row = np.where(open_, draws[slot], np.nan)
-            v = int(np.nanargmax(row) if slot % 2 == 0 else np.nanargmin(row))  # even slots: best; odd: worst
+            row = draws[slot]
+            top, bottom = int(np.argmax(row)), int(np.argmin(row))
+            # Even slots look for the best arm, odd ones for the worst. Every arm takes part in the draw, also one
+            # whose cells are all run: when such an arm wins, that search has its answer measured in full and
+            # the slot goes to the other search (else to the open arm of the largest draw).
+            first, second = (top, bottom) if slot % 2 == 0 else (bottom, top)
+            v = first if open_[first] else second if open_[second] else int(np.nanargmax(np.where(open_, row,
+                                                                                                  np.nan)))
             out.append(self.cell(v, int(self.order[self.taken[v]])))
             self.taken[v] += 1
             if self.taken[v] >= self.units:
