@@ -297,12 +297,15 @@ BIG = {
     "brackets": _fill("[{(<"),
     "tags_and_fences": _fill("<TOOLCALL>```json\n[{"),
 }
-_BUDGET_S = 0.050
+# A guard against super-linear parsing of megabyte answers, not a speed target (benchmarks/score.py measures
+# speed): a quadratic parser takes seconds on these inputs, a linear one ~10-30 ms. 50 ms failed once on a
+# machine running two benchmarks beside the suite (json: 51.2 ms); 250 ms keeps the guard and drops the flake.
+_BUDGET_S = 0.250
 
 
 @pytest.mark.parametrize("name", list(BIG))
 def test_megabyte_inputs_parse_fast(name):
-    """Median of 3 under 50 ms per parse, for every parser (robust to a loaded machine)."""
+    """Median of 3 under 250 ms per parse, for every parser: linear, not quadratic (robust to a loaded machine)."""
     text = BIG[name]
     assert len(text) <= MAX_INPUT_CHARS
     slow = []
