@@ -1,0 +1,64 @@
+"""Conversations: multi-turn cases run against BFCL's stateful API classes, safely.
+
+BFCL V4's multi-turn categories give a model several user turns and a set of
+simulated APIs (a file system, messaging, a trading bot, ...) whose state the
+model's calls change; an entry is scored by the state the calls leave and the
+results they get. This package holds the two foundations:
+
+- ``_env``: ``Environment``, the instances of an entry's classes (imported
+  from the installed bfcl-eval, never copied) in a worker process. A
+  ``ToolCall`` runs only if its name is a documented public method of an
+  involved class and its arguments validate against the function doc; each
+  call is bounded in time, memory, output and number per step, and a refused
+  or failed call is a ``CallOutcome`` with the error text the model gets,
+  never an exception. Nothing is ``eval``-ed. ``functions_for`` gives the
+  classes' function docs as bfcl-eval sends them.
+- ``_dataset``: ``Conversation`` records and ``load_conversations`` for
+  ``bfcl:multi_turn_{base,miss_func,miss_param,long_context}`` and
+  ``jsonl:PATH`` (docs/conversations.md); ground-truth call strings are parsed
+  with ``ast`` (``parse_call``), never evaluated.
+"""
+
+from __future__ import annotations
+
+from ._dataset import (
+    CONVERSATION_CATEGORIES,
+    SPEC_FORMS,
+    Conversation,
+    conversation_to_record,
+    load_conversations,
+    parse_call,
+)
+from ._env import (
+    ENVIRONMENT_CLASSES,
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_ARGUMENT_VALUES,
+    MAX_INTEGER_BITS,
+    CallOutcome,
+    Environment,
+    EnvironmentUsage,
+    Refusal,
+    ToolCall,
+    functions_for,
+)
+
+__all__ = [
+    "CONVERSATION_CATEGORIES",
+    "ENVIRONMENT_CLASSES",
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_DEPTH",
+    "MAX_ARGUMENT_VALUES",
+    "MAX_INTEGER_BITS",
+    "SPEC_FORMS",
+    "CallOutcome",
+    "Conversation",
+    "Environment",
+    "EnvironmentUsage",
+    "Refusal",
+    "ToolCall",
+    "conversation_to_record",
+    "functions_for",
+    "load_conversations",
+    "parse_call",
+]

@@ -1,0 +1,471 @@
+"""Multi-turn conversations as records: BFCL V4's four multi-turn categories and ``jsonl:`` files.
+
+``load_conversations(spec)`` understands::
+
+    bfcl:multi_turn_base           200 entries (read from bfcl-eval's data files, never copied)
+    bfcl:multi_turn_miss_func      200: a function is held out until a later turn
+    bfcl:multi_turn_miss_param     200: a turn lacks a parameter the model must ask for
+    bfcl:multi_turn_long_context   200: the environments load with long-context state
+    jsonl:PATH                     your own conversations, one JSON object per line (docs/conversations.md)
+
+A ``Conversation`` holds its user turns, the API classes it runs against and
+their initial state, the function docs the model sees, and per turn the
+ground-truth calls. Ground-truth call strings such as ``"cd(folder='doc')"``
+are parsed, never evaluated: ``ast.parse`` and ``ast.literal_eval`` of each
+argument (``parse_call``); a positional argument takes the name of the
+parameter at its position in the function doc (``"sort('report.pdf')"`` is
+``sort(file_name='report.pdf')``).
+
+What bfcl-eval's generation pipeline does to an entry, and this module does
+too, so that prompts built from a ``Conversation`` match the leaderboard's:
+
+* the docs are those of the involved classes, class by class, each class in
+  its doc file's order;
+* ``miss_func``: the first doc of each held-out name is removed; it comes back
+  at its turn (``functions_at``), whose user message list is empty in the data
+  (bfcl-eval then sends a fixed user prompt; that is the runner's business);
+* the language hint " Note that the provided function is in Python 3
+  syntax." is appended to every description, except to the held-out docs,
+  which bfcl-eval removes before it adds the hint and adds back unchanged;
+* ``excluded_function`` (18 entries of each category) is never applied by
+  bfcl-eval: the docs keep those functions. It is kept here as data only;
+* ``initial_config`` may hold state for a class that is not involved
+  (``multi_turn_*_96``); bfcl-eval ignores it, and so does ``Environment``.
+
+Problems in a file are reported in one ``DatasetError`` naming the file,
+the line (for BFCL files, the entry id) and the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import DatasetError, closest
+from promptgrid.safeio import read_json_lines
+from promptgrid.templates import BfclSource
+
+from ..datasets._bfcl import _prefix, _read_jsonl, _source
+from ._env import ToolCall, _check_classes, _class_docs, _functions, _shape_problem
+
+__all__ = [
+    "CONVERSATION_CATEGORIES",
+    "MAX_CALL_CHARS",
+    "MAX_PROBLEMS",
+    "SPEC_FORMS",
+    "Conversation",
+    "conversation_to_record",
+    "load_conversations",
+    "parse_call",
+]
+
+CONVERSATION_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                           "multi_turn_long_context")
+SPEC_FORMS = (*(f"bfcl:{category}" for category in CONVERSATION_CATEGORIES), "jsonl:PATH")
+MAX_PROBLEMS = 20
+MAX_CALL_CHARS = 100_000
+"""Longest call string parsed (BFCL's longest ground-truth call is under 1,000 characters)."""
+ROLES = ("system", "user", "assistant")
+JSONL_KEYS = ("id", "question", "involved_classes", "initial_config", "ground_truth", "missed_function",
+              "function", "long_context", "category", "path", "excluded_function")
+_DOCS_HINT = "see docs/conversations.md for the line format"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One multi-turn case: user turns against the stateful API ``involved_classes``.
+
+    ``turns[t]`` is the list of messages of user turn ``t`` (empty for the turn
+    at which a ``miss_func`` entry gives the held-out function back).
+    ``functions`` are the docs the model sees from the first turn;
+    ``missed_functions`` maps a turn to the names that become available there
+    and ``held_out_functions`` to their docs (``functions_at`` joins them).
+    ``ground_truth[t]`` are the calls that do turn ``t`` (empty: the turn
+    cannot be done with what is offered). ``long_context`` loads the
+    environments with BFCL's long-context state. ``path`` and
+    ``excluded_functions`` are BFCL's annotations (``Class.method`` the
+    ground truth walks; functions meant to be excluded, never applied by
+    bfcl-eval). ``source`` is the spec the conversation was loaded from.
+    """
+
+    id: str
+    category: str
+    turns: tuple[tuple[Mapping[str, Any], ...], ...]
+    involved_classes: tuple[str, ...]
+    initial_config: Mapping[str, Any]
+    functions: tuple[Mapping[str, Any], ...]
+    ground_truth: tuple[tuple[ToolCall, ...], ...]
+    missed_functions: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    held_out_functions: Mapping[int, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    long_context: bool = False
+    path: tuple[str, ...] = ()
+    excluded_functions: tuple[str, ...] = ()
+    source: str = ""
+
+    def __repr__(self) -> str:
+        """One line: id, category, classes and counts (the turns, docs and state are in the fields)."""
+        calls = sum(len(turn) for turn in self.ground_truth)
+        return (f"Conversation({self.id!r}, category={self.category!r}, classes={list(self.involved_classes)}, "
+                f"turns={len(self.turns)}, functions={len(self.functions)}, expected_calls={calls})")
+
+    def functions_at(self, turn: int) -> tuple[Mapping[str, Any], ...]:
+        """The docs the model has at ``turn``: ``functions``, then the held-out docs of every turn up to it, in turn
+        order (bfcl-eval extends its list at each such turn)."""
+        docs = list(self.functions)
+        for index in sorted(self.held_out_functions):
+            if index <= turn:
+                docs.extend(self.held_out_functions[index])
+        return tuple(docs)
+
+
+# --------------------------------------------------------------------------- call strings
+
+def _literal(node: ast.expr, where: str) -> Any:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise ValueError(f"{where} is not a literal value (only strings, numbers, booleans, None, lists, "
+                         "tuples and dicts of them)") from None
+    problem = _shape_problem({"value": value})
+    if problem:
+        raise ValueError(f"{where} holds {problem}")
+    return value
+
+
+def parse_call(text: str, functions: Iterable[Mapping[str, Any]]) -> ToolCall:
+    """One call in Python syntax as a ``ToolCall``, parsed and never evaluated.
+
+    ``text`` must be a single call of a plain name, ``name(arg, key=value,
+    ...)``, whose name is one of ``functions`` (BFCL docs); each argument must
+    be a literal (``ast.literal_eval``: strings, numbers, booleans, ``None``,
+    lists, tuples, dicts). A positional argument is named by the parameter at
+    its position in the doc's ``properties``. Raises ``ValueError`` with a
+    one-line reason otherwise (attribute calls, nested calls, ``*args``,
+    unknown names, too many positional arguments, an argument given twice).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"a call must be a string, not {type(text).__name__}")
+    if len(text) > MAX_CALL_CHARS:
+        raise ValueError(f"the call is longer than {MAX_CALL_CHARS} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not a Python call ({exc.msg})") from None
+    except (ValueError, MemoryError, RecursionError):
+        raise ValueError("not a Python call (nested too deeply or too large)") from None
+    node = tree.body
+    if not isinstance(node, ast.Call):
+        raise ValueError("not a function call")
+    if not isinstance(node.func, ast.Name):
+        raise ValueError("only a plain function name can be called (no attribute, subscript or nested call)")
+    name = node.func.id
+    docs = {str(doc.get("name")): doc for doc in functions}
+    if name not in docs:
+        raise ValueError(f"{name!r} is not one of the conversation's functions.{closest(name, docs)}")
+    properties = list((docs[name].get("parameters") or {}).get("properties") or {})
+    arguments: dict[str, Any] = {}
+    for index, argument in enumerate(node.args):
+        if isinstance(argument, ast.Starred):
+            raise ValueError(f"{name}: *arguments are not allowed")
+        if index >= len(properties):
+            raise ValueError(f"{name} takes at most {len(properties)} positional arguments")
+        arguments[properties[index]] = _literal(argument, f"{name}: argument {index + 1}")
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise ValueError(f"{name}: **arguments are not allowed")
+        if keyword.arg in arguments:
+            raise ValueError(f"{name}: argument {keyword.arg!r} is given twice")
+        arguments[keyword.arg] = _literal(keyword.value, f"{name}: argument {keyword.arg!r}")
+    return ToolCall(name, arguments)
+
+
+def _call(item: Any, functions: Sequence[Mapping[str, Any]]) -> ToolCall:
+    """A ground-truth call: BFCL's string form, or the JSON form ``{"name": ..., "arguments": {...}}``."""
+    if isinstance(item, str):
+        return parse_call(item, functions)
+    if isinstance(item, dict) and set(item) <= {"name", "arguments"} and isinstance(item.get("name"), str):
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise ValueError("'arguments' must be an object of parameter names and values")
+        names = {doc.get("name") for doc in functions}
+        if item["name"] not in names:
+            raise ValueError(f"{item['name']!r} is not one of the conversation's functions."
+                             f"{closest(item['name'], [str(n) for n in names])}")
+        return ToolCall(item["name"], copy.deepcopy(arguments))
+    raise ValueError('a call must be a string such as "cd(folder=\'doc\')" or an object {"name": ..., '
+                     '"arguments": {...}}')
+
+
+# --------------------------------------------------------------------------- records
+
+class _Problem(Exception):
+    """One problem of one record: the field and what is wrong."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+
+
+def _turns(question: Any) -> tuple[tuple[Mapping[str, Any], ...], ...]:
+    if not isinstance(question, list) or not question:
+        raise _Problem("question", 'must be a non-empty list of turns, each a list of messages, e.g. '
+                                   '[[{"role": "user", "content": "..."}]]')
+    turns = []
+    for number, turn in enumerate(question):
+        if not isinstance(turn, list):
+            raise _Problem(f"question[{number}]", "must be a list of messages (empty for a held-out function's "
+                                                  "turn)")
+        messages = []
+        for position, message in enumerate(turn):
+            where = f"question[{number}][{position}]"
+            if not isinstance(message, dict) or message.get("role") not in ROLES or \
+                    not isinstance(message.get("content"), str):
+                raise _Problem(where, f"must be a message {{\"role\": one of {', '.join(ROLES)}, \"content\": "
+                                      "text}")
+            messages.append(dict(message))
+        turns.append(tuple(messages))
+    return tuple(turns)
+
+
+def _names(value: Any, field_name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _Problem(field_name, "must be a list of strings")
+    return tuple(value)
+
+
+def _missed(value: Any, turns: int) -> dict[int, tuple[str, ...]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Problem("missed_function", 'must be an object {"turn index": ["function name", ...]}')
+    missed: dict[int, tuple[str, ...]] = {}
+    for key, names in value.items():
+        try:
+            turn = int(key)
+        except ValueError:
+            turn = -1
+        if not 0 <= turn < turns or str(turn) != str(key).strip():
+            raise _Problem("missed_function", f"key {key!r} is not a turn index (0 to {turns - 1})")
+        missed[turn] = _names(names, f"missed_function[{key!r}]")
+    return missed
+
+
+def _conversation(record: Mapping[str, Any], *, category: str, source: str, long_context: bool | None,
+                  bfcl: BfclSource, given_docs: bool) -> Conversation:
+    """A ``Conversation`` from one record (a BFCL entry with its ground truth merged in, or a JSONL line)."""
+    entry_id = record.get("id")
+    if not isinstance(entry_id, str) or not entry_id.strip():
+        raise _Problem("id", "must be a non-empty string")
+    turns = _turns(record.get("question"))
+    classes_value = record.get("involved_classes")
+    if not isinstance(classes_value, list) or not classes_value:
+        raise _Problem("involved_classes", "must be a non-empty list of class names such as \"GorillaFileSystem\"")
+    try:
+        classes = tuple(_check_classes(classes_value))
+    except DatasetError as exc:
+        raise _Problem("involved_classes", str(exc)) from None
+    initial_config = record.get("initial_config", {})
+    if not isinstance(initial_config, dict) or not all(isinstance(v, dict) for v in initial_config.values()):
+        raise _Problem("initial_config", "must be an object: class name -> that class's initial state (an object)")
+    missed = _missed(record.get("missed_function"), len(turns))
+    held_out_names = [name for turn in sorted(missed) for name in missed[turn]]
+    all_docs = [copy.deepcopy(doc) for name in classes for doc in _class_docs(bfcl, name)]
+    if given_docs and record.get("function") is not None:
+        docs = record["function"]
+        known = {doc["name"] for doc in all_docs}
+        if not isinstance(docs, list) or not all(isinstance(d, dict) and isinstance(d.get("name"), str) and
+                                                 isinstance(d.get("parameters"), dict) for d in docs):
+            raise _Problem("function", "must be a list of function docs, each with a name and parameters")
+        strangers = [d["name"] for d in docs if d["name"] not in known]
+        if strangers:
+            raise _Problem("function", f"{strangers[0]!r} is not a function of {', '.join(classes)}, so the "
+                                       f"environment cannot run it.{closest(strangers[0], known)}")
+        all_docs = copy.deepcopy(docs)
+        functions = copy.deepcopy(docs)
+        for name in held_out_names:
+            index = next((i for i, doc in enumerate(functions) if doc["name"] == name), None)
+            if index is None:
+                raise _Problem("missed_function", f"{name!r} is not among the functions")
+            functions.pop(index)
+    else:
+        try:
+            functions = _functions(bfcl, classes, held_out_names, python_hint=True)
+        except DatasetError as exc:
+            raise _Problem("missed_function", str(exc)) from None
+    held_out: dict[int, tuple[Mapping[str, Any], ...]] = {}
+    for turn in sorted(missed):
+        held_out[turn] = tuple(copy.deepcopy(next(doc for doc in all_docs if doc["name"] == name))
+                               for name in missed[turn])
+    truth = record.get("ground_truth")
+    if not isinstance(truth, list) or len(truth) != len(turns) or not all(isinstance(t, list) for t in truth):
+        raise _Problem("ground_truth", f"must be a list of {len(turns)} lists of calls, one per turn of the "
+                                       "question (an empty list for a turn that cannot be done)")
+    ground_truth = []
+    for number, turn_calls in enumerate(truth):
+        calls = []
+        for position, item in enumerate(turn_calls):
+            try:
+                calls.append(_call(item, all_docs))
+            except ValueError as exc:
+                raise _Problem(f"ground_truth[{number}][{position}]", str(exc)) from None
+        ground_truth.append(tuple(calls))
+    flag = record.get("long_context", False) if long_context is None else long_context
+    if not isinstance(flag, bool):
+        raise _Problem("long_context", "must be true or false")
+    return Conversation(
+        id=entry_id,
+        category=category,
+        turns=turns,
+        involved_classes=classes,
+        initial_config=copy.deepcopy(initial_config),
+        functions=tuple(functions),
+        ground_truth=tuple(ground_truth),
+        missed_functions=missed,
+        held_out_functions=held_out,
+        long_context=flag,
+        path=_names(record.get("path"), "path"),
+        excluded_functions=_names(record.get("excluded_function"), "excluded_function"),
+        source=source,
+    )
+
+
+def conversation_to_record(conversation: Conversation) -> dict[str, Any]:
+    """A conversation as one ``jsonl:`` line's object (``load_conversations`` reads it back equal).
+
+    The ground truth is written in the JSON call form and ``function`` holds
+    every doc (the first turn's, then the held-out ones); drop ``function``
+    from a line to have BFCL's docs of its classes instead.
+    """
+    return {
+        "id": conversation.id,
+        "category": conversation.category,
+        "question": [[dict(message) for message in turn] for turn in conversation.turns],
+        "involved_classes": list(conversation.involved_classes),
+        "initial_config": copy.deepcopy(dict(conversation.initial_config)),
+        "ground_truth": [[{"name": call.name, "arguments": copy.deepcopy(dict(call.arguments))} for call in turn]
+                         for turn in conversation.ground_truth],
+        "missed_function": {str(turn): list(names) for turn, names in conversation.missed_functions.items()},
+        "function": [copy.deepcopy(dict(doc)) for doc in conversation.functions_at(len(conversation.turns))],
+        "long_context": conversation.long_context,
+        "path": list(conversation.path),
+        "excluded_function": list(conversation.excluded_functions),
+    }
+
+
+# --------------------------------------------------------------------------- loaders
+
+def _load_bfcl(category: str, limit: int | None, bfcl_data: str | os.PathLike[str] | None) -> list[Conversation]:
+    source = _source(bfcl_data)
+    prefix, present = _prefix(source)
+    if category not in present:
+        raise DatasetError(f"{source.describe()} has no {prefix}_{category}.json (bfcl-eval before V3?).")
+    entries = _read_jsonl(source, f"data/{prefix}_{category}.json")
+    if limit is not None:
+        entries = entries[:limit]
+    answers = {answer.get("id"): answer.get("ground_truth")
+               for answer in _read_jsonl(source, f"data/possible_answer/{prefix}_{category}.json")}
+    where = source.where(f"data/{prefix}_{category}.json")
+    out = []
+    problems: list[str] = []
+    for number, entry in enumerate(entries, start=1):
+        record = dict(entry)
+        record["ground_truth"] = answers.get(entry.get("id"))
+        try:
+            out.append(_conversation(record, category=category, source=f"bfcl:{category}",
+                                     long_context=category == "multi_turn_long_context", bfcl=source,
+                                     given_docs=False))
+        except _Problem as problem:
+            label = f"entry {entry.get('id')!r}" if isinstance(entry.get("id"), str) else f"entry {number}"
+            problems.append(f"{where}: {label}: {problem.field}: {problem.message}")
+            if len(problems) >= MAX_PROBLEMS:
+                break
+    _raise(problems, where, "point --bfcl-data at an unmodified bfcl-eval")
+    return out
+
+
+def _load_jsonl(path: str, limit: int | None, bfcl_data: str | os.PathLike[str] | None) -> list[Conversation]:
+    source = _source(bfcl_data)
+    out: list[Conversation] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    try:
+        with open(path, "rb") as handle:
+            for line in read_json_lines(handle, name=path):
+                if limit is not None and len(out) >= limit:
+                    break
+                where = f"{path}:{line.number}"
+                if line.error is not None:
+                    problems.append(f"{where}: {line.error}")
+                elif not isinstance(line.value, dict):
+                    problems.append(f"{where}: not a JSON object")
+                else:
+                    unknown = [key for key in line.value if key not in JSONL_KEYS]
+                    try:
+                        if unknown:
+                            raise _Problem(unknown[0], f"is not a field of a conversation."
+                                                       f"{closest(unknown[0], JSONL_KEYS)}")
+                        category = line.value.get("category", "multi_turn")
+                        if not isinstance(category, str) or not category.strip():
+                            raise _Problem("category", "must be a non-empty string")
+                        conversation = _conversation(line.value, category=category, source=f"jsonl:{path}",
+                                                     long_context=None, bfcl=source, given_docs=True)
+                        if conversation.id in seen:
+                            raise _Problem("id", f"{conversation.id!r} is also the id on line {seen[conversation.id]}")
+                        seen[conversation.id] = line.number
+                        out.append(conversation)
+                    except _Problem as problem:
+                        problems.append(f"{where}: {problem.field}: {problem.message}")
+                if len(problems) >= MAX_PROBLEMS:
+                    break
+    except FileNotFoundError:
+        raise DatasetError(f"jsonl dataset {path} does not exist.") from None
+    except IsADirectoryError:
+        raise DatasetError(f"jsonl dataset {path} is a directory; give a .jsonl file.") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read jsonl dataset {path}: {exc.strerror or exc}.") from None
+    _raise(problems, path, _DOCS_HINT)
+    return out
+
+
+def _raise(problems: list[str], where: str, hint: str) -> None:
+    if not problems:
+        return
+    more = f" (stopped after {MAX_PROBLEMS})" if len(problems) >= MAX_PROBLEMS else ""
+    noun = "problem" if len(problems) == 1 else "problems"
+    raise DatasetError("\n".join([f"{where} has {len(problems)} {noun}{more}; {hint}:",
+                                  *(f"  {problem}" for problem in problems)]))
+
+
+def load_conversations(spec: str, *, limit: int | None = None,
+                       bfcl_data: str | os.PathLike[str] | None = None) -> list[Conversation]:
+    """The conversations a spec names (forms in the module docstring), in file order, at most ``limit``.
+
+    BFCL's files and function docs are read from ``bfcl_data`` (a wheel, a
+    folder or a gorilla checkout), else ``$PROMPTGRID_BFCL_DATA``, else the
+    installed bfcl-eval. Raises ``DatasetError`` for an unknown spec (with a
+    suggestion) and for malformed records (file, line or entry, field).
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise DatasetError(f"limit={limit!r} must be a whole number of conversations (0 or more), or None.")
+    if not isinstance(spec, str) or not spec.strip():
+        raise DatasetError(f"no conversation dataset given. Valid forms: {', '.join(SPEC_FORMS)}.")
+    kind, _sep, argument = spec.strip().partition(":")
+    if kind == "bfcl" and argument.strip() in CONVERSATION_CATEGORIES:
+        return _load_bfcl(argument.strip(), limit, bfcl_data)
+    if kind == "jsonl" and argument.strip():
+        return _load_jsonl(str(Path(argument.strip()).expanduser()), limit, bfcl_data)
+    if kind == "bfcl":
+        hint = closest(argument.strip(), CONVERSATION_CATEGORIES)
+        raise DatasetError(f"{spec!r} is not a multi-turn BFCL category.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")
+    if kind == "jsonl":
+        raise DatasetError(f"jsonl: needs a path, e.g. jsonl:conversations.jsonl ({_DOCS_HINT}).")
+    hint = f" Did you mean 'jsonl:{spec}'?" if spec.strip().endswith(".jsonl") else closest(kind, ("bfcl", "jsonl"))
+    raise DatasetError(f"unknown conversation dataset {spec!r}.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")
