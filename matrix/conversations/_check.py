@@ -1,0 +1,477 @@
+"""promptgrid's multi-turn checker: a conversation's trajectory scored turn by turn, by execution, as BFCL does.
+
+BFCL V4's multi-turn categories do not compare calls with expected calls: they
+run them. This module follows the rules of bfcl-eval 2026.3.23
+(``eval_checker/multi_turn_eval/multi_turn_checker.py`` and the multi-turn
+part of ``eval_runner.py``), re-stated here and implemented on promptgrid's
+``Environment`` (BFCL's API classes in a bounded worker process; nothing is
+``eval``-ed).
+
+A trajectory is what the model did: per user turn, its steps (one model
+answer each), each step the ``ToolCall`` list it decoded to, or a
+``DecodeFailure`` marker where the answer could not be decoded.
+
+Per conversation, two environments are built from the entry's classes and
+``initial_config``: one for the model, one for the ground truth. Each lives
+for the whole conversation, so each carries its own history: the model's
+environment has seen every call the model made in earlier turns, the ground
+truth's every ground-truth call (bfcl-eval likewise keeps one model instance
+and one ground-truth instance per class across turns). Then, turn by turn:
+
+1. Execution. The model's calls of the turn, every step's calls in order,
+   run on the model's environment, one ``run`` per step; the turn's
+   ground-truth calls run on the other. Every turn runs, also after a failed
+   one, so that each environment's state stays the product of its own calls.
+   (``run_ground_truth`` runs the ground truth's side ahead, keeping each
+   turn's results and end state; a caller that scores several trajectories
+   of one conversation keeps that ``GroundTruthRun`` and passes it in.)
+2. Irrelevance turn (the ground truth is empty: the request cannot be done
+   with the functions or parameters at hand). bfcl-eval's runner checks
+   nothing here: the model's calls run, and whatever they change shows up in
+   the next turn's state check. Its ``multi_turn_irrelevance_checker`` (any
+   decoded call in such a turn fails the entry) is imported by its runner but
+   not called since the metric change of gorilla PR #733; with
+   ``strict_irrelevance=True`` promptgrid applies that rule.
+3. Empty turn. The ground truth has calls and the model made none (no step,
+   only empty steps or decode failures): invalid (bfcl:
+   ``multi_turn:empty_turn_model_response``).
+4. State check. For every involved class, every public attribute of the
+   ground truth's instance (``Environment.state()``) must equal the model's
+   (bfcl: ``multi_turn:instance_state_mismatch``). Attributes only the model's
+   instance has are not compared, as in bfcl-eval, which iterates the ground
+   truth's attributes.
+5. Response check. Every result of the turn's ground-truth calls must be
+   among the results of the model's calls of this turn *and of every earlier
+   turn*, in any order, each model result used at most once (a multiset
+   containment; bfcl: ``multi_turn:execution_response_mismatch``). Earlier
+   turns count because a model may already have fetched in turn 2 what the
+   ground truth fetches in turn 3.
+
+A turn is valid when its checks pass; the conversation is valid when every
+turn is (bfcl-eval stops at the first failing turn, which gives the same
+entry verdict; promptgrid scores every turn, for accuracy by turn position).
+
+Step limit. bfcl-eval's inference stops a turn when the model makes its
+21st step with calls (``MAXIMUM_STEP_LIMIT = 20``, counted after executing)
+and ends the whole conversation there ("force-quit"); its evaluator then sees
+fewer turns than the ground truth has and fails the entry
+(``multi_turn:force_terminated``). Here a turn with more than ``step_limit``
+steps with calls fails, and the turns a trajectory does not reach (it holds
+fewer turns than the conversation) fail as not reached.
+
+Failure modes (``TurnFailureMode``). A failed turn gets exactly one, what the
+model did, chosen by this precedence (first match wins):
+
+1.  ``STEP_LIMIT``: more than ``step_limit`` steps with calls in the turn.
+2.  ``NOT_REACHED``: the trajectory ends before this turn (a force-quit in an
+    earlier turn, as bfcl-eval's inference records it).
+3.  ``IRRELEVANCE_VIOLATED``: (``strict_irrelevance`` only) a call in a turn
+    whose ground truth is empty.
+4.  ``DECODE_FAILURE``: the turn failed and one of its steps could not be
+    decoded (``DecodeFailure``): the turn ended there, and what the model
+    meant to do after it never ran. A decode failure in a turn that passes
+    anyway is kept in the details, not a failure.
+5.  ``CALL_REFUSED``: the turn failed and the environment refused one of the
+    model's calls of the turn (not a public method of an involved class,
+    arguments that do not validate against its documentation, over the
+    time, memory or per-step bounds): the refused call never ran.
+6.  ``MISSING_CALL``: the ground truth has calls, the model made none.
+7.  ``EXTRA_STATE_CHANGE``: the state check failed although the model made
+    every ground-truth call of the turn (same name and arguments): what it
+    called beyond them changed the state.
+8.  ``WRONG_END_STATE``: the state check failed otherwise (a state-changing
+    call left out, or made with other arguments, or in an order that ends
+    elsewhere).
+9.  ``MISSING_RESULT``: the state matches, but a ground-truth result is not
+    among the model's results (a read-only call left out or asked wrongly).
+
+Deviation from bfcl-eval: a step-limit hit in the *last* turn fails it here;
+bfcl-eval's runner cannot tell (the turn counts match) and scores that turn by
+state. Other deviations, found by ``benchmarks/multi_turn_agreement.py``, are
+listed in docs/conversations.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..scoring.verdict import ErrorCode
+from ._env import CallOutcome, Environment, ToolCall
+
+if TYPE_CHECKING:
+    from ._dataset import Conversation
+
+__all__ = [
+    "MAXIMUM_STEP_LIMIT",
+    "ConversationVerdict",
+    "DecodeFailure",
+    "GroundTruthRun",
+    "TurnFailureMode",
+    "TurnVerdict",
+    "check_conversation",
+    "run_ground_truth",
+]
+
+MAXIMUM_STEP_LIMIT = 20
+"""bfcl-eval's ``MAXIMUM_STEP_LIMIT``: a turn is force-quit at its 21st step with calls."""
+
+# How many differing leaves of one attribute a verdict lists (a long-context file system is large).
+_MAX_DIFFERENCES = 10
+
+
+@dataclass(frozen=True)
+class DecodeFailure:
+    """A step whose answer could not be decoded into calls; it stands in a trajectory in place of the step's calls.
+
+    bfcl-eval ends the turn at such a step and drops it silently when scoring;
+    promptgrid records it in the turn's verdict and names it as the failure
+    mode of a turn that fails.
+    """
+
+    text: str = ""
+    error: str = ""
+
+
+Step = Sequence[ToolCall] | DecodeFailure
+"""One model answer within a turn: the calls it decoded to (possibly none), or a ``DecodeFailure``."""
+
+
+class TurnFailureMode(enum.Enum):
+    """Why a turn failed, in terms of what the model did; precedence in the module docstring."""
+
+    STEP_LIMIT = "step_limit"
+    NOT_REACHED = "not_reached"
+    IRRELEVANCE_VIOLATED = "irrelevance_violated"
+    DECODE_FAILURE = "decode_failure"
+    CALL_REFUSED = "call_refused"
+    MISSING_CALL = "missing_call"
+    EXTRA_STATE_CHANGE = "extra_state_change"
+    WRONG_END_STATE = "wrong_end_state"
+    MISSING_RESULT = "missing_result"
+
+    @property
+    def description(self) -> str:
+        """A short sentence for reports."""
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    TurnFailureMode.STEP_LIMIT: "kept calling past the step limit, so the turn was force-quit",
+    TurnFailureMode.NOT_REACHED: "never reached this turn (the conversation was force-quit earlier)",
+    TurnFailureMode.IRRELEVANCE_VIOLATED: "called a function in a turn that cannot be done with what is offered",
+    TurnFailureMode.DECODE_FAILURE: "gave an answer mid-turn that could not be decoded, which ended the turn",
+    TurnFailureMode.CALL_REFUSED: "made a call the environment refused (unknown method, invalid arguments, bounds)",
+    TurnFailureMode.MISSING_CALL: "made no call although the turn needs some",
+    TurnFailureMode.EXTRA_STATE_CHANGE: "made every expected call, and another that changed the state",
+    TurnFailureMode.WRONG_END_STATE: "left the environment in another state than the expected calls do",
+    TurnFailureMode.MISSING_RESULT: "did not obtain a result the expected calls obtain",
+}
+
+
+@dataclass(frozen=True)
+class TurnVerdict:
+    """How one user turn of a trajectory scored.
+
+    ``error_code`` is what bfcl-eval records for the check that failed
+    (``ErrorCode.VALID`` for a valid turn), so a verdict can be joined with a
+    bfcl-eval score file; ``failure_mode`` says what the model did. ``details``
+    is plain data (JSON-serializable): ``steps``, ``calls``, and where they
+    apply ``decode_failures``, ``refused``, ``state_differences``,
+    ``missing_results``, ``missing_calls`` and ``extra_calls`` (against the
+    turn's ground truth, as ``name(arguments)`` strings).
+    """
+
+    index: int
+    valid: bool
+    failure_mode: TurnFailureMode | None = None
+    error_code: ErrorCode = ErrorCode.VALID
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as plain data, for score files."""
+        return {
+            "turn": self.index,
+            "valid": self.valid,
+            "failure_mode": None if self.failure_mode is None else self.failure_mode.value,
+            "bfcl_error_type": self.error_code.bfcl_error_type,
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class ConversationVerdict:
+    """How a whole trajectory scored: valid when every turn is; the first failed turn decides the entry's mode."""
+
+    id: str
+    valid: bool
+    turns: tuple[TurnVerdict, ...]
+
+    @property
+    def first_failure(self) -> TurnVerdict | None:
+        """The first turn that failed (the one bfcl-eval reports), or ``None``."""
+        return next((turn for turn in self.turns if not turn.valid), None)
+
+    @property
+    def failure_mode(self) -> TurnFailureMode | None:
+        failed = self.first_failure
+        return None if failed is None else failed.failure_mode
+
+    @property
+    def error_code(self) -> ErrorCode:
+        """bfcl-eval's error type for the entry: the first failed turn's."""
+        failed = self.first_failure
+        return ErrorCode.VALID if failed is None else failed.error_code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as plain data, for score files."""
+        return {
+            "id": self.id,
+            "valid": self.valid,
+            "failure_mode": None if self.failure_mode is None else self.failure_mode.value,
+            "bfcl_error_type": self.error_code.bfcl_error_type,
+            "turns": [turn.to_dict() for turn in self.turns],
+        }
+
+
+class _Env(Protocol):
+    """What the checker needs of an environment (``Environment``'s interface)."""
+
+    def run(self, calls: Sequence[ToolCall]) -> list[CallOutcome]: ...
+
+    def state(self) -> dict[str, dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class GroundTruthRun:
+    """The ground truth's execution: per turn, the results of its calls and the state after them.
+
+    It depends on the conversation alone, so it can be computed once and
+    reused for every trajectory of that conversation (repeats, variants,
+    models): each check then starts one environment instead of two.
+    ``states[t]`` is ``None`` for a turn without ground-truth calls (no state
+    check there). ``refused`` lists ground-truth calls the environment
+    refused, as ``turn: name(arguments): reason``; it is empty for a sound
+    dataset.
+    """
+
+    conversation_id: str
+    outputs: tuple[tuple[str, ...], ...]
+    states: tuple[Mapping[str, Mapping[str, Any]] | None, ...]
+    refused: tuple[str, ...] = ()
+
+
+def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env] = Environment) -> GroundTruthRun:
+    """Run ``conversation``'s ground truth, turn by turn, on one environment that carries the state across turns."""
+    outputs: list[tuple[str, ...]] = []
+    states: list[Mapping[str, Mapping[str, Any]] | None] = []
+    refused: list[str] = []
+    with ExitStack() as stack:
+        env = _open(stack, make_env, conversation)
+        for index, turn in enumerate(conversation.ground_truth):
+            outcomes = env.run(list(turn)) if turn else []
+            outputs.append(tuple(outcome.output for outcome in outcomes))
+            states.append(env.state() if turn else None)
+            refused += [f"{index}: {_show(outcome.call)}: {outcome.refused}" for outcome in outcomes
+                        if outcome.refused is not None]
+    return GroundTruthRun(conversation.id, tuple(outputs), tuple(states), tuple(refused))
+
+
+def check_conversation(
+    conversation: Conversation,
+    model_turns: Sequence[Sequence[Step]],
+    *,
+    make_env: Callable[..., _Env] = Environment,
+    ground_truth: GroundTruthRun | None = None,
+    step_limit: int | None = MAXIMUM_STEP_LIMIT,
+    strict_irrelevance: bool = False,
+) -> ConversationVerdict:
+    """Score a trajectory against ``conversation``'s ground truth, turn by turn (rules in the module docstring).
+
+    ``model_turns[t][s]`` is step ``s`` of user turn ``t``: the calls the
+    model's answer decoded to, or a ``DecodeFailure``. A trajectory may hold
+    fewer turns than the conversation (the turns after it are not reached),
+    never more. ``make_env(classes, initial_config, long_context=...)`` builds
+    an environment, closed before this returns; ``ground_truth`` is the
+    conversation's ``run_ground_truth`` when the caller keeps it (otherwise
+    it is run here, on an environment of its own). ``step_limit=None`` turns
+    the step-limit check off.
+    """
+    expected = conversation.ground_truth
+    if len(model_turns) > len(expected):
+        raise ValueError(f"the trajectory for {conversation.id} has {len(model_turns)} turns; "
+                         f"the conversation has {len(expected)}")
+    if ground_truth is None:
+        ground_truth = run_ground_truth(conversation, make_env=make_env)
+    elif ground_truth.conversation_id != conversation.id or len(ground_truth.states) != len(expected):
+        raise ValueError(f"the ground-truth run is for {ground_truth.conversation_id} "
+                         f"({len(ground_truth.states)} turns), not {conversation.id} ({len(expected)} turns)")
+    verdicts: list[TurnVerdict] = []
+    model_outputs: list[str] = []  # every result the model obtained so far, all turns
+    with ExitStack() as stack:
+        env = _open(stack, make_env, conversation)
+        for index, steps in enumerate(model_turns):
+            outcomes = [outcome for step in steps if _calls_of(step) for outcome in env.run(list(_calls_of(step)))]
+            model_outputs.extend(outcome.output for outcome in outcomes)
+            verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]), ground_truth.outputs[index],
+                                        ground_truth.states[index], model_outputs, env, step_limit=step_limit,
+                                        strict_irrelevance=strict_irrelevance))
+    for index in range(len(model_turns), len(expected)):
+        verdicts.append(TurnVerdict(index, False, TurnFailureMode.NOT_REACHED, ErrorCode.MULTI_TURN_FORCE_TERMINATED,
+                                    {"steps": 0, "calls": 0}))
+    return ConversationVerdict(conversation.id, all(turn.valid for turn in verdicts), tuple(verdicts))
+
+
+def _open(stack: ExitStack, make_env: Callable[..., _Env], conversation: Conversation) -> _Env:
+    env = make_env(list(conversation.involved_classes), conversation.initial_config,
+                   long_context=conversation.long_context)
+    stack.callback(env.close)
+    return env
+
+
+def _calls_of(step: Step) -> Sequence[ToolCall]:
+    return () if isinstance(step, DecodeFailure) else step
+
+
+def _judge_turn(
+    index: int,
+    steps: Sequence[Step],
+    outcomes: Sequence[CallOutcome],
+    truth_calls: Sequence[ToolCall],
+    truth_outputs: Sequence[str],
+    truth_state: Mapping[str, Mapping[str, Any]] | None,
+    model_outputs: Sequence[str],
+    model_env: _Env,
+    *,
+    step_limit: int | None,
+    strict_irrelevance: bool,
+) -> TurnVerdict:
+    """One turn's verdict; the model's environment has run the turn's calls."""
+    details: dict[str, Any] = {"steps": len(steps), "calls": len(outcomes)}
+    decode_failures = [{"step": number, "error": step.error} for number, step in enumerate(steps)
+                       if isinstance(step, DecodeFailure)]
+    refused = [{"call": _show(outcome.call), "reason": outcome.refused} for outcome in outcomes
+               if outcome.refused is not None]
+    if decode_failures:
+        details["decode_failures"] = decode_failures
+    if refused:
+        details["refused"] = refused
+
+    def failed(mode: TurnFailureMode, code: ErrorCode) -> TurnVerdict:
+        return TurnVerdict(index, False, mode, code, details)
+
+    steps_with_calls = sum(1 for step in steps if _calls_of(step))
+    if step_limit is not None and steps_with_calls > step_limit:
+        details["steps_with_calls"] = steps_with_calls
+        return failed(TurnFailureMode.STEP_LIMIT, ErrorCode.MULTI_TURN_FORCE_TERMINATED)
+    if not truth_calls:
+        if strict_irrelevance and outcomes:
+            return failed(TurnFailureMode.IRRELEVANCE_VIOLATED, ErrorCode.MULTI_TURN_IRRELEVANCE_DECODER_SUCCESS)
+        return TurnVerdict(index, True, None, ErrorCode.VALID, details)
+
+    model_calls = [outcome.call for outcome in outcomes]
+    missing_calls, extra_calls = _call_differences(model_calls, truth_calls)
+
+    def cause(otherwise: TurnFailureMode) -> TurnFailureMode:
+        if decode_failures:
+            return TurnFailureMode.DECODE_FAILURE
+        if refused:
+            return TurnFailureMode.CALL_REFUSED
+        return otherwise
+
+    if not outcomes:
+        return failed(cause(TurnFailureMode.MISSING_CALL), ErrorCode.MULTI_TURN_EMPTY_TURN)
+    if truth_state is None:
+        raise ValueError(f"the ground-truth run has no state after turn {index}, which has ground-truth calls")
+    differences = _state_differences(model_env.state(), truth_state)
+    if differences:
+        details.update(state_differences=differences, missing_calls=missing_calls, extra_calls=extra_calls)
+        shape = TurnFailureMode.EXTRA_STATE_CHANGE if extra_calls and not missing_calls \
+            else TurnFailureMode.WRONG_END_STATE
+        return failed(cause(shape), ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
+    missing = _missing_results(model_outputs, truth_outputs)
+    if missing:
+        details.update(missing_results=missing, missing_calls=missing_calls, extra_calls=extra_calls)
+        return failed(cause(TurnFailureMode.MISSING_RESULT), ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH)
+    return TurnVerdict(index, True, None, ErrorCode.VALID, details)
+
+
+def _missing_results(model_outputs: Sequence[str], truth_outputs: Sequence[str]) -> list[str]:
+    """The ground-truth results not among the model's, each model result matching one ground-truth result at most."""
+    available = Counter(model_outputs)
+    missing = []
+    for output in truth_outputs:
+        if available[output] > 0:
+            available[output] -= 1
+        else:
+            missing.append(output)
+    return missing
+
+
+def _state_differences(model_state: Mapping[str, Mapping[str, Any]], truth_state: Mapping[str, Mapping[str, Any]]
+                       ) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per class and public attribute of the ground truth's instance, where the model's instance differs."""
+    differences: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for class_name, truth_attributes in truth_state.items():
+        model_attributes = model_state.get(class_name, {})
+        for name, truth_value in truth_attributes.items():
+            if name not in model_attributes:
+                found = [{"path": name, "model": "<absent>", "ground_truth": _plain(truth_value)}]
+            elif model_attributes[name] != truth_value:
+                found = list(_leaf_differences(model_attributes[name], truth_value, name))[:_MAX_DIFFERENCES]
+            else:
+                continue
+            differences.setdefault(class_name, {})[name] = found
+    return differences
+
+
+def _leaf_differences(model: Any, truth: Any, path: str) -> Iterator[dict[str, Any]]:
+    """Where two equal-typed plain values differ, as paths to the differing leaves (whole values otherwise)."""
+    if isinstance(model, Mapping) and isinstance(truth, Mapping):
+        for key in truth:
+            where = f"{path}.{key}"
+            if key not in model:
+                yield {"path": where, "model": "<absent>", "ground_truth": _plain(truth[key])}
+            elif model[key] != truth[key]:
+                yield from _leaf_differences(model[key], truth[key], where)
+        for key in model:
+            if key not in truth:
+                yield {"path": f"{path}.{key}", "model": _plain(model[key]), "ground_truth": "<absent>"}
+        return
+    if isinstance(model, (list, tuple)) and isinstance(truth, (list, tuple)) and len(model) == len(truth):
+        for number, (left, right) in enumerate(zip(model, truth, strict=True)):
+            if left != right:
+                yield from _leaf_differences(left, right, f"{path}[{number}]")
+        return
+    yield {"path": path, "model": _plain(model), "ground_truth": _plain(truth)}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` if it is JSON data, else its repr (details must stay serializable)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _call_differences(model_calls: Sequence[ToolCall], truth_calls: Sequence[ToolCall]
+                      ) -> tuple[list[str], list[str]]:
+    """(ground-truth calls the model did not make, model calls beyond the ground truth), as multisets."""
+    made = Counter(_show(call) for call in model_calls)
+    wanted = Counter(_show(call) for call in truth_calls)
+    return sorted((wanted - made).elements()), sorted((made - wanted).elements())
+
+
+def _show(call: ToolCall) -> str:
+    """``name(k=v, ...)`` with the arguments in key order: a call's identity for comparisons and details."""
+    arguments = ", ".join(f"{key}={json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)}"
+                          for key, value in sorted(call.arguments.items()))
+    return f"{call.name}({arguments})"
