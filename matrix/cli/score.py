@@ -33,6 +33,12 @@ Fields read from a line:
               CONFIG of a bfcl-eval id format_sensitivity_N:CONFIG:ENTRY (whose ENTRY is then
               the case), else --variant
 
+bfcl-eval's multi-turn result lines ({"id": ..., "result": [[step, ...], ...]}, one list of steps per
+user turn) are read with --dataset bfcl:multi_turn_base (or _miss_func, _miss_param, _long_context):
+each step is decoded in --variant's format (default: bfcl-eval's Python calls) or read as function-call
+objects, the calls run against BFCL's simulated APIs in a bounded worker (never eval), and the entry
+scored by state and results as bfcl-eval's multi_turn_checker does; the verdict of every turn is added.
+
 So promptgrid's own lines (`promptgrid render --jsonl` plus a response; `promptgrid export`)
 and bfcl-eval's result files (result/MODEL/.../BFCL_v4_format_sensitivity_result.json, one
 {"id": ..., "result": ...} a line) are both read as they are; for bfcl-eval results of other
@@ -85,6 +91,8 @@ def cmd_score_file(args: argparse.Namespace) -> int:
         inputs.append(Path(args.dataset.removeprefix("jsonl:").strip()).expanduser())
     if args.output:
         check_output(args.output, inputs=inputs)  # before any work
+    if args.dataset.startswith("bfcl:multi_turn_"):
+        return _score_conversations(args, path if not from_stdin else None, inputs)
     dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
     cases = {c.id: c for c in dataset.cases}
     variants = variant_index(args.grid)
@@ -102,6 +110,32 @@ def cmd_score_file(args: argparse.Namespace) -> int:
           + (f"; {counts.failed} line(s) could not be scored (see above)." if counts.failed else "."),
           file=sys.stderr)
     return 1 if counts.failed else 0
+
+
+def _score_conversations(args: argparse.Namespace, path: Path | None, inputs: list[Path]) -> int:
+    """score-file for bfcl-eval's multi-turn result lines (``promptgrid.matrix.conversations._score_file``)."""
+    from promptgrid.matrix.conversations import load_conversations, score_conversation_stream
+    from promptgrid.matrix.scoring import variant_index
+
+    return_format, tag = "python", False
+    if args.variant is not None:
+        variants = variant_index(args.grid)
+        if args.variant not in variants:
+            return _bad_argument(f"--variant {args.variant!r} is not a variant id of "
+                                 f"{args.grid or 'the built-in grids'}.{closest(args.variant, variants)}")
+        chosen = variants[args.variant]
+        return_format, tag = chosen.return_format.value, chosen.tool_call_tag
+    conversations = load_conversations(args.dataset, bfcl_data=args.bfcl_data)
+    name = "<stdin>" if path is None else str(path)
+    with contextlib.ExitStack() as stack:
+        source = sys.stdin.buffer if path is None else stack.enter_context(path.open("rb"))
+        sink = stack.enter_context(atomic_output(args.output, inputs=inputs)) if args.output else sys.stdout
+        scored, valid, failed = score_conversation_stream(source, sink, name=name, conversations=conversations,
+                                                          errors=sys.stderr, return_format=return_format,
+                                                          tool_call_tag=tag)
+    print(f"promptgrid: {_accuracy_line(scored, valid)} (entries: every turn must be right)"
+          + (f"; {failed} line(s) could not be scored (see above)." if failed else "."), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _bad_argument(message: str) -> int:

@@ -17,10 +17,28 @@ results they get. This package holds the two foundations:
   ``bfcl:multi_turn_{base,miss_func,miss_param,long_context}`` and
   ``jsonl:PATH`` (docs/conversations.md); ground-truth call strings are parsed
   with ``ast`` (``parse_call``), never evaluated.
+- ``_check``: ``check_conversation``, a trajectory scored turn by turn by state
+  and results as bfcl-eval's ``multi_turn_checker`` does (``ConversationVerdict``,
+  ``TurnVerdict``, ``TurnFailureMode``; ``run_ground_truth`` once per entry).
+- ``_score_file``: ``score_conversation_stream``, bfcl-eval's multi-turn result
+  lines scored offline (``promptgrid score-file --dataset bfcl:multi_turn_base``).
+
+Not yet here: running models through conversations (the runner sends one
+prompt per job today); see issue 23.
 """
 
 from __future__ import annotations
 
+from ._check import (
+    MAXIMUM_STEP_LIMIT,
+    ConversationVerdict,
+    DecodeFailure,
+    GroundTruthRun,
+    TurnFailureMode,
+    TurnVerdict,
+    check_conversation,
+    run_ground_truth,
+)
 from ._dataset import (
     CONVERSATION_CATEGORIES,
     SPEC_FORMS,
@@ -42,9 +60,11 @@ from ._env import (
     ToolCall,
     functions_for,
 )
+from ._score_file import decode_step, score_conversation_stream
 
 __all__ = [
     "CONVERSATION_CATEGORIES",
+    "MAXIMUM_STEP_LIMIT",
     "ENVIRONMENT_CLASSES",
     "MAX_ARGUMENT_CHARS",
     "MAX_ARGUMENT_DEPTH",
@@ -53,12 +73,21 @@ __all__ = [
     "SPEC_FORMS",
     "CallOutcome",
     "Conversation",
+    "ConversationVerdict",
+    "DecodeFailure",
     "Environment",
     "EnvironmentUsage",
+    "GroundTruthRun",
     "Refusal",
     "ToolCall",
+    "TurnFailureMode",
+    "TurnVerdict",
+    "check_conversation",
     "conversation_to_record",
+    "decode_step",
     "functions_for",
     "load_conversations",
     "parse_call",
+    "run_ground_truth",
+    "score_conversation_stream",
 ]

@@ -1,0 +1,121 @@
+"""Scoring bfcl-eval's multi-turn result lines offline (``promptgrid score-file --dataset bfcl:multi_turn_base``).
+
+bfcl-eval writes one line per entry, ``{"id": "multi_turn_base_0", "result":
+[[step, ...], ...]}``: per user turn, the model's answers step by step. A
+step is what the model said at that step:
+
+- a string (a prompting model's answer): decoded in the prompt's return
+  format (``--variant``; bfcl-eval's default prompt is Python calls without a
+  tag) with promptgrid's strict parser, the one single-turn scoring uses, so
+  nothing is ``eval``-ed;
+- a list of ``{name: arguments}`` objects (a function-calling model), the
+  arguments an object or a JSON string of one.
+
+A step that cannot be decoded is a ``DecodeFailure`` (bfcl-eval drops it
+silently; promptgrid records it in the turn's details), an empty step has no
+calls. The trajectory is then scored by ``check_conversation`` and the line
+written back with the verdict's fields added: ``valid``, ``failure_mode``,
+``bfcl_error_type`` and ``turns`` (each turn's verdict). A line that cannot be
+scored (not an object, no ``id`` of the dataset, ``result`` not a list of
+turns, more turns than the conversation) is reported as ``NAME:LINE`` and
+left out; the others are scored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
+
+from promptgrid.safeio import read_json_lines
+
+from ._check import DecodeFailure, GroundTruthRun, Step, check_conversation, run_ground_truth
+from ._dataset import Conversation
+from ._env import ToolCall
+
+__all__ = ["decode_step", "score_conversation_stream"]
+
+_SHOWN = 200  # characters of an undecodable answer kept in the verdict
+
+
+class _LineError(Exception):
+    pass
+
+
+def decode_step(step: Any, *, return_format: str = "python", tool_call_tag: bool = False) -> Step:
+    """One step of a bfcl-eval result as the calls it holds, or a ``DecodeFailure`` saying why not."""
+    if isinstance(step, str):
+        from promptgrid.matrix.scoring.parse import parse_response
+
+        parsed = parse_response(step, return_format, tool_call_tag)
+        if parsed.failure is not None:
+            return DecodeFailure(step[:_SHOWN], parsed.details or str(parsed.failure))
+        return tuple(ToolCall(name, dict(args)) for call in parsed.calls for name, args in call.items())
+    if isinstance(step, list):
+        calls = []
+        for item in step:
+            if not (isinstance(item, dict) and len(item) == 1):
+                return DecodeFailure(json.dumps(step)[:_SHOWN], "a function call must be one {name: arguments} object")
+            ((name, args),) = item.items()
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError as exc:
+                    return DecodeFailure(json.dumps(step)[:_SHOWN], f"the arguments of {name} are not JSON: {exc}")
+            if not isinstance(args, dict):
+                return DecodeFailure(json.dumps(step)[:_SHOWN], f"the arguments of {name} are not an object")
+            calls.append(ToolCall(str(name), args))
+        return tuple(calls)
+    return DecodeFailure(repr(step)[:_SHOWN], f"a step must be a string or a list of calls, not {type(step).__name__}")
+
+
+def _trajectory(result: Any, conversation: Conversation, return_format: str, tool_call_tag: bool
+                ) -> list[list[Step]]:
+    if not isinstance(result, list) or not all(isinstance(turn, list) for turn in result):
+        raise _LineError('"result" must be a list of turns, each a list of steps')
+    if len(result) > len(conversation.ground_truth):
+        raise _LineError(f'"result" has {len(result)} turns; {conversation.id} has {len(conversation.ground_truth)}')
+    return [[decode_step(step, return_format=return_format, tool_call_tag=tool_call_tag) for step in turn]
+            for turn in result]
+
+
+def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name: str,
+                              conversations: Sequence[Conversation], errors: IO[str], return_format: str = "python",
+                              tool_call_tag: bool = False) -> tuple[int, int, int]:
+    """Score every line of ``source`` into ``sink``; returns (scored, valid, failed lines).
+
+    Lines are read with ``promptgrid.safeio.read_json_lines`` (bounded). Each
+    entry's ground truth is run once, however many lines name it.
+    """
+    by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
+    truths: dict[str, GroundTruthRun] = {}
+    scored = valid = failed = 0
+    for line in read_json_lines(source):
+        try:
+            if line.error is not None:
+                raise _LineError(line.error)
+            record = line.value
+            if not isinstance(record, dict):
+                raise _LineError(f"expected a JSON object, got {type(record).__name__}")
+            entry = record.get("id", record.get("case_id"))
+            conversation = by_id.get(entry) if isinstance(entry, str) else None
+            if conversation is None:
+                raise _LineError(f"id {entry!r} is not an entry of the dataset")
+            trajectory = _trajectory(record.get("result", record.get("response")), conversation, return_format,
+                                     tool_call_tag)
+            truth = truths.get(conversation.id)
+            if truth is None:
+                truth = truths[conversation.id] = run_ground_truth(conversation)
+            verdict = check_conversation(conversation, trajectory, ground_truth=truth)
+        except _LineError as exc:
+            failed += 1
+            print(f"promptgrid: {name}:{line.number}: {exc}; line skipped.", file=errors)
+            continue
+        out = dict(record)
+        found = verdict.to_dict()
+        found.pop("id", None)
+        out.update(found)
+        sink.write(json.dumps(out, ensure_ascii=False) + "\n")
+        scored += 1
+        valid += verdict.valid
+    return scored, valid, failed

@@ -1,0 +1,60 @@
+"""score-file on bfcl-eval's multi-turn result lines: prompt answers and function-call objects, decoded without eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.conversations import DecodeFailure, ToolCall, decode_step, load_conversations
+
+pytest.importorskip("mpmath")  # bfcl-eval's MathAPI (some entries use it)
+
+ENTRIES = 3
+
+
+def _python(calls: Any) -> str:
+    return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})"
+                           for c in calls) + "]"
+
+
+def _lines(tmp_path: Path) -> Path:
+    conversations = load_conversations("bfcl:multi_turn_base", limit=ENTRIES)
+    lines = []
+    for c in conversations:
+        lines.append({"id": c.id, "result": [[_python(turn)] if turn else ["Nothing to do."] for turn in
+                                             c.ground_truth]})
+    c = conversations[0]
+    fc = [[[{call.name: json.dumps(dict(call.arguments))} for call in turn]] for turn in c.ground_truth]
+    lines.append({"id": c.id, "result": fc, "note": "function-call objects"})
+    lines.append({"id": c.id, "result": [["I would move the file for you."] for _ in c.ground_truth]})
+    path = tmp_path / "result.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"id": "nope", "result": []}\n')
+    return path
+
+
+def test_ground_truth_answers_score_valid_and_prose_does_not(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scored.jsonl"
+    code = main(["score-file", str(_lines(tmp_path)), "--dataset", "bfcl:multi_turn_base", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "result.jsonl:6: id 'nope' is not an entry of the dataset" in err
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [s["valid"] for s in scored] == [True] * ENTRIES + [True, False]
+    assert scored[3]["note"] == "function-call objects"  # the line's own fields are kept
+    assert scored[4]["failure_mode"] == "decode_failure"  # prose is recorded, not silently dropped
+    assert "scored 5 line(s): 4 correct" in err
+
+
+def test_steps_decode_without_eval(tmp_path: Path) -> None:
+    assert decode_step("[cd(folder='document')]") == (ToolCall("cd", {"folder": "document"}),)
+    assert decode_step([{"cd": {"folder": "x"}}]) == (ToolCall("cd", {"folder": "x"}),)
+    canary = tmp_path / "pwned"
+    step = decode_step(f"[__import__('os').system('touch {canary}')]")
+    assert not canary.exists()  # parsed as text (bfcl's parser reads the last name as the call), never run
+    assert all(call.name != "__import__" for call in step if isinstance(step, tuple))
+    assert isinstance(decode_step([{"cd": "{not json"}]), DecodeFailure)
+    assert isinstance(decode_step(42), DecodeFailure)
