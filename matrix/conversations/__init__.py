@@ -60,6 +60,7 @@ from ._env import (
     ToolCall,
     functions_for,
 )
+from ._render import first_turn_messages
 from ._score_file import decode_step, score_conversation_stream
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "check_conversation",
     "conversation_to_record",
     "decode_step",
+    "first_turn_messages",
     "functions_for",
     "load_conversations",
     "parse_call",
