@@ -346,6 +346,17 @@ def test_the_worker_is_measured_and_bounded() -> None:
     assert usage.bounds["memory"] and usage.bounds["files"]
 
 
+def test_the_workers_peak_is_its_own_not_the_parents() -> None:
+    """A worker started from a large process reports its own peak (ru_maxrss keeps the parent's across exec:
+    the full suite, at 540 MB, made every worker look 540 MB big)."""
+    ballast = bytearray(300 * 1024 * 1024)
+    ballast[::4096] = b"\x01" * len(range(0, len(ballast), 4096))  # touched, so resident
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        usage = env.usage()
+    del ballast
+    assert 5 < usage.peak_memory_mb < 256
+
+
 # --------------------------------------------------------------------------- the real file system
 
 def test_calls_cannot_touch_real_files(tmp_path: Path) -> None:
