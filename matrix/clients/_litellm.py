@@ -105,6 +105,8 @@ class LiteLLMClient:
         self._endpoints = {url.rstrip("/"): redact_url(url) for url in self.api_bases}
         self._endpoints.update({split_query(url)[0].rstrip("/"): redact_url(url) for url in self.api_bases})
         self._direct = redact_url(self.api_base)  # the endpoint of every call without a Router (worked out once)
+        # What every call without a Router is sent to: the endpoint without its query, which goes as extra_query.
+        self._base, self._query = split_query(self.api_base) if self.api_base else (None, {})
         self._router: Any = None
         if len(self.api_bases) > 1:
             self._router, self._strategy = _router.make_router(self._lt, name, self.api_bases, self._api_key)
@@ -172,10 +174,10 @@ class LiteLLMClient:
         if request is not None:
             kwargs.update(self._request_kwargs(request))
         if self._router is None:
-            if self.api_base:
-                kwargs["api_base"], query = split_query(self.api_base)
-                if query:
-                    kwargs["extra_query"] = {**query, **kwargs.get("extra_query", {})}
+            if self._base:
+                kwargs["api_base"] = self._base
+                if self._query:
+                    kwargs["extra_query"] = {**self._query, **kwargs.get("extra_query", {})}
             if self._api_key is not None:
                 kwargs["api_key"] = self._api_key
         try:

@@ -13,8 +13,10 @@ records the jobs in the store, and sorts each job into one of three:
 (requests/tokens per minute), send them with a timeout, retry transient
 failures with exponential backoff and full jitter (honouring Retry-After up
 to ``retry_after_cap``; the progress line says who is waited for and how
-long), and commit each result, with the verdicts of every job it answers, in one
-SQLite transaction as it arrives. A call that fails for good is a stored
+long), and commit each result, with the verdicts of every job it answers, as it
+arrives: the results that arrive in one turn of the event loop share one
+SQLite transaction, committed before the loop waits for anything else (and
+when the run is cancelled or fails). A call that fails for good is a stored
 error, never a crashed run. Memory stays flat: the plan is streamed, and
 only calls in flight are held.
 
@@ -80,6 +82,7 @@ from typing import Any
 from promptgrid.errors import StoreFullError
 from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from promptgrid.matrix.scoring.verdict import Verdict
 from promptgrid.providers import CallError, ErrorKind, call_error
 from promptgrid.records import Case
 from promptgrid.variants import Variant
@@ -104,7 +107,10 @@ REFUSALS = 3
 
 
 def verdict_row(row: Row, verdict: Any) -> VerdictRow:
-    """(row, verdict JSON, valid, error_code) for the store, from a ``Verdict``."""
+    """(row, verdict JSON, valid, error_code) for the store, from a ``Verdict`` (its ``stored`` fields, built once
+    per verdict: the scorer's memo returns one verdict for every identical answer) or any object with ``to_dict``."""
+    if isinstance(verdict, Verdict):
+        return (row, *verdict.stored())
     d = verdict.to_dict()
     return row, json.dumps(d, separators=(",", ":")), bool(d.get("valid")), d.get("error_code")
 
@@ -276,6 +282,9 @@ class Runner:
     sends comes from its planner (``planners``, default ``planning.make_planner``
     from the config's goal), how it is sent from ``transport`` (default online).
     """
+
+    _turn: list[tuple[_Call, CallResult, list[VerdictRow]]] | None = None
+    """Results of this turn of the event loop waiting for their one transaction (``_finish_soon``)."""
 
     def __init__(self, config: RunConfig, *, variants: Sequence[Variant], cases: Sequence[Case],
                  renderer: Renders, clients: Mapping[str, ModelClient], store: RunStore,
@@ -625,6 +634,7 @@ class Runner:
         free = 0  # timeouts beside other calls (a busy server), not counted against max_retries
         capped_waits = 0  # waits cut to retry_after_cap for this call
         self._reserved += 1
+        reserved = True
         if self._first_send is None:
             self._first_send = time.monotonic()
         try:
@@ -713,12 +723,15 @@ class Runner:
                     lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
                     self.summary.halted[job.model] = lane.halted
                 break
-            self._finish(call, result)
+            self._reserved -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
+            reserved = False
+            await self._finish_soon(call, result)
         except BaseException:
             self._inflight.pop(job.key, None)
             raise
         finally:
-            self._reserved -= 1
+            if reserved:
+                self._reserved -= 1
             self.summary.attempts += attempts
 
     def _check_refusals(self, lane: _Lane, model: str, error: CallError | None) -> bool:
@@ -763,26 +776,71 @@ class Runner:
 
     def _finish(self, call: _Call, result: CallResult) -> None:
         """Score every job of the call and commit it all in one transaction."""
-        verdicts: list[VerdictRow] = []
-        if result.status == DONE:
-            text = result.response or ""
-            for row, job in call.rows:
-                v = self._score(row, job, text)
-                if v is not None:
-                    verdicts.append(v)
-        else:
-            verdicts = [(row, None, False, None) for row, _ in call.rows]
+        entry = self._scored(call, result)
+        self._commit([entry])
+        self._count(call, result)
+
+    async def _finish_soon(self, call: _Call, result: CallResult) -> None:
+        """``_finish`` for an answer of this turn of the event loop: scored and counted now, committed with the
+        other results of the same turn in one transaction. The first of them waits one turn (the loop runs what
+        is ready, without waiting for I/O), then commits them all; cancelled meanwhile, it commits them first.
+        Its call stays in flight until committed, so no one sends it again or takes it for stored."""
+        entry = self._scored(call, result)
+        self._count(call, result)
+        turn = self._turn
+        if turn is not None:
+            turn.append(entry)
+            return
+        turn = self._turn = [entry]
         try:
-            self.store.record(result, verdicts)
+            await asyncio.sleep(0)
+        finally:
+            self._turn = None
+            self._commit(turn)
+
+    def _scored(self, call: _Call, result: CallResult) -> tuple[_Call, CallResult, list[VerdictRow]]:
+        """The call, its result and the verdict row of every job it answers (for an error: no verdict)."""
+        if result.status != DONE:
+            return call, result, [(row, None, False, None) for row, _ in call.rows]
+        text = result.response or ""
+        verdicts: list[VerdictRow] = []
+        for row, job in call.rows:
+            v = self._score(row, job, text)
+            if v is not None:
+                verdicts.append(v)
+        return call, result, verdicts
+
+    def _commit(self, entries: Sequence[tuple[_Call, CallResult, list[VerdictRow]]]) -> None:
+        """Store results and their verdicts in one transaction; their calls are then no longer in flight.
+
+        A full disk stops the run (``_disk_full``); several results are then tried one at a time (a smaller
+        transaction may still fit), and what does not fit is spilled beside the store."""
+        try:
+            self.store.record_all([(result, verdicts) for _call, result, verdicts in entries])
         except StoreFullError as exc:
             self._disk_full(exc)
-            try:
-                self.store.spill(result, verdicts)
-                self.summary.spilled += 1
-            except OSError:
-                self.summary.lost += 1
-        self._inflight.pop(call.job.key, None)
+            if len(entries) == 1:
+                self._spill(entries[0][1], entries[0][2])
+            else:
+                for _call, result, verdicts in entries:
+                    try:
+                        self.store.record(result, verdicts)
+                    except StoreFullError:
+                        self._spill(result, verdicts)
+        for call, _result, _verdicts in entries:
+            self._inflight.pop(call.job.key, None)
         self._last_done = time.monotonic()
+
+    def _spill(self, result: CallResult, verdicts: list[VerdictRow]) -> None:
+        """Keep a result the full store could not take in the spill file (``RunStore.spill``), or count it lost."""
+        try:
+            self.store.spill(result, verdicts)
+            self.summary.spilled += 1
+        except OSError:
+            self.summary.lost += 1
+
+    def _count(self, call: _Call, result: CallResult) -> None:
+        """Count a final result (summary, progress line, spend; ``max_cost`` stops the run once it is reached)."""
         s, p = self.summary, self.progress
         s.sent += 1
         p.calls += 1

@@ -1,4 +1,4 @@
-"""The result store of a run directory: one SQLite file, committed call by call.
+"""The result store of a run directory: one SQLite file, each result committed as it arrives.
 
 Layout (``store.sqlite3``, schema ``SCHEMA_VERSION``)::
 
@@ -9,9 +9,11 @@ Layout (``store.sqlite3``, schema ``SCHEMA_VERSION``)::
     models, variants, cases   what the ids mean (cases in full, so re-scoring
               needs neither the dataset nor the grid)
 
-Durability: WAL with ``synchronous=NORMAL``. Each result is its own
-transaction; at COMMIT the WAL frames are written to the OS, so a killed
-process (SIGKILL, OOM, Ctrl-C) loses nothing that was committed. Only an OS
+Durability: WAL with ``synchronous=NORMAL``. A result is committed as it
+arrives (``record``; the runner commits the results that arrive in one turn
+of its event loop in one transaction, ``record_all``); at COMMIT the WAL
+frames are written to the OS, so a killed process (SIGKILL, OOM, Ctrl-C)
+loses nothing that was committed. Only an OS
 crash or power loss can drop the last transactions before the next
 checkpoint's fsync; FULL would fsync every result, costing more than the
 calls it protects on a busy run, for a failure the resumed run repairs by
@@ -643,6 +645,17 @@ class RunStore:
         A full disk raises ``StoreFullError`` (nothing of this call committed): ``spill`` it.
         """
         self._commit_result(result, verdicts)
+
+    @_guarded
+    def record_all(self, entries: Sequence[tuple[CallResult, Sequence[VerdictRow]]]) -> None:
+        """``record`` for several results in one transaction (all of them or, on a failure, none).
+
+        The runner commits the results that arrive in one turn of its event loop together: one commit
+        instead of one per result.
+        """
+        with self._transaction():
+            for result, verdicts in entries:
+                self._insert_result(result, verdicts)
 
     def _commit_result(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
         db = self.db

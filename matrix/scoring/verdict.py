@@ -20,6 +20,7 @@ reports never have to re-parse a response.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,6 +241,18 @@ class Verdict:
     def bfcl_error_type(self) -> str | None:
         """bfcl-eval's ``error_type`` string, ``None`` when valid."""
         return self.error_code.bfcl_error_type
+
+    def stored(self) -> tuple[str, bool, str | None]:
+        """(``to_dict`` as compact JSON, ``valid``, the error code's name): what a run store keeps of a verdict.
+
+        Built on first call and kept: the scorer's memo returns the same verdict for every identical answer.
+        """
+        found = self.__dict__.get("_stored")
+        if found is None:
+            d = self.to_dict()
+            found = self.__dict__["_stored"] = (json.dumps(d, separators=(",", ":")), bool(d["valid"]),
+                                                d["error_code"])
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (enums as their string values); the contract in docs/CONTRACTS.md."""

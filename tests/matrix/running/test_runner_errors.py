@@ -214,15 +214,15 @@ def test_store_failure_stops_the_run_instead_of_hanging(tmp_path: Path, monkeypa
     import sqlite3
 
     calls = {"n": 0}
-    real = RunStore.record
+    real = RunStore.record_all  # the runner's commit (the results of one turn of its loop)
 
-    def flaky(self, result, verdicts):
+    def flaky(self, entries):
         calls["n"] += 1
         if calls["n"] == 3:  # an unexpected failure (a full disk is handled: test_store_robustness)
             raise sqlite3.OperationalError("disk I/O error")
-        return real(self, result, verdicts)
+        return real(self, entries)
 
-    monkeypatch.setattr(RunStore, "record", flaky)
+    monkeypatch.setattr(RunStore, "record_all", flaky)
     with answering_server() as srv:
         prep = prepared(config(tmp_path, api_base=srv.url, concurrency=2), bfcl_variants(5), numbered_cases(10))
         with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):

@@ -384,17 +384,16 @@ def test_chmod_read_only_run_directory_as_root_without_capabilities(killed_write
 
 
 def fill_disk_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
-    """The store commits ``writes`` results, then SQLite says the disk is full (as it does on ENOSPC)."""
-    original = RunStore._commit_result
-    left = [writes]
+    """The store takes ``writes`` results, then SQLite says the disk is full (as it does on ENOSPC): a transaction
+    that would hold more fails whole (the runner commits the results of one turn of its loop together)."""
+    original = RunStore._insert_result
 
-    def commit(self: RunStore, result: CallResult, verdicts: Any) -> None:
-        if left[0] <= 0:
+    def insert(self: RunStore, result: CallResult, verdicts: Any) -> None:
+        if self.db.execute("SELECT count(*) FROM calls").fetchone()[0] >= writes:  # this transaction's rows too
             raise sqlite3.OperationalError(FULL)
-        left[0] -= 1
         original(self, result, verdicts)
 
-    monkeypatch.setattr(RunStore, "_commit_result", commit)
+    monkeypatch.setattr(RunStore, "_insert_result", insert)
 
 
 def spill_files(run_dir: Path) -> list[Path]:
