@@ -152,6 +152,7 @@ def language_name(code: str) -> str:
 _MODEL: Any = None
 _KNOWN: frozenset[str] = frozenset()
 _LOCK = threading.Lock()
+_PRELOAD: threading.Thread | None = None  # the thread ``preload_model`` started
 #: Identification reads the first this many characters of a text (bounded time
 #: on a megabyte of model output; the language is plain long before).
 MAX_LANGID_CHARS = 10_000
@@ -218,6 +219,32 @@ def identify_language(text: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) 
 @functools.lru_cache(maxsize=256)
 def _candidate_set(candidates: tuple[str, ...]) -> frozenset[str]:
     return frozenset(base_language(c) for c in candidates)
+
+
+def preload_model() -> threading.Thread | None:
+    """Start loading the language-id model on a daemon thread (None: loaded, or loading, already).
+
+    Most of the load (the model's decompression) runs without the GIL, so it overlaps with what the caller
+    does meanwhile (``promptgrid run``: importing litellm); identification waits for it. numpy and langid are
+    imported here, on the caller's thread: the thread itself imports nothing while the caller imports.
+    """
+    global _PRELOAD
+    with _LOCK:
+        if _MODEL is not None or _PRELOAD is not None:
+            return None
+        import numpy  # noqa: F401
+        from langid import langid  # noqa: F401
+
+        _PRELOAD = threading.Thread(target=_load_quietly, name="promptgrid-langid", daemon=True)
+    _PRELOAD.start()
+    return _PRELOAD
+
+
+def _load_quietly() -> None:
+    try:
+        _model()
+    except Exception:  # noqa: BLE001 - a model that cannot load fails where it is used, with its own error
+        pass
 
 
 def _model() -> _LangidModel:

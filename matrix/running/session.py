@@ -66,6 +66,10 @@ __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Plan", "Prepared", "RunIdentity", "b
 RUN_JSON = "run.json"
 RUN_JSON_VERSION = 2
 """2: every invocation keeps its own config, grid, dataset, models and pending count (1 kept only the last config)."""
+GC_YOUNG = 10_000
+"""The cyclic GC's first threshold while a run sends (CPython's default is 700): fewer young collections, each of
+which also walks the objects of every call in flight. Measured (1,040 calls to the fake server, 64 in flight):
+0.14-0.21 -> 0.08 ms of collection per call, peak RSS of the 100k-job memory benchmark unchanged."""
 # Keys that would put a secret into run.json, or that are not generation parameters.
 _NOT_PARAMS = (*_SECRET_KEYS, "api_base", "timeout", "max_retries", "num_retries")
 
@@ -677,7 +681,10 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     run_dir = Path(config.run_dir)
     redactor = Redactor()
     if scorer is None:
+        from promptgrid.languages import preload_model
         from promptgrid.matrix.scoring import score as scorer
+
+        preload_model()  # beside the clients' imports (litellm: seconds); _warm_up waits for it
     with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
         the_clients = dict(clients) if clients is not None else _clients(config, redactor)
@@ -686,6 +693,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
         store = RunStore(run_dir, create=True)
         invocation = _invocation(prep, append=append, retry_errors=retry_errors)
         _write_run_json(prep, invocation)
+        threshold = gc.get_threshold()
         try:
             _warm_up(scorer, prep)
             # Everything loaded so far (modules, cases, caches, the language-id model) lives until
@@ -693,6 +701,9 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
             # many short-lived objects trigger do not rescan it on every call.
             gc.collect()
             gc.freeze()
+            # And collect the young generation less often: a call leaves thousands of short-lived containers
+            # (litellm's request and response objects), and each collection also walks the calls in flight.
+            gc.set_threshold(GC_YOUNG, *threshold[1:])
             bar = Progress(prep.jobs, stream=progress_stream or sys.stderr, enabled=progress)
             common = dict(variants=prep.variants, cases=prep.cases, renderer=prep.renderer, clients=the_clients,
                           store=store, scorer=scorer, progress=bar, redactor=redactor, retry_errors=retry_errors)
@@ -711,6 +722,7 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
                 store, Plan.of(invocation)).values()), summary=summary.to_dict())
             _write_run_json(prep, invocation)
         finally:
+            gc.set_threshold(*threshold)
             gc.unfreeze()
             store.close()
             if clients is None:  # ours: a Router's callbacks leave litellm's process-wide lists
