@@ -1,0 +1,967 @@
+"""Reports for multi-turn conversation runs: accuracy, pass^k, paired comparisons, turns, failure modes.
+
+``conversation_report(episodes, variants)`` reads ``EpisodeResult`` records
+(``ConversationRun.episodes``) and the grid's variants (variant id -> its
+dimension values as strings) and returns a ``ConversationReport``: frozen
+dataclasses with ``to_dict()`` (plain JSON data), ``to_markdown()`` and
+``console()``.
+
+Words used throughout:
+
+- *episode*: one (model, variant, conversation, repeat).
+- *finished* episode: ``valid`` is ``True`` or ``False``. An *unfinished*
+  episode (``valid is None``: it could not be completed, a later run resumes
+  it) is counted as unfinished and otherwise left out: it is never scored as
+  a failure, it is in no rate, no pass^k, no comparison. Its cost and latency
+  are still in the sums (that money and time were spent).
+- *entry*: a (model, variant, conversation) with at least one finished
+  episode; ``n`` is its number of finished repeats, ``c`` how many of them are
+  valid, ``c / n`` its *pass rate*.
+- ``k``: by default the largest number of finished repeats that every entry
+  has (at least 1); a larger ``k`` is refused (``ValueError`` naming an entry
+  that has fewer).
+
+Statistics (helpers of ``promptgrid.matrix.report.stats``, nothing re-implemented):
+
+- accuracy: valid / finished episodes, with a Wilson interval over episodes.
+- pass^k, two definitions, always both, always named:
+  ``pass^k (tau-bench, C(c,k)/C(n,k))``, the mean over entries of
+  ``C(c, k) / C(n, k)`` (tau-bench's unbiased estimate of the chance that k
+  fresh runs all succeed), and ``pass^k (Ticket-Bench, (c/n)^k)``, the mean
+  over entries of ``(c / n) ** k`` (``metrics.pass_hat_k_case``). With
+  ``n == k`` they agree only when every entry has c in {0, n}.
+- intervals of means over entries (pass^k, paired differences, the native
+  gap): percentile bootstrap over the model's *conversations*, with one set of
+  weights per model (``stats.bootstrap_weights`` seeded by
+  ``stats.seed_for(model, base=seed)``): every variant of a model is
+  resampled on the same conversations, which keeps the pairing, and adding a
+  model leaves the others' intervals unchanged. A per-model pass^k (entries
+  are the model's (variant, conversation) pairs) resamples conversations as
+  clusters of entries, since the entries of one conversation are correlated.
+- paired comparisons: per model, each variant against the model's first
+  variant (in the order of ``variants``), and every pair when the model has at
+  most ``MAX_ALL_PAIRS`` variants; on the entries both variants have:
+  difference of the mean pass rate (other - reference) with its paired
+  bootstrap interval, and an exact McNemar test on per-entry *majority-valid*
+  outcomes (``2 c > n``; a tie is not a majority), ``b`` = entries only the
+  reference has majority-valid, ``c`` = only the other; Holm-adjusted over the
+  model's pairs.
+- accuracy by turn position: per variant, at turn index t, valid turns /
+  finished episodes that have a turn t, with a Wilson interval.
+- first divergence: per compared pair (the pairs of the comparisons) and per
+  (conversation, repeat) that both variants finished, the first turn index
+  whose validity differs (turns compared where both episodes have them);
+  "never" when none does. Counts by turn index and the median over the
+  pairs that diverge.
+- failure modes: per variant, the ``failure_mode`` of failed episodes (the
+  first failed turn's ``TurnFailureMode``; ``"unknown"`` when unset).
+- native-vs-prompt gap: per model, for each native variant and prompt variant
+  whose other dimension values agree (a key either of them lacks is a
+  wildcard: a native variant has no return format), the difference of mean
+  pass rate (native - prompt) on the entries both have, with a paired
+  bootstrap interval; and overall, on the conversations every native and
+  every prompt variant of the model has, the mean over native variants minus
+  the mean over prompt variants of the per-entry pass rate. ``call_mode`` is
+  ``"prompt"`` where a variant's dimensions lack it. Not available when the
+  model lacks a native or a prompt variant (overall) or a matching pair (pairs).
+
+``to_dict()`` schema (every share, rate and difference a fraction: 0.425, not
+42.5; the Markdown prints percentages and percentage points; a number that
+cannot be computed is ``null``; every ``ci`` is ``[low, high]``)::
+
+    {
+      "k": int, "confidence": float, "n_resamples": int, "seed": int,
+      "pass_k_names": {"tau_bench": "pass^k (tau-bench, C(c,k)/C(n,k))",
+                       "ticket_bench": "pass^k (Ticket-Bench, (c/n)^k)"},
+      "episodes": int, "finished": int, "unfinished": int, "unfinished_note": str,
+      "variants": [{"model", "variant_id", "call_mode", "entries", "episodes", "unfinished", "valid",
+                    "accuracy", "accuracy_ci",
+                    "pass_k_tau": PASSK, "pass_k_ticket": PASSK,
+                    "mean_steps", "cost_usd", "cost_unknown", "latency_s"}],
+      "models": [{"model", "variants", "entries", "episodes", "unfinished", "valid", "accuracy", "accuracy_ci",
+                  "pass_k_tau": PASSK, "pass_k_ticket": PASSK, "cost_usd", "latency_s"}],
+      "comparisons": [{"model", "reference", "other", "against_baseline", "entries",
+                       "reference_rate", "other_rate", "diff", "diff_ci",
+                       "b", "c", "p_value", "p_holm"}],
+      "turn_accuracy": [{"model", "variant_id",
+                         "positions": [{"turn", "n", "valid", "accuracy", "ci"}]}],
+      "divergence": [{"model", "reference", "other", "compared",
+                      "by_turn": [{"turn", "count"}], "never", "median_turn"}],
+      "failure_modes": [{"model", "variant_id", "failed",
+                         "modes": [{"mode", "count", "share", "description"}]}],
+      "native_gap": [{"model", "available", "note",
+                      "pairs": [{"native", "prompt", "entries", "native_rate", "prompt_rate", "diff", "diff_ci"}],
+                      "overall": null | {"natives", "prompts", "entries", "native_rate", "prompt_rate",
+                                         "diff", "diff_ci"}}]
+    }
+
+    PASSK = {"name", "definition", "k", "entries", "value", "ci"}
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from promptgrid.display import escape_controls
+from promptgrid.matrix.report import stats
+from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
+
+from ._check import TurnFailureMode
+from ._records import EpisodeResult
+
+__all__ = [
+    "MAX_ALL_PAIRS",
+    "TAU_BENCH_PASS_K",
+    "TICKET_BENCH_PASS_K",
+    "ConversationReport",
+    "Divergence",
+    "EpisodeFailureModes",
+    "FailureModeCount",
+    "ModelConversationSummary",
+    "NativeGap",
+    "NativeGapOverall",
+    "NativeGapPair",
+    "PassHatK",
+    "TurnAccuracy",
+    "TurnPosition",
+    "VariantComparison",
+    "VariantConversationSummary",
+    "conversation_report",
+]
+
+TAU_BENCH_PASS_K = "pass^k (tau-bench, C(c,k)/C(n,k))"
+"""The name of tau-bench's pass^k: mean over entries of C(c, k) / C(n, k)."""
+TICKET_BENCH_PASS_K = "pass^k (Ticket-Bench, (c/n)^k)"
+"""The name of Ticket-Bench's pass^k: mean over entries of (c / n) ** k."""
+MAX_ALL_PAIRS = 8
+"""Up to this many variants of a model, every pair is compared; beyond, each variant against the first only."""
+
+PROMPT = "prompt"
+NATIVE = "native"
+UNKNOWN_MODE = "unknown"
+UNFINISHED_NOTE = ("Unfinished episodes (valid is None: the episode could not be completed; a later run resumes it) "
+                   "are counted here and left out of every rate: they are not scored as failures.")
+
+Interval = tuple[float, float]
+_NAN_CI: Interval = (math.nan, math.nan)
+
+
+def _num(x: float | None) -> float | None:
+    """A float for JSON: ``None`` for NaN or missing."""
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def _ci(ci: Interval) -> list[float | None]:
+    return [_num(ci[0]), _num(ci[1])]
+
+
+def _safe(text: str) -> str:
+    return escape_controls(str(text))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
+    align = ["right" if n else "left" for n in numeric]
+    return str(tabulate([[_safe(c) for c in row] for row in rows], headers=[_safe(h) for h in headers],
+                        tablefmt="github", colalign=align, disable_numparse=True))
+
+
+def _fraction_ci(x: float, ci: Interval) -> str:
+    """A fraction with two decimals and its interval: ``0.42 [0.35, 0.50]`` (as the report's pass^k table)."""
+    if math.isnan(x):
+        return DASH
+    if math.isnan(ci[0]) or math.isnan(ci[1]):
+        return f"{x:.2f}"
+    return f"{x:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class PassHatK:
+    """One pass^k estimate: ``value`` is the mean over ``entries`` of the definition's per-entry value.
+
+    ``name`` is ``TAU_BENCH_PASS_K`` or ``TICKET_BENCH_PASS_K``; ``definition`` the per-entry formula;
+    ``ci`` the percentile bootstrap interval over the model's conversations.
+    """
+
+    name: str
+    definition: str
+    k: int
+    entries: int
+    value: float
+    ci: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "definition": self.definition, "k": self.k, "entries": self.entries,
+                "value": _num(self.value), "ci": _ci(self.ci)}
+
+
+@dataclass(frozen=True)
+class VariantConversationSummary:
+    """One (model, variant): how many entries and episodes, accuracy, both pass^k, steps, cost and latency.
+
+    ``episodes`` counts finished episodes, ``unfinished`` the others; ``valid`` the valid ones.
+    ``accuracy`` = valid / episodes with its Wilson interval. ``mean_steps``: model calls per finished
+    episode. ``cost_usd``: the sum of the known costs of all episodes (unfinished included), ``None`` when
+    none is known; ``cost_unknown`` how many episodes have no cost. ``latency_s``: the sum over all episodes.
+    """
+
+    model: str
+    variant_id: str
+    call_mode: str
+    entries: int
+    episodes: int
+    unfinished: int
+    valid: int
+    accuracy: float
+    accuracy_ci: Interval
+    pass_k_tau: PassHatK
+    pass_k_ticket: PassHatK
+    mean_steps: float
+    cost_usd: float | None
+    cost_unknown: int
+    latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "variant_id": self.variant_id, "call_mode": self.call_mode,
+                "entries": self.entries, "episodes": self.episodes, "unfinished": self.unfinished,
+                "valid": self.valid, "accuracy": _num(self.accuracy), "accuracy_ci": _ci(self.accuracy_ci),
+                "pass_k_tau": self.pass_k_tau.to_dict(), "pass_k_ticket": self.pass_k_ticket.to_dict(),
+                "mean_steps": _num(self.mean_steps), "cost_usd": _num(self.cost_usd),
+                "cost_unknown": self.cost_unknown, "latency_s": float(self.latency_s)}
+
+
+@dataclass(frozen=True)
+class ModelConversationSummary:
+    """One model over all its variants: entries are its (variant, conversation) pairs.
+
+    ``accuracy`` = valid / finished episodes (Wilson interval); the pass^k are means over those entries,
+    their intervals resample conversations (each with all its variants' entries).
+    """
+
+    model: str
+    variants: int
+    entries: int
+    episodes: int
+    unfinished: int
+    valid: int
+    accuracy: float
+    accuracy_ci: Interval
+    pass_k_tau: PassHatK
+    pass_k_ticket: PassHatK
+    cost_usd: float | None
+    latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "variants": self.variants, "entries": self.entries,
+                "episodes": self.episodes, "unfinished": self.unfinished, "valid": self.valid,
+                "accuracy": _num(self.accuracy), "accuracy_ci": _ci(self.accuracy_ci),
+                "pass_k_tau": self.pass_k_tau.to_dict(), "pass_k_ticket": self.pass_k_ticket.to_dict(),
+                "cost_usd": _num(self.cost_usd), "latency_s": float(self.latency_s)}
+
+
+@dataclass(frozen=True)
+class VariantComparison:
+    """``other`` against ``reference`` (same model) on the ``entries`` (conversations) both have.
+
+    ``reference_rate`` / ``other_rate``: mean per-entry pass rate (c / n) on those entries; ``diff`` =
+    other - reference with its paired bootstrap interval. ``b``: entries where only the reference is
+    majority-valid (2c > n), ``c``: only the other; ``p_value``: exact McNemar on b and c; ``p_holm``: Holm
+    over the model's comparisons. ``against_baseline``: the reference is the model's first variant.
+    """
+
+    model: str
+    reference: str
+    other: str
+    against_baseline: bool
+    entries: int
+    reference_rate: float
+    other_rate: float
+    diff: float
+    diff_ci: Interval
+    b: int
+    c: int
+    p_value: float
+    p_holm: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "reference": self.reference, "other": self.other,
+                "against_baseline": self.against_baseline, "entries": self.entries,
+                "reference_rate": _num(self.reference_rate), "other_rate": _num(self.other_rate),
+                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci), "b": self.b, "c": self.c,
+                "p_value": _num(self.p_value), "p_holm": _num(self.p_holm)}
+
+
+@dataclass(frozen=True)
+class TurnPosition:
+    """At turn index ``turn``: ``valid`` of the ``n`` finished episodes that have that turn; Wilson ``ci``."""
+
+    turn: int
+    n: int
+    valid: int
+    accuracy: float
+    ci: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "n": self.n, "valid": self.valid, "accuracy": _num(self.accuracy),
+                "ci": _ci(self.ci)}
+
+
+@dataclass(frozen=True)
+class TurnAccuracy:
+    """One (model, variant)'s accuracy by turn position, turn 0 first."""
+
+    model: str
+    variant_id: str
+    positions: tuple[TurnPosition, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "variant_id": self.variant_id,
+                "positions": [p.to_dict() for p in self.positions]}
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where two variants of a model first differ, over the ``compared`` (conversation, repeat) both finished.
+
+    ``by_turn``: (turn index, how many first differ there), ascending; ``never``: how many agree on every
+    turn both have; ``median_turn``: the median first-divergence turn over those that diverge (NaN if none).
+    """
+
+    model: str
+    reference: str
+    other: str
+    compared: int
+    by_turn: tuple[tuple[int, int], ...]
+    never: int
+    median_turn: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "reference": self.reference, "other": self.other, "compared": self.compared,
+                "by_turn": [{"turn": t, "count": n} for t, n in self.by_turn], "never": self.never,
+                "median_turn": _num(self.median_turn)}
+
+
+@dataclass(frozen=True)
+class FailureModeCount:
+    """One failure mode: ``count`` of failed episodes, ``share`` of the variant's failed episodes."""
+
+    mode: str
+    count: int
+    share: float
+    description: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "count": self.count, "share": _num(self.share), "description": self.description}
+
+
+@dataclass(frozen=True)
+class EpisodeFailureModes:
+    """One (model, variant)'s failed episodes by ``failure_mode`` (most frequent first)."""
+
+    model: str
+    variant_id: str
+    failed: int
+    modes: tuple[FailureModeCount, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "variant_id": self.variant_id, "failed": self.failed,
+                "modes": [m.to_dict() for m in self.modes]}
+
+
+@dataclass(frozen=True)
+class NativeGapPair:
+    """A native variant against the prompt variant that differs from it only in ``call_mode``.
+
+    On the ``entries`` (conversations) both have: mean pass rates and ``diff`` = native - prompt with its
+    paired bootstrap interval.
+    """
+
+    native: str
+    prompt: str
+    entries: int
+    native_rate: float
+    prompt_rate: float
+    diff: float
+    diff_ci: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"native": self.native, "prompt": self.prompt, "entries": self.entries,
+                "native_rate": _num(self.native_rate), "prompt_rate": _num(self.prompt_rate),
+                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci)}
+
+
+@dataclass(frozen=True)
+class NativeGapOverall:
+    """Mean over the model's native variants minus mean over its prompt variants, per-entry pass rates.
+
+    On the ``entries`` (conversations) that every one of those variants has; paired bootstrap interval.
+    """
+
+    natives: int
+    prompts: int
+    entries: int
+    native_rate: float
+    prompt_rate: float
+    diff: float
+    diff_ci: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"natives": self.natives, "prompts": self.prompts, "entries": self.entries,
+                "native_rate": _num(self.native_rate), "prompt_rate": _num(self.prompt_rate),
+                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci)}
+
+
+@dataclass(frozen=True)
+class NativeGap:
+    """One model's native-vs-prompt gap on multi-turn; ``available`` is False (and ``note`` says why) when the
+    model has no native or no prompt variant, or no pair of them to compare."""
+
+    model: str
+    available: bool
+    note: str
+    pairs: tuple[NativeGapPair, ...]
+    overall: NativeGapOverall | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "available": self.available, "note": self.note,
+                "pairs": [p.to_dict() for p in self.pairs],
+                "overall": None if self.overall is None else self.overall.to_dict()}
+
+
+@dataclass(frozen=True)
+class ConversationReport:
+    """Everything ``conversation_report`` computes; the module docstring explains every number."""
+
+    k: int
+    confidence: float
+    n_resamples: int
+    seed: int
+    episodes: int
+    finished: int
+    unfinished: int
+    variants: tuple[VariantConversationSummary, ...]
+    models: tuple[ModelConversationSummary, ...]
+    comparisons: tuple[VariantComparison, ...]
+    turn_accuracy: tuple[TurnAccuracy, ...]
+    divergence: tuple[Divergence, ...]
+    failure_modes: tuple[EpisodeFailureModes, ...]
+    native_gap: tuple[NativeGap, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (schema in the module docstring)."""
+        return {
+            "k": self.k, "confidence": self.confidence, "n_resamples": self.n_resamples, "seed": self.seed,
+            "pass_k_names": {"tau_bench": TAU_BENCH_PASS_K, "ticket_bench": TICKET_BENCH_PASS_K},
+            "episodes": self.episodes, "finished": self.finished, "unfinished": self.unfinished,
+            "unfinished_note": UNFINISHED_NOTE,
+            "variants": [v.to_dict() for v in self.variants],
+            "models": [m.to_dict() for m in self.models],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "turn_accuracy": [t.to_dict() for t in self.turn_accuracy],
+            "divergence": [d.to_dict() for d in self.divergence],
+            "failure_modes": [f.to_dict() for f in self.failure_modes],
+            "native_gap": [g.to_dict() for g in self.native_gap],
+        }
+
+    # ------------------------------------------------------------------------------------------- markdown
+
+    def to_markdown(self) -> str:
+        """The report as Markdown: one GitHub table per section, a line under each saying what it shows."""
+        conf = f"{100 * self.confidence:g}%"
+        k = self.k
+        out = ["## Conversation runs", "",
+               f"{self.episodes:,} episodes: {self.finished:,} finished, {self.unfinished:,} unfinished. "
+               f"{UNFINISHED_NOTE} k = {k}. Intervals: {conf}.", ""]
+
+        out += ["### Accuracy and pass^k per variant", ""]
+        rows = [[v.model, v.variant_id, v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
+                 fmt_num(v.unfinished), with_ci(v.accuracy, v.accuracy_ci),
+                 _fraction_ci(v.pass_k_tau.value, v.pass_k_tau.ci),
+                 _fraction_ci(v.pass_k_ticket.value, v.pass_k_ticket.ci), fmt_num(v.mean_steps, 1),
+                 fmt_num(v.cost_usd, 4), fmt_num(v.latency_s, 1)] for v in self.variants]
+        out += [_table(["model", "variant", "call mode", "entries", "episodes", "unfinished", "accuracy %",
+                        TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, "steps/episode", "cost USD", "latency s"], rows,
+                       [False, False, False] + [True] * 9), "",
+                f"_Accuracy: valid / finished episodes (Wilson interval). An entry is a conversation with a "
+                f"finished repeat; c of its n finished repeats are valid. {TAU_BENCH_PASS_K}: mean over entries of "
+                f"C(c,k)/C(n,k); {TICKET_BENCH_PASS_K}: mean over entries of (c/n)^k; k = {k}; bootstrap "
+                f"intervals over conversations. Steps: model calls per finished episode; cost and latency: sums "
+                f"over all episodes._", ""]
+
+        out += ["### pass^k per model", ""]
+        rows = [[m.model, fmt_num(m.variants), fmt_num(m.entries), fmt_num(m.episodes), fmt_num(m.unfinished),
+                 with_ci(m.accuracy, m.accuracy_ci), _fraction_ci(m.pass_k_tau.value, m.pass_k_tau.ci),
+                 _fraction_ci(m.pass_k_ticket.value, m.pass_k_ticket.ci), fmt_num(m.cost_usd, 4),
+                 fmt_num(m.latency_s, 1)] for m in self.models]
+        out += [_table(["model", "variants", "entries", "episodes", "unfinished", "accuracy %", TAU_BENCH_PASS_K,
+                        TICKET_BENCH_PASS_K, "cost USD", "latency s"], rows, [False] + [True] * 9), "",
+                "_Entries are the model's (variant, conversation) pairs; the intervals resample conversations, "
+                "each with all its variants' entries._", ""]
+
+        out += ["### Paired comparisons between variants", ""]
+        if self.comparisons:
+            rows = [[c.model, c.reference, c.other, fmt_num(c.entries), pct(c.reference_rate), pct(c.other_rate),
+                     with_ci(c.diff, c.diff_ci, signed=True), fmt_num(c.b), fmt_num(c.c), pval(c.p_value),
+                     pval(c.p_holm)] for c in self.comparisons]
+            out += [_table(["model", "reference", "other", "entries", "reference %", "other %", "diff pp",
+                            "b", "c", "p (McNemar)", "p (Holm)"], rows,
+                           [False, False, False] + [True] * 8), ""]
+        else:
+            out += ["No model has two variants to compare.", ""]
+        out += [f"_On the conversations both variants finished: mean pass rate (c/n), other - reference in "
+                f"percentage points with a paired bootstrap interval; b / c: entries only the reference / only "
+                f"the other has majority-valid (2c > n); exact McNemar on b and c, Holm over the model's pairs. "
+                f"Each variant against the model's first; every pair when a model has at most {MAX_ALL_PAIRS} "
+                f"variants._", ""]
+
+        out += ["### Accuracy by turn position", ""]
+        depth = max((len(t.positions) for t in self.turn_accuracy), default=0)
+        turns = sorted({p.turn for t in self.turn_accuracy for p in t.positions})
+        if depth:
+            rows = []
+            for t in self.turn_accuracy:
+                at = {p.turn: p for p in t.positions}
+                rows.append([t.model, t.variant_id] + [f"{pct(at[i].accuracy)} ({at[i].n:,})" if i in at else DASH
+                                                       for i in turns])
+            out += [_table(["model", "variant"] + [f"turn {i}" for i in turns], rows,
+                           [False, False] + [True] * len(turns)), ""]
+        else:
+            out += ["No finished episode has turns.", ""]
+        out += ["_Per turn index: % valid of the finished episodes that have that turn (n in parentheses)._", ""]
+
+        out += ["### First turn where two variants diverge", ""]
+        if self.divergence:
+            dturns = sorted({t for d in self.divergence for t, _ in d.by_turn})
+            rows = []
+            for d in self.divergence:
+                first_at = dict(d.by_turn)
+                rows.append([d.model, d.reference, d.other, fmt_num(d.compared)]
+                            + [fmt_num(first_at.get(i, 0)) for i in dturns]
+                            + [fmt_num(d.never), DASH if math.isnan(d.median_turn) else f"{d.median_turn:g}"])
+            out += [_table(["model", "reference", "other", "compared"] + [f"turn {i}" for i in dturns]
+                           + ["never", "median turn"], rows,
+                           [False, False, False] + [True] * (len(dturns) + 3)), ""]
+        else:
+            out += ["No pair of variants to compare.", ""]
+        out += ["_Per (conversation, repeat) both variants finished: the first turn index whose validity differs "
+                "(over the turns both episodes have); never: they agree on every turn. Median over those that "
+                "diverge._", ""]
+
+        out += ["### Failure modes of failed episodes", ""]
+        modes = _mode_order({m.mode for f in self.failure_modes for m in f.modes})
+        if modes:
+            rows = []
+            for f in self.failure_modes:
+                of_mode = {m.mode: m for m in f.modes}
+                rows.append([f.model, f.variant_id, fmt_num(f.failed)]
+                            + [f"{of_mode[m].count:,} ({pct(of_mode[m].share)}%)" if m in of_mode else DASH
+                               for m in modes])
+            out += [_table(["model", "variant", "failed"] + list(modes), rows,
+                           [False, False] + [True] * (len(modes) + 1)), ""]
+            out += ["_Failed episodes by the failure mode of their first failed turn (count, share of the "
+                    "variant's failed episodes):_", ""]
+            out += [f"- `{m}`: {_describe(m)}" for m in modes] + [""]
+        else:
+            out += ["No failed episode.", ""]
+
+        out += ["### Native vs prompt call mode", ""]
+        rows = []
+        for g in self.native_gap:
+            if not g.available:
+                rows.append([g.model, f"not available: {g.note}", DASH, DASH, DASH, DASH, DASH])
+                continue
+            if g.overall is not None:
+                o = g.overall
+                rows.append([g.model, f"overall ({o.natives} native, {o.prompts} prompt)", "", fmt_num(o.entries),
+                             pct(o.native_rate), pct(o.prompt_rate), with_ci(o.diff, o.diff_ci, signed=True)])
+            if not g.pairs:
+                rows.append([g.model, f"pairs not available: {g.note}", DASH, DASH, DASH, DASH, DASH])
+            for p in g.pairs:
+                rows.append([g.model, p.native, p.prompt, fmt_num(p.entries), pct(p.native_rate),
+                             pct(p.prompt_rate), with_ci(p.diff, p.diff_ci, signed=True)])
+        if rows:
+            out += [_table(["model", "native", "prompt", "entries", "native %", "prompt %", "native - prompt pp"],
+                           rows, [False, False, False, True, True, True, True]), ""]
+        out += ["_Native variant against the prompt variant equal to it in every other dimension both have (a "
+                "missing dimension matches any value); overall: mean over native variants minus mean over prompt "
+                "variants on the conversations all of them finished. Mean per-entry pass rate, paired bootstrap "
+                "interval in percentage points._", ""]
+        return "\n".join(out)
+
+    # -------------------------------------------------------------------------------------------- console
+
+    def console(self) -> str:
+        """A few plain lines for the terminal: per model, accuracy, both pass^k, best and worst variant, gap."""
+        k = self.k
+        out = [f"conversation report: {self.finished:,} finished episodes, {self.unfinished:,} unfinished "
+               f"(not scored), k = {k}"]
+        for m in self.models:
+            out.append(_safe(
+                f"  {m.model}: accuracy {with_ci(m.accuracy, m.accuracy_ci)}%, pass^{k} tau-bench "
+                f"{_fraction_ci(m.pass_k_tau.value, m.pass_k_tau.ci)}, Ticket-Bench "
+                f"{_fraction_ci(m.pass_k_ticket.value, m.pass_k_ticket.ci)} ({m.variants} variants, "
+                f"{m.entries:,} entries)"))
+            scored = [v for v in self.variants if v.model == m.model and v.episodes]
+            if len(scored) > 1:
+                best = max(scored, key=lambda v: v.accuracy)
+                worst = min(scored, key=lambda v: v.accuracy)
+                out.append(_safe(f"    best {best.variant_id} {pct(best.accuracy)}%, worst {worst.variant_id} "
+                                 f"{pct(worst.accuracy)}%"))
+            gap = next((g for g in self.native_gap if g.model == m.model), None)
+            if gap is not None and gap.overall is not None:
+                out.append(f"    native - prompt: {with_ci(gap.overall.diff, gap.overall.diff_ci, signed=True)} pp "
+                           f"on {gap.overall.entries:,} conversations")
+        return "\n".join(out) + "\n"
+
+
+def _mode_order(modes: set[str]) -> list[str]:
+    known = [m.value for m in TurnFailureMode if m.value in modes]
+    return known + sorted(modes - set(known))
+
+
+def _describe(mode: str) -> str:
+    try:
+        return TurnFailureMode(mode).description
+    except ValueError:
+        return "no failure mode recorded" if mode == UNKNOWN_MODE else "not a TurnFailureMode"
+
+
+# ------------------------------------------------------------------------------------------ computation
+
+
+@dataclass
+class _ModelData:
+    """One model's episodes as arrays: variants x conversations x repeats (x turns)."""
+
+    model: str
+    vids: list[str]
+    convs: list[str]
+    valid: np.ndarray  # int8 (V, C, R): 1 valid, 0 invalid, -1 no finished episode
+    turns: np.ndarray  # int8 (V, C, R, T): 1 valid turn, 0 failed, -1 no such turn / unfinished
+    episodes: dict[str, list[EpisodeResult]]
+    weights: np.ndarray  # (B, C) bootstrap weights over conversations
+
+    @property
+    def correct(self) -> np.ndarray:
+        return np.asarray((self.valid == 1).sum(axis=2), dtype=np.int64)
+
+    @property
+    def trials(self) -> np.ndarray:
+        return np.asarray((self.valid >= 0).sum(axis=2), dtype=np.int64)
+
+
+def _mode_of(dims: Mapping[str, str]) -> str:
+    return str(dims.get("call_mode", PROMPT))
+
+
+def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], n_resamples: int,
+                seed: int) -> _ModelData:
+    present = {e.variant_id for e in episodes}
+    vids = [v for v in order if v in present]
+    convs = sorted({e.conversation_id for e in episodes})
+    repeats = sorted({e.repeat for e in episodes})
+    vi, ci, ri = ({v: i for i, v in enumerate(vids)}, {c: i for i, c in enumerate(convs)},
+                  {r: i for i, r in enumerate(repeats)})
+    depth = max((t.index + 1 for e in episodes if e.valid is not None for t in e.turns), default=0)
+    valid = np.full((len(vids), len(convs), len(repeats)), -1, dtype=np.int8)
+    turns = np.full((len(vids), len(convs), len(repeats), depth), -1, dtype=np.int8)
+    by_variant: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for e in episodes:
+        by_variant[e.variant_id].append(e)
+        if e.valid is None:
+            continue
+        v, c, r = vi[e.variant_id], ci[e.conversation_id], ri[e.repeat]
+        valid[v, c, r] = 1 if e.valid else 0
+        for t in e.turns:
+            if t.index >= 0:
+                turns[v, c, r, t.index] = 1 if t.valid else 0
+    chunks = list(stats.bootstrap_weights(len(convs), n_resamples, stats.seed_for(model, base=seed)))
+    weights = np.concatenate(chunks) if chunks else np.zeros((0, len(convs)))
+    return _ModelData(model, vids, convs, valid, turns, dict(by_variant), weights)
+
+
+def _boot_means(weights: np.ndarray, values: np.ndarray, mask: np.ndarray, confidence: float) -> list[Interval]:
+    """Percentile intervals of resampled ``sum(values * mask) / sum(mask)`` per column (rows: conversations)."""
+    num = np.where(mask, np.nan_to_num(values), 0.0)
+    return _boot_ratio(weights, num, mask.astype(np.float64), confidence)
+
+
+def _masked_mean(values: np.ndarray, mask: np.ndarray) -> float:
+    n = int(mask.sum())
+    return float(np.where(mask, np.nan_to_num(values), 0.0).sum() / n) if n else math.nan
+
+
+def _pass_k_arrays(correct: np.ndarray, trials: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-entry pass^k, (tau-bench, Ticket-Bench), NaN where an entry has no finished repeat."""
+    has = trials > 0
+    tau = np.full(correct.shape, np.nan)
+    ticket = np.full(correct.shape, np.nan)
+    if has.any():
+        tau[has] = stats.pass_hat_k_per_case(correct[has], trials[has], k, unbiased=True)
+        ticket[has] = stats.pass_hat_k_per_case(correct[has], trials[has], k)
+    return tau, ticket
+
+
+def _pass_k(name: str, definition: str, k: int, values: np.ndarray, mask: np.ndarray, ci: Interval) -> PassHatK:
+    return PassHatK(name, definition, k, int(mask.sum()), _masked_mean(values, mask), ci)
+
+
+def _sums(episodes: Sequence[EpisodeResult]) -> tuple[float | None, int, float]:
+    costs = [e.cost_usd for e in episodes if e.cost_usd is not None]
+    return (float(sum(costs)) if costs else None, len(episodes) - len(costs),
+            float(sum(e.latency_s for e in episodes)))
+
+
+def _pairs(n_variants: int) -> list[tuple[int, int]]:
+    if n_variants <= MAX_ALL_PAIRS:
+        return [(a, b) for a in range(n_variants) for b in range(a + 1, n_variants)]
+    return [(0, b) for b in range(1, n_variants)]
+
+
+def _dims_match(native: Mapping[str, str], prompt: Mapping[str, str]) -> bool:
+    """Equal in every dimension both have, ``call_mode`` aside (a dimension one lacks matches any value)."""
+    return all(str(native[key]) == str(prompt[key]) for key in native.keys() & prompt.keys() if key != "call_mode")
+
+
+def _resolve_k(data: Sequence[_ModelData], k: int | None) -> int:
+    shortest: tuple[int, str, str, str] | None = None
+    for md in data:
+        trials = md.trials
+        has = trials > 0
+        if not has.any():
+            continue
+        v, c = np.unravel_index(int(np.argmin(np.where(has, trials, np.iinfo(np.int64).max))), trials.shape)
+        n = int(trials[v, c])
+        if shortest is None or n < shortest[0]:
+            shortest = (n, md.model, md.vids[v], md.convs[c])
+    available = 1 if shortest is None else max(1, shortest[0])
+    if k is None:
+        return available
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got k={k}")
+    if shortest is not None and k > shortest[0]:
+        n, model, vid, conv = shortest
+        raise ValueError(f"k={k} is larger than the available repeats: model {model!r}, variant {vid!r}, "
+                         f"conversation {conv!r} has {n} finished repeat(s); use k <= {n}")
+    return k
+
+
+def conversation_report(
+    episodes: Sequence[EpisodeResult],
+    variants: Mapping[str, Mapping[str, str]],
+    *,
+    k: int | None = None,
+    confidence: float = stats.DEFAULT_CONFIDENCE,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_SEED,
+) -> ConversationReport:
+    """The report of a multi-turn conversation run (every number is explained in the module docstring).
+
+    ``episodes``: the run's ``EpisodeResult`` records, any order, unfinished ones included (counted, not
+    scored). ``variants``: variant id -> its dimension values as strings (``call_mode``, ``return_format``,
+    ...); its order decides each model's baseline (its first variant) and the order of the rows. ``k``: the
+    pass^k's k, by default the largest number of finished repeats every entry has (at least 1).
+    ``confidence``: of every interval. ``n_resamples`` and ``seed``: of the bootstrap (deterministic).
+
+    Raises ``ValueError`` for an episode whose variant is not in ``variants``, two episodes with the same
+    (model, variant, conversation, repeat), ``k < 1``, a ``k`` some entry has fewer finished repeats for,
+    a confidence outside (0, 1) or ``n_resamples < 1``.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if k is not None and k < 1:
+        raise ValueError(f"k must be >= 1, got k={k}")
+    by_model: dict[str, list[EpisodeResult]] = defaultdict(list)
+    seen: set[tuple[str, str, str, int]] = set()
+    for e in episodes:
+        if e.variant_id not in variants:
+            raise ValueError(f"episode of model {e.model!r}, conversation {e.conversation_id!r}, repeat {e.repeat} "
+                             f"names variant {e.variant_id!r}, which is not in variants")
+        key = (e.model, e.variant_id, e.conversation_id, e.repeat)
+        if key in seen:
+            raise ValueError(f"two episodes for model {e.model!r}, variant {e.variant_id!r}, conversation "
+                             f"{e.conversation_id!r}, repeat {e.repeat}")
+        seen.add(key)
+        by_model[e.model].append(e)
+    order = list(variants)
+    data = [_model_data(m, by_model[m], order, n_resamples, seed) for m in sorted(by_model)]
+    k = _resolve_k(data, k)
+
+    summaries: list[VariantConversationSummary] = []
+    models: list[ModelConversationSummary] = []
+    comparisons: list[VariantComparison] = []
+    turn_accuracy: list[TurnAccuracy] = []
+    divergence: list[Divergence] = []
+    failures: list[EpisodeFailureModes] = []
+    gaps: list[NativeGap] = []
+    for md in data:
+        correct, trials = md.correct, md.trials
+        has = trials > 0
+        tau, ticket = _pass_k_arrays(correct, trials, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(has, correct / np.where(has, trials, 1), np.nan)
+        w = md.weights
+
+        # 1. per variant
+        tau_ci = _boot_means(w, tau.T, has.T, confidence)
+        ticket_ci = _boot_means(w, ticket.T, has.T, confidence)
+        for i, vid in enumerate(md.vids):
+            eps = md.episodes[vid]
+            done = [e for e in eps if e.valid is not None]
+            n_valid = sum(1 for e in done if e.valid)
+            cost, unknown, latency = _sums(eps)
+            summaries.append(VariantConversationSummary(
+                model=md.model, variant_id=vid, call_mode=_mode_of(variants[vid]), entries=int(has[i].sum()),
+                episodes=len(done), unfinished=len(eps) - len(done), valid=n_valid,
+                accuracy=n_valid / len(done) if done else math.nan,
+                accuracy_ci=stats.wilson_interval(n_valid, len(done), confidence),
+                pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau[i], has[i], tau_ci[i]),
+                pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket[i], has[i], ticket_ci[i]),
+                mean_steps=sum(e.steps for e in done) / len(done) if done else math.nan,
+                cost_usd=cost, cost_unknown=unknown, latency_s=latency))
+
+        # 2. per model: entries are (variant, conversation); conversations resampled as clusters
+        per_conv = has.sum(axis=0).astype(np.float64)[:, None]
+        tau_sum = np.where(has, np.nan_to_num(tau), 0.0).sum(axis=0)[:, None]
+        ticket_sum = np.where(has, np.nan_to_num(ticket), 0.0).sum(axis=0)[:, None]
+        m_ci = _boot_ratio(w, np.concatenate([tau_sum, ticket_sum], axis=1),
+                           np.concatenate([per_conv, per_conv], axis=1), confidence)
+        all_eps = [e for vid in md.vids for e in md.episodes[vid]]
+        done_all = [e for e in all_eps if e.valid is not None]
+        n_valid = sum(1 for e in done_all if e.valid)
+        cost, _, latency = _sums(all_eps)
+        models.append(ModelConversationSummary(
+            model=md.model, variants=len(md.vids), entries=int(has.sum()), episodes=len(done_all),
+            unfinished=len(all_eps) - len(done_all), valid=n_valid,
+            accuracy=n_valid / len(done_all) if done_all else math.nan,
+            accuracy_ci=stats.wilson_interval(n_valid, len(done_all), confidence),
+            pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau, has, m_ci[0]),
+            pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket, has, m_ci[1]),
+            cost_usd=cost, latency_s=latency))
+
+        # 3. paired comparisons
+        pairs = _pairs(len(md.vids))
+        comparisons += _compare(md, pairs, has, rate, confidence)
+
+        # 4. accuracy by turn position
+        for i, vid in enumerate(md.vids):
+            t = md.turns[i].reshape(md.turns.shape[1] * md.turns.shape[2], md.turns.shape[3])
+            n_at = (t >= 0).sum(axis=0)
+            ok_at = (t == 1).sum(axis=0)
+            turn_accuracy.append(TurnAccuracy(md.model, vid, tuple(
+                TurnPosition(j, int(n_at[j]), int(ok_at[j]), int(ok_at[j]) / int(n_at[j]),
+                             stats.wilson_interval(int(ok_at[j]), int(n_at[j]), confidence))
+                for j in range(len(n_at)) if n_at[j] > 0)))
+
+        # 5. first divergence
+        divergence += [_diverge(md, a, b) for a, b in pairs]
+
+        # 6. failure modes
+        for vid in md.vids:
+            failed = [e for e in md.episodes[vid] if e.valid is False]
+            counts = Counter(e.failure_mode or UNKNOWN_MODE for e in failed)
+            failures.append(EpisodeFailureModes(md.model, vid, len(failed), tuple(
+                FailureModeCount(mode, n, n / len(failed), _describe(mode))
+                for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))))
+
+        # 7. native vs prompt
+        gaps.append(_native_gap(md, variants, has, rate, confidence))
+
+    n_all = len(episodes)
+    finished = sum(1 for e in episodes if e.valid is not None)
+    return ConversationReport(
+        k=k, confidence=confidence, n_resamples=n_resamples, seed=seed, episodes=n_all, finished=finished,
+        unfinished=n_all - finished, variants=tuple(summaries), models=tuple(models),
+        comparisons=tuple(comparisons), turn_accuracy=tuple(turn_accuracy), divergence=tuple(divergence),
+        failure_modes=tuple(failures), native_gap=tuple(gaps))
+
+
+def _boot_ratio(weights: np.ndarray, num: np.ndarray, den: np.ndarray, confidence: float) -> list[Interval]:
+    """Percentile intervals of resampled ``sum(num) / sum(den)`` per column (rows: conversations)."""
+    m = num.shape[1]
+    if m == 0:
+        return []
+    if weights.shape[0] == 0 or num.shape[0] == 0:
+        return [_NAN_CI] * m
+    both = weights @ np.concatenate([num, den], axis=1)
+    top, bottom = both[:, :m], both[:, m:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+    return [stats.percentile_interval(boot[:, j], confidence) for j in range(m)]
+
+
+def _compare(md: _ModelData, pairs: Sequence[tuple[int, int]], has: np.ndarray, rate: np.ndarray,
+             confidence: float) -> list[VariantComparison]:
+    """Paired comparisons of a model's variants (module docstring)."""
+    if not pairs:
+        return []
+    correct, trials = md.correct, md.trials
+    majority = 2 * correct > trials
+    shared = np.stack([has[a] & has[b] for a, b in pairs], axis=1)  # (C, P)
+    diffs = np.stack([rate[b] - rate[a] for a, b in pairs], axis=1)
+    cis = _boot_means(md.weights, diffs, shared, confidence)
+    rows = []
+    for j, (a, b) in enumerate(pairs):
+        s = shared[:, j]
+        n = int(s.sum())
+        only_ref = int(np.sum(s & majority[a] & ~majority[b]))
+        only_other = int(np.sum(s & ~majority[a] & majority[b]))
+        p = stats.mcnemar_exact(only_ref, only_other) if n else math.nan
+        rows.append((a, b, n, _masked_mean(rate[a], s), _masked_mean(rate[b], s), _masked_mean(diffs[:, j], s),
+                     cis[j], only_ref, only_other, p))
+    adjusted = stats.holm([r[-1] for r in rows])
+    return [VariantComparison(md.model, md.vids[a], md.vids[b], a == 0, n, ref, other, diff, ci, b_, c_, p, ph)
+            for (a, b, n, ref, other, diff, ci, b_, c_, p), ph in zip(rows, adjusted, strict=True)]
+
+
+def _diverge(md: _ModelData, a: int, b: int) -> Divergence:
+    """Where variants ``a`` and ``b`` of a model first differ, per (conversation, repeat) both finished."""
+    both = (md.valid[a] >= 0) & (md.valid[b] >= 0)  # (C, R)
+    ta, tb = md.turns[a], md.turns[b]
+    differ = (ta >= 0) & (tb >= 0) & (ta != tb)  # (C, R, T)
+    any_differ = differ.any(axis=-1) if differ.shape[-1] else np.zeros(both.shape, dtype=bool)
+    first = differ.argmax(axis=-1) if differ.shape[-1] else np.zeros(both.shape, dtype=np.int64)
+    firsts = first[both & any_differ]
+    turns, counts = np.unique(firsts, return_counts=True)
+    return Divergence(md.model, md.vids[a], md.vids[b], int(both.sum()),
+                      tuple((int(t), int(n)) for t, n in zip(turns, counts, strict=True)),
+                      int(np.sum(both & ~any_differ)), float(np.median(firsts)) if firsts.size else math.nan)
+
+
+def _native_gap(md: _ModelData, variants: Mapping[str, Mapping[str, str]], has: np.ndarray, rate: np.ndarray,
+                confidence: float) -> NativeGap:
+    """The native-vs-prompt gap of one model (module docstring)."""
+    modes = [_mode_of(variants[v]) for v in md.vids]
+    natives = [i for i, m in enumerate(modes) if m == NATIVE]
+    prompts = [i for i, m in enumerate(modes) if m == PROMPT]
+    if not natives or not prompts:
+        missing = "native" if not natives else "prompt"
+        return NativeGap(md.model, False, f"no {missing} variant", (), None)
+    pairs = [(n, p) for n in natives for p in prompts if _dims_match(variants[md.vids[n]], variants[md.vids[p]])]
+    columns = [(has[n] & has[p], rate[n] - rate[p]) for n, p in pairs]
+    common = np.asarray(has[natives].all(axis=0) & has[prompts].all(axis=0))
+    native_mean = np.nan_to_num(rate[natives]).mean(axis=0)
+    prompt_mean = np.nan_to_num(rate[prompts]).mean(axis=0)
+    columns.append((common, native_mean - prompt_mean))
+    cis = _boot_means(md.weights, np.stack([c[1] for c in columns], axis=1),
+                      np.stack([c[0] for c in columns], axis=1), confidence)
+    out_pairs = tuple(
+        NativeGapPair(md.vids[n], md.vids[p], int(s.sum()), _masked_mean(rate[n], s), _masked_mean(rate[p], s),
+                      _masked_mean(d, s), ci)
+        for (n, p), (s, d), ci in zip(pairs, columns[:-1], cis[:-1], strict=True))
+    overall = NativeGapOverall(len(natives), len(prompts), int(common.sum()), _masked_mean(native_mean, common),
+                               _masked_mean(prompt_mean, common), _masked_mean(native_mean - prompt_mean, common),
+                               cis[-1])
+    note = "" if out_pairs else "no prompt variant equal to a native one in the other dimensions"
+    return NativeGap(md.model, True, note, out_pairs, overall)
