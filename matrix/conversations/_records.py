@@ -1,0 +1,73 @@
+"""What a conversation run stores per episode, and what its reports read.
+
+An *episode* is one (model, variant, conversation, repeat): the model is
+taken through every user turn of the conversation, step by step, against a
+fresh environment. ``EpisodeResult`` is its outcome as plain data (the
+conversation store keeps it as JSON; ``ConversationRun.episodes`` returns
+them), ``TurnResult`` one user turn of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["EpisodeResult", "TurnResult"]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """One user turn of an episode: its verdict, and how many model steps and calls it took."""
+
+    index: int
+    valid: bool
+    failure_mode: str | None = None
+    """``TurnFailureMode`` value of a failed turn (``"decode_failure"``, ``"wrong_end_state"``, ...)."""
+    steps: int = 0
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One (model, variant, conversation, repeat) taken to its end and scored.
+
+    ``valid`` is the entry's verdict (every turn valid). ``failure_mode`` is
+    that of the first failed turn (what bfcl-eval reports for the entry).
+    ``error`` is set, and ``valid`` is ``None``, when the episode could not be
+    finished (a call kept failing, the run was stopped): such an episode is
+    not scored and a later run of the same command resumes it.
+    """
+
+    model: str
+    variant_id: str
+    conversation_id: str
+    category: str
+    repeat: int
+    valid: bool | None
+    failure_mode: str | None = None
+    turns: tuple[TurnResult, ...] = ()
+    steps: int = 0
+    """Model calls the episode took (stored answers included)."""
+    sent: int = 0
+    """Of ``steps``, how many were sent in this run (the others were read back from the store)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """The full verdict (``ConversationVerdict.to_dict``) and the trajectory's calls per turn and step."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["turns"] = [asdict(turn) for turn in self.turns]
+        out["details"] = dict(self.details)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        fields = dict(data)
+        fields["turns"] = tuple(TurnResult(**turn) for turn in data.get("turns", ()))
+        fields["details"] = dict(data.get("details") or {})
+        return cls(**fields)
