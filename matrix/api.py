@@ -71,6 +71,7 @@ from promptgrid.variants import Grid, Variant, load_grid
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     import pandas as pd
 
+    from promptgrid.matrix.conversations import ConversationRun
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.findings import AdaptiveResult
@@ -80,7 +81,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     from promptgrid.translate._catalogs import TranslationCatalog
 
 __all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_translations", "export_batch", "import_batch",
-           "load_dataset", "load_results", "open_run", "render", "report", "run", "status"]
+           "load_dataset", "load_results", "open_conversation_run", "open_run", "render", "report", "run",
+           "run_conversations", "status"]
 
 PathLike = str | os.PathLike[str]
 
@@ -675,6 +677,37 @@ async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *,
     prep = _prepare(arun, grid, dataset, options)
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))
+
+
+@takes_options(RunOptions, _RUN_OPTIONS_DOC)
+def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, batch: bool = False,
+                      **options: Unpack[RunOptions]) -> ConversationRun:
+    """Take every (model, variant, conversation, repeat) of a conversation dataset through its turns; store, score.
+
+    ``dataset``: ``bfcl:multi_turn_base`` (``_miss_func``, ``_miss_param``,
+    ``_long_context``) or ``jsonl:PATH`` of conversations
+    (docs/conversations.md). Every answer is stored as it arrives, so calling
+    it again resumes mid-episode and sends nothing twice. ``--repeats k``
+    gives pass^k (``ConversationRun.report``). ``batch=True``, an adaptive
+    ``goal`` and ``max_cost`` are refused (``RunError``) before anything is
+    sent. Model strings as for ``run``, plus the offline scripted models
+    ``fake/ground-truth`` and ``fake/hostile``.
+    """
+    if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
+        raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
+                       f"not {type(grid).__name__}.")
+    check_keywords(options, RunOptions, "run_conversations()", also=("batch",))
+    from promptgrid.matrix.conversations import run_conversation_config
+
+    config = build_config(grid, dataset, **options)
+    return run_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch)
+
+
+def open_conversation_run(path: PathLike) -> ConversationRun:
+    """A conversation run directory (``run_conversations``'s ``run_dir``), read from its store."""
+    from promptgrid.matrix.conversations import ConversationRun as _ConversationRun
+
+    return _ConversationRun(_path(path, "path"))
 
 
 def _batch_mode(batch: bool, wait: bool, poll_s: float) -> BatchMode | None:

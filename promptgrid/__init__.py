@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "run": "promptgrid.matrix.api",
     "arun": "promptgrid.matrix.api",
     "open_run": "promptgrid.matrix.api",
+    "run_conversations": "promptgrid.matrix.api",
+    "open_conversation_run": "promptgrid.matrix.api",
     "status": "promptgrid.matrix.api",
     "export_batch": "promptgrid.matrix.api",
     "import_batch": "promptgrid.matrix.api",

@@ -312,15 +312,20 @@ def _call_rule(b: _Builder, f: Mapping[str, Any], fmt: ReturnFormat, hint: str) 
 
 
 def gbnf_grammar(functions: Sequence[Mapping[str, Any]], return_format: ReturnFormat | str, tool_call_tag: bool,
-                 *, max_calls: int = MAX_CALLS, max_items: int = MAX_ITEMS, max_string: int = MAX_STRING) -> str:
+                 *, max_calls: int = MAX_CALLS, max_items: int = MAX_ITEMS, max_string: int = MAX_STRING,
+                 min_calls: int = 1) -> str:
     """The GBNF grammar of answers calling ``functions`` in ``return_format`` (see the module docstring).
 
+    ``min_calls=0`` also admits the empty answer of the format (``[]``,
+    ``<functions></functions>``): a conversation's model ends its turn with it.
     Raises :class:`ConstraintError` when no function can be written in the
     format (or there are none), or a bound is below 1.
     """
     fmt = ReturnFormat(return_format)
     if min(max_calls, max_items, max_string) < 1:
         raise ConstraintError("max_calls, max_items and max_string must be at least 1")
+    if min_calls not in (0, 1):
+        raise ConstraintError("min_calls must be 0 or 1")
     b = _Builder(max_items, max_string)
     calls = [c for i, f in enumerate(functions)
              if (c := _call_rule(b, f, fmt, f"f{i}-{f.get('name', '')}")) is not None]
@@ -331,6 +336,8 @@ def gbnf_grammar(functions: Sequence[Mapping[str, Any]], return_format: ReturnFo
     call = b.rule("call", " | ".join(calls))
     sep = f'"," {ws}' if fmt in (ReturnFormat.PYTHON, ReturnFormat.JSON) else ws
     many = f"{call} ({sep} {call}){{0,{max_calls - 1}}}" if max_calls > 1 else call
+    if min_calls == 0:
+        many = f"({many})?"
     if fmt in (ReturnFormat.PYTHON, ReturnFormat.JSON):
         inner = f'"[" {ws} {many} {ws} "]"'
     else:

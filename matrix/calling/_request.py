@@ -39,8 +39,12 @@ from ._tools import tool_schemas
 __all__ = ["RequestRenderer", "call_request"]
 
 
-def call_request(variant: Variant, functions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def call_request(variant: Variant, functions: Sequence[Mapping[str, Any]], *, min_calls: int = 1
+                 ) -> dict[str, Any] | None:
     """The request pieces of ``variant`` for a case with these (localized) ``functions``; ``None`` in prompt mode.
+
+    ``min_calls=0`` (conversations) lets a constrained answer be the format's empty call list, with which the
+    model ends its turn; single-turn cases constrain to at least one call.
 
     Never raises for functions a constraint cannot express: the piece is
     ``None`` and ``unavailable`` says why (see the module docstring).
@@ -60,14 +64,16 @@ def call_request(variant: Variant, functions: Sequence[Mapping[str, Any]]) -> di
         reason = "a JSON schema cannot write the <TOOLCALL> tag"
         unavailable.update(json_schema=reason, response_format=reason)
     else:
-        for name, build in (("json_schema", lambda: json_schema(functions)),
-                            ("response_format", lambda: response_format(functions, provider="openai"))):
+        for name, build in (("json_schema", lambda: json_schema(functions, min_calls=min_calls)),
+                            ("response_format", lambda: response_format(functions, provider="openai",
+                                                                        min_calls=min_calls))):
             try:
                 pieces[name] = build()
             except ConstraintError as exc:
                 unavailable[name] = str(exc)
     try:
-        pieces["grammar"] = gbnf_grammar(functions, variant.return_format, variant.tool_call_tag)
+        pieces["grammar"] = gbnf_grammar(functions, variant.return_format, variant.tool_call_tag,
+                                         min_calls=min_calls)
     except ConstraintError as exc:
         unavailable["grammar"] = str(exc)
     return {"call_mode": CallMode.CONSTRAINED.value, "return_format": variant.return_format.value,

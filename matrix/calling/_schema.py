@@ -129,8 +129,9 @@ def _params_schema(function: Mapping[str, Any], *, strict: bool) -> dict[str, An
 
 
 def json_schema(functions: Sequence[Mapping[str, Any]], *, strict: bool = False,
-                max_calls: int = MAX_CALLS) -> dict[str, Any]:
-    """The JSON Schema of a json-return-format answer calling ``functions`` (1 to ``max_calls`` calls).
+                max_calls: int = MAX_CALLS, min_calls: int = 1) -> dict[str, Any]:
+    """The JSON Schema of a json-return-format answer calling ``functions`` (``min_calls`` to ``max_calls`` calls;
+    ``min_calls=0`` admits ``[]``, the end of a conversation's turn).
 
     Built from the function names and parameter types only. ``strict=True``
     gives the OpenAI strict form (wrapped in ``{"calls": [...]}``; see the
@@ -150,14 +151,14 @@ def json_schema(functions: Sequence[Mapping[str, Any]], *, strict: bool = False,
             "additionalProperties": False,
         })
     items: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
-    array = {"type": "array", "items": items, "minItems": 1, "maxItems": max_calls}
+    array = {"type": "array", "items": items, "minItems": min_calls, "maxItems": max_calls}
     if not strict:
         return array
     return {"type": "object", "properties": {"calls": array}, "required": ["calls"], "additionalProperties": False}
 
 
 def response_format(functions: Sequence[Mapping[str, Any]], *, provider: str,
-                    max_calls: int = MAX_CALLS) -> dict[str, Any]:
+                    max_calls: int = MAX_CALLS, min_calls: int = 1) -> dict[str, Any]:
     """The ``response_format`` request field constraining a json-format answer.
 
     ``provider="openai"``: ``{"type": "json_schema", "json_schema": {"name":
@@ -168,10 +169,11 @@ def response_format(functions: Sequence[Mapping[str, Any]], *, provider: str,
     """
     if provider == "openai":
         return {"type": "json_schema", "json_schema": {
-            "name": "function_calls", "schema": json_schema(functions, strict=True, max_calls=max_calls),
+            "name": "function_calls",
+            "schema": json_schema(functions, strict=True, max_calls=max_calls, min_calls=min_calls),
             "strict": True}}
     if provider == "llama_cpp":
-        return {"type": "json_object", "schema": json_schema(functions, max_calls=max_calls)}
+        return {"type": "json_object", "schema": json_schema(functions, max_calls=max_calls, min_calls=min_calls)}
     raise ConstraintError(f"no response_format for provider {provider!r}; use 'openai' or 'llama_cpp'")
 
 

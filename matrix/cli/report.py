@@ -18,6 +18,11 @@ __all__ = ["cmd_compare", "cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from promptgrid.matrix.conversations import CONVERSATION_STORE
+
+    run_dir = Path(args.run_dir)
+    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+        return conversation_report_cli(run_dir, args)
     if args.format is None and args.out is None:
         formats: set[str] = set()
     else:
@@ -33,6 +38,36 @@ def cmd_report(args: argparse.Namespace) -> int:
         html = out / "report.html"
         if html in result.files:
             print(f"open {html}", file=sys.stderr)
+    return 0
+
+
+def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
+    """``promptgrid report DIR`` of a conversation run: the console summary; ``--format md|json`` (or ``--out``)
+    also writes ``conversations.md`` / ``conversations.json`` (other formats are single-turn only)."""
+    import json
+
+    from promptgrid.errors import ReportError
+    from promptgrid.matrix.conversations import open_conversation_run
+
+    fmt = args.format
+    if fmt not in (None, "all", "md", "json"):
+        raise ReportError(f"a conversation run's report is written as md or json, not {fmt}: use --format md or "
+                          "--format json.")
+    report = open_conversation_run(run_dir).report()
+    sys.stdout.write(report.console())
+    if fmt is None and args.out is None:
+        return 0
+    out = Path(args.out) if args.out else run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if fmt in (None, "all", "md"):
+        (out / "conversations.md").write_text(report.to_markdown(), encoding="utf-8")
+        written.append(out / "conversations.md")
+    if fmt in (None, "all", "json"):
+        (out / "conversations.json").write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n",
+                                                encoding="utf-8")
+        written.append(out / "conversations.json")
+    print(f"\nwrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 
 

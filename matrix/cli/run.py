@@ -55,6 +55,10 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = build_config(args)
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    if is_conversation_dataset(config.dataset):
+        return run_conversations_cli(config, args, sys.stdout)
     if args.dry_run:
         prep = prepare(config)
         check_run_dir(prep, append=args.append)  # the dry run says now what the run would refuse
@@ -65,6 +69,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors, append=args.append,
                   batch=args.batch, batch_wait=not args.no_wait, batch_poll_s=args.poll)
     return print_run(run, sys.stdout, sys.stderr)
+
+
+def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: TextIO) -> int:
+    """``promptgrid run`` with a conversation dataset: run (or, with ``--dry-run``, count) the episodes, print the
+    summary and the report's console table. Exit 1 when every episode run ended in an error."""
+    from promptgrid.matrix.conversations import run_conversation_config
+
+    if args.dry_run:
+        from promptgrid.matrix.conversations import load_conversations
+        from promptgrid.variants import load_grid
+
+        variants = load_grid(config.grid).select(config.variants)
+        conversations = load_conversations(config.dataset, bfcl_data=config.bfcl_data)[: config.limit]
+        episodes = len(config.models) * len(variants) * len(conversations) * config.repeats
+        turns = sum(len(c.turns) for c in conversations)
+        print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
+              f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
+              "model, variant and repeat, at least one model call each (a conversation's steps are known only "
+              "as it runs).", file=out)
+        return 0
+    run = run_conversation_config(config, batch=args.batch)
+    s = run.summary
+    print(f"{s.episodes:,} episodes: {s.finished:,} finished ({s.skipped:,} already in the store), {s.valid:,} "
+          f"valid, {s.errors:,} ended in an error; {s.steps_sent:,} steps sent, {s.steps_stored:,} read back from "
+          f"the store; {s.wall_s:.1f} s. Stored in {config.run_dir}.", file=out)
+    errors = [r for r in s.results if r.error]
+    if errors:
+        print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
+    if s.finished:
+        out.write(run.report().console())
+    return EXIT_CALLS_FAILED if s.errors and not s.finished else 0
 
 
 def exit_code(summary: RunSummary) -> int:

@@ -23,12 +23,23 @@ results they get. This package holds the two foundations:
 - ``_score_file``: ``score_conversation_stream``, bfcl-eval's multi-turn result
   lines scored offline (``promptgrid score-file --dataset bfcl:multi_turn_base``).
 
-Not yet here: running models through conversations (the runner sends one
-prompt per job today); see issue 23.
+Running models through conversations:
+
+- ``_episode``: what each variant sends at each step (first turn, answers,
+  results in the variant's form, held-out functions) and how an answer is
+  decoded; ``_run``: episodes run concurrently, every answer stored as it
+  arrives (``_store``: ``conversations.sqlite3``), resumed mid-episode without
+  re-sending; ``_fakes``: the scripted offline models ``fake/ground-truth`` and
+  ``fake/hostile``; ``_report``: pass^k (both definitions), paired
+  comparisons, accuracy by turn, first divergence, failure modes, the
+  native-vs-prompt gap; ``_api``: ``run_conversation_config``,
+  ``ConversationRun`` (``pg.run_conversations``, ``promptgrid run`` with a
+  conversation dataset).
 """
 
 from __future__ import annotations
 
+from ._api import ConversationRun, is_conversation_dataset, open_conversation_run, run_conversation_config
 from ._check import (
     MAXIMUM_STEP_LIMIT,
     ConversationVerdict,
@@ -60,11 +71,46 @@ from ._env import (
     ToolCall,
     functions_for,
 )
+from ._episode import EpisodeContext, Transcript, decode_answer, results_message
+from ._fakes import ATTACKS, CANARY, SCRIPTED_MODELS, ScriptedClient
+from ._records import EpisodeResult, TurnResult
 from ._render import first_turn_messages
+from ._report import (
+    TAU_BENCH_PASS_K,
+    TICKET_BENCH_PASS_K,
+    ConversationReport,
+    conversation_report,
+)
+from ._run import ConversationRunSummary, arun_conversations, make_conversation_client, run_conversations
 from ._score_file import decode_step, score_conversation_stream
+from ._store import CONVERSATION_STORE, ConversationStore
 
 __all__ = [
+    "ATTACKS",
+    "CANARY",
     "CONVERSATION_CATEGORIES",
+    "CONVERSATION_STORE",
+    "SCRIPTED_MODELS",
+    "TAU_BENCH_PASS_K",
+    "TICKET_BENCH_PASS_K",
+    "ConversationReport",
+    "ConversationRun",
+    "ConversationRunSummary",
+    "ConversationStore",
+    "EpisodeContext",
+    "EpisodeResult",
+    "ScriptedClient",
+    "Transcript",
+    "TurnResult",
+    "arun_conversations",
+    "conversation_report",
+    "decode_answer",
+    "is_conversation_dataset",
+    "make_conversation_client",
+    "open_conversation_run",
+    "results_message",
+    "run_conversation_config",
+    "run_conversations",
     "MAXIMUM_STEP_LIMIT",
     "ENVIRONMENT_CLASSES",
     "MAX_ARGUMENT_CHARS",

@@ -1,0 +1,138 @@
+"""The library entry points of a conversation run: ``run_conversations`` and ``open_conversation_run``.
+
+``promptgrid run GRID --dataset bfcl:multi_turn_base ...`` comes here when
+the dataset is a conversation dataset (``is_conversation_dataset``): BFCL's
+multi-turn categories, or a ``jsonl:`` file whose first record has
+``involved_classes``. The run options are the ``RunOptions`` of a
+single-turn run; those that do not apply to conversations are refused before
+anything is sent (``--batch``, ``--goal``/``--budget``, ``--max-cost``),
+and the others mean what they mean there (models with their parameters,
+timeout and concurrency, repeats, limit, cases, variants, run directory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import RunError
+from promptgrid.safeio import parse_json_line
+
+from ._records import EpisodeResult
+from ._store import CONVERSATION_STORE, ConversationStore
+
+__all__ = ["ConversationRun", "is_conversation_dataset", "open_conversation_run", "run_conversation_config"]
+
+
+def is_conversation_dataset(spec: str) -> bool:
+    """Whether ``spec`` names conversations (BFCL's ``multi_turn_*`` categories, or a ``jsonl:`` file of them)."""
+    if spec.startswith("bfcl:multi_turn_"):
+        return True
+    if not spec.startswith("jsonl:"):
+        return False
+    path = Path(spec.removeprefix("jsonl:"))
+    try:
+        with path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    if len(raw) > 50_000_000:
+                        return False
+                    record = parse_json_line(raw.decode("utf-8", "replace").strip())
+                    return isinstance(record, dict) and "involved_classes" in record
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+class ConversationRun:
+    """A conversation run directory: its episodes, its variants, its report. Read from the store each time."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], summary: Any = None) -> None:
+        self.path = Path(run_dir)
+        if not (self.path / CONVERSATION_STORE).is_file():
+            raise RunError(f"{self.path} holds no conversation run ({CONVERSATION_STORE} is missing).")
+        self.summary = summary
+        """The ``ConversationRunSummary`` of the run that returned this object (``None`` when opened)."""
+
+    def episodes(self, *, models: Sequence[str] | None = None) -> list[EpisodeResult]:
+        with ConversationStore(self.path) as store:
+            return store.episodes(models=models)
+
+    def variants(self) -> dict[str, dict[str, str]]:
+        with ConversationStore(self.path) as store:
+            return store.variants()
+
+    def meta(self) -> dict[str, Any]:
+        with ConversationStore(self.path) as store:
+            return {key: store.meta(key) for key in ("grid", "dataset", "models")}
+
+    def report(self, *, k: int | None = None, confidence: float = 0.95) -> Any:
+        """The ``ConversationReport`` of every stored episode (``_report.conversation_report``)."""
+        from ._report import conversation_report
+
+        return conversation_report(self.episodes(), self.variants(), k=k, confidence=confidence)
+
+    def __repr__(self) -> str:
+        return f"ConversationRun({str(self.path)!r})"
+
+
+def open_conversation_run(path: str | os.PathLike[str]) -> ConversationRun:
+    """A finished (or partial) conversation run directory; ``RunError`` when it holds none."""
+    return ConversationRun(path)
+
+
+def _refuse_single_turn_options(config: Any) -> None:
+    if config.max_cost is not None:
+        raise RunError("--max-cost is not available for conversation datasets yet: a conversation's cost is only "
+                       "known as it goes. Limit the run with --limit and --repeats instead.")
+
+
+def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
+                            stop_after_sent: int | None = None) -> ConversationRun:
+    """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here).
+
+    ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). Raises ``RunError``
+    (and the loaders' ``GridError``/``DatasetError``) before anything is sent for what cannot be run.
+    """
+    from promptgrid.matrix.running.session import _clients, make_renderer
+    from promptgrid.variants import load_grid
+
+    from ._dataset import load_conversations
+    from ._fakes import SCRIPTED_MODELS, ScriptedClient
+    from ._run import _check_options, run_conversations
+
+    _check_options(batch, config.goal)
+    _refuse_single_turn_options(config)
+    grid = grid if grid is not None else load_grid(config.grid)
+    variants = grid.select(config.variants)
+    conversations = load_conversations(config.dataset, bfcl_data=config.bfcl_data)
+    if config.cases:
+        wanted = set(config.cases)
+        unknown = sorted(wanted - {c.id for c in conversations})
+        if unknown:
+            raise RunError(f"case id(s) not in {config.dataset}: {', '.join(unknown[:5])}")
+        conversations = [c for c in conversations if c.id in wanted]
+    if config.limit is not None:
+        conversations = conversations[: config.limit]
+    renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
+                             bfcl_data=config.bfcl_data)
+    if conversations:
+        from ._render import first_turn_case
+
+        for variant in variants:  # a template or catalog error stops the run before any call
+            renderer.render(variant, first_turn_case(conversations[0]))
+    scripted = [spec for spec in config.models if spec.name in SCRIPTED_MODELS]
+    others = [spec for spec in config.models if spec.name not in SCRIPTED_MODELS]
+    clients: dict[str, Any] = {spec.name: ScriptedClient(spec.name) for spec in scripted}
+    clients.update(_clients(None, None, others))
+    model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
+    summary = run_conversations(
+            variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
+            repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
+            model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
+            clients=clients, renderer=renderer, retries=config.max_retries, stop_after_sent=stop_after_sent,
+            describe={"grid": config.grid, "dataset": config.dataset,
+                      "models": [spec.name for spec in config.models]})
+    return ConversationRun(config.run_dir, summary)

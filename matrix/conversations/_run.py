@@ -1,0 +1,401 @@
+"""Running models through conversations: episodes, step by step, stored as they go, resumable.
+
+``run_conversations`` (``arun_conversations`` in a running event loop) takes
+every (model, variant, conversation, repeat) through its turns
+(``_episode``), ``concurrency`` episodes at a time per model. Every answer is
+committed to the run directory's ``conversations.sqlite3`` as it arrives
+(``_store``), keyed by what was sent; an episode is rebuilt on resume from
+the stored answers and the environment's deterministic results, so a run
+killed mid-episode and started again sends nothing it already sent and ends
+with the same verdicts. Finished episodes are not run again. Requests that
+are in flight at once with the same key are sent once.
+
+Not supported for conversations, and refused before anything is sent:
+provider batch (``--batch``), ``export-batch`` and adaptive goals (a step
+depends on the answer before it; a batch round per step is a later
+change). A call that keeps failing (after ``retries`` retries of a
+retryable error, or a fatal one) ends its episode with ``error`` set; the
+episode is not scored and the next run resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import RunError
+from promptgrid.providers import CallError, ErrorKind, call_error
+from promptgrid.variants import CallMode, Variant
+
+from ._check import MAXIMUM_STEP_LIMIT, GroundTruthRun, Step, check_conversation, run_ground_truth
+from ._dataset import Conversation
+from ._env import Environment
+from ._episode import EpisodeContext, Transcript, decode_answer
+from ._records import EpisodeResult, TurnResult
+from ._store import ConversationStore, StoredStep
+
+__all__ = ["ConversationRunSummary", "arun_conversations", "episode_variants", "run_conversations",
+           "variant_dimensions"]
+
+_DIMENSIONS = ("call_mode", "return_format", "doc_format", "tool_call_tag", "prompt_format", "prompt_style",
+               "instruction_language", "description_language", "template")
+
+
+def variant_dimensions(variant: Variant) -> dict[str, str]:
+    """A variant's dimension values as strings (what the conversation report groups and pairs by)."""
+    out = {}
+    for dim in _DIMENSIONS:
+        value = getattr(variant, dim, None)
+        if value is not None:
+            out[dim] = str(getattr(value, "value", value))
+    if variant.call_mode is CallMode.NATIVE:  # native variants have no return format, doc format or tag
+        for dim in ("return_format", "doc_format", "tool_call_tag"):
+            out.pop(dim, None)
+    return out
+
+
+def episode_variants(variants: Sequence[Variant]) -> dict[str, dict[str, str]]:
+    return {v.id: variant_dimensions(v) for v in variants}
+
+
+@dataclass
+class ConversationRunSummary:
+    """What a conversation run did: episodes run (and resumed from the store), steps sent and read back, errors."""
+
+    run_dir: str
+    episodes: int = 0
+    finished: int = 0
+    skipped: int = 0
+    """Episodes already finished in the store (not run again)."""
+    valid: int = 0
+    errors: int = 0
+    steps_sent: int = 0
+    steps_stored: int = 0
+    """Steps read back from the store instead of sent (a resumed or shared prefix)."""
+    wall_s: float = 0.0
+    stopped: str | None = None
+    results: list[EpisodeResult] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "results"}
+
+
+def _sha(messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None) -> str:
+    payload = json.dumps({"messages": list(messages), "request": request}, sort_keys=True, ensure_ascii=False,
+                         separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class _Episodes:
+    """The shared state of one run: store, ground truths, in-flight requests, counters."""
+
+    def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retries: int,
+                 env_options: Mapping[str, Any], summary: ConversationRunSummary,
+                 stop_after_sent: int | None = None) -> None:
+        self.store, self.renderer, self.step_limit, self.retries = store, renderer, step_limit, retries
+        self.env_options, self.summary = dict(env_options), summary
+        self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
+        self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
+        self.stop_after_sent = stop_after_sent
+        self.timeouts: dict[str, float] = {}
+
+    async def truth(self, conversation: Conversation) -> GroundTruthRun:
+        future = self.truths.get(conversation.id)
+        if future is None:
+            future = self.truths[conversation.id] = asyncio.ensure_future(
+                asyncio.to_thread(run_ground_truth, conversation))
+        return await future
+
+    async def answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+                     context: EpisodeContext, repeat: int) -> tuple[StoredStep, bool]:
+        """The stored answer for this step, or a new one (sent, then committed). Second value: sent now."""
+        from promptgrid.matrix.running.plan import job_key
+
+        key = job_key(model, params, _sha(transcript.messages, transcript.request), repeat)
+        stored = self.store.step(key)
+        if stored is not None:
+            self.summary.steps_stored += 1
+            return stored, False
+        pending = self.in_flight.get(key)
+        if pending is not None:
+            self.summary.steps_stored += 1
+            return await asyncio.shield(pending), False
+        future: asyncio.Future[StoredStep] = asyncio.get_running_loop().create_future()
+        self.in_flight[key] = future
+        try:
+            step = await self._send(client, params, transcript, context)
+            self.store.add_step(key, model, step)
+            self.summary.steps_sent += 1
+            future.set_result(step)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a waiter re-raises it; none is not an error
+            raise
+        finally:
+            del self.in_flight[key]
+        if self.stop_after_sent is not None and self.summary.steps_sent >= self.stop_after_sent:
+            os._exit(137)  # a kill, for the resume tests: the step above is committed, nothing else happens
+        return step, True
+
+    async def _send(self, client: Any, params: Mapping[str, Any], transcript: Transcript,
+                    context: EpisodeContext) -> StoredStep:
+        from promptgrid.matrix.clients import envelope
+
+        kwargs: dict[str, Any] = {}
+        if transcript.request is not None:
+            kwargs["request"] = transcript.request
+        if getattr(client, "takes_episode", False):
+            kwargs["episode"] = context
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
+                                                    self.timeouts.get(context_model(client), 600.0))
+                break
+            except asyncio.TimeoutError:
+                exc = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
+                attempt += 1
+                if attempt > self.retries:
+                    raise exc from None
+            except CallError as exc:
+                attempt += 1
+                if not exc.retryable or attempt > self.retries:
+                    raise
+                await asyncio.sleep(min(60.0, exc.retry_after or 0.5 * 2 ** (attempt - 1)))
+        latency = time.perf_counter() - started
+        if context.variant.call_mode is CallMode.NATIVE:
+            response = envelope(completion.text, completion.tool_calls)
+        else:
+            response = completion.text or ""
+        return StoredStep(response, completion.finish_reason, completion.input_tokens, completion.output_tokens,
+                          completion.cost_usd, latency)
+
+    async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
+                  conversation: Conversation, repeat: int) -> EpisodeResult:
+        """One episode from its first step (stored steps are read back), scored."""
+        from promptgrid.matrix.running.plan import repeat_params
+
+        params = repeat_params(params, repeat)
+        transcript = Transcript(conversation, variant, self.renderer)
+        trajectory: list[list[Step]] = []
+        shown: list[list[Any]] = []
+        steps = sent = input_tokens = output_tokens = 0
+        cost: float | None = 0.0
+        latency = 0.0
+        error: str | None = None
+        slowest = 0.0  # the longest environment step (wall seconds), for the bounds reported in details
+        env = await asyncio.to_thread(Environment, list(conversation.involved_classes), conversation.initial_config,
+                                      long_context=conversation.long_context, **self.env_options)
+        try:
+            force_quit = False
+            for turn in range(len(conversation.turns)):
+                transcript.open_turn(turn)
+                turn_steps: list[Step] = []
+                turn_shown: list[Any] = []
+                with_calls = 0
+                step_index = 0
+                while True:
+                    context = EpisodeContext(conversation, variant, turn, step_index, transcript.request)
+                    try:
+                        answer, now = await self.answer(client, model, params, transcript, context, repeat)
+                    except CallError as exc:
+                        error = f"turn {turn}, step {step_index}: {exc}"
+                        break
+                    steps += 1
+                    sent += now
+                    input_tokens += answer.input_tokens or 0
+                    output_tokens += answer.output_tokens or 0
+                    cost = None if cost is None or answer.cost_usd is None else cost + answer.cost_usd
+                    latency += answer.latency_s or 0.0
+                    transcript.add_answer(answer.response, turn, step_index)
+                    step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions)
+                    turn_steps.append(step)
+                    if ended:
+                        turn_shown.append(step.error if hasattr(step, "error") else [])
+                        break
+                    began = time.perf_counter()
+                    outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
+                    slowest = max(slowest, time.perf_counter() - began)
+                    turn_shown.append([{"call": o.call.name, "ok": o.ok, "refused": o.refused}
+                                       for o in outcomes][:64])
+                    transcript.add_results(outcomes, turn, step_index)
+                    with_calls += 1
+                    step_index += 1
+                    if with_calls > self.step_limit:
+                        force_quit = True
+                        break
+                trajectory.append(turn_steps)
+                shown.append(turn_shown)
+                if error is not None or force_quit:
+                    break
+            usage = env.usage()
+        finally:
+            await asyncio.to_thread(env.close)
+        base: dict[str, Any] = dict(model=model, variant_id=variant.id, conversation_id=conversation.id,
+                                    category=conversation.category, repeat=repeat, steps=steps, sent=sent,
+                                    input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
+                                    latency_s=latency)
+        env_usage = {"starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
+                     "slowest_step_s": round(slowest, 4)}
+        if error is not None:
+            return EpisodeResult(valid=None, error=error, details={"environment": env_usage}, **base)
+        truth = await self.truth(conversation)
+        verdict = await asyncio.to_thread(check_conversation, conversation, trajectory, ground_truth=truth,
+                                          step_limit=self.step_limit)
+        turns = tuple(TurnResult(t.index, t.valid, None if t.failure_mode is None else t.failure_mode.value,
+                                 int(t.details.get("steps", 0)), int(t.details.get("calls", 0)))
+                      for t in verdict.turns)
+        mode = verdict.failure_mode
+        return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
+                             details={"verdict": verdict.to_dict(), "environment": env_usage}, **base)
+
+
+def context_model(client: Any) -> str:
+    return str(getattr(client, "name", ""))
+
+
+def _check_options(batch: bool, goal: str | None) -> None:
+    if batch:
+        raise RunError("conversation datasets cannot be sent as a provider batch: each step depends on the answer "
+                       "before it. Run them online (drop --batch / export-batch); see docs/conversations.md.")
+    if goal not in (None, "product"):
+        raise RunError(f"--goal {goal} is not available for conversation datasets (adaptive goals plan single-turn "
+                       "cells); run every episode, with --repeats for pass^k.")
+
+
+async def arun_conversations(
+    variants: Sequence[Variant],
+    conversations: Sequence[Conversation],
+    *,
+    models: Sequence[str],
+    run_dir: str | os.PathLike[str],
+    repeats: int = 1,
+    concurrency: int | Mapping[str, int] = 4,
+    params: Mapping[str, Any] | None = None,
+    model_params: Mapping[str, Mapping[str, Any]] | None = None,
+    timeouts: Mapping[str, float] | None = None,
+    clients: Mapping[str, Any] | None = None,
+    renderer: Any = None,
+    step_limit: int = MAXIMUM_STEP_LIMIT,
+    retries: int = 3,
+    batch: bool = False,
+    goal: str | None = None,
+    env_options: Mapping[str, Any] | None = None,
+    describe: Mapping[str, Any] | None = None,
+    stop_after_sent: int | None = None,
+    close_clients: bool = True,
+) -> ConversationRunSummary:
+    """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
+
+    ``clients`` maps a model string to its client (made with
+    ``make_conversation_client`` when absent); ``renderer`` renders the first
+    turn (``make_renderer(variants)`` when absent). ``params``: generation
+    parameters for every model (the seed, if any, is offset by the repeat),
+    ``model_params`` a model's own (over ``params``); ``concurrency``: episodes at a time, per model
+    (one number for all, or per model string); ``timeouts``: seconds per call,
+    per model string (default 600; a timeout is retried as a retryable error). ``env_options``:
+    ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
+    ``describe``: what the run was started with (grid, dataset), kept in the
+    store. Raises ``RunError`` for what cannot be run (batch, an adaptive
+    goal, no models or variants, bad repeats or concurrency) before anything
+    is sent. ``stop_after_sent`` kills the process after that many sent steps
+    (tests of resume only). The clients are closed at the end unless
+    ``close_clients=False``.
+    """
+    _check_options(batch, goal)
+    if not models:
+        raise RunError("no models: name at least one (--model).")
+    if not variants or not conversations:
+        raise RunError("nothing to run: the grid selects no variants or the dataset no conversations.")
+    per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
+                        for model in models}
+    gate_sizes = dict(concurrency) if isinstance(concurrency, Mapping) else {m: concurrency for m in models}
+    if repeats < 1 or min(gate_sizes.get(m, 4) for m in models) < 1 or step_limit < 1:
+        raise RunError("repeats, concurrency and the step limit must be at least 1.")
+    if renderer is None:
+        from promptgrid.matrix.running.session import make_renderer
+
+        renderer = make_renderer(variants)
+    made = dict(clients or {})
+    for model in models:
+        if model not in made:
+            made[model] = make_conversation_client(model)
+    summary = ConversationRunSummary(str(run_dir))
+    started = time.perf_counter()
+    with ConversationStore(run_dir, create=True) as store:
+        store.add_variants(episode_variants(variants))
+        if describe:
+            for key, value in describe.items():
+                store.set_meta(key, value)
+        state = _Episodes(store, renderer, step_limit=step_limit, retries=retries, env_options=env_options or {},
+                          summary=summary, stop_after_sent=stop_after_sent)
+        state.timeouts = {context_model(made[m]): float((timeouts or {}).get(m, 600.0)) for m in models}
+        todo: list[tuple[str, Variant, Conversation, int]] = []
+        for model in models:
+            for conversation in conversations:
+                for variant in variants:
+                    for repeat in range(repeats):
+                        summary.episodes += 1
+                        done = store.episode(model, variant.id, conversation.id, repeat)
+                        if done is not None and done.valid is not None:
+                            summary.skipped += 1
+                            summary.results.append(done)
+                        else:
+                            todo.append((model, variant, conversation, repeat))
+        gates = {model: asyncio.Semaphore(gate_sizes.get(model, 4)) for model in models}
+
+        async def one(model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
+            async with gates[model]:
+                result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
+            store.add_episode(result)
+            summary.results.append(result)
+
+        try:
+            await asyncio.gather(*(one(*item) for item in todo))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
+            raise
+        finally:
+            summary.wall_s = time.perf_counter() - started
+            for result in summary.results:
+                if result.valid is None:
+                    summary.errors += 1
+                else:
+                    summary.finished += 1
+                    summary.valid += bool(result.valid)
+            for model in models:
+                aclose = getattr(made[model], "aclose", None)
+                if aclose is not None and close_clients:
+                    await aclose()
+    return summary
+
+
+def run_conversations(*args: Any, **kwargs: Any) -> ConversationRunSummary:
+    """``arun_conversations`` in a new event loop (same arguments)."""
+    return asyncio.run(arun_conversations(*args, **kwargs))
+
+
+def make_conversation_client(model: str, **options: Any) -> Any:
+    """The client of ``model`` for a conversation run: the scripted fakes (``fake/ground-truth``,
+    ``fake/hostile``), else ``make_client``."""
+    from ._fakes import SCRIPTED_MODELS, ScriptedClient
+
+    if model in SCRIPTED_MODELS:
+        return ScriptedClient(model)
+    from promptgrid.matrix.clients import make_client
+
+    return make_client(model, **options)
+
+
+def store_path(run_dir: str | os.PathLike[str]) -> Path:
+    from ._store import CONVERSATION_STORE
+
+    return Path(run_dir) / CONVERSATION_STORE

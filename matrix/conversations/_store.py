@@ -1,0 +1,146 @@
+"""A conversation run's store: ``conversations.sqlite3`` in the run directory.
+
+Two tables. ``steps`` holds every model answer, committed as it arrives,
+under the key of the request that got it (``job_key`` over the model, the
+generation parameters, the messages and request pieces sent, and the
+repeat): a resumed episode rebuilds its messages from the stored answers and
+the environment's (deterministic) results, finds each step's key here and
+sends nothing twice; identical prefixes (two variants that render the same
+messages, an episode run again) share their steps. ``episodes`` holds each
+finished (or failed) episode's ``EpisodeResult`` as JSON. ``meta`` keeps the
+run's description (grid, dataset, variants with their dimension values).
+
+A single-turn run's ``store.sqlite3`` is a different file; the two never mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgrid.errors import RunError, StoreError
+
+from ._records import EpisodeResult
+
+__all__ = ["CONVERSATION_STORE", "ConversationStore", "StoredStep"]
+
+CONVERSATION_STORE = "conversations.sqlite3"
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, finish_reason TEXT,
+    input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes (
+    model TEXT NOT NULL, variant_id TEXT NOT NULL, conversation_id TEXT NOT NULL, repeat INTEGER NOT NULL,
+    valid INTEGER, result TEXT NOT NULL, PRIMARY KEY (model, variant_id, conversation_id, repeat));
+"""
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """One stored model answer (``response``: text, or the native envelope)."""
+
+    response: str
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+
+
+class ConversationStore:
+    """``conversations.sqlite3`` of a run directory (``create=True`` makes it)."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, create: bool = False) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / CONVERSATION_STORE
+        if not self.path.is_file() and not create:
+            raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
+                           "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and not {"meta", "steps", "episodes"} <= tables:
+                raise StoreError(f"{self.path} is not a promptgrid conversation store (tables: "
+                                 f"{', '.join(sorted(tables))}); use another run directory.")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the conversation store ({exc}).") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> ConversationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ meta
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def add_variants(self, variants: Mapping[str, Mapping[str, str]]) -> None:
+        """Record variant ids with their dimension values (kept from earlier runs into the same directory)."""
+        known = dict(self.meta("variants", {}))
+        known.update({vid: dict(dims) for vid, dims in variants.items()})
+        self.set_meta("variants", known)
+
+    def variants(self) -> dict[str, dict[str, str]]:
+        return dict(self.meta("variants", {}))
+
+    # ----------------------------------------------------------------- steps
+
+    def step(self, key: str) -> StoredStep | None:
+        row = self.db.execute("SELECT response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s "
+                              "FROM steps WHERE key = ?", (key,)).fetchone()
+        return None if row is None else StoredStep(*row)
+
+    def add_step(self, key: str, model: str, step: StoredStep) -> None:
+        """Commit one answer now (a killed run keeps every answer it got)."""
+        self.db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (key, model, step.response, step.finish_reason, step.input_tokens, step.output_tokens,
+                         step.cost_usd, step.latency_s, time.time()))
+
+    def step_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
+
+    # -------------------------------------------------------------- episodes
+
+    def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> EpisodeResult | None:
+        row = self.db.execute("SELECT result FROM episodes WHERE model = ? AND variant_id = ? AND conversation_id = ? "
+                              "AND repeat = ?", (model, variant_id, conversation_id, repeat)).fetchone()
+        return None if row is None else EpisodeResult.from_dict(json.loads(row[0]))
+
+    def add_episode(self, result: EpisodeResult) -> None:
+        self.db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?)",
+                        (result.model, result.variant_id, result.conversation_id, result.repeat,
+                         None if result.valid is None else int(result.valid),
+                         json.dumps(result.to_dict(), ensure_ascii=False, default=str)))
+
+    def episodes(self, *, models: Iterable[str] | None = None) -> list[EpisodeResult]:
+        """Every stored episode, in (model, variant, conversation, repeat) order."""
+        wanted = None if models is None else set(models)
+        out = []
+        for (text,) in self.db.execute("SELECT result FROM episodes ORDER BY model, variant_id, conversation_id, "
+                                       "repeat"):
+            result = EpisodeResult.from_dict(json.loads(text))
+            if wanted is None or result.model in wanted:
+                out.append(result)
+        return out
