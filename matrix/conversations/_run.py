@@ -150,6 +150,9 @@ class _Episodes:
 
         kwargs: dict[str, Any] = {}
         if transcript.request is not None:
+            why = client.unsupported(transcript.request) if hasattr(client, "unsupported") else None
+            if why:
+                raise call_error(ErrorKind.BAD_REQUEST, f"unsupported: {why}")
             kwargs["request"] = transcript.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context

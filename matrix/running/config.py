@@ -15,6 +15,7 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     max_retries: 5                 # optional
     retry_after_cap: 120           # optional: longest Retry-After (s) obeyed before a retry
     max_jobs: 5000000              # optional: most jobs the plan may have (counted before it is built)
+    max_steps: 20                  # optional, conversation datasets: answers with calls per turn (force-quit past it)
     goal: best-worst               # optional: an adaptive study (best-worst, distribution, uniform) ...
     budget: 500                    # ... of at most this many jobs per model (needed with goal)
     rounds: 10                     # optional, with goal: rounds the budget is planned in
@@ -206,6 +207,8 @@ class RunConfig:
     retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
     """Seconds: a longer Retry-After is cut to this (a server asking for a day cannot freeze the run)."""
     max_jobs: int = MAX_JOBS
+    max_steps: int = 20
+    """Conversation datasets: answers with calls per user turn before a force-quit (``RunOptions.max_steps``)."""
     """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
     goal: str | None = None
     """What the run plans (``promptgrid.matrix.running.planning.GOALS``): None, every job of the product; an adaptive
@@ -288,6 +291,12 @@ class PlanOptions(TypedDict, total=False):
         help_for={"export-batch": "most jobs the export may plan, as promptgrid run --max-jobs (default 5,000,000)"})]
     """The most jobs (models x variants x cases x repeats) the run may plan, counted before any is built
     (default 5,000,000; ``RunError`` naming the numbers past it)."""
+    max_steps: Annotated[int | None, Option(
+        "--max-steps", "N", bounds=_AT_LEAST_1, file=True,
+        help="conversation datasets: most answers with calls per user turn; past it the turn and the conversation "
+             "are force-quit (default 20, as bfcl-eval)")]
+    """Conversation datasets: the most answers with calls per user turn before the turn, and the conversation, are
+    force-quit (default 20: bfcl-eval's ``MAXIMUM_STEP_LIMIT``). Single-turn datasets ignore it."""
     goal: Annotated[Goal | None, Option(
         "--goal", choices=GOALS, file=True,
         help="plan an adaptive study of --budget jobs per model instead of every job: best-worst (Thompson "
