@@ -14,7 +14,7 @@ What each variant sends at each step (docs/conversations.md has the same, with e
   message, written for the variant's return format:
 
   - ``python``: ``repr`` of ``[{"role": "tool", "name": "<call>", "content":
-    "<result>"}, ...]`` with each call written ``name(k=repr(v),...)``:
+    "<result>"}, ...]`` with each call written ``name(k=repr(v), ...)``:
     byte for byte what bfcl-eval's prompting handlers send;
   - ``json``: the same list as JSON (``name`` the function, ``arguments`` the
     call's arguments, ``content`` the result);
@@ -74,8 +74,8 @@ class EpisodeContext:
 
 
 def call_text(call: ToolCall) -> str:
-    """A call written as bfcl-eval writes a decoded call: ``name(k=repr(v),...)``."""
-    return f"{call.name}({','.join(f'{k}={v!r}' for k, v in call.arguments.items())})"
+    """A call written as bfcl-eval writes a decoded call: ``name(k=repr(v), ...)``."""
+    return f"{call.name}({', '.join(f'{k}={v!r}' for k, v in call.arguments.items())})"
 
 
 def results_message(variant: Variant, outcomes: Sequence[CallOutcome]) -> dict[str, str]:

@@ -299,8 +299,6 @@ def test_messages_sent_step_by_step_equal_bfcl_eval_and_native_tool_messages(
     assert native_checked == checked
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: _episode.call_text joins arguments with ',' where bfcl-eval's "
-                   "decoded_output_to_execution_list joins them with ', ' (calls with two or more arguments)")
 def test_the_results_message_is_byte_for_byte_bfcl_evals_for_a_call_with_two_arguments(
         tmp_path: Path, base: list[Conversation], bfcl_reference: tuple[Any, Any]) -> None:
     model_utils, execute = bfcl_reference
