@@ -87,12 +87,52 @@ def _request_summary(request: Mapping[str, Any] | None) -> str:
     return f"--- constrained: {', '.join(sent) or 'nothing can be built'} (see render --jsonl)\n"
 
 
+def _render_conversations(args: argparse.Namespace, grid: Any, labels: Mapping[str, str]) -> int:
+    """``render`` of a conversation dataset: each conversation in full, as each variant sends it, for the
+    ground truth's trajectory (``render_conversation``: the calls of the ground truth, their real results)."""
+    from promptgrid.matrix.conversations import load_conversations, render_conversation
+    from promptgrid.matrix.running.session import make_renderer
+
+    variants = grid.select(args.variant)
+    conversations = load_conversations(args.dataset, bfcl_data=args.bfcl_data)
+    if args.case:
+        conversations = [c for c in conversations if c.id in set(args.case)]
+    conversations = conversations[: args.limit] if args.limit else conversations
+    renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=args.store,
+                             bfcl_data=args.bfcl_data)
+    out = sys.stdout
+    for conversation in conversations:
+        for variant in variants:
+            messages, request = render_conversation(conversation, variant, renderer=renderer)
+            if args.jsonl:
+                record = {"variant_id": variant.id, "case_id": conversation.id, "label": labels[variant.id],
+                          "trajectory": "ground_truth", "messages": messages, **_request_fields(request)}
+                out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                continue
+            out.write(f"=== {conversation.id} | {labels[variant.id]} | {variant.id} | the ground truth's "
+                      "trajectory\n")
+            for m in messages:
+                text = m.get("content") or ""
+                if m.get("tool_calls"):
+                    text += ("\n" if text else "") + json.dumps(m["tool_calls"], ensure_ascii=False)
+                if m.get("tool_call_id"):
+                    text = f"[{m['tool_call_id']}] {text}"
+                out.write(f"--- {m['role']}\n{escape_controls(text)}\n")
+            out.write(escape_controls(_request_summary(request)))
+            out.write("\n")
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from promptgrid.matrix.api import render
     from promptgrid.matrix.datasets import load_dataset
 
     grid = load_grid(args.grid)
     labels = {v.id: v.label for v in grid}
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    if is_conversation_dataset(args.dataset):
+        return _render_conversations(args, grid, labels)
     cases = load_dataset(args.dataset, bfcl_data=args.bfcl_data).select(case_ids=args.case or None, limit=args.limit)
     out = sys.stdout
     for prompt in render(grid, cases, variants=args.variant, translation_store=args.store, bfcl_data=args.bfcl_data):

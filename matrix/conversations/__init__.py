@@ -39,7 +39,13 @@ Running models through conversations:
 
 from __future__ import annotations
 
-from ._api import ConversationRun, is_conversation_dataset, open_conversation_run, run_conversation_config
+from ._api import (
+    ConversationRun,
+    is_conversation_dataset,
+    open_conversation_run,
+    render_conversation,
+    run_conversation_config,
+)
 from ._check import (
     MAXIMUM_STEP_LIMIT,
     ConversationVerdict,
@@ -108,6 +114,7 @@ __all__ = [
     "is_conversation_dataset",
     "make_conversation_client",
     "open_conversation_run",
+    "render_conversation",
     "results_message",
     "run_conversation_config",
     "run_conversations",

@@ -23,7 +23,8 @@ from promptgrid.safeio import parse_json_line
 from ._records import EpisodeResult
 from ._store import CONVERSATION_STORE, ConversationStore
 
-__all__ = ["ConversationRun", "is_conversation_dataset", "open_conversation_run", "run_conversation_config"]
+__all__ = ["ConversationRun", "is_conversation_dataset", "open_conversation_run", "render_conversation",
+           "run_conversation_config"]
 
 
 def is_conversation_dataset(spec: str) -> bool:
@@ -136,3 +137,67 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
             describe={"grid": config.grid, "dataset": config.dataset,
                       "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
+
+
+class _Recorder:
+    """Wraps a client and keeps the messages and request of its last call (``render_conversation``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.name = client, client.name
+        self.wraps_episode = getattr(client, "takes_episode", False)
+        self.takes_episode = True
+        self.last: tuple[list[dict[str, Any]], Any] = ([], None)
+        self.answers: list[Any] = []
+        self.where = (0, 0)
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], **kwargs: Any) -> Any:
+        self.last = ([dict(m) for m in messages], kwargs.get("request"))
+        episode = kwargs.get("episode")
+        if episode is not None:
+            self.where = (episode.turn, episode.step)
+        if not self.wraps_episode:
+            kwargs.pop("episode", None)
+        completion = await self.client.complete(messages, params, **kwargs)
+        self.answers.append(completion)
+        return completion
+
+    def unsupported(self, request: Mapping[str, Any]) -> str | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/ground-truth", renderer: Any = None,
+                        step_limit: int = 20) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None]:
+    """The whole conversation ``variant`` sends for a scripted trajectory: every message up to and including the
+    model's last answer, and the request sent with the last step (native tools, constrained grammar; ``None``
+    in prompt mode).
+
+    ``model`` scripts the answers offline: ``fake/ground-truth`` (the default: the ground truth's calls, turn
+    by turn, and their real results from the environment), ``fake/prose`` or ``fake/hostile``. It runs the
+    episode as a run does (same messages, same decoding), in a temporary directory that is removed.
+    """
+    import tempfile
+
+    from ._run import make_conversation_client, run_conversations
+
+    recorder = _Recorder(make_conversation_client(model))
+    with tempfile.TemporaryDirectory(prefix="promptgrid-render-") as tmp:
+        run_conversations([variant], [conversation], models=[model], run_dir=tmp, clients={model: recorder},
+                          renderer=renderer, step_limit=step_limit, concurrency=1)
+    messages, request = recorder.last
+    if recorder.answers:
+        from ._episode import Transcript
+
+        last = recorder.answers[-1]
+        transcript = Transcript(conversation, variant, renderer)
+        transcript.messages = messages
+        stored = last.text or ""
+        if variant.call_mode.value == "native":
+            from promptgrid.matrix.clients import envelope
+
+            stored = envelope(last.text, last.tool_calls)
+        transcript.add_answer(stored, *recorder.where)
+        messages = transcript.messages
+    return messages, request

@@ -527,3 +527,34 @@ def test_a_call_past_its_timeout_is_retried(tmp_path: Path, base: list[Conversat
     summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "none", clients={GT: client},
                                 timeouts={GT: 0.2}, retries=0)
     assert summary.errors == 1 and "timeout" in (summary.results[0].error or "")
+
+
+def test_render_conversation_shows_the_whole_ground_truth_trajectory(base: list[Conversation]) -> None:
+    from promptgrid.matrix.conversations import first_turn_messages, render_conversation
+
+    conversation = base[0]
+    messages, request = render_conversation(conversation, PROMPT)
+    first = list(first_turn_messages(conversation))
+    assert messages[:len(first)] == first
+    assert request is None
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    for turn in conversation.turns:  # every user turn is in the conversation, in order
+        for message in turn:
+            assert message["content"] in users
+    results = [m["content"] for m in messages if m["role"] == "user" and m["content"].startswith("[{'role': 'tool'")]
+    assert len(results) == sum(1 for turn in conversation.ground_truth if turn)
+    assert messages[-1] == {"role": "assistant", "content": "I have done what you asked."}
+
+    native, tools = render_conversation(conversation, NATIVE)
+    assert tools is not None and tools["call_mode"] == "native"
+    calls = [c for m in native if m.get("tool_calls") for c in m["tool_calls"]]
+    assert [m["tool_call_id"] for m in native if m["role"] == "tool"] == [c["id"] for c in calls]
+
+
+def test_cli_render_of_a_conversation_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "call_modes", "--dataset", "bfcl:multi_turn_base", "--case", "multi_turn_base_3",
+                 "--variant", "native", "--jsonl"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    record = json.loads(line)
+    assert record["case_id"] == "multi_turn_base_3" and record["trajectory"] == "ground_truth"
+    assert record["tools"] and any(m["role"] == "tool" for m in record["messages"])
