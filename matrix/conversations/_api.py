@@ -130,13 +130,12 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     clients.update(_clients(None, None, others))
     model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
     summary = run_conversations(
-            variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
-            repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
-            model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
-            clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
+        variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
+        repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
+        model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
+        clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
         stop_after_sent=stop_after_sent,
-            describe={"grid": config.grid, "dataset": config.dataset,
-                      "models": [spec.name for spec in config.models]})
+        describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 
 
