@@ -89,7 +89,7 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
               "model, variant and repeat, at least one model call each (a conversation's steps are known only "
               "as it runs).", file=out)
         return 0
-    run = run_conversation_config(config, batch=args.batch)
+    run = run_conversation_config(config, batch=args.batch, progress=None if args.no_progress else sys.stderr)
     s = run.summary
     print(f"{s.episodes:,} episodes: {s.finished:,} finished ({s.skipped:,} already in the store), {s.valid:,} "
           f"valid, {s.errors:,} ended in an error; {s.steps_sent:,} steps sent, {s.steps_stored:,} read back from "

@@ -91,10 +91,11 @@ def _refuse_single_turn_options(config: Any) -> None:
 
 
 def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
-                            stop_after_sent: int | None = None) -> ConversationRun:
+                            stop_after_sent: int | None = None, progress: Any = None) -> ConversationRun:
     """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here).
 
-    ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). Raises ``RunError``
+    ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). ``progress``: a text
+    stream for a line per finished episode. Raises ``RunError``
     (and the loaders' ``GridError``/``DatasetError``) before anything is sent for what cannot be run.
     """
     from promptgrid.matrix.running.session import _clients, make_renderer
@@ -134,7 +135,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
         clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
-        stop_after_sent=stop_after_sent,
+        stop_after_sent=stop_after_sent, progress=progress,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 

@@ -295,6 +295,7 @@ async def arun_conversations(
     describe: Mapping[str, Any] | None = None,
     stop_after_sent: int | None = None,
     close_clients: bool = True,
+    progress: Any = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -311,7 +312,8 @@ async def arun_conversations(
     goal, no models or variants, bad repeats or concurrency) before anything
     is sent. ``stop_after_sent`` kills the process after that many sent steps
     (tests of resume only). The clients are closed at the end unless
-    ``close_clients=False``.
+    ``close_clients=False``. ``progress``: a text stream that gets one line
+    per finished episode (``None``: quiet).
     """
     _check_options(batch, goal)
     if not models:
@@ -360,6 +362,12 @@ async def arun_conversations(
                 result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
             store.add_episode(result)
             summary.results.append(result)
+            if progress is not None:
+                done = len(summary.results)
+                verdict = ("error: " + (result.error or "")[:120] if result.valid is None
+                           else "valid" if result.valid else f"failed ({result.failure_mode})")
+                print(f"[{done}/{summary.episodes}] {model} | {variant.label} | {conversation.id} | repeat "
+                      f"{repeat}: {verdict}; {result.steps} steps ({result.sent} sent)", file=progress, flush=True)
 
         try:
             await asyncio.gather(*(one(*item) for item in todo))
