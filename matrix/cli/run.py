@@ -316,7 +316,31 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
               "its first call fails and the model is stopped.", file=out)
 
 
+def export_conversations(run_dir: Path, output: str | None) -> int:
+    """``promptgrid export`` of a conversation run: one JSON line per episode (``EpisodeResult.to_dict``: its
+    verdict, turns, steps, tokens, cost, error), to ``output`` or standard output."""
+    import json
+
+    from promptgrid.matrix.conversations import CONVERSATION_STORE, open_conversation_run
+
+    episodes = open_conversation_run(run_dir).episodes()
+    lines = (json.dumps(e.to_dict(), ensure_ascii=False, default=str) + "\n" for e in episodes)
+    if output:
+        check_output(output, inputs=[run_dir / CONVERSATION_STORE])
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+        print(f"exported {len(episodes)} episodes to {output}", file=sys.stderr)
+    else:
+        sys.stdout.writelines(lines)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    from promptgrid.matrix.conversations import CONVERSATION_STORE
+
+    run_dir = Path(args.run_dir)
+    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+        return export_conversations(run_dir, args.output)
     with RunStore(Path(args.run_dir), readonly=True) as store:
         if args.output:
             check_output(args.output, inputs=[store.path])

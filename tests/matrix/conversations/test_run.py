@@ -558,3 +558,14 @@ def test_cli_render_of_a_conversation_dataset(capsys: pytest.CaptureFixture[str]
     record = json.loads(line)
     assert record["case_id"] == "multi_turn_base_3" and record["trajectory"] == "ground_truth"
     assert record["tools"] and any(m["role"] == "tool" for m in record["messages"])
+
+
+def test_cli_export_of_a_conversation_run_writes_one_line_per_episode(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", GT, "--limit", "1",
+                 "--variant", "native", "--repeats", "2", "--run-dir", str(run_dir), "--no-progress"]) == 0
+    out = tmp_path / "episodes.jsonl"
+    assert main(["export", str(run_dir), "--output", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(e["repeat"], e["valid"]) for e in lines] == [(0, True), (1, True)]
+    assert all(e["turns"] and e["details"]["verdict"]["valid"] for e in lines)
