@@ -352,6 +352,36 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def conversation_status(run_dir: Path, *, as_json: bool) -> int:
+    """``promptgrid status`` of a conversation run: episodes per model (finished, valid, unfinished) and the
+    steps stored. Nothing is polled (conversations are never sent as batches)."""
+    import json
+
+    from tabulate import tabulate
+
+    from promptgrid.matrix.conversations import ConversationStore
+
+    with ConversationStore(run_dir) as store:
+        episodes = store.episodes()
+        steps = store.step_count()
+    rows: dict[str, list[int]] = {}
+    for e in episodes:
+        row = rows.setdefault(e.model, [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += e.valid is not None
+        row[2] += bool(e.valid)
+        row[3] += e.valid is None
+    if as_json:
+        print(json.dumps({"run_dir": str(run_dir), "kind": "conversations", "steps_stored": steps,
+                          "models": [dict(zip(("model", "episodes", "finished", "valid", "unfinished"),
+                                              [m, *r], strict=True)) for m, r in rows.items()]}, indent=2))
+        return 0
+    print(f"{run_dir}: a conversation run, {steps:,} model answers stored")
+    print(tabulate([[m, *r] for m, r in rows.items()],
+                   headers=["model", "episodes stored", "finished", "valid", "unfinished (resumed by run)"]))
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """``promptgrid status RUN_DIR``: jobs per model and batches, after polling them (unless --no-poll).
 
@@ -361,6 +391,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     """
     import json
 
+    from promptgrid.matrix.conversations import CONVERSATION_STORE
+
+    run_dir = Path(args.run_dir)
+    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+        return conversation_status(run_dir, as_json=args.json)
     if not (args.poll > 0 and args.poll != float("inf")):
         raise RunError(f"--poll must be a positive number of seconds, got {args.poll}.")
     st = api.status(args.run_dir, poll=not args.no_poll, wait=args.wait, poll_s=args.poll)

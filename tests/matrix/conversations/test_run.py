@@ -569,3 +569,14 @@ def test_cli_export_of_a_conversation_run_writes_one_line_per_episode(tmp_path: 
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(e["repeat"], e["valid"]) for e in lines] == [(0, True), (1, True)]
     assert all(e["turns"] and e["details"]["verdict"]["valid"] for e in lines)
+
+
+def test_cli_status_of_a_conversation_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/prose", "--limit", "1",
+                 "--variant", "native", "--run-dir", str(run_dir), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["status", str(run_dir), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["kind"] == "conversations" and status["steps_stored"] > 0
+    assert status["models"] == [{"model": "fake/prose", "episodes": 1, "finished": 1, "valid": 0, "unfinished": 0}]
