@@ -388,6 +388,12 @@ def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, bo
         raise RunError(f"model must be a model string (e.g. hosted_vllm/my-model), not {model!r}.")
     if not hasattr(out, "write"):
         _path(out, "out", OutputError)
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    if dataset is not None and is_conversation_dataset(dataset):
+        raise RunError(f"{dataset} is a conversation dataset: export-batch cannot write it, because each step of a "
+                       "conversation depends on the answer before it. Run it online: promptgrid run GRID "
+                       f"--dataset {dataset} (see docs/conversations.md).")
     config, new_run = export_config(run_dir, model, grid=grid, dataset=dataset, **options)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,

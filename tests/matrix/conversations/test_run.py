@@ -580,3 +580,10 @@ def test_cli_status_of_a_conversation_run(tmp_path: Path, capsys: pytest.Capture
     status = json.loads(capsys.readouterr().out)
     assert status["kind"] == "conversations" and status["steps_stored"] > 0
     assert status["models"] == [{"model": "fake/prose", "episodes": 1, "finished": 1, "valid": 0, "unfinished": 0}]
+
+
+def test_export_batch_refuses_a_conversation_dataset_before_writing(tmp_path: Path) -> None:
+    out = tmp_path / "batch.jsonl"
+    assert main(["export-batch", str(tmp_path / "run"), "--grid", "call_modes", "--dataset", "bfcl:multi_turn_base",
+                 "--model", "openai/gpt-4o-mini", "-o", str(out)]) == 2
+    assert not out.exists() and not (tmp_path / "run").exists()
