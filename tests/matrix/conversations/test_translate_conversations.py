@@ -1,0 +1,257 @@
+"""Translating conversations and checking them turn by turn (``_translate``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from typing import Any
+
+import pytest
+
+from promptgrid.errors import TranslationError
+from promptgrid.matrix.conversations._dataset import Conversation, conversation_to_record, load_conversations
+from promptgrid.matrix.conversations._translate import (
+    PROTECTED_CHANGED,
+    TURN_COUNT,
+    check_conversation_set,
+    check_conversation_translation,
+    conversation_language,
+    protected_values,
+    template_id,
+    translate_conversation,
+    translate_conversations,
+)
+
+TOKEN = re.compile(r"⟦\s*\d+\s*⟧")
+
+# German words a fake translator strings together (real German, so that the language check passes), drawn
+# pseudo-randomly so that long texts do not repeat a chunk (the length check flags a looping translator).
+_OPENING = "Bitte erledige das für mich"
+_WORDS = ("und", "die", "der", "das", "mit", "für", "nicht", "auch", "dabei", "genau", "richtige", "Reihenfolge",
+          "einzelnen", "Schritte", "damit", "alles", "sauber", "ordentlich", "gewünschten", "Zustand", "später",
+          "noch", "einmal", "diese", "Sache", "kümmern", "muss", "Datei", "Verzeichnis", "werden", "wird", "eine",
+          "einem", "Wert", "Angabe", "zurück", "gibt", "Benutzer", "aktuellen", "Inhalt", "Namen", "wenn", "oder")
+
+
+def _letters(text: str) -> int:
+    return sum(ch.isalpha() for ch in TOKEN.sub("", text))
+
+
+class FakeGerman:
+    """A deterministic "translator": a German sentence as long as the source, with every token kept in order."""
+
+    name = "fake-german"
+
+    def __init__(self, drop: str | None = None) -> None:
+        self.drop = drop  # a text containing this keeps all tokens but its first
+        self.calls: list[list[str]] = []
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        assert (source, target) == ("en", "de")
+        self.calls.append(list(texts))
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> str:
+        tokens = TOKEN.findall(text)
+        if self.drop is not None and self.drop in text and tokens:
+            tokens = tokens[1:]
+        words = _OPENING.split()
+        goal = max(4, int(_letters(text) * 1.15))
+        pick = random.Random(text)
+        order: list[str] = []
+        while sum(len(w) for w in words) < goal:
+            if not order:  # a fresh order each round: no chunk comes back right after itself
+                order = list(_WORDS)
+                pick.shuffle(order)
+            word = order.pop()
+            if word != words[-1]:
+                words.append(word)
+        # Tokens go after the first word, each behind an ordinary German word.
+        body = [words[0], *(f"mit {t}" for t in tokens), *words[1:]]
+        return " ".join(body) + "."
+
+
+@pytest.fixture(scope="module")
+def conversations() -> list[Conversation]:
+    return load_conversations("bfcl:multi_turn_base", limit=5)
+
+
+@pytest.fixture(scope="module")
+def translated(conversations: list[Conversation]) -> list[Any]:
+    return translate_conversations(conversations, FakeGerman(), "de")
+
+
+def test_protected_values_are_the_entities_the_turn_names(conversations: list[Conversation]) -> None:
+    values = protected_values(conversations[0])
+    assert values[0] == ("final_report.pdf", "document", "temp")
+    assert values[1] == ("budget analysis",)
+    assert "previous_report.pdf" in values[3]
+    later = protected_values(conversations[2])
+    assert "Collaboration leads to success. Innovation ignites growth." in later[1]  # echo content
+    assert later[3] == ("TeamNotes.txt", "IdeasArchive.txt", "Archived")
+    assert protected_values(conversations[1])[3] == ("20",)  # a number of two digits
+
+
+def test_short_and_common_values_are_not_protected() -> None:
+    base = load_conversations("bfcl:multi_turn_base", limit=2)[1]
+    conversation = dataclasses.replace(base, turns=(
+        ({"role": "user", "content": "I am alex. The directory is ok, file me a tail of 20 lines."},),
+        *base.turns[1:]))
+    values = protected_values(conversation)[0]
+    # "alex", "directory", "file" are plain words of the state; "a" (ls's flag) is too short.
+    assert "alex" not in values and "directory" not in values and "file" not in values
+
+
+def test_translation_keeps_every_protected_value_and_passes_the_checks(
+        conversations: list[Conversation], translated: list[Any]) -> None:
+    for source, result in zip(conversations, translated, strict=True):
+        assert result.ok, result.problems
+        assert result.source_id == source.id
+        assert result.conversation.id == f"{source.id}_de"
+        assert result.conversation.category == f"{source.category}:de"
+        assert result.conversation.ground_truth == source.ground_truth
+        assert result.conversation.initial_config == source.initial_config
+        for turn, values in result.protected.items():
+            text = " ".join(m["content"] for m in result.conversation.turns[turn])
+            assert text != " ".join(m["content"] for m in source.turns[turn])
+            for value in values:
+                assert value in text
+        # descriptions were translated, names and parameters kept
+        assert [f["name"] for f in result.conversation.functions] == [f["name"] for f in source.functions]
+        assert result.conversation.functions[0]["description"] != source.functions[0]["description"]
+        assert check_conversation_translation(source, result.conversation, "en", "de") == []
+
+
+def test_a_changed_protected_value_is_caught_in_its_turn(
+        conversations: list[Conversation], translated: list[Any]) -> None:
+    source, result = conversations[0], translated[0].conversation
+    turn1 = result.turns[1][0]["content"]
+    assert "budget analysis" in turn1
+    broken_turns = list(result.turns)
+    broken_turns[1] = ({**result.turns[1][0], "content": turn1.replace("budget analysis", "Budgetanalyse")},)
+    broken = dataclasses.replace(result, turns=tuple(broken_turns))
+    findings = check_conversation_translation(source, broken, "en", "de")
+    assert len(findings) == 1, findings
+    finding = findings[0]
+    assert finding.turn == 1 and finding.code == PROTECTED_CHANGED == "protected_changed"
+    assert finding.message.startswith("turn 1:") and "'budget analysis'" in finding.message
+    assert finding.conversation_id == "multi_turn_base_0_de" and finding.language == "de"
+
+    # a file name changed in another turn: that turn, that file
+    turn2 = result.turns[2][0]["content"].replace("final_report.pdf", "abschlussbericht.pdf")
+    renamed = dataclasses.replace(result, turns=(*result.turns[:2], ({"role": "user", "content": turn2},),
+                                                 *result.turns[3:]))
+    (finding,) = check_conversation_translation(source, renamed, "en", "de")
+    assert (finding.turn, finding.code) == (2, "protected_changed") and "final_report.pdf" in finding.message
+
+
+def test_a_dropped_token_is_reported_not_guessed(conversations: list[Conversation]) -> None:
+    source = conversations[2]
+    backend = FakeGerman(drop="into the previous file")  # turn 1: the echo text's token is lost
+    result = translate_conversation(source, backend, "de", descriptions=False)
+    assert not result.ok
+    assert [(p.turn, p.code) for p in result.problems] == [(1, "protected_changed")]
+    assert "Collaboration leads to success" in result.problems[0].message
+    assert result.problems[0].message.startswith("turn 1:")
+    # the turn is kept as the backend translated it, without the value, and nothing else changed
+    assert "Collaboration" not in result.conversation.turns[1][0]["content"]
+    assert result.conversation.ground_truth == source.ground_truth
+    assert result.conversation.functions == source.functions  # descriptions=False
+    findings = check_conversation_translation(source, result.conversation, "en", "de", descriptions=False)
+    assert [(f.turn, f.code) for f in findings] == [(1, "protected_changed")]
+
+
+def test_each_unique_segment_is_sent_once(conversations: list[Conversation]) -> None:
+    backend = FakeGerman()
+    translate_conversations(conversations[:2], backend, "de")
+    sent = [text for call in backend.calls for text in call]
+    assert len(sent) == len(set(sent))
+    assert all(len(call) <= 50 for call in backend.calls)
+
+
+def test_bad_input_is_a_finding_not_a_crash(conversations: list[Conversation], translated: list[Any]) -> None:
+    source, result = conversations[0], translated[0].conversation
+    short = dataclasses.replace(result, turns=result.turns[:2])
+    findings = check_conversation_translation(source, short, "en", "de", descriptions=False)
+    assert [(f.turn, f.code) for f in findings] == [(None, TURN_COUNT)]
+    assert "4 turns" in findings[0].message and "2 in" in findings[0].message
+    extra = dataclasses.replace(result, turns=(result.turns[0] + ({"role": "user", "content": "Noch etwas."},),
+                                               *result.turns[1:]))
+    (finding,) = check_conversation_translation(source, extra, "en", "de", descriptions=False)
+    assert (finding.turn, finding.code) == (0, TURN_COUNT) and finding.message.startswith("turn 0:")
+    missing_docs = dataclasses.replace(result, functions=result.functions[1:])
+    findings = check_conversation_translation(source, missing_docs, "en", "de")
+    assert [(f.turn, f.code) for f in findings] == [(None, "missing")]
+    with pytest.raises(TranslationError):
+        check_conversation_translation(source, result, "en", "xx-not-a-code")
+
+
+def test_untranslated_turn_and_english_descriptions(conversations: list[Conversation], translated: list[Any]) -> None:
+    source, result = conversations[0], translated[0].conversation
+    kept = dataclasses.replace(result, turns=(source.turns[0], *result.turns[1:]), functions=source.functions)
+    findings = check_conversation_translation(source, kept, "en", "de")
+    # docs left in English are not checked (a partial translation); the English turn is
+    assert [(f.turn, f.code) for f in findings] == [(0, "untranslated")]
+
+
+def test_backend_answering_the_wrong_number_of_texts_raises(conversations: list[Conversation]) -> None:
+    class Short(FakeGerman):
+        def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+            return super().translate(texts, source, target)[:-1]
+
+    with pytest.raises(TranslationError, match="returned"):
+        translate_conversation(conversations[0], Short(), "de")
+
+
+def test_records_round_trip(tmp_path: Any, translated: list[Any]) -> None:
+    import json
+
+    path = tmp_path / "de.jsonl"
+    path.write_text("".join(json.dumps(conversation_to_record(r.conversation), ensure_ascii=False) + "\n"
+                            for r in translated), encoding="utf-8")
+    loaded = load_conversations(f"jsonl:{path}")
+    assert [c.id for c in loaded] == [r.conversation.id for r in translated]
+    assert loaded[0].turns == translated[0].conversation.turns
+    assert {conversation_language(c) for c in loaded} == {"de"}
+
+
+def test_set_pairs_translations_with_their_sources(conversations: list[Conversation],
+                                                   translated: list[Any]) -> None:
+    german = [r.conversation for r in translated]
+    assert conversation_language(conversations[0]) == "en"
+    assert template_id(german[0], "de") == conversations[0].id
+    result = check_conversation_set({"en": conversations, "de": german})
+    assert result == {"de": []}
+    orphan = dataclasses.replace(german[0], id="other_de")
+    result = check_conversation_set({"en": conversations, "de": [orphan]})
+    assert [(f.conversation_id, f.code) for f in result["de"]] == [("other_de", "missing")]
+
+
+def _localized(base: Conversation, lang: str, text: str, card: str) -> Conversation:
+    truth = ((dataclasses.replace(base.ground_truth[0][0], arguments={"card_id": card}),),)
+    return dataclasses.replace(base, id=f"loc_1_{lang}", category=f"loc:{lang}",
+                               turns=(({"role": "user", "content": text},),), ground_truth=truth)
+
+
+def test_localized_set_checks_the_targets_own_values() -> None:
+    from promptgrid.matrix.conversations._env import ToolCall
+
+    base = Conversation(id="x", category="loc", turns=(), involved_classes=("TravelAPI",), initial_config={},
+                        functions=(), ground_truth=((ToolCall("get_credit_card_balance", {}),),))
+    en = _localized(base, "en", "Please tell me the balance of my credit card 748211284482 today.", "748211284482")
+    de = _localized(base, "de", "Bitte sag mir heute den Kontostand meiner Kreditkarte 773155137731.",
+                    "773155137731")
+    assert conversation_language(de) == "de" and template_id(de, "de") == "loc_1"
+    assert check_conversation_set({"en": [en], "de": [de]}, protect_from="target") == {"de": []}
+    assert check_conversation_set({"en": [en], "de": [de]}) == {"de": []}  # auto: the ground truth differs
+    # the German turn names the English card: its own card is missing from the turn
+    wrong = _localized(base, "de", "Bitte sag mir heute den Kontostand meiner Kreditkarte 748211284482.",
+                       "773155137731")
+    (finding,) = check_conversation_set({"en": [en], "de": [wrong]})["de"]
+    assert (finding.turn, finding.code) == (0, "protected_changed") and "'773155137731'" in finding.message
+    # a turn in the wrong language
+    spanish = _localized(base, "de", "Por favor, dime hoy el saldo de mi tarjeta de crédito 773155137731.",
+                         "773155137731")
+    (finding,) = check_conversation_set({"en": [en], "de": [spanish]})["de"]
+    assert (finding.turn, finding.code) == (0, "wrong_language")
