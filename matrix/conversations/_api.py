@@ -29,7 +29,7 @@ __all__ = ["ConversationRun", "is_conversation_dataset", "open_conversation_run"
 
 def is_conversation_dataset(spec: str) -> bool:
     """Whether ``spec`` names conversations (BFCL's ``multi_turn_*`` categories, or a ``jsonl:`` file of them)."""
-    if spec.startswith("bfcl:multi_turn_"):
+    if spec.startswith("bfcl:multi_turn_") or spec == "mini-mt" or spec.startswith("mini-mt:"):
         return True
     if not spec.startswith("jsonl:"):
         return False

@@ -7,6 +7,7 @@
     bfcl:multi_turn_miss_param     200: a turn lacks a parameter the model must ask for
     bfcl:multi_turn_long_context   200: the environments load with long-context state
     jsonl:PATH                     your own conversations, one JSON object per line (docs/conversations.md)
+    mini-mt[:de,ja]                built in: 24 conversations x 9 languages, localized (``_mini_mt``)
 
 A ``Conversation`` holds its user turns, the API classes it runs against and
 their initial state, the function docs the model sees, and per turn the
@@ -66,13 +67,17 @@ __all__ = [
 
 CONVERSATION_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                            "multi_turn_long_context")
-SPEC_FORMS = (*(f"bfcl:{category}" for category in CONVERSATION_CATEGORIES), "jsonl:PATH")
+SPEC_FORMS = (*(f"bfcl:{category}" for category in CONVERSATION_CATEGORIES), "jsonl:PATH", "mini-mt")
 MAX_PROBLEMS = 20
 MAX_CALL_CHARS = 100_000
 """Longest call string parsed (BFCL's longest ground-truth call is under 1,000 characters)."""
 ROLES = ("system", "user", "assistant")
 JSONL_KEYS = ("id", "question", "involved_classes", "initial_config", "ground_truth", "missed_function",
-              "function", "long_context", "category", "path", "excluded_function")
+              "function", "long_context", "category", "path", "excluded_function",
+              *("language", "template", "no_solution_turns", "clarify_turns"))
+"""The fields of a ``jsonl:`` line. The last four are annotations (``mini-mt`` writes them: the language, the
+language-independent conversation id, the turns without a valid solution and those needing a question); they
+are accepted and not read."""
 _DOCS_HINT = "see docs/conversations.md for the line format"
 
 
@@ -462,10 +467,15 @@ def load_conversations(spec: str, *, limit: int | None = None,
         return _load_bfcl(argument.strip(), limit, bfcl_data)
     if kind == "jsonl" and argument.strip():
         return _load_jsonl(str(Path(argument.strip()).expanduser()), limit, bfcl_data)
+    if kind.strip() == "mini-mt":  # the built-in multilingual set (``_mini_mt``); "mini-mt:de,ja" picks languages
+        from . import _mini_mt
+
+        return _mini_mt.load(argument if _sep else None, limit=limit, bfcl_data=bfcl_data)
     if kind == "bfcl":
         hint = closest(argument.strip(), CONVERSATION_CATEGORIES)
         raise DatasetError(f"{spec!r} is not a multi-turn BFCL category.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")
     if kind == "jsonl":
         raise DatasetError(f"jsonl: needs a path, e.g. jsonl:conversations.jsonl ({_DOCS_HINT}).")
-    hint = f" Did you mean 'jsonl:{spec}'?" if spec.strip().endswith(".jsonl") else closest(kind, ("bfcl", "jsonl"))
+    hint = f" Did you mean 'jsonl:{spec}'?" if spec.strip().endswith(".jsonl") else \
+        closest(kind, ("bfcl", "jsonl", "mini-mt"))
     raise DatasetError(f"unknown conversation dataset {spec!r}.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")

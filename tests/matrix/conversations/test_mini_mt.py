@@ -1,0 +1,202 @@
+"""The built-in ``mini-mt`` conversation set (``promptgrid.matrix.conversations._mini_mt``).
+
+The acceptance checks: every record's ground truth runs without refusal in
+``Environment``; the ground-truth fake scores every conversation valid in
+prompt, native and constrained mode in every language, the prose fake none;
+a trajectory that makes the forbidden state-changing call in a no-solution
+turn is scored invalid. The run-based checks take a subset that covers every
+template and every language (``PROMPTGRID_MINI_MT_FULL=1`` runs the ground
+truth of all 216 records, about 35 s on 2 shared cores).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from promptgrid.errors import DatasetError
+from promptgrid.matrix.conversations import (
+    Conversation,
+    ToolCall,
+    is_conversation_dataset,
+    load_conversations,
+    run_conversations,
+)
+from promptgrid.matrix.conversations._check import check_conversation, run_ground_truth
+from promptgrid.matrix.conversations._dataset import SPEC_FORMS
+from promptgrid.matrix.conversations._env import _argument_problem
+from promptgrid.variants import CallMode, Variant
+
+pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
+
+from promptgrid.matrix.conversations import _mini_mt  # noqa: E402  (after the skip: building needs bfcl-eval)
+
+LANGS = _mini_mt.MINI_MT_LANGUAGES
+TEMPLATES = 24
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return _mini_mt.build_records()
+
+
+@pytest.fixture(scope="module")
+def conversations() -> list[Conversation]:
+    return load_conversations("mini-mt")
+
+
+def _covering(conversations: list[Conversation], per_template: int = 1) -> list[Conversation]:
+    """Template n in languages n, n+4, ... (mod 9): every template and every language, few conversations."""
+    by_id = {c.id: c for c in conversations}
+    return [by_id[f"mini_mt_{n}_{LANGS[(n + 4 * k) % len(LANGS)]}"]
+            for n in range(1, TEMPLATES + 1) for k in range(per_template)]
+
+
+# --------------------------------------------------------------------------- the file and the loader
+
+def test_committed_file_is_the_builders_output(records: list[dict]) -> None:
+    assert _mini_mt.DATA_FILE.read_text(encoding="utf-8") == _mini_mt.render(records), \
+        "run: python -m promptgrid.matrix.conversations._mini_mt --write"
+
+
+def test_shape_languages_and_annotations(records: list[dict]) -> None:
+    assert len(records) == TEMPLATES * len(LANGS)
+    assert Counter(r["language"] for r in records) == {lang: TEMPLATES for lang in LANGS}
+    assert len({r["id"] for r in records}) == len(records)
+    for record in records:
+        number = record["template"].removeprefix("mini_mt_")
+        assert record["id"] == f"mini_mt_{number}_{record['language']}"
+        assert record["category"] == f"mini_mt:{record['language']}"
+        assert 2 <= len(record["question"]) <= 5 and len(record["ground_truth"]) == len(record["question"])
+        for turn in record["no_solution_turns"]:
+            assert all(call.split("(")[0] in _mini_mt.READ_ONLY for call in record["ground_truth"][turn])
+        for turn in record["clarify_turns"]:
+            assert record["ground_truth"][turn] == [] and turn + 1 < len(record["question"])
+    per_language = {lang: [r for r in records if r["language"] == lang] for lang in LANGS}
+    for lang, rows in per_language.items():
+        assert sum(bool(r["no_solution_turns"]) for r in rows) >= 4, lang
+        assert sum(bool(r["clarify_turns"]) for r in rows) >= 4, lang
+    # Same template, same shape in every language: turns, classes, the functions called per turn.
+    for number in range(1, TEMPLATES + 1):
+        rows = [r for r in records if r["template"] == f"mini_mt_{number}"]
+        shapes = {(len(r["question"]), tuple(r["involved_classes"]), tuple(r["no_solution_turns"]),
+                   tuple(r["clarify_turns"]),
+                   tuple(tuple(c.split("(")[0] for c in turn if not c.startswith("compute_exchange_rate"))
+                         for turn in r["ground_truth"])) for r in rows}
+        assert len(shapes) == 1, number
+
+
+def test_entities_are_localized(records: list[dict]) -> None:
+    by_id = {r["id"]: r for r in records}
+    ja = by_id["mini_mt_6_ja"]
+    assert "鈴木健太" in ja["question"][0][0]["content"]
+    assert "鈴木健太" in ja["initial_config"]["MessageAPI"]["user_map"]
+    assert ja["ground_truth"][0][0] == "get_user_id(user='鈴木健太')"
+    de = by_id["mini_mt_2_de"]  # a budget in euros is converted to the API's USD first
+    assert "1.600 €" in de["question"][0][0]["content"]
+    assert de["ground_truth"][0] == ["compute_exchange_rate(base_currency='EUR', target_currency='USD', value=1600)",
+                                     "set_budget_limit(access_token='tk-de-7315', budget_limit=2000.0)"]
+    assert by_id["mini_mt_2_en"]["ground_truth"][0] == ["set_budget_limit(access_token='tk-en-4821', "
+                                                        "budget_limit=2000.0)"]
+    hi = by_id["mini_mt_12_hi"]
+    holders = {card["cardholder_name"] for card in hi["initial_config"]["TravelAPI"]["credit_card_list"].values()}
+    assert holders == {"प्रिया शर्मा", "अर्जुन शर्मा"}
+    assert "14 मई 2026" in by_id["mini_mt_1_hi"]["question"][0][0]["content"]
+    assert "2026年5月14日" in by_id["mini_mt_1_zh"]["question"][0][0]["content"]
+    assert by_id["mini_mt_10_fr"]["ground_truth"][0] == ["get_nearest_airport_by_city(location='London')"]
+    assert "Londres" in by_id["mini_mt_10_fr"]["question"][0][0]["content"]
+
+
+def test_load_all_or_some_languages() -> None:
+    everything = load_conversations("mini-mt")
+    assert len(everything) == TEMPLATES * len(LANGS)
+    assert {c.category for c in everything} == {f"mini_mt:{lang}" for lang in LANGS}
+    some = load_conversations("mini-mt:de, ja")
+    assert len(some) == 2 * TEMPLATES and {c.category for c in some} == {"mini_mt:de", "mini_mt:ja"}
+    assert [c.id for c in load_conversations("mini-mt:ja", limit=2)] == ["mini_mt_1_ja", "mini_mt_2_ja"]
+    assert "mini-mt" in SPEC_FORMS
+    assert is_conversation_dataset("mini-mt") and is_conversation_dataset("mini-mt:de,ja")
+    assert not is_conversation_dataset("mini")
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("mini-mt:xx", ["'xx'", "en, de, es, fr, it, ja, zh, hi, pt"]),
+    ("mini-mt:de,jp", ["'jp' (did you mean 'ja'?)", "en, de, es, fr, it, ja, zh, hi, pt"]),
+    ("mini-mt:", ["''", "en, de, es"]),
+    ("minimt", ["Did you mean 'mini-mt'?"]),
+])
+def test_unknown_language_names_the_valid_ones(spec: str, words: list[str]) -> None:
+    with pytest.raises(DatasetError) as caught:
+        load_conversations(spec)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_the_annotation_fields_are_accepted_in_any_jsonl(tmp_path: Path, records: list[dict]) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(_mini_mt.render(records[:1]), encoding="utf-8")
+    (conversation,) = load_conversations(f"jsonl:{path}")
+    assert conversation.id == "mini_mt_1_en" and conversation.category == "mini_mt:en"
+
+
+# --------------------------------------------------------------------------- validity
+
+def test_every_ground_truth_call_validates_against_its_docs(conversations: list[Conversation]) -> None:
+    """The check ``Environment`` makes before a call runs, for all 216 records (no worker: fast)."""
+    for conversation in conversations:
+        docs = {doc["name"]: doc for doc in conversation.functions}
+        for turn in conversation.ground_truth:
+            for call in turn:
+                assert call.name in docs, (conversation.id, call)
+                also = {"ticket_id": "string"} if "TicketAPI" in conversation.involved_classes else {}
+                assert _argument_problem(call.name, dict(call.arguments), docs[call.name]["parameters"], also) \
+                    is None, (conversation.id, call)
+
+
+def test_ground_truth_runs_without_refusal(conversations: list[Conversation]) -> None:
+    chosen = conversations if os.environ.get("PROMPTGRID_MINI_MT_FULL") else _covering(conversations, 2)
+    for conversation in chosen:
+        truth = run_ground_truth(conversation)
+        assert truth.refused == (), (conversation.id, truth.refused)
+        outputs = [text for turn in truth.outputs for text in turn]
+        assert not any("error" in text.lower() for text in outputs), (conversation.id, outputs)
+
+
+def test_ground_truth_fake_scores_everything_prose_nothing(tmp_path: Path,
+                                                           conversations: list[Conversation]) -> None:
+    chosen = _covering(conversations)
+    variants = [Variant(), Variant(call_mode=CallMode.NATIVE), Variant(call_mode=CallMode.CONSTRAINED)]
+    truth = run_conversations(variants, chosen, models=["fake/ground-truth"], run_dir=tmp_path / "truth")
+    assert (truth.episodes, truth.errors) == (len(variants) * len(chosen), 0)
+    assert truth.valid == truth.episodes, [(r.conversation_id, r.variant_id, r.failure_mode)
+                                           for r in truth.results if not r.valid]
+    per_language = Counter(r.category for r in truth.results if r.valid)
+    assert per_language == Counter(c.category for c in chosen for _ in variants)
+    assert set(per_language) == {f"mini_mt:{lang}" for lang in LANGS}  # every language, every mode
+    prose = run_conversations(variants[:1], chosen, models=["fake/prose"], run_dir=tmp_path / "prose")
+    assert prose.episodes == len(chosen) and prose.valid == 0
+
+
+def test_doing_the_forbidden_call_in_a_no_solution_turn_is_invalid(conversations: list[Conversation]) -> None:
+    forbidden = _mini_mt.forbidden_calls()
+    by_id = {c.id: c for c in conversations}
+    templates = sorted({key.rsplit("_", 1)[0] for key in forbidden})
+    assert len(templates) >= 4
+    chosen = [f"{template}_{LANGS[(n * 2 + k) % len(LANGS)]}" for n, template in enumerate(templates)
+              for k in range(2)]
+    assert {key.rsplit("_", 1)[1] for key in chosen} == set(LANGS)
+    for conversation_id in chosen:
+        conversation = by_id[conversation_id]
+        truth = run_ground_truth(conversation)
+        honest = [[list(turn)] for turn in conversation.ground_truth]
+        assert check_conversation(conversation, honest, ground_truth=truth).valid, conversation_id
+        greedy = [[list(turn)] for turn in conversation.ground_truth]
+        for turn, calls in forbidden[conversation_id].items():
+            greedy[turn] = [list(conversation.ground_truth[turn]) +
+                            [ToolCall(call["name"], call["arguments"]) for call in calls]]
+        verdict = check_conversation(conversation, greedy, ground_truth=truth)
+        assert not verdict.valid, conversation_id
+        assert verdict.failure_mode is not None
