@@ -285,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds each request to the backend may take (default 60); timeouts are retried")
+    # conversations (promptgrid.matrix.conversations._translate)
+    p.add_argument("--conversations-out", default=None, metavar="FILE.jsonl",
+                   help="translate the conversations of --dataset (bfcl:multi_turn_*, jsonl:PATH, mini-mt) and "
+                   "write them as jsonl: records; --what instructions translates the user turns only")
     p.set_defaults(handler=_translate)
 
     p = sub.add_parser("check-translations", help="check shipped catalogs and stored translations")
@@ -292,6 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="PATH")
     p.add_argument("--back-translate", default=None, metavar="BACKEND",
                    help="also score back-translation similarity with this backend")
+    # conversations (promptgrid.matrix.conversations._translate)
+    p.add_argument("--dataset", action="append", default=[], metavar="DS",
+                   help="check translated conversations turn by turn instead: conversation datasets holding the "
+                   "English sources and their translations (mini-mt; bfcl:multi_turn_base --dataset jsonl:de.jsonl)")
+    p.add_argument("--bfcl-data", metavar="PATH", default=None)
     p.set_defaults(handler=_check_translations)
 
     p = sub.add_parser("check-translation", help="check translations from a JSONL file")

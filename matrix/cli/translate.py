@@ -28,7 +28,8 @@ from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import Unit, description_units, instruction_units
 from promptgrid.translate._verify import Finding
 
-__all__ = ["cmd_check_translation", "cmd_check_translations", "cmd_translate"]
+__all__ = ["cmd_check_conversation_translations", "cmd_check_translation", "cmd_check_translations", "cmd_translate",
+           "cmd_translate_conversations"]
 
 
 
@@ -61,6 +62,8 @@ def _say(line: str) -> None:
 
 def cmd_translate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    if getattr(args, "conversations_out", None):
+        return cmd_translate_conversations(args, out)
     targets = _languages([args.to])
     if not targets:
         raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
@@ -100,6 +103,8 @@ def cmd_check_translations(args: argparse.Namespace, out: TextIO | None = None,
     from promptgrid.matrix.api import check_translations
 
     out = out or sys.stdout
+    if getattr(args, "dataset", None):
+        return cmd_check_conversation_translations(args, out)
     checks = check_translations(args.lang or None, store=args.store, back_translate=args.back_translate,
                                 bfcl_data=getattr(args, "bfcl_data", None), catalogs=catalogs, on_retry=_say)
     for line in checks.skipped:
@@ -176,3 +181,85 @@ def _parse_line(line: JSONLine) -> tuple[dict[str, Any] | None, str | None]:
     if protected is not None and (not isinstance(protected, list) or not all(isinstance(p, str) for p in protected)):
         return None, "field 'protected' must be a list of strings"
     return record, None
+
+
+# --------------------------------------------------------------------------- conversations
+
+def _print_conversation_findings(findings: Sequence[Any], counts: dict[str, int], out: TextIO) -> None:
+    """Per language: conversations checked and findings; then one row per finding."""
+    rows = [[lang, n, sum(f.language == lang for f in findings)] for lang, n in counts.items()]
+    print(tabulate(rows, headers=["language", "conversations", "problems"], tablefmt="simple"), file=out)
+    if findings:
+        print(f"\n{len(findings)} problem(s):", file=out)
+        rows = [[f.language, f.conversation_id, "" if f.turn is None else f.turn, f.code,
+                 escape_controls(f.message)[:160]] for f in findings]
+        print(tabulate(rows, headers=["language", "conversation", "turn", "code", "message"], tablefmt="simple"),
+              file=out)
+
+
+def cmd_translate_conversations(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``promptgrid translate --dataset CONVERSATIONS --conversations-out FILE``: translated ``jsonl:`` records.
+
+    Every target language goes into the one file (ids carry the language: ``multi_turn_base_0_de``); the
+    problems found while translating and by ``check_conversation_translation`` are printed; exit 1 when any.
+    """
+    from promptgrid.matrix.conversations._dataset import conversation_to_record, load_conversations
+    from promptgrid.matrix.conversations._translate import check_conversation_translation, translate_conversations
+
+    out = out or sys.stdout
+    if not args.dataset:
+        raise TranslationError("--conversations-out needs --dataset with conversations: bfcl:multi_turn_base, "
+                               "jsonl:PATH or mini-mt")
+    targets = _languages([args.to])
+    if not targets:
+        raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
+    backend = make_backend(args.backend, region=args.region, formality=args.formality,
+                           timeout=getattr(args, "timeout", None), on_retry=_say)
+    sources = load_conversations(args.dataset, bfcl_data=getattr(args, "bfcl_data", None))
+    records: list[str] = []
+    findings: list[Any] = []
+    counts: dict[str, int] = {}
+    for target in targets:
+        results = translate_conversations(sources, backend, target, descriptions=args.what != "instructions")
+        for source, result in zip(sources, results, strict=True):
+            records.append(json.dumps(conversation_to_record(result.conversation), ensure_ascii=False))
+            findings.extend(result.problems)
+            findings.extend(check_conversation_translation(source, result.conversation, "en", target))
+        counts[target] = len(results)
+        print(f"promptgrid: {target}: finished", file=sys.stderr, flush=True)
+    path = Path(args.conversations_out).expanduser()
+    try:
+        path.write_text("".join(line + "\n" for line in records), encoding="utf-8")
+    except OSError as exc:
+        raise TranslationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    _print_conversation_findings(findings, counts, out)
+    print(f"\n{len(records)} conversation(s) written to {path} (run them with --dataset jsonl:{path})", file=out)
+    return 1 if findings else 0
+
+
+def cmd_check_conversation_translations(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``promptgrid check-translations --dataset DS [--dataset DS2] [--lang L]``: conversations checked turn by turn.
+
+    The conversations of every dataset are grouped by language (``conversation_language``) and each
+    non-English one is checked against its English source (``check_conversation_set``); exit 0 when
+    there is no problem, 1 otherwise.
+    """
+    from promptgrid.matrix.conversations._dataset import load_conversations
+    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+
+    out = out or sys.stdout
+    by_language: dict[str, list[Any]] = {}
+    for spec in args.dataset:
+        for conversation in load_conversations(spec, bfcl_data=getattr(args, "bfcl_data", None)):
+            by_language.setdefault(conversation_language(conversation), []).append(conversation)
+    wanted = set(_languages(args.lang)) if args.lang else None
+    if wanted is not None:
+        by_language = {lang: c for lang, c in by_language.items() if lang == "en" or lang in wanted}
+    if not [lang for lang in by_language if lang != "en"]:
+        raise TranslationError(f"{', '.join(args.dataset)} holds no translated conversations to check; give the "
+                               "English sources and their translations, e.g. --dataset bfcl:multi_turn_base "
+                               "--dataset jsonl:de.jsonl, or --dataset mini-mt")
+    results = check_conversation_set(by_language)
+    findings = [f for lang in results for f in results[lang]]
+    _print_conversation_findings(findings, {lang: len(by_language[lang]) for lang in results}, out)
+    return 1 if findings else 0

@@ -255,3 +255,37 @@ def test_localized_set_checks_the_targets_own_values() -> None:
                          "773155137731")
     (finding,) = check_conversation_set({"en": [en], "de": [spanish]})["de"]
     assert (finding.turn, finding.code) == (0, "wrong_language")
+
+
+def test_cli_translates_conversations_and_checks_them(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      conversations: list[Conversation]) -> None:
+    import json
+
+    import promptgrid.matrix.cli.translate as cli_translate
+    from promptgrid.matrix.cli import main
+
+    monkeypatch.setattr(cli_translate, "make_backend", lambda *a, **k: FakeGerman())
+    source = tmp_path / "en.jsonl"
+    source.write_text("".join(json.dumps(conversation_to_record(c)) + "\n" for c in conversations[:2]),
+                      encoding="utf-8")
+    out = tmp_path / "de.jsonl"
+    code = main(["translate", "--to", "de", "--backend", "fake", "--dataset", f"jsonl:{source}",
+                 "--conversations-out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "2 conversation(s) written" in printed
+    german = load_conversations(f"jsonl:{out}")
+    assert [c.id for c in german] == ["multi_turn_base_0_de", "multi_turn_base_1_de"]
+
+    check = ["check-translations", "--dataset", f"jsonl:{source}", "--dataset", f"jsonl:{out}"]
+    assert main(check) == 0, capsys.readouterr().out
+    lines = out.read_text(encoding="utf-8").splitlines()
+    lines[0] = lines[0].replace("budget analysis", "Budgetanalyse", 1)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(check) == 1
+    printed = capsys.readouterr().out
+    assert "protected_changed" in printed and "turn 1:" in printed and "multi_turn_base_0_de" in printed
+    # only English conversations: nothing to check is an error, not a pass
+    assert main(["check-translations", "--dataset", f"jsonl:{source}"]) == 1
+    assert "holds no translated conversations" in capsys.readouterr().err
