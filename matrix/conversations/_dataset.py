@@ -111,6 +111,12 @@ class Conversation:
     path: tuple[str, ...] = ()
     excluded_functions: tuple[str, ...] = ()
     source: str = ""
+    language: str = "en"
+    """The language of the user turns (a record's ``language``; ``en`` when it names none): what a variant's
+    ``instruction_language: query`` / ``description_language: query`` follow."""
+    template: str = ""
+    """The language-independent id shared by a conversation's translations (a record's ``template``; the id
+    when it names none): reports pair languages by it."""
 
     def __repr__(self) -> str:
         """One line: id, category, classes and counts (the turns, docs and state are in the fields)."""
@@ -339,7 +345,22 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
         path=_names(record.get("path"), "path"),
         excluded_functions=_names(record.get("excluded_function"), "excluded_function"),
         source=source,
+        language=_text_field(record, "language", "en"),
+        template=_text_field(record, "template", entry_id),
     )
+
+
+def _text_field(record: Mapping[str, Any], name: str, default: str) -> str:
+    value = record.get(name, default)
+    if not isinstance(value, str) or not value.strip():
+        raise _Problem(name, "must be a non-empty string")
+    if name == "language":
+        from promptgrid.languages import language_problem
+
+        problem = language_problem(value)
+        if problem:
+            raise _Problem(name, problem)
+    return value
 
 
 def conversation_to_record(conversation: Conversation) -> dict[str, Any]:
@@ -362,6 +383,8 @@ def conversation_to_record(conversation: Conversation) -> dict[str, Any]:
         "long_context": conversation.long_context,
         "path": list(conversation.path),
         "excluded_function": list(conversation.excluded_functions),
+        "language": conversation.language,
+        "template": conversation.template or conversation.id,
     }
 
 

@@ -57,7 +57,9 @@ class EpisodeResult:
     latency_s: float = 0.0
     error: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
-    """The full verdict (``ConversationVerdict.to_dict``) and the trajectory's calls per turn and step."""
+    """``verdict``: the full verdict (``ConversationVerdict.to_dict``); ``environment``: worker starts, calls run,
+    peak memory (MiB) and the slowest environment step (s); ``final_answers``: per turn, the first 500
+    characters of the answer that ended it (``None`` when no answer did: force-quit, error)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -44,6 +44,8 @@ def first_turn_case(conversation: Conversation) -> Case:
         category=conversation.category,
         turns=tuple(dict(message) for message in conversation.turns[0]),
         functions=conversation.functions_at(0),
+        language=conversation.language,
+        group=conversation.template or conversation.id,
         source=conversation.source,
     )
 

@@ -195,6 +195,7 @@ class _Episodes:
         latency = 0.0
         error: str | None = None
         slowest = 0.0  # the longest environment step (wall seconds), for the bounds reported in details
+        final_answers: list[str | None] = []  # per turn, the text of the answer that ended it (None: none did)
         env = await asyncio.to_thread(Environment, list(conversation.involved_classes), conversation.initial_config,
                                       long_context=conversation.long_context, **self.env_options)
         try:
@@ -223,6 +224,7 @@ class _Episodes:
                     turn_steps.append(step)
                     if ended:
                         turn_shown.append(step.error if hasattr(step, "error") else [])
+                        final_answers.append(_answer_text(answer.response, variant)[:_FINAL_CHARS])
                         break
                     began = time.perf_counter()
                     outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
@@ -237,6 +239,8 @@ class _Episodes:
                         break
                 trajectory.append(turn_steps)
                 shown.append(turn_shown)
+                if len(final_answers) < len(trajectory):
+                    final_answers.append(None)
                 if error is not None or force_quit:
                     break
             usage = env.usage()
@@ -258,7 +262,21 @@ class _Episodes:
                       for t in verdict.turns)
         mode = verdict.failure_mode
         return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
-                             details={"verdict": verdict.to_dict(), "environment": env_usage}, **base)
+                             details={"verdict": verdict.to_dict(), "environment": env_usage,
+                                      "final_answers": final_answers}, **base)
+
+
+_FINAL_CHARS = 500  # characters of a turn's final answer kept (its language is judged from them)
+
+
+def _answer_text(stored: str, variant: Variant) -> str:
+    """The natural-language text of a stored answer: a native envelope's content, else the text itself."""
+    if variant.call_mode is CallMode.NATIVE:
+        from promptgrid.matrix.clients import read_envelope
+
+        env = read_envelope(stored)
+        return (env[0] or "") if env is not None else stored
+    return stored
 
 
 def context_model(client: Any) -> str:

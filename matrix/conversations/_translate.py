@@ -418,6 +418,8 @@ def _assemble(conversation: Conversation, protected: dict[int, tuple[str, ...]],
         turns=tuple(new_turns),
         functions=localize(conversation.functions),
         held_out_functions={turn: localize(held) for turn, held in conversation.held_out_functions.items()},
+        language=target,
+        template=conversation.template or conversation.id,
     )
     return TranslatedConversation(result, conversation.id, target, protected, tuple(problems))
 
@@ -543,8 +545,10 @@ def _description_findings(source: Conversation, translated: Conversation, source
 
 
 def conversation_language(conversation: Conversation, default: str = "en") -> str:
-    """The language a conversation is written in: its category's ``:<lang>`` suffix (``mini_mt:de``), else its
-    id's ``_<lang>`` suffix (``mini_mt_3_de``), else ``default``."""
+    """The language a conversation is written in: its ``language`` when a record named one, else its category's
+    ``:<lang>`` suffix (``mini_mt:de``), else its id's ``_<lang>`` suffix (``mini_mt_3_de``), else ``default``."""
+    if conversation.language != "en":
+        return conversation.language
     for candidate in (conversation.category.rpartition(":")[2] if ":" in conversation.category else "",
                       conversation.id.rpartition("_")[2] if "_" in conversation.id else ""):
         if candidate and not candidate.isdigit() and language_problem(candidate) is None:
@@ -553,7 +557,10 @@ def conversation_language(conversation: Conversation, default: str = "en") -> st
 
 
 def template_id(conversation: Conversation, language: str) -> str:
-    """The id shared by a conversation's languages: the id without its ``_<language>`` suffix."""
+    """The id shared by a conversation's languages: its ``template`` when a record named one, else the id
+    without its ``_<language>`` suffix."""
+    if conversation.template and conversation.template != conversation.id:
+        return conversation.template
     suffix = f"_{language}"
     return conversation.id[:-len(suffix)] if conversation.id.endswith(suffix) else conversation.id
 

@@ -223,7 +223,7 @@ def test_set_pairs_translations_with_their_sources(conversations: list[Conversat
     assert template_id(german[0], "de") == conversations[0].id
     result = check_conversation_set({"en": conversations, "de": german})
     assert result == {"de": []}
-    orphan = dataclasses.replace(german[0], id="other_de")
+    orphan = dataclasses.replace(german[0], id="other_de", template="other")
     result = check_conversation_set({"en": conversations, "de": [orphan]})
     assert [(f.conversation_id, f.code) for f in result["de"]] == [("other_de", "missing")]
 
