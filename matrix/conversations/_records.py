@@ -56,6 +56,10 @@ class EpisodeResult:
     cost_usd: float | None = None
     latency_s: float = 0.0
     error: str | None = None
+    language: str = "en"
+    """The language of the conversation's user turns (``Conversation.language``)."""
+    template: str = ""
+    """The id shared by the conversation's languages (``Conversation.template``): reports pair languages by it."""
     details: Mapping[str, Any] = field(default_factory=dict)
     """``verdict``: the full verdict (``ConversationVerdict.to_dict``); ``environment``: worker starts, calls run,
     peak memory (MiB) and the slowest environment step (s); ``final_answers``: per turn, the first 500

@@ -249,7 +249,8 @@ class _Episodes:
         base: dict[str, Any] = dict(model=model, variant_id=variant.id, conversation_id=conversation.id,
                                     category=conversation.category, repeat=repeat, steps=steps, sent=sent,
                                     input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
-                                    latency_s=latency)
+                                    latency_s=latency, language=conversation.language,
+                                    template=conversation.template or conversation.id)
         env_usage = {"starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
                      "slowest_step_s": round(slowest, 4)}
         if error is not None:
