@@ -282,6 +282,19 @@ def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool 
     return text
 
 
+def conversation_answer(request: dict[str, Any]) -> str:
+    """For conversations (``FakeScript(answer="promptgrid.matrix.testing.fake_server:conversation_answer")``): a
+    call (``auto_answer``) when the last message is the user's turn, a sentence after the results of a call (the
+    last message is a user message holding bfcl-eval's results list, or a ``tool`` message), so every turn takes
+    two steps."""
+    messages = request.get("messages") or []
+    last = messages[-1] if messages else {}
+    content = str(last.get("content") or "")
+    if last.get("role") == "tool" or content.startswith(("[{'role': 'tool'", '[{"role": "tool"', "<results>")):
+        return "Done: the request is complete."
+    return auto_answer(request)
+
+
 def auto_tool_calls(tools: list[Any]) -> list[dict[str, Any]]:
     """A native answer: one call of the first tool, with empty arguments (OpenAI ``tool_calls`` shape)."""
     first = tools[0] if tools and isinstance(tools[0], dict) else {}
