@@ -53,18 +53,29 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     if fmt not in (None, "all", "md", "json"):
         raise ReportError(f"a conversation run's report is written as md or json, not {fmt}: use --format md or "
                           "--format json.")
-    report = open_conversation_run(run_dir).report()
+    run = open_conversation_run(run_dir)
+    report = run.report()
     sys.stdout.write(report.console())
+    episodes = run.episodes()
+    languages = None  # the per-language section, when the run has more than one language
+    if len({e.language for e in episodes}) > 1:
+        from promptgrid.matrix.conversations._languages import language_report
+
+        languages = language_report(episodes, run.variants())
+        sys.stdout.write(languages.console())
     if fmt is None and args.out is None:
         return 0
     out = Path(args.out) if args.out else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if fmt in (None, "all", "md"):
-        (out / "conversations.md").write_text(report.to_markdown(), encoding="utf-8")
+        markdown = report.to_markdown() + ("" if languages is None else "\n" + languages.to_markdown())
+        (out / "conversations.md").write_text(markdown, encoding="utf-8")
         written.append(out / "conversations.md")
     if fmt in (None, "all", "json"):
-        (out / "conversations.json").write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n",
+        data = report.to_dict()
+        data["languages"] = None if languages is None else languages.to_dict()
+        (out / "conversations.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n",
                                                 encoding="utf-8")
         written.append(out / "conversations.json")
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=sys.stderr)

@@ -75,6 +75,12 @@ class ConversationRun:
 
         return conversation_report(self.episodes(), self.variants(), k=k, confidence=confidence)
 
+    def language_report(self, *, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
+        """The ``LanguageReport`` of every stored episode, per language (``_languages.language_report``)."""
+        from ._languages import language_report
+
+        return language_report(self.episodes(), self.variants(), baseline=baseline, k=k, confidence=confidence)
+
     def __repr__(self) -> str:
         return f"ConversationRun({str(self.path)!r})"
 
