@@ -200,3 +200,39 @@ def test_doing_the_forbidden_call_in_a_no_solution_turn_is_invalid(conversations
         verdict = check_conversation(conversation, greedy, ground_truth=truth)
         assert not verdict.valid, conversation_id
         assert verdict.failure_mode is not None
+
+
+# --------------------------------------------------------------------------- translation checks and catalogs
+
+def test_every_language_passes_the_conversation_translation_checks(conversations: list[Conversation]) -> None:
+    """What ``promptgrid check-translations --dataset mini-mt`` checks: each turn against its English one."""
+    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+
+    by_language: dict[str, list[Conversation]] = {}
+    for conversation in conversations:
+        by_language.setdefault(conversation_language(conversation), []).append(conversation)
+    results = check_conversation_set(by_language)
+    assert set(results) == set(LANGS) - {"en"}
+    assert {lang: [(f.conversation_id, f.turn, f.message) for f in findings]
+            for lang, findings in results.items() if findings} == {}
+
+
+def test_description_catalogs_cover_every_description_in_every_language() -> None:
+    """``description_language: query`` renders every mini-mt language from the shipped reviewed catalogs
+    (``translate/catalogs/descriptions/mini-mt``), the Python 3 hint included, with no translation store."""
+    from promptgrid.templates import description_units
+    from promptgrid.translate._catalogs import CatalogIndex, shipped_catalogs
+    from promptgrid.translate._units import UnitKind
+
+    catalogs = [c for c in shipped_catalogs() if c.dataset == "mini-mt"]
+    assert sorted(c.language for c in catalogs) == sorted(set(LANGS) - {"en"})
+    assert all(c.reviewed and c.kind is UnitKind.DESCRIPTIONS for c in catalogs)
+    units = {(key, text) for conversation in load_conversations("mini-mt:en")
+             for key, text in description_units(conversation.functions_at(len(conversation.turns) - 1))}
+    assert len(units) >= 100 and any(text.endswith(" Note that the provided function is in Python 3 syntax.")
+                                     for _key, text in units)
+    index = CatalogIndex(catalogs)
+    missing = sorted((lang, key) for lang in set(LANGS) - {"en"} for key, text in units
+                     if not index.lookup(UnitKind.DESCRIPTIONS, text, lang, key))
+    assert missing == []
+    assert {e.source for c in catalogs for e in c.entries.values()} == {text for _key, text in units}  # none stale
