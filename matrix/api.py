@@ -606,8 +606,7 @@ def check_translations(
                 dataset = catalog.dataset
                 if dataset is not None and dataset not in english_of:
                     try:
-                        english_of[dataset] = {u.key: u for u in description_units(
-                            [dict(f) for case in load_dataset(dataset, bfcl_data=bfcl) for f in case.functions])}
+                        english_of[dataset] = {u.key: u for u in description_units(_dataset_functions(dataset, bfcl))}
                     except (PromptgridError, OSError) as exc:  # the dataset is optional for this check
                         english_of[dataset] = None
                         skipped.append(f"cannot load dataset {dataset!r} ({exc}); stale/missing checks skipped "
@@ -619,6 +618,17 @@ def check_translations(
     finally:
         the_store.close()
     return TranslationChecks(findings, skipped)
+
+
+def _dataset_functions(dataset: str, bfcl_data: Any) -> list[dict[str, Any]]:
+    """Every function doc a dataset offers: its cases' docs, or, for a conversation dataset (``mini-mt``,
+    ``bfcl:multi_turn_*``), the docs of its English conversations at their last turn (held-out docs included)."""
+    from promptgrid.matrix.conversations import is_conversation_dataset, load_conversations
+
+    if is_conversation_dataset(dataset):
+        conversations = load_conversations(dataset, bfcl_data=bfcl_data)
+        return [dict(f) for c in conversations if c.language == "en" for f in c.functions_at(len(c.turns))]
+    return [dict(f) for case in load_dataset(dataset, bfcl_data=bfcl_data) for f in case.functions]
 
 
 # --------------------------------------------------------------------------- running

@@ -92,6 +92,9 @@ _CALL = r"[A-Za-z_][\w.]*\([^()\n]*\)"
 _CALL_RE = re.compile(rf"\b[A-Z][a-z]+:[ \t]{_CALL}"
                       rf"|(?<![\w.])(?:[^\W_A-Za-z]|\.)*+(?P<call>[A-Za-z_][\w.]*+\([^()\n]*\))")
 _CALL_LIST_RE = re.compile(rf"\[\s*{_CALL}(?:\s*,\s*{_CALL})*\s*\]")
+# BFCL's multi-turn docs list a parameter's allowed values in its description: "[Enum]: USD, RMB, EUR" (to the
+# end of the line). The values are what the model must write, so the marker and the list are kept verbatim.
+_ENUM_LIST_RE = re.compile(r"\[Enum\]:[^\n]*")
 _FORMAT_TOKEN = r"(?:YYYY|YY|MM|DD|HH|hh|mm|ss|SSS|SS)"
 _FORMAT_RE = re.compile(
     rf"\b{_FORMAT_TOKEN}(?:[-/:.T]{_FORMAT_TOKEN})+(?:Z\b)?\b"
@@ -233,6 +236,7 @@ def find_spans(text: str, names: Iterable[str] = ()) -> list[Span]:
     add_all(_PLACEHOLDER_RE, SpanKind.PLACEHOLDER)
     add_all(_BRACE_CODE_RE, SpanKind.CODE)
     add_all(_CALL_LIST_RE, SpanKind.CALL)
+    add_all(_ENUM_LIST_RE, SpanKind.CODE)
     add_all(_CALL_RE, SpanKind.CALL, _call_is_code)
     add_all(_FORMAT_RE, SpanKind.FORMAT)
     # Longest names first so "get_weather_now" wins over "get_weather".

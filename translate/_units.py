@@ -174,9 +174,16 @@ def description_units(functions: Iterable[Mapping[str, Any]]) -> list[Unit]:
     from promptgrid.templates import description_units as template_units
 
     units: dict[tuple[str, str], Unit] = {}
+    texts_of: dict[str, str] = {}
     for function in functions:
         protected = _protected_names(function)
         for key, text in template_units([function]):
-            if text.strip():
-                units.setdefault((key, text), Unit(key, UnitKind.DESCRIPTIONS, text, protected))
+            if not text.strip():
+                continue
+            if texts_of.setdefault(key, text) != text and key.endswith(".description"):
+                # A parameter named "description" has the key of its function's description
+                # (``create_ticket.description``); it is listed as "<key> (parameter)", as catalogs write it
+                # (translations are looked up by their English text, so the key only has to be unique).
+                key = f"{key} (parameter)"
+            units.setdefault((key, text), Unit(key, UnitKind.DESCRIPTIONS, text, protected))
     return list(units.values())

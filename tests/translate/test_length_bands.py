@@ -12,12 +12,16 @@ from promptgrid.translate._protect import find_spans
 from promptgrid.translate._units import UnitKind, instruction_units
 
 
-def _entries() -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """(language, source, text, protected names) of every shipped catalog entry."""
+def _entries(measured_only: bool = False) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(language, source, text, protected names) of every shipped catalog entry; ``measured_only``: only the
+    catalogs the bands were measured on (the instructions and the ``mini`` descriptions; later catalogs, such as
+    ``mini-mt``'s, must pass the bands, not move them)."""
     protected = {u.key: tuple(u.protected) for u in instruction_units()}
     return [(catalog.language, entry.source, entry.text,
              protected.get(key, ()) if catalog.kind is UnitKind.INSTRUCTIONS else ())
-            for catalog in shipped_catalogs() for key, entry in catalog.entries.items()]
+            for catalog in shipped_catalogs()
+            if not measured_only or catalog.kind is UnitKind.INSTRUCTIONS or catalog.dataset == "mini"
+            for key, entry in catalog.entries.items()]
 
 
 def test_every_shipped_translation_passes_every_check() -> None:
@@ -31,7 +35,7 @@ def test_every_shipped_translation_passes_every_check() -> None:
 
 def test_measured_ratios_are_those_of_the_shipped_catalogs() -> None:
     ratios: dict[str, list[float]] = collections.defaultdict(list)
-    for lang, source, text, names in _entries():
+    for lang, source, text, names in _entries(measured_only=True):
         spans = find_spans(source, names)
         src_len = _content_length(_strip_spans(source, spans))
         if src_len >= 40:  # shorter sources are noisy; the slack judges them
