@@ -93,11 +93,15 @@ def results_message(variant: Variant, outcomes: Sequence[CallOutcome]) -> dict[s
 
 
 def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | None,
-                  functions: Sequence[Mapping[str, Any]]) -> tuple[Step, bool]:
+                  functions: Sequence[Mapping[str, Any]], known: Sequence[str] = ()) -> tuple[Step, bool]:
     """A stored answer as the step's calls, and whether it ends the turn. Never raises on model output.
 
     ``stored`` is the text (prompt, constrained) or the native envelope; ``request`` the step's request
-    (native: its ``tool_names``); ``functions`` the docs offered at this turn (to unwrap a strict answer).
+    (native: its ``tool_names``); ``functions`` the docs offered at this turn (to unwrap a strict answer);
+    ``known``: the names of every function of the conversation's classes. A native call of a known function
+    that was not offered at this turn (a ``miss_func`` function before it is given back) is decoded by its
+    name, as a prompt-mode answer naming it is, and bfcl-eval's executor runs it: the environment, not the
+    decoder, decides what runs.
     """
     if variant.call_mode is CallMode.NATIVE:
         from promptgrid.matrix.calling import read_tool_calls
@@ -106,7 +110,9 @@ def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | No
         env = read_envelope(stored)
         if env is None or not env[1]:
             return (), True
-        read = read_tool_calls(env[1], (request or {}).get("tool_names", {}))
+        names = {name: name for name in known}
+        names.update((request or {}).get("tool_names", {}))
+        read = read_tool_calls(env[1], names)
         if read.calls is None:
             return DecodeFailure(stored[:_SHOWN], read.details or str(read.failure)), True
         return tuple(ToolCall(name, dict(args)) for call in read.calls for name, args in call.items()), False

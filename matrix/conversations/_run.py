@@ -188,6 +188,7 @@ class _Episodes:
 
         params = repeat_params(params, repeat)
         transcript = Transcript(conversation, variant, self.renderer)
+        known = [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))]
         trajectory: list[list[Step]] = []
         shown: list[list[Any]] = []
         steps = sent = input_tokens = output_tokens = 0
@@ -220,7 +221,8 @@ class _Episodes:
                     cost = None if cost is None or answer.cost_usd is None else cost + answer.cost_usd
                     latency += answer.latency_s or 0.0
                     transcript.add_answer(answer.response, turn, step_index)
-                    step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions)
+                    step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions,
+                                                known)
                     turn_steps.append(step)
                     if ended:
                         turn_shown.append(step.error if hasattr(step, "error") else [])

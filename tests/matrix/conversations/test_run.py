@@ -587,3 +587,12 @@ def test_export_batch_refuses_a_conversation_dataset_before_writing(tmp_path: Pa
     assert main(["export-batch", str(tmp_path / "run"), "--grid", "call_modes", "--dataset", "bfcl:multi_turn_base",
                  "--model", "openai/gpt-4o-mini", "-o", str(out)]) == 2
     assert not out.exists() and not (tmp_path / "run").exists()
+
+
+def test_a_native_call_of_a_function_not_offered_yet_is_left_to_the_environment(tmp_path: Path) -> None:
+    """multi_turn_miss_func_49's ground truth calls `tail` two turns before it is given back (bfcl-eval runs it)."""
+    (conversation,) = [c for c in load_conversations("bfcl:multi_turn_miss_func") if c.id == "multi_turn_miss_func_49"]
+    offered = {doc["name"] for doc in conversation.functions_at(1)}
+    assert "tail" not in offered and "tail" in {call.name for call in conversation.ground_truth[1]}
+    summary = run_conversations([NATIVE], [conversation], models=[GT], run_dir=tmp_path)
+    assert [r.valid for r in summary.results] == [True]
