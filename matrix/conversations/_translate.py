@@ -402,9 +402,13 @@ def _assemble(conversation: Conversation, protected: dict[int, tuple[str, ...]],
         problems.extend(ConversationFinding(conversation.id, None, PROTECTED_CHANGED, f"description {key}: {p}",
                                             target, key) for p in issues)
 
+    by_source = {source: text for (_key, source), (text, _issues) in translated.items()}
+
     def lookup(source: str, _lang: str, key: str) -> str | None:
+        # By the English text, as the catalogs are read: a unit's key may differ from the renderer's (a
+        # parameter named "description" is "<function>.description (parameter)").
         found = translated.get((key, source))
-        return found[0] if found is not None else None
+        return found[0] if found is not None else by_source.get(source)
 
     def localize(functions: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
         if not docs:
