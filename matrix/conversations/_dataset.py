@@ -419,6 +419,20 @@ def _load_bfcl(category: str, limit: int | None, bfcl_data: str | os.PathLike[st
     return out
 
 
+def _load_mini_mt(languages: str | None, limit: int | None, bfcl_data: str | os.PathLike[str] | None
+                  ) -> list[Conversation]:
+    """The ``mini-mt`` conversations: all languages, or those of ``languages`` (``"de,ja"``), in file order
+    (template by template), at most ``limit``. The set and its file are ``_mini_mt``'s (imported here, one way)."""
+    from ._mini_mt import DATA_FILE, MINI_MT_LANGUAGES, parse_languages
+
+    wanted = MINI_MT_LANGUAGES if languages is None else parse_languages(languages)
+    if not DATA_FILE.is_file():  # pragma: no cover - a broken install
+        raise DatasetError(f"the mini-mt data file {DATA_FILE} is missing; reinstall promptgrid or regenerate it "
+                           "(python -m promptgrid.matrix.conversations._mini_mt --write).")
+    conversations = [c for c in _load_jsonl(str(DATA_FILE), None, bfcl_data) if c.language in wanted]
+    return conversations if limit is None else conversations[:limit]
+
+
 def _load_jsonl(path: str, limit: int | None, bfcl_data: str | os.PathLike[str] | None) -> list[Conversation]:
     source = _source(bfcl_data)
     out: list[Conversation] = []
@@ -491,9 +505,7 @@ def load_conversations(spec: str, *, limit: int | None = None,
     if kind == "jsonl" and argument.strip():
         return _load_jsonl(str(Path(argument.strip()).expanduser()), limit, bfcl_data)
     if kind.strip() == "mini-mt":  # the built-in multilingual set (``_mini_mt``); "mini-mt:de,ja" picks languages
-        from . import _mini_mt
-
-        return _mini_mt.load(argument if _sep else None, limit=limit, bfcl_data=bfcl_data)
+        return _load_mini_mt(argument if _sep else None, limit, bfcl_data)
     if kind == "bfcl":
         hint = closest(argument.strip(), CONVERSATION_CATEGORIES)
         raise DatasetError(f"{spec!r} is not a multi-turn BFCL category.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")

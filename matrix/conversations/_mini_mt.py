@@ -97,7 +97,7 @@ from promptgrid.errors import DatasetError
 
 from ..datasets._mini import _suggest
 
-__all__ = ["DATA_FILE", "MINI_MT_LANGUAGES", "build_records", "forbidden_calls", "load", "parse_languages"]
+__all__ = ["DATA_FILE", "MINI_MT_LANGUAGES", "build_records", "forbidden_calls", "parse_languages"]
 
 MINI_MT_LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "zh", "hi", "pt")
 DATA_FILE = Path(__file__).parent / "data" / "mini_mt.jsonl"
@@ -1360,20 +1360,6 @@ def parse_languages(spec: str) -> tuple[str, ...]:
         raise DatasetError(f"mini-mt has no language {shown}. Its languages are: {', '.join(MINI_MT_LANGUAGES)} "
                            "(comma-separated, e.g. mini-mt:de,ja).")
     return tuple(dict.fromkeys(codes))
-
-
-def load(languages: str | None = None, *, limit: int | None = None, bfcl_data: Any = None) -> list[Any]:
-    """The ``mini-mt`` conversations (``load_conversations("mini-mt[:LANGS]")`` comes here): all languages, or
-    those of ``languages`` (``"de,ja"``), in file order (template by template), at most ``limit``."""
-    from ._dataset import _load_jsonl
-
-    wanted = MINI_MT_LANGUAGES if languages is None else parse_languages(languages)
-    if not DATA_FILE.is_file():  # pragma: no cover - a broken install
-        raise DatasetError(f"the mini-mt data file {DATA_FILE} is missing; reinstall promptgrid or regenerate it "
-                           "(python -m promptgrid.matrix.conversations._mini_mt --write).")
-    conversations = [c for c in _load_jsonl(str(DATA_FILE), None, bfcl_data)
-                     if c.category.partition(":")[2] in wanted]
-    return conversations if limit is None else conversations[:limit]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
