@@ -73,7 +73,13 @@ class ConversationRun:
         """The ``ConversationReport`` of every stored episode (``_report.conversation_report``)."""
         from ._report import conversation_report
 
-        return conversation_report(self.episodes(), self.variants(), k=k, confidence=confidence)
+        return conversation_report(self.episodes(), self.variants(), k=k, confidence=confidence,
+                                   labels=self.labels())
+
+    def labels(self) -> dict[str, str]:
+        """Variant id -> the grid's label, as the run recorded them (the report shows labels)."""
+        with ConversationStore(self.path) as store:
+            return dict(store.meta("labels", {}))
 
     def language_report(self, *, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
         """The ``LanguageReport`` of every stored episode, per language (``_languages.language_report``)."""

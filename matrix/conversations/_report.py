@@ -103,7 +103,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -455,6 +455,12 @@ class ConversationReport:
     divergence: tuple[Divergence, ...]
     failure_modes: tuple[EpisodeFailureModes, ...]
     native_gap: tuple[NativeGap, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Variant id -> the grid's label, used in place of the id in the tables and the console (ids stay in
+    ``to_dict``)."""
+
+    def _name(self, variant_id: str) -> str:
+        return self.labels.get(variant_id, variant_id)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (schema in the module docstring)."""
@@ -483,7 +489,7 @@ class ConversationReport:
                f"{UNFINISHED_NOTE} k = {k}. Intervals: {conf}.", ""]
 
         out += ["### Accuracy and pass^k per variant", ""]
-        rows = [[v.model, v.variant_id, v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
+        rows = [[v.model, self._name(v.variant_id), v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
                  fmt_num(v.unfinished), with_ci(v.accuracy, v.accuracy_ci),
                  _fraction_ci(v.pass_k_tau.value, v.pass_k_tau.ci),
                  _fraction_ci(v.pass_k_ticket.value, v.pass_k_ticket.ci), fmt_num(v.mean_steps, 1),
@@ -509,7 +515,8 @@ class ConversationReport:
 
         out += ["### Paired comparisons between variants", ""]
         if self.comparisons:
-            rows = [[c.model, c.reference, c.other, fmt_num(c.entries), pct(c.reference_rate), pct(c.other_rate),
+            rows = [[c.model, self._name(c.reference), self._name(c.other), fmt_num(c.entries),
+                     pct(c.reference_rate), pct(c.other_rate),
                      with_ci(c.diff, c.diff_ci, signed=True), fmt_num(c.b), fmt_num(c.c), pval(c.p_value),
                      pval(c.p_holm)] for c in self.comparisons]
             out += [_table(["model", "reference", "other", "entries", "reference %", "other %", "diff pp",
@@ -530,8 +537,8 @@ class ConversationReport:
             rows = []
             for t in self.turn_accuracy:
                 at = {p.turn: p for p in t.positions}
-                rows.append([t.model, t.variant_id] + [f"{pct(at[i].accuracy)} ({at[i].n:,})" if i in at else DASH
-                                                       for i in turns])
+                rows.append([t.model, self._name(t.variant_id)]
+                            + [f"{pct(at[i].accuracy)} ({at[i].n:,})" if i in at else DASH for i in turns])
             out += [_table(["model", "variant"] + [f"turn {i}" for i in turns], rows,
                            [False, False] + [True] * len(turns)), ""]
         else:
@@ -544,7 +551,7 @@ class ConversationReport:
             rows = []
             for d in self.divergence:
                 first_at = dict(d.by_turn)
-                rows.append([d.model, d.reference, d.other, fmt_num(d.compared)]
+                rows.append([d.model, self._name(d.reference), self._name(d.other), fmt_num(d.compared)]
                             + [fmt_num(first_at.get(i, 0)) for i in dturns]
                             + [fmt_num(d.never), DASH if math.isnan(d.median_turn) else f"{d.median_turn:g}"])
             out += [_table(["model", "reference", "other", "compared"] + [f"turn {i}" for i in dturns]
@@ -562,7 +569,7 @@ class ConversationReport:
             rows = []
             for f in self.failure_modes:
                 of_mode = {m.mode: m for m in f.modes}
-                rows.append([f.model, f.variant_id, fmt_num(f.failed)]
+                rows.append([f.model, self._name(f.variant_id), fmt_num(f.failed)]
                             + [f"{of_mode[m].count:,} ({pct(of_mode[m].share)}%)" if m in of_mode else DASH
                                for m in modes])
             out += [_table(["model", "variant", "failed"] + list(modes), rows,
@@ -586,8 +593,8 @@ class ConversationReport:
             if not g.pairs:
                 rows.append([g.model, f"pairs not available: {g.note}", DASH, DASH, DASH, DASH, DASH])
             for p in g.pairs:
-                rows.append([g.model, p.native, p.prompt, fmt_num(p.entries), pct(p.native_rate),
-                             pct(p.prompt_rate), with_ci(p.diff, p.diff_ci, signed=True)])
+                rows.append([g.model, self._name(p.native), self._name(p.prompt), fmt_num(p.entries),
+                             pct(p.native_rate), pct(p.prompt_rate), with_ci(p.diff, p.diff_ci, signed=True)])
         if rows:
             out += [_table(["model", "native", "prompt", "entries", "native %", "prompt %", "native - prompt pp"],
                            rows, [False, False, False, True, True, True, True]), ""]
@@ -614,8 +621,8 @@ class ConversationReport:
             if len(scored) > 1:
                 best = max(scored, key=lambda v: v.accuracy)
                 worst = min(scored, key=lambda v: v.accuracy)
-                out.append(_safe(f"    best {best.variant_id} {pct(best.accuracy)}%, worst {worst.variant_id} "
-                                 f"{pct(worst.accuracy)}%"))
+                out.append(_safe(f"    best {self._name(best.variant_id)} {pct(best.accuracy)}%, worst "
+                                 f"{self._name(worst.variant_id)} {pct(worst.accuracy)}%"))
             gap = next((g for g in self.native_gap if g.model == m.model), None)
             if gap is not None and gap.overall is not None:
                 out.append(f"    native - prompt: {with_ci(gap.overall.diff, gap.overall.diff_ci, signed=True)} pp "
@@ -763,6 +770,7 @@ def conversation_report(
     confidence: float = stats.DEFAULT_CONFIDENCE,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
+    labels: Mapping[str, str] | None = None,
 ) -> ConversationReport:
     """The report of a multi-turn conversation run (every number is explained in the module docstring).
 
@@ -884,7 +892,7 @@ def conversation_report(
         k=k, confidence=confidence, n_resamples=n_resamples, seed=seed, episodes=n_all, finished=finished,
         unfinished=n_all - finished, variants=tuple(summaries), models=tuple(models),
         comparisons=tuple(comparisons), turn_accuracy=tuple(turn_accuracy), divergence=tuple(divergence),
-        failure_modes=tuple(failures), native_gap=tuple(gaps))
+        failure_modes=tuple(failures), native_gap=tuple(gaps), labels=dict(labels or {}))
 
 
 def _boot_ratio(weights: np.ndarray, num: np.ndarray, den: np.ndarray, confidence: float) -> list[Interval]:

@@ -358,6 +358,7 @@ async def arun_conversations(
     started = time.perf_counter()
     with ConversationStore(run_dir, create=True) as store:
         store.add_variants(episode_variants(variants))
+        store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})
         if describe:
             for key, value in describe.items():
                 store.set_meta(key, value)

@@ -596,3 +596,19 @@ def test_a_native_call_of_a_function_not_offered_yet_is_left_to_the_environment(
     assert "tail" not in offered and "tail" in {call.name for call in conversation.ground_truth[1]}
     summary = run_conversations([NATIVE], [conversation], models=[GT], run_dir=tmp_path)
     assert [r.valid for r in summary.results] == [True]
+
+
+def test_the_report_names_variants_by_their_grid_labels(tmp_path: Path) -> None:
+    from promptgrid.matrix.conversations import open_conversation_run
+
+    run_dir = tmp_path / "run"
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", GT, "--limit", "1",
+                 "--variant", "native", "--variant", "json->json,False", "--run-dir", str(run_dir),
+                 "--no-progress"]) == 0
+    run = open_conversation_run(run_dir)
+    assert set(run.labels().values()) == {"native", "json->json,False"}
+    report = run.report()
+    text = report.to_markdown() + report.console()
+    assert "| native " in text and "json->json,False" in text
+    assert "call_mode=native" not in text  # ids are in to_dict, not in the tables
+    assert {v["variant_id"] for v in report.to_dict()["variants"]} == set(run.labels())
