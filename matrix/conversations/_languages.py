@@ -102,6 +102,7 @@ from ._report import (
     _resolve_k,
     _safe,
     _table,
+    check_inputs,
 )
 
 __all__ = [
@@ -364,23 +365,9 @@ def language_report(
     Raises ``ValueError`` as ``conversation_report`` does (an unknown variant, a duplicate episode, a bad
     ``k``, ``confidence`` or ``n_resamples``).
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if k is not None and k < 1:
-        raise ValueError(f"k must be >= 1, got k={k}")
+    check_inputs(episodes, variants, k=k, confidence=confidence, n_resamples=n_resamples)
     groups: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
-    seen: set[tuple[str, str, str, int]] = set()
     for e in episodes:
-        if e.variant_id not in variants:
-            raise ValueError(f"episode of model {e.model!r}, conversation {e.conversation_id!r}, repeat {e.repeat} "
-                             f"names variant {e.variant_id!r}, which is not in variants")
-        key = (e.model, e.variant_id, e.conversation_id, e.repeat)
-        if key in seen:
-            raise ValueError(f"two episodes for model {e.model!r}, variant {e.variant_id!r}, conversation "
-                             f"{e.conversation_id!r}, repeat {e.repeat}")
-        seen.add(key)
         groups[(e.model, e.language)].append(e)
     languages = sorted({lang for _, lang in groups}, key=lambda lang: (lang != baseline, lang))
     models = sorted({m for m, _ in groups})

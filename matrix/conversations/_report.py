@@ -762,6 +762,29 @@ def _resolve_k(data: Sequence[_ModelData], k: int | None) -> int:
     return k
 
 
+def check_inputs(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]], *, k: int | None,
+                 confidence: float, n_resamples: int) -> None:
+    """``ValueError`` for what no report can be made of: a confidence outside (0, 1), ``n_resamples < 1``,
+    ``k < 1``, an episode naming a variant not in ``variants``, two episodes of one (model, variant,
+    conversation, repeat). Shared by ``conversation_report`` and ``_languages.language_report``."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if k is not None and k < 1:
+        raise ValueError(f"k must be >= 1, got k={k}")
+    seen: set[tuple[str, str, str, int]] = set()
+    for e in episodes:
+        if e.variant_id not in variants:
+            raise ValueError(f"episode of model {e.model!r}, conversation {e.conversation_id!r}, repeat {e.repeat} "
+                             f"names variant {e.variant_id!r}, which is not in variants")
+        key = (e.model, e.variant_id, e.conversation_id, e.repeat)
+        if key in seen:
+            raise ValueError(f"two episodes for model {e.model!r}, variant {e.variant_id!r}, conversation "
+                             f"{e.conversation_id!r}, repeat {e.repeat}")
+        seen.add(key)
+
+
 def conversation_report(
     episodes: Sequence[EpisodeResult],
     variants: Mapping[str, Mapping[str, str]],
@@ -784,23 +807,9 @@ def conversation_report(
     (model, variant, conversation, repeat), ``k < 1``, a ``k`` some entry has fewer finished repeats for,
     a confidence outside (0, 1) or ``n_resamples < 1``.
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if k is not None and k < 1:
-        raise ValueError(f"k must be >= 1, got k={k}")
+    check_inputs(episodes, variants, k=k, confidence=confidence, n_resamples=n_resamples)
     by_model: dict[str, list[EpisodeResult]] = defaultdict(list)
-    seen: set[tuple[str, str, str, int]] = set()
     for e in episodes:
-        if e.variant_id not in variants:
-            raise ValueError(f"episode of model {e.model!r}, conversation {e.conversation_id!r}, repeat {e.repeat} "
-                             f"names variant {e.variant_id!r}, which is not in variants")
-        key = (e.model, e.variant_id, e.conversation_id, e.repeat)
-        if key in seen:
-            raise ValueError(f"two episodes for model {e.model!r}, variant {e.variant_id!r}, conversation "
-                             f"{e.conversation_id!r}, repeat {e.repeat}")
-        seen.add(key)
         by_model[e.model].append(e)
     order = list(variants)
     data = [_model_data(m, by_model[m], order, n_resamples, seed) for m in sorted(by_model)]
