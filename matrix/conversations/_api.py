@@ -36,15 +36,22 @@ def is_conversation_dataset(spec: str) -> bool:
     path = Path(spec.removeprefix("jsonl:"))
     try:
         with path.open("rb") as fh:
-            for raw in fh:
+            # Bounded: the first non-blank line, read _SNIFF_BYTES at most and _SNIFF_LINES lines at most (a
+            # FIFO, /dev/zero or a multi-gigabyte line is not read whole here; the loader reports it).
+            for _ in range(_SNIFF_LINES):
+                raw = fh.readline(_SNIFF_BYTES)
+                if not raw or (len(raw) == _SNIFF_BYTES and not raw.endswith(b"\n")):
+                    return False
                 if raw.strip():
-                    if len(raw) > 50_000_000:
-                        return False
                     record = parse_json_line(raw.decode("utf-8", "replace").strip())
                     return isinstance(record, dict) and "involved_classes" in record
     except (OSError, ValueError):
         return False
     return False
+
+
+_SNIFF_BYTES = 8_000_000  # a BFCL long-context record is about 1 MB
+_SNIFF_LINES = 1000
 
 
 class ConversationRun:

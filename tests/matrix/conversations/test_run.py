@@ -612,3 +612,15 @@ def test_the_report_names_variants_by_their_grid_labels(tmp_path: Path) -> None:
     assert "| native " in text and "json->json,False" in text
     assert "call_mode=native" not in text  # ids are in to_dict, not in the tables
     assert {v["variant_id"] for v in report.to_dict()["variants"]} == set(run.labels())
+
+
+def test_recognising_a_conversation_file_reads_a_bounded_prefix(tmp_path: Path) -> None:
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    assert not is_conversation_dataset("jsonl:/dev/zero")  # returns at once: no newline in the first 8 MB
+    blank = tmp_path / "blank.jsonl"
+    blank.write_bytes(b"\n" * 5000)
+    assert not is_conversation_dataset(f"jsonl:{blank}")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage\n")
+    assert not is_conversation_dataset(f"jsonl:{binary}")
