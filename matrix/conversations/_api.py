@@ -35,6 +35,8 @@ def is_conversation_dataset(spec: str) -> bool:
         return False
     path = Path(spec.removeprefix("jsonl:"))
     try:
+        if not path.is_file():  # a FIFO would block the open; a device is not a dataset (the loader says why)
+            return False
         with path.open("rb") as fh:
             # Bounded: the first non-blank line, read _SNIFF_BYTES at most and _SNIFF_LINES lines at most (a
             # FIFO, /dev/zero or a multi-gigabyte line is not read whole here; the loader reports it).

@@ -617,7 +617,13 @@ def test_the_report_names_variants_by_their_grid_labels(tmp_path: Path) -> None:
 def test_recognising_a_conversation_file_reads_a_bounded_prefix(tmp_path: Path) -> None:
     from promptgrid.matrix.conversations import is_conversation_dataset
 
-    assert not is_conversation_dataset("jsonl:/dev/zero")  # returns at once: no newline in the first 8 MB
+    assert not is_conversation_dataset("jsonl:/dev/zero")  # not a regular file: returns at once
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert not is_conversation_dataset(f"jsonl:{fifo}")  # no writer: opening it would block
+    huge = tmp_path / "huge.jsonl"
+    huge.write_bytes(b"x" * 9_000_000)  # one line past the sniffed prefix
+    assert not is_conversation_dataset(f"jsonl:{huge}")
     blank = tmp_path / "blank.jsonl"
     blank.write_bytes(b"\n" * 5000)
     assert not is_conversation_dataset(f"jsonl:{blank}")
