@@ -98,8 +98,13 @@ STDOUT = "-"
 """The output path that means standard output."""
 
 RUN_DIR_FILES = ("store.sqlite3", "store.sqlite3-wal", "store.sqlite3-shm", "store.sqlite3-journal",
-                 "run.json", "run.lock")
-"""A run directory's own files (``running.store.STORE_FILE``, its SQLite journals, ``run.json``, the lock)."""
+                 "run.json", "run.lock", "conversations.sqlite3", "conversations.sqlite3-wal",
+                 "conversations.sqlite3-shm", "conversations.sqlite3-journal")
+"""A run directory's own files (``running.store.STORE_FILE``, its SQLite journals, ``run.json``, the lock; a
+conversation run's ``conversations.sqlite3`` and its journals)."""
+
+_STORES = ("store.sqlite3", "conversations.sqlite3")
+"""The files that make a directory a run directory (single-turn, conversations)."""
 
 RUN_DIR_PATTERNS = ("spill-*.jsonl",)
 """A run directory's own files by name pattern: ``running.store.SPILL_GLOB``, the answers a full disk kept
@@ -367,7 +372,7 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
     if resolved.is_dir():
         raise OutputError(f"output {target} is a directory; give a file path.")
     own = resolved.name in RUN_DIR_FILES or any(fnmatch.fnmatchcase(resolved.name, p) for p in RUN_DIR_PATTERNS)
-    if own and (resolved.parent / RUN_DIR_FILES[0]).exists():
+    if own and any((resolved.parent / store).exists() for store in _STORES):
         raise OutputError(f"output {target} is a file of the run directory {resolved.parent}; writing it would "
                           "destroy the run. Give a path outside the run's own files (e.g. RUN_DIR/results.jsonl).")
     if not _is_stream(target) and not resolved.parent.is_dir():

@@ -46,8 +46,9 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     also writes ``conversations.md`` / ``conversations.json`` (other formats are single-turn only)."""
     import json
 
-    from promptgrid.errors import ReportError
+    from promptgrid.errors import OutputError, ReportError
     from promptgrid.matrix.conversations import open_conversation_run
+    from promptgrid.safeio import atomic_output
 
     fmt = args.format
     if fmt not in (None, "all", "md", "json"):
@@ -66,18 +67,25 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     if fmt is None and args.out is None:
         return 0
     out = Path(args.out) if args.out else run_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file; give a directory for conversations.md and conversations.json.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {out}: {exc.strerror or exc}") from None
+    texts = {}
     if fmt in (None, "all", "md"):
-        markdown = report.to_markdown() + ("" if languages is None else "\n" + languages.to_markdown())
-        (out / "conversations.md").write_text(markdown, encoding="utf-8")
-        written.append(out / "conversations.md")
+        texts["conversations.md"] = report.to_markdown() + ("" if languages is None else
+                                                            "\n" + languages.to_markdown())
     if fmt in (None, "all", "json"):
         data = report.to_dict()
         data["languages"] = None if languages is None else languages.to_dict()
-        (out / "conversations.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n",
-                                                encoding="utf-8")
-        written.append(out / "conversations.json")
+        texts["conversations.json"] = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    written = []
+    for name, text in texts.items():
+        with atomic_output(out / name) as fh:  # a file that cannot be written is an OutputError, nothing half-done
+            fh.write(text)
+        written.append(out / name)
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 

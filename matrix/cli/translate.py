@@ -19,7 +19,7 @@ from tabulate import tabulate
 from promptgrid.display import escape_controls
 from promptgrid.errors import TranslationError
 from promptgrid.languages import language_problem
-from promptgrid.safeio import JSONLine, read_json_lines
+from promptgrid.safeio import JSONLine, atomic_output, check_output, read_json_lines
 from promptgrid.translate._backends import make_backend
 from promptgrid.translate._catalogs import TranslationCatalog
 from promptgrid.translate._check import check_translation
@@ -213,6 +213,8 @@ def cmd_translate_conversations(args: argparse.Namespace, out: TextIO | None = N
     targets = _languages([args.to])
     if not targets:
         raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
+    inputs = [args.dataset.removeprefix("jsonl:")] if args.dataset.startswith("jsonl:") else []
+    check_output(Path(args.conversations_out).expanduser(), inputs=inputs)  # before any translation is paid for
     backend = make_backend(args.backend, region=args.region, formality=args.formality,
                            timeout=getattr(args, "timeout", None), on_retry=_say)
     sources = load_conversations(args.dataset, bfcl_data=getattr(args, "bfcl_data", None))
@@ -229,7 +231,8 @@ def cmd_translate_conversations(args: argparse.Namespace, out: TextIO | None = N
         print(f"promptgrid: {target}: finished", file=sys.stderr, flush=True)
     path = Path(args.conversations_out).expanduser()
     try:
-        path.write_text("".join(line + "\n" for line in records), encoding="utf-8")
+        with atomic_output(path, inputs=inputs) as fh:
+            fh.write("".join(line + "\n" for line in records))
     except OSError as exc:
         raise TranslationError(f"cannot write {path}: {exc.strerror or exc}") from exc
     _print_conversation_findings(findings, counts, out)

@@ -630,3 +630,17 @@ def test_recognising_a_conversation_file_reads_a_bounded_prefix(tmp_path: Path) 
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(b"\xff\xfe\x00garbage\n")
     assert not is_conversation_dataset(f"jsonl:{binary}")
+
+
+def test_report_out_that_cannot_be_written_is_an_error_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/prose", "--limit", "1",
+                 "--variant", "native", "--run-dir", str(run_dir), "--no-progress"]) == 0
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", str(run_dir), "--format", "json", "--out", str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().err and a_file.read_text(encoding="utf-8") == "keep"
+    (tmp_path / "out" / "conversations.json").mkdir(parents=True)  # the file's name is taken by a directory
+    assert main(["report", str(run_dir), "--format", "json", "--out", str(tmp_path / "out")]) == 2

@@ -289,3 +289,26 @@ def test_cli_translates_conversations_and_checks_them(tmp_path: Any, monkeypatch
     # only English conversations: nothing to check is an error, not a pass
     assert main(["check-translations", "--dataset", f"jsonl:{source}"]) == 1
     assert "holds no translated conversations" in capsys.readouterr().err
+
+
+def test_conversations_out_never_destroys_an_input_or_a_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                            conversations: list[Conversation]) -> None:
+    import json
+
+    import promptgrid.matrix.cli.translate as cli_translate
+    from promptgrid.matrix.cli import main
+
+    sent: list[Any] = []
+    monkeypatch.setattr(cli_translate, "make_backend", lambda *a, **k: sent.append(1) or FakeGerman())
+    source = tmp_path / "en.jsonl"
+    text = "".join(json.dumps(conversation_to_record(c)) + "\n" for c in conversations[:1])
+    source.write_text(text, encoding="utf-8")
+    base = ["translate", "--to", "de", "--backend", "fake", "--dataset", f"jsonl:{source}", "--conversations-out"]
+    assert main([*base, str(source)]) == 2  # output = input
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "conversations.sqlite3").write_bytes(b"store")
+    assert main([*base, str(run_dir / "conversations.sqlite3")]) == 2  # a conversation run's store
+    assert main([*base, str(tmp_path)]) == 2  # a directory
+    assert source.read_text(encoding="utf-8") == text and (run_dir / "conversations.sqlite3").read_bytes() == b"store"
+    assert sent == []  # refused before a backend was made, so nothing was translated (or paid for)
