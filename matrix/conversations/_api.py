@@ -149,14 +149,17 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     scripted = [spec for spec in config.models if spec.name in SCRIPTED_MODELS]
     others = [spec for spec in config.models if spec.name not in SCRIPTED_MODELS]
     clients: dict[str, Any] = {spec.name: ScriptedClient(spec.name) for spec in scripted}
-    clients.update(_clients(None, None, others))
+    from promptgrid.redact import Redactor
+
+    redactor = Redactor()  # one per run, shared by the clients and the runner's stored errors
+    clients.update(_clients(None, redactor, others))
     model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
     summary = run_conversations(
         variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
         clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
-        stop_after_sent=stop_after_sent, progress=progress,
+        stop_after_sent=stop_after_sent, progress=progress, redactor=redactor,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 

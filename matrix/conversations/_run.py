@@ -32,6 +32,7 @@ from typing import Any
 
 from promptgrid.errors import RunError
 from promptgrid.providers import CallError, ErrorKind, call_error
+from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, Variant
 
 from ._check import MAXIMUM_STEP_LIMIT, GroundTruthRun, Step, check_conversation, run_ground_truth
@@ -105,6 +106,7 @@ class _Episodes:
         self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
         self.stop_after_sent = stop_after_sent
         self.timeouts: dict[str, float] = {}
+        self.redact: Any = Redactor()  # errors are stored and printed: no key or URL credential in them
 
     async def truth(self, conversation: Conversation) -> GroundTruthRun:
         future = self.truths.get(conversation.id)
@@ -212,7 +214,7 @@ class _Episodes:
                     try:
                         answer, now = await self.answer(client, model, params, transcript, context, repeat)
                     except CallError as exc:
-                        error = f"turn {turn}, step {step_index}: {exc}"
+                        error = self.redact(f"turn {turn}, step {step_index}: {exc}")
                         break
                     steps += 1
                     sent += now
@@ -317,6 +319,7 @@ async def arun_conversations(
     stop_after_sent: int | None = None,
     close_clients: bool = True,
     progress: Any = None,
+    redactor: Redactor | None = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -334,7 +337,9 @@ async def arun_conversations(
     is sent. ``stop_after_sent`` kills the process after that many sent steps
     (tests of resume only). The clients are closed at the end unless
     ``close_clients=False``. ``progress``: a text stream that gets one line
-    per finished episode (``None``: quiet).
+    per finished episode (``None``: quiet). ``redactor``: what removes
+    secrets from the errors stored and printed (the clients' own, ideally;
+    default: a new ``Redactor``, which reads the environment).
     """
     _check_options(batch, goal)
     if not models:
@@ -364,6 +369,8 @@ async def arun_conversations(
                 store.set_meta(key, value)
         state = _Episodes(store, renderer, step_limit=step_limit, retries=retries, env_options=env_options or {},
                           summary=summary, stop_after_sent=stop_after_sent)
+        if redactor is not None:
+            state.redact = redactor
         state.timeouts = {context_model(made[m]): float((timeouts or {}).get(m, 600.0)) for m in models}
         todo: list[tuple[str, Variant, Conversation, int]] = []
         for model in models:

@@ -644,3 +644,26 @@ def test_report_out_that_cannot_be_written_is_an_error_not_a_traceback(
     assert "is a file" in capsys.readouterr().err and a_file.read_text(encoding="utf-8") == "keep"
     (tmp_path / "out" / "conversations.json").mkdir(parents=True)  # the file's name is taken by a directory
     assert main(["report", str(run_dir), "--format", "json", "--out", str(tmp_path / "out")]) == 2
+
+
+def test_an_episode_error_is_stored_without_the_key(tmp_path: Path, base: list[Conversation],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-conversation-secret-12345"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+
+    class Leaky:
+        name = "leaky"
+
+        async def complete(self, messages: Any, params: Any, *, request: Any = None) -> Completion:
+            raise call_error(ErrorKind.AUTH, f"bad key {secret}")
+
+        def unsupported(self, request: Any) -> None:
+            return None
+
+        async def aclose(self) -> None:
+            return None
+
+    summary = run_conversations([PROMPT], base[:1], models=["leaky"], run_dir=tmp_path, clients={"leaky": Leaky()})
+    (result,) = summary.results
+    assert result.valid is None and result.error and secret not in result.error
+    assert secret not in (tmp_path / "conversations.sqlite3").read_bytes().decode("utf-8", "replace")
