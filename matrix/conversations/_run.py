@@ -27,7 +27,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError
@@ -132,7 +131,7 @@ class _Episodes:
         future: asyncio.Future[StoredStep] = asyncio.get_running_loop().create_future()
         self.in_flight[key] = future
         try:
-            step = await self._send(client, params, transcript, context)
+            step = await self._send(client, model, params, transcript, context)
             self.store.add_step(key, model, step)
             self.summary.steps_sent += 1
             future.set_result(step)
@@ -146,7 +145,7 @@ class _Episodes:
             os._exit(137)  # a kill, for the resume tests: the step above is committed, nothing else happens
         return step, True
 
-    async def _send(self, client: Any, params: Mapping[str, Any], transcript: Transcript,
+    async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                     context: EpisodeContext) -> StoredStep:
         from promptgrid.matrix.clients import envelope
 
@@ -163,7 +162,7 @@ class _Episodes:
             started = time.perf_counter()
             try:
                 completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
-                                                    self.timeouts.get(context_model(client), 600.0))
+                                                    self.timeouts.get(model, 600.0))
                 break
             except asyncio.TimeoutError:
                 exc = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
@@ -192,7 +191,6 @@ class _Episodes:
         transcript = Transcript(conversation, variant, self.renderer)
         known = [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))]
         trajectory: list[list[Step]] = []
-        shown: list[list[Any]] = []
         steps = sent = input_tokens = output_tokens = 0
         cost: float | None = 0.0
         latency = 0.0
@@ -206,7 +204,6 @@ class _Episodes:
             for turn in range(len(conversation.turns)):
                 transcript.open_turn(turn)
                 turn_steps: list[Step] = []
-                turn_shown: list[Any] = []
                 with_calls = 0
                 step_index = 0
                 while True:
@@ -227,14 +224,11 @@ class _Episodes:
                                                 known)
                     turn_steps.append(step)
                     if ended:
-                        turn_shown.append(step.error if hasattr(step, "error") else [])
                         final_answers.append(_answer_text(answer.response, variant)[:_FINAL_CHARS])
                         break
                     began = time.perf_counter()
                     outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
                     slowest = max(slowest, time.perf_counter() - began)
-                    turn_shown.append([{"call": o.call.name, "ok": o.ok, "refused": o.refused}
-                                       for o in outcomes][:64])
                     transcript.add_results(outcomes, turn, step_index)
                     with_calls += 1
                     step_index += 1
@@ -242,7 +236,6 @@ class _Episodes:
                         force_quit = True
                         break
                 trajectory.append(turn_steps)
-                shown.append(turn_shown)
                 if len(final_answers) < len(trajectory):
                     final_answers.append(None)
                 if error is not None or force_quit:
@@ -282,10 +275,6 @@ def _answer_text(stored: str, variant: Variant) -> str:
         env = read_envelope(stored)
         return (env[0] or "") if env is not None else stored
     return stored
-
-
-def context_model(client: Any) -> str:
-    return str(getattr(client, "name", ""))
 
 
 def _check_options(batch: bool, goal: str | None) -> None:
@@ -371,7 +360,7 @@ async def arun_conversations(
                           summary=summary, stop_after_sent=stop_after_sent)
         if redactor is not None:
             state.redact = redactor
-        state.timeouts = {context_model(made[m]): float((timeouts or {}).get(m, 600.0)) for m in models}
+        state.timeouts = {m: float((timeouts or {}).get(m, 600.0)) for m in models}
         todo: list[tuple[str, Variant, Conversation, int]] = []
         for model in models:
             for conversation in conversations:
@@ -433,9 +422,3 @@ def make_conversation_client(model: str, **options: Any) -> Any:
     from promptgrid.matrix.clients import make_client
 
     return make_client(model, **options)
-
-
-def store_path(run_dir: str | os.PathLike[str]) -> Path:
-    from ._store import CONVERSATION_STORE
-
-    return Path(run_dir) / CONVERSATION_STORE
