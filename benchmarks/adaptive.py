@@ -394,9 +394,11 @@ def _f(x: float, digits: int = 1) -> str:
 
 
 def tables(summary: Mapping[tuple[str, float], Mapping[str, Any]], goals: Sequence[str],
-           fractions: Sequence[float], product: int, floors: Mapping[float, float] | None = None) -> str:
+           fractions: Sequence[float], product: int, floors: Mapping[float, float] | None = None,
+           known: Mapping[float, float] | None = None) -> str:
     """Markdown: per goal, one row per budget, each cell 'goal / uniform'; then the targets."""
     floors = floors or {}
+    known = known or {}
     base = "uniform" if "uniform" in goals else None
     others = [g for g in goals if g != "uniform"] or ([base] if base else [])
 
@@ -430,7 +432,7 @@ def tables(summary: Mapping[tuple[str, float], Mapping[str, Any]], goals: Sequen
         out.append(f"\n### goal {goal} (cells: {who})\n")
         header = ["budget", "calls"] + [name for name, _ in cols]
         if goal == "distribution":
-            header += ["W1 ratio", "W1 floor"]
+            header += ["W1 ratio", "W1 known d", "W1 floor"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
         for fr in fractions:
@@ -438,13 +440,16 @@ def tables(summary: Mapping[tuple[str, float], Mapping[str, Any]], goals: Sequen
             if goal == "distribution":
                 d, u = summary.get((goal, fr)), summary.get(("uniform", fr))
                 row.append(_f(d["w1_median"] / u["w1_median"], 2) if d and u and u["w1_median"] else "-")
+                row.append(_f(known.get(fr, math.nan), 2))
                 row.append(_f(floors.get(fr, math.nan), 2))
             out.append("| " + " | ".join(row) + " |")
     if "distribution" in goals:
         out.append("\nW1 ratio: distribution / uniform (target <= 0.50 at 10%). W1 floor: median W1 of an oracle that "
                    "knows every cell's probability, given uniform random cells of the same budget: observed cells "
                    "as observed, the others at their probability (what no estimator can remove: the unobserved "
-                   "cells' own noise in the realized row means).")
+                   "cells' own noise in the realized row means). W1 known d: the distribution goal's model on its "
+                   "own cells, handed the true case difficulties (the rest fitted as shipped): what a perfect "
+                   "difficulty estimate would leave.")
     out.append("\n### targets\n")
     out.extend(target_lines(summary, fractions))
     return "\n".join(out)
@@ -461,6 +466,58 @@ def oracle_floor(planted: Planted, budget: int, seeds: int) -> float:
         seen = np.zeros(planted.correct.shape, dtype=bool)
         seen.flat[np.random.default_rng(seed).choice(seen.size, size=budget, replace=False)] = True
         out.append(wasserstein_distance(np.where(seen, planted.correct, p).mean(axis=1), true) * 100)
+    return float(np.median(out))
+
+
+def distribution_cells(planted: Planted, budget: int, seed: int, model: str) -> list[tuple[int, int, int]]:
+    """The cells promptgrid's ``distribution`` planner chooses at this budget and seed (its choice does not
+    depend on the outcomes, so no outcome is needed to replay it)."""
+    from promptgrid.matrix.running.planning import make_planner
+
+    variants, cases = planted.correct.shape
+    planner = make_planner(model, variants, cases, 1, goal="distribution", budget=budget, seed=seed)
+    cells: list[tuple[int, int, int]] = []
+    while chosen := planner.next():
+        cells += chosen
+        planner.observe(dict.fromkeys(chosen, True))
+    return cells
+
+
+def known_difficulty_w1(planted: Planted, variants: Sequence[Any], budget: int, seeds: int, model: str) -> float:
+    """Median W1 (points) of the distribution goal's logistic model -- same covariates, same priors, same cells
+    -- when it is handed the true case difficulties instead of estimating them: a reference for how much of the
+    distance a better difficulty estimate could remove. The rest (abilities from the cells) is fitted as shipped."""
+    from scipy.optimize import minimize
+    from scipy.stats import wasserstein_distance
+
+    from promptgrid.matrix.running.findings import PRIORS, _design
+
+    x = _design([(v.id, v.id, v.dimensions()) for v in variants])
+    k, nf = x.shape
+    d = planted.difficulty
+    true = planted.correct.mean(axis=1)
+    prec = np.concatenate([[PRIORS["b0"] ** -2], np.full(nf, PRIORS["beta"] ** -2), np.full(k, PRIORS["u"] ** -2)])
+    out = []
+    for seed in range(seeds):
+        cells = distribution_cells(planted, budget, seed, model)
+        vi = np.array([c[0] for c in cells])
+        ci = np.array([c[1] for c in cells])
+        y = planted.correct[vi, ci].astype(float)
+
+        def loss(theta: np.ndarray, vi: np.ndarray = vi, ci: np.ndarray = ci, y: np.ndarray = y) -> Any:
+            ability = theta[0] + x @ theta[1:1 + nf] + theta[1 + nf:]
+            z = ability[vi] - d[ci]
+            r = _sigmoid(z) - y
+            per_v = np.bincount(vi, weights=r, minlength=k)
+            grad = np.concatenate([[per_v.sum()], x.T @ per_v, per_v]) + prec * theta
+            return float(np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 * np.sum(prec * theta * theta)), grad
+
+        theta = minimize(loss, np.zeros(1 + nf + k), jac=True, method="L-BFGS-B").x
+        ability = theta[0] + x @ theta[1:1 + nf] + theta[1 + nf:]
+        seen = np.zeros(planted.correct.shape, dtype=bool)
+        seen[vi, ci] = True
+        est = np.where(seen, planted.correct, _sigmoid(ability[:, None] - d[None, :])).mean(axis=1)
+        out.append(wasserstein_distance(est, true) * 100)
     return float(np.median(out))
 
 
@@ -829,7 +886,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n## adaptive evaluation on a planted matrix: {kind}, {args.seeds} seeds, "
           f"product {planted.product}, true spread {truth.spread * 100:.1f} points")
     floors = {f: oracle_floor(planted, round(f * planted.product), max(args.seeds, 20)) for f in fractions}
-    print(tables(summary, args.goals, fractions, planted.product, floors))
+    known = ({f: known_difficulty_w1(planted, variants, round(f * planted.product), args.seeds, study_model(path))
+              for f in fractions} if "distribution" in args.goals else {})
+    print(tables(summary, args.goals, fractions, planted.product, floors, known))
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({
@@ -837,6 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "truth": {"accuracy": truth.accuracy, "best": truth.best, "worst": truth.worst, "spread": truth.spread},
             "summary": [{"goal": g, "fraction": f, **s} for (g, f), s in summary.items()],
             "w1_floor": {str(f): v for f, v in floors.items()},
+            "w1_known_difficulty": {str(f): v for f, v in known.items()},
             "runs": [r.__dict__ for r in all_rows],
         }, indent=1, default=float) + "\n")
     if not args.workdir:

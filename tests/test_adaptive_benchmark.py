@@ -116,3 +116,19 @@ def test_metrics_of_a_perfect_and_a_wrong_estimate(bench: ModuleType) -> None:
     summary = bench.summarize([perfect, off])
     assert summary["best_ok_pct"] == 100 and summary["worst_ok_pct"] == 50 and summary["both_ok_pct"] == 50
     assert not math.isnan(summary["w1_median"])
+
+
+def test_known_difficulty_reference(bench: ModuleType, tiny: tuple[list[Any], list[Any]]) -> None:
+    variants, cases = tiny
+    planted = bench.plant(variants, cases, seed=1)
+    product = planted.correct.size
+    cells = bench.distribution_cells(planted, 20, 0, "replay/x.jsonl")
+    assert len(cells) == 20 and len(set(cells)) == 20
+    assert sorted({c[0] for c in cells}) == list(range(len(variants)))  # balanced: every variant has cells
+    # every cell run: the estimate is the realized matrix itself, whatever the fit
+    assert bench.known_difficulty_w1(planted, variants, product, 2, "replay/x.jsonl") == pytest.approx(0, abs=1e-9)
+    # the difficulties are used: handed ones far from the truth, the same cells give another distance
+    part = bench.known_difficulty_w1(planted, variants, product // 3, 3, "replay/x.jsonl")
+    flipped = dataclasses.replace(planted, difficulty=-planted.difficulty * 3)
+    assert part > 0
+    assert bench.known_difficulty_w1(flipped, variants, product // 3, 3, "replay/x.jsonl") != pytest.approx(part)
