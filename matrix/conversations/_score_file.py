@@ -50,7 +50,7 @@ def decode_step(step: Any, *, return_format: str = "python", tool_call_tag: bool
         parsed = parse_response(step, return_format, tool_call_tag)
         if parsed.failure is not None:
             return DecodeFailure(step[:_SHOWN], parsed.details or str(parsed.failure))
-        return tuple(ToolCall(name, dict(args)) for call in parsed.calls for name, args in call.items())
+        return tuple(ToolCall(name, dict(args)) for call in parsed.calls or () for name, args in call.items())
     if isinstance(step, list):
         calls = []
         for item in step:
