@@ -112,7 +112,7 @@ def _refuse_single_turn_options(config: Any) -> None:
 
 
 def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
-                            stop_after_sent: int | None = None, progress: Any = None) -> ConversationRun:
+                            progress: Any = None) -> ConversationRun:
     """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here).
 
     ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). ``progress``: a text
@@ -159,7 +159,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
         clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
-        stop_after_sent=stop_after_sent, progress=progress, redactor=redactor,
+        progress=progress, redactor=redactor,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 

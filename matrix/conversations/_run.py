@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,12 +98,12 @@ class _Episodes:
 
     def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retries: int,
                  env_options: Mapping[str, Any], summary: ConversationRunSummary,
-                 stop_after_sent: int | None = None) -> None:
+                 on_sent: Callable[[int], None] | None = None) -> None:
         self.store, self.renderer, self.step_limit, self.retries = store, renderer, step_limit, retries
         self.env_options, self.summary = dict(env_options), summary
         self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
         self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
-        self.stop_after_sent = stop_after_sent
+        self.on_sent = on_sent
         self.timeouts: dict[str, float] = {}
         self.redact: Any = Redactor()  # errors are stored and printed: no key or URL credential in them
 
@@ -141,8 +141,8 @@ class _Episodes:
             raise
         finally:
             del self.in_flight[key]
-        if self.stop_after_sent is not None and self.summary.steps_sent >= self.stop_after_sent:
-            os._exit(137)  # a kill, for the resume tests: the step above is committed, nothing else happens
+        if self.on_sent is not None:
+            self.on_sent(self.summary.steps_sent)  # the step is committed: a hook that kills here loses nothing
         return step, True
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
@@ -305,7 +305,7 @@ async def arun_conversations(
     goal: str | None = None,
     env_options: Mapping[str, Any] | None = None,
     describe: Mapping[str, Any] | None = None,
-    stop_after_sent: int | None = None,
+    on_sent: Callable[[int], None] | None = None,
     close_clients: bool = True,
     progress: Any = None,
     redactor: Redactor | None = None,
@@ -323,8 +323,9 @@ async def arun_conversations(
     ``describe``: what the run was started with (grid, dataset), kept in the
     store. Raises ``RunError`` for what cannot be run (batch, an adaptive
     goal, no models or variants, bad repeats or concurrency) before anything
-    is sent. ``stop_after_sent`` kills the process after that many sent steps
-    (tests of resume only). The clients are closed at the end unless
+    is sent. ``on_sent`` is called after each step sent and committed to the
+    store, with the number sent so far (the resume tests kill the process
+    there). The clients are closed at the end unless
     ``close_clients=False``. ``progress``: a text stream that gets one line
     per finished episode (``None``: quiet). ``redactor``: what removes
     secrets from the errors stored and printed (the clients' own, ideally;
@@ -357,7 +358,7 @@ async def arun_conversations(
             for key, value in describe.items():
                 store.set_meta(key, value)
         state = _Episodes(store, renderer, step_limit=step_limit, retries=retries, env_options=env_options or {},
-                          summary=summary, stop_after_sent=stop_after_sent)
+                          summary=summary, on_sent=on_sent)
         if redactor is not None:
             state.redact = redactor
         state.timeouts = {m: float((timeouts or {}).get(m, 600.0)) for m in models}

@@ -317,12 +317,17 @@ def test_the_results_message_is_byte_for_byte_bfcl_evals_for_a_call_with_two_arg
 # --------------------------------------------------------------------------- 3. resume
 
 RESUME_SCRIPT = """
-import sys
+import os, sys
 from promptgrid.matrix.conversations import load_conversations, run_conversations
 from promptgrid.variants import Variant
 conversations = load_conversations("bfcl:multi_turn_base", limit=2)
+
+def kill_at(sent):
+    if sent >= int(sys.argv[2]):
+        os._exit(137)  # a kill: the step just sent is committed, nothing else happens
+
 run_conversations([Variant(), Variant(call_mode="native")], conversations, models=["fake/ground-truth"],
-                  run_dir=sys.argv[1], repeats=2, stop_after_sent=int(sys.argv[2]))
+                  run_dir=sys.argv[1], repeats=2, on_sent=kill_at)
 raise SystemExit(3)  # not reached: the run is killed after the steps
 """
 
