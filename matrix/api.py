@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     import pandas as pd
 
     from promptgrid.matrix.conversations import ConversationRun
+    from promptgrid.matrix.conversations._localize import ConversationChecks, ConversationTranslations
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.findings import AdaptiveResult
@@ -80,9 +81,9 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     from promptgrid.translate import Finding
     from promptgrid.translate._catalogs import TranslationCatalog
 
-__all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_translations", "export_batch", "import_batch",
-           "load_dataset", "load_results", "open_conversation_run", "open_run", "render", "report", "run",
-           "run_conversations", "status"]
+__all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_conversation_translations", "check_translations",
+           "export_batch", "import_batch", "load_dataset", "load_results", "open_conversation_run", "open_run",
+           "render", "report", "run", "run_conversations", "status", "translate_conversations"]
 
 PathLike = str | os.PathLike[str]
 
@@ -717,6 +718,76 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
 
     config = build_config(grid, dataset, **options)
     return run_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch)
+
+
+def translate_conversations(
+    dataset: str,
+    to: str | Iterable[str],
+    backend: str,
+    *,
+    out: PathLike | None = None,
+    what: str = "all",
+    store: PathLike | None = None,
+    bfcl_data: PathLike | None = None,
+    region: str | None = None,
+    formality: str | None = None,
+    timeout: float | None = None,
+    on_retry: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ConversationTranslations:
+    """Translate the conversations of ``dataset`` into each language of ``to`` (``promptgrid translate
+    --conversations-out``).
+
+    ``dataset``: ``bfcl:multi_turn_*``, ``jsonl:PATH`` or ``mini-mt``; ``to``: ``"de,ja"`` or ``["de", "ja"]``;
+    ``backend``: ``amazon``, ``llm:MODEL`` or ``catalog[:PATH]``. The user turns are translated, and the
+    function descriptions unless ``what="instructions"``; every turn's protected values (the names, ids and
+    numbers the state and the ground truth use) are masked, and one that does not come back is a finding of
+    its turn (docs/conversations.md). Every segment the backend returns is kept in the translation ``store``
+    (default: the user's, ``promptgrid translate``'s) as its batch comes back, so a run that fails part-way
+    loses nothing it paid for and a run again sends only what is not stored. ``out``: write the translations
+    there as ``jsonl:`` records (atomically; a path that is an input, a run's store or a directory is refused
+    before anything is sent). ``on_retry``: called with one line when the backend retries; ``progress``: with
+    each language as it finishes. Raises ``TranslationError`` (bad language, backend failure),
+    ``OutputError`` for ``out``, ``DatasetError`` for the dataset.
+    """
+    from promptgrid.errors import TranslationError
+    from promptgrid.matrix.conversations._localize import translate_conversation_dataset
+
+    if not isinstance(dataset, str) or not dataset:
+        raise TranslationError(f"dataset must be a dataset spec such as bfcl:multi_turn_base, not {dataset!r}.")
+    return translate_conversation_dataset(
+        dataset, target_languages(to), backend,
+        out=None if out is None else _path(out, "out", TranslationError), what=what,
+        store=None if store is None else _path(store, "store", TranslationError),
+        bfcl_data=None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError),
+        region=region, formality=formality, timeout=timeout, on_retry=on_retry, progress=progress)
+
+
+def check_conversation_translations(
+    datasets: str | Iterable[str],
+    languages: str | Iterable[str] | None = None,
+    *,
+    back_translate: str | None = None,
+    bfcl_data: PathLike | None = None,
+    on_retry: Callable[[str], None] | None = None,
+) -> ConversationChecks:
+    """Check translated conversations turn by turn against their English sources (``promptgrid
+    check-translations --dataset``).
+
+    ``datasets``: conversation datasets holding the English conversations and their translations (``mini-mt``;
+    ``["bfcl:multi_turn_base", "jsonl:de.jsonl"]``); they pair by template id. ``languages``: only these
+    (default: every language found). ``back_translate``: a backend (``amazon``, ``llm:MODEL``) that also
+    translates every translated turn and description back into English and scores the similarity
+    (``back_translation_low``). Returns ``ConversationChecks`` (``ok``, findings per language); raises
+    ``TranslationError`` when there is nothing translated to check.
+    """
+    from promptgrid.errors import TranslationError
+    from promptgrid.matrix.conversations._localize import check_conversation_datasets
+
+    langs = target_languages(languages) if languages is not None else None
+    bfcl = None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError)
+    return check_conversation_datasets(datasets, langs, back_translate=back_translate, bfcl_data=bfcl,
+                                       on_retry=on_retry)
 
 
 def open_conversation_run(path: PathLike) -> ConversationRun:

@@ -48,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "load_results": "promptgrid.matrix.api",
     "report": "promptgrid.matrix.api",
     "check_translations": "promptgrid.matrix.api",
+    "translate_conversations": "promptgrid.matrix.api",
+    "check_conversation_translations": "promptgrid.matrix.api",
     "score": "promptgrid.matrix.scoring",
     # records
     "Grid": "promptgrid.variants",
@@ -153,6 +155,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         arun as arun,
     )
     from promptgrid.matrix.api import (
+        check_conversation_translations as check_conversation_translations,
+    )
+    from promptgrid.matrix.api import (
         check_translations as check_translations,
     )
     from promptgrid.matrix.api import (
@@ -181,6 +186,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from promptgrid.matrix.api import (
         status as status,
+    )
+    from promptgrid.matrix.api import (
+        translate_conversations as translate_conversations,
     )
     from promptgrid.matrix.report import ReportResult as ReportResult
     from promptgrid.matrix.running.config import ModelSpec as ModelSpec

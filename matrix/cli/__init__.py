@@ -280,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--what", default="all", choices=["instructions", "descriptions", "all"])
     p.add_argument("--dataset", default=None, metavar="DS")
     p.add_argument("--bfcl-data", metavar="PATH", default=None)
-    p.add_argument("--store", default=None, metavar="PATH")
+    p.add_argument("--store", default=None, metavar="PATH",
+                   help="translation store (default: ~/.cache/promptgrid/translations.sqlite3): what is translated "
+                   "is kept there as it comes back and not paid for again")
     p.add_argument("--region", default=None)
     p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",

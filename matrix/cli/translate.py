@@ -19,7 +19,7 @@ from tabulate import tabulate
 from promptgrid.display import escape_controls
 from promptgrid.errors import TranslationError
 from promptgrid.languages import language_problem
-from promptgrid.safeio import JSONLine, atomic_output, check_output, read_json_lines
+from promptgrid.safeio import JSONLine, read_json_lines
 from promptgrid.translate._backends import make_backend
 from promptgrid.translate._catalogs import TranslationCatalog
 from promptgrid.translate._check import check_translation
@@ -198,71 +198,38 @@ def _print_conversation_findings(findings: Sequence[Any], counts: dict[str, int]
 
 
 def cmd_translate_conversations(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """``promptgrid translate --dataset CONVERSATIONS --conversations-out FILE``: translated ``jsonl:`` records.
-
-    Every target language goes into the one file (ids carry the language: ``multi_turn_base_0_de``); the
-    problems found while translating and by ``check_conversation_translation`` are printed; exit 1 when any.
-    """
-    from promptgrid.matrix.conversations._dataset import conversation_to_record, load_conversations
-    from promptgrid.matrix.conversations._translate import check_conversation_translation, translate_conversations
+    """``promptgrid translate --dataset CONVERSATIONS --conversations-out FILE``: ``pg.translate_conversations``
+    printed; exit 1 when any problem was found."""
+    from promptgrid.matrix.api import translate_conversations
 
     out = out or sys.stdout
     if not args.dataset:
         raise TranslationError("--conversations-out needs --dataset with conversations: bfcl:multi_turn_base, "
                                "jsonl:PATH or mini-mt")
-    targets = _languages([args.to])
-    if not targets:
-        raise TranslationError("--to needs at least one language code, e.g. --to de,ja")
-    inputs = [args.dataset.removeprefix("jsonl:")] if args.dataset.startswith("jsonl:") else []
-    check_output(Path(args.conversations_out).expanduser(), inputs=inputs)  # before any translation is paid for
-    backend = make_backend(args.backend, region=args.region, formality=args.formality,
-                           timeout=getattr(args, "timeout", None), on_retry=_say)
-    sources = load_conversations(args.dataset, bfcl_data=getattr(args, "bfcl_data", None))
-    records: list[str] = []
-    findings: list[Any] = []
-    counts: dict[str, int] = {}
-    for target in targets:
-        results = translate_conversations(sources, backend, target, descriptions=args.what != "instructions")
-        for source, result in zip(sources, results, strict=True):
-            records.append(json.dumps(conversation_to_record(result.conversation), ensure_ascii=False))
-            findings.extend(result.problems)
-            findings.extend(check_conversation_translation(source, result.conversation, "en", target))
-        counts[target] = len(results)
+
+    def progress(target: str) -> None:
         print(f"promptgrid: {target}: finished", file=sys.stderr, flush=True)
-    path = Path(args.conversations_out).expanduser()
-    try:
-        with atomic_output(path, inputs=inputs) as fh:
-            fh.write("".join(line + "\n" for line in records))
-    except OSError as exc:
-        raise TranslationError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    _print_conversation_findings(findings, counts, out)
-    print(f"\n{len(records)} conversation(s) written to {path} (run them with --dataset jsonl:{path})", file=out)
-    return 1 if findings else 0
+
+    made = translate_conversations(args.dataset, [args.to], args.backend, out=args.conversations_out,
+                                   what=args.what, store=args.store, bfcl_data=getattr(args, "bfcl_data", None),
+                                   region=args.region, formality=args.formality,
+                                   timeout=getattr(args, "timeout", None), on_retry=_say, progress=progress)
+    _print_conversation_findings(list(made.findings), dict(made.languages), out)
+    kept = f"; store {made.store}" if made.store is not None else ""
+    print(f"\nbackend {made.backend}: {made.sent} segment(s) sent, {made.stored} taken from the store{kept}",
+          file=out)
+    print(f"{len(made.conversations)} conversation(s) written to {made.path} (run them with --dataset "
+          f"jsonl:{made.path})", file=out)
+    return 0 if made.ok else 1
 
 
 def cmd_check_conversation_translations(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """``promptgrid check-translations --dataset DS [--dataset DS2] [--lang L]``: conversations checked turn by turn.
-
-    The conversations of every dataset are grouped by language (``conversation_language``) and each
-    non-English one is checked against its English source (``check_conversation_set``); exit 0 when
-    there is no problem, 1 otherwise.
-    """
-    from promptgrid.matrix.conversations._dataset import load_conversations
-    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+    """``promptgrid check-translations --dataset DS [--dataset DS2] [--lang L] [--back-translate B]``:
+    ``pg.check_conversation_translations`` printed; exit 0 when there is no problem, 1 otherwise."""
+    from promptgrid.matrix.api import check_conversation_translations
 
     out = out or sys.stdout
-    by_language: dict[str, list[Any]] = {}
-    for spec in args.dataset:
-        for conversation in load_conversations(spec, bfcl_data=getattr(args, "bfcl_data", None)):
-            by_language.setdefault(conversation_language(conversation), []).append(conversation)
-    wanted = set(_languages(args.lang)) if args.lang else None
-    if wanted is not None:
-        by_language = {lang: c for lang, c in by_language.items() if lang == "en" or lang in wanted}
-    if not [lang for lang in by_language if lang != "en"]:
-        raise TranslationError(f"{', '.join(args.dataset)} holds no translated conversations to check; give the "
-                               "English sources and their translations, e.g. --dataset bfcl:multi_turn_base "
-                               "--dataset jsonl:de.jsonl, or --dataset mini-mt")
-    results = check_conversation_set(by_language)
-    findings = [f for lang in results for f in results[lang]]
-    _print_conversation_findings(findings, {lang: len(by_language[lang]) for lang in results}, out)
-    return 1 if findings else 0
+    checks = check_conversation_translations(args.dataset, args.lang or None, back_translate=args.back_translate,
+                                             bfcl_data=getattr(args, "bfcl_data", None), on_retry=_say)
+    _print_conversation_findings(checks.failures, dict(checks.conversations), out)
+    return 0 if checks.ok else 1

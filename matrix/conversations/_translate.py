@@ -74,6 +74,7 @@ from promptgrid.templates._localization import MissingUnits
 from promptgrid.translate._backends import TranslationBackend
 from promptgrid.translate._check import CheckCode, check_translation
 from promptgrid.translate._pipeline import Segmented, segment
+from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import description_units
 
 from ._dataset import Conversation
@@ -82,9 +83,11 @@ from ._env import ToolCall
 __all__ = [
     "MIN_VALUE_CHARS",
     "PROTECTED_CHANGED",
+    "STORE_KIND",
     "TURN_COUNT",
     "ConversationFinding",
     "TranslatedConversation",
+    "TranslationUsage",
     "check_conversation_set",
     "check_conversation_translation",
     "conversation_language",
@@ -102,6 +105,8 @@ TURN_COUNT = "turn_count"
 """The translation has another number of turns, or of messages in a turn, than its source."""
 BATCH_SIZE = 50
 """Texts per backend call."""
+STORE_KIND = "conversation"
+"""The ``kind`` of the segments a conversation translation keeps in the translation store."""
 #: The checks that apply to a localized turn (its entities differ from the source's by design).
 LOCALIZED_CODES = frozenset({CheckCode.PLACEHOLDER_MISSING, CheckCode.TAG_MISSING, CheckCode.WRONG_LANGUAGE,
                              CheckCode.UNTRANSLATED, CheckCode.LENGTH_RATIO})
@@ -311,32 +316,69 @@ def _suffixed(text: str, suffix: str, sep: str) -> str:
     return text if text.endswith(f"{sep}{suffix}") else f"{text}{sep}{suffix}"
 
 
-class _Batch:
-    """Texts to translate into one language: each masked segment sent once, in batches."""
+@dataclass
+class TranslationUsage:
+    """What a translation cost: segments sent to the backend, and segments taken from the store instead."""
 
-    def __init__(self, backend: TranslationBackend, source: str, target: str) -> None:
+    sent: int = 0
+    stored: int = 0
+
+
+class _Batch:
+    """Texts to translate into one language: each masked segment sent once, in batches.
+
+    With a store, a segment translated before by the same backend into the same language is taken from it,
+    and every segment the backend returns is kept there as soon as its batch comes back (with the result of
+    ``check_translation``, as ``promptgrid translate`` keeps its units): a run that fails half-way has paid for
+    what it stored, and is not charged for it again. Catalog backends (``masks`` False) are looked up, not
+    paid for: nothing of theirs is stored.
+    """
+
+    def __init__(self, backend: TranslationBackend, source: str, target: str, store: TranslationStore | None = None,
+                 usage: TranslationUsage | None = None) -> None:
         self.backend, self.source, self.target = backend, source, target
         self.masks = bool(getattr(backend, "masks", True))
-        self.pending: dict[str, None] = {}
+        self.store = store if self.masks else None
+        self.usage = usage if usage is not None else TranslationUsage()
+        self.pending: dict[str, list[str]] = {}
+        """Text to send -> where it is used (conversation id and turn, or description key: the store's keys)."""
         self.done: dict[str, str] = {}
 
-    def add(self, text: str, names: Sequence[str]) -> Segmented | str:
+    def add(self, text: str, names: Sequence[str], where: str = "") -> Segmented | str:
         if not self.masks:
-            self.pending[text] = None
+            self.pending.setdefault(text, []).append(where)
             return text
         cut = segment(text, names)
-        self.pending.update(dict.fromkeys(seg.text for seg in cut.segments))
+        for seg in cut.segments:
+            self.pending.setdefault(seg.text, []).append(where)
         return cut
 
     def run(self) -> None:
         todo = [t for t in self.pending if t not in self.done]
+        if self.store is not None:
+            fresh = []
+            for text in todo:
+                hit = self.store.get(text, self.target, self.backend.name)
+                if hit is None:
+                    fresh.append(text)
+                else:
+                    self.done[text] = hit.text
+                    self.usage.stored += 1
+            todo = fresh
         for start in range(0, len(todo), BATCH_SIZE):
             chunk = todo[start:start + BATCH_SIZE]
             out = self.backend.translate(list(chunk), self.source, self.target)
             if not isinstance(out, list) or len(out) != len(chunk) or not all(isinstance(t, str) for t in out):
                 got = len(out) if isinstance(out, list) else type(out).__name__
                 raise TranslationError(f"backend {self.backend.name} returned {got} texts for {len(chunk)}")
+            self.usage.sent += len(chunk)
             self.done.update(zip(chunk, out, strict=True))
+            if self.store is not None:
+                for text, translation in zip(chunk, out, strict=True):
+                    check = check_translation(text, translation, self.source, self.target, ())
+                    self.store.put(text, self.target, self.backend.name, translation, ok=check.ok,
+                                   problems=[p.value for p in check.problems], details=dict(check.details),
+                                   kind=STORE_KIND, keys=[w for w in self.pending[text] if w][:20])
 
     def result(self, item: Segmented | str) -> tuple[str, list[str]]:
         if isinstance(item, str):
@@ -356,22 +398,28 @@ def _all_docs(conversation: Conversation) -> list[Mapping[str, Any]]:
 
 
 def translate_conversations(conversations: Sequence[Conversation], backend: TranslationBackend, target: str, *,
-                            source: str = "en", descriptions: bool = True) -> list[TranslatedConversation]:
-    """:func:`translate_conversation` for many conversations, each unique segment sent once for all of them."""
+                            source: str = "en", descriptions: bool = True, store: TranslationStore | None = None,
+                            usage: TranslationUsage | None = None) -> list[TranslatedConversation]:
+    """:func:`translate_conversation` for many conversations, each unique segment sent once for all of them.
+
+    ``store``: a ``TranslationStore`` open for writing: segments are taken from it and kept in it (``_Batch``).
+    ``usage``: counts what was sent and what was taken from the store (added to).
+    """
     for name, code in (("source", source), ("target", target)):
         problem = language_problem(code)
         if problem:
             raise TranslationError(f"{name} language {problem}.")
-    batch = _Batch(backend, source, target)
+    batch = _Batch(backend, source, target, store, usage)
     plans = []
     for conversation in conversations:
         protected = protected_values(conversation)
-        turns = [[batch.add(str(m.get("content", "")), protected[t]) if str(m.get("content", "")).strip() else None
+        turns = [[batch.add(str(m.get("content", "")), protected[t], f"{conversation.id} turn {t}")
+                  if str(m.get("content", "")).strip() else None
                   for m in messages] for t, messages in enumerate(conversation.turns)]
         docs: dict[tuple[str, str], Segmented | str] = {}
         if descriptions:
             for unit in description_units(_all_docs(conversation)):
-                docs[(unit.key, unit.source)] = batch.add(unit.source, unit.protected)
+                docs[(unit.key, unit.source)] = batch.add(unit.source, unit.protected, unit.key)
         plans.append((conversation, protected, turns, docs))
     batch.run()
     return [_assemble(conversation, protected, turns, docs, batch, target)
@@ -429,14 +477,16 @@ def _assemble(conversation: Conversation, protected: dict[int, tuple[str, ...]],
 
 
 def translate_conversation(conversation: Conversation, backend: TranslationBackend, target: str, *,
-                           source: str = "en", descriptions: bool = True) -> TranslatedConversation:
+                           source: str = "en", descriptions: bool = True,
+                           store: TranslationStore | None = None) -> TranslatedConversation:
     """``conversation`` with its user turns (and, with ``descriptions``, its function docs) translated.
 
     See the module docstring: protected values are masked, and one that does not come back is a
     ``protected_changed`` problem of its turn; state and ground truth are kept as they are.
     Raises ``TranslationError`` when the backend fails or answers with the wrong number of texts.
     """
-    return translate_conversations([conversation], backend, target, source=source, descriptions=descriptions)[0]
+    return translate_conversations([conversation], backend, target, source=source, descriptions=descriptions,
+                                   store=store)[0]
 
 
 # --------------------------------------------------------------------------- checks
@@ -456,15 +506,18 @@ def _same_truth(source: Conversation, target: Conversation) -> bool:
 
 def check_conversation_translation(source: Conversation, translated: Conversation, source_lang: str,
                                    target_lang: str, *, protect_from: ProtectFrom = "source",
-                                   descriptions: bool = True) -> list[ConversationFinding]:
+                                   descriptions: bool = True,
+                                   back_translator: Any = None) -> list[ConversationFinding]:
     """The problems of ``translated`` as a translation of ``source`` (module docstring); empty when none.
 
     ``protect_from="source"``: a translation (same state and ground truth), every check applies and the
     source turn's protected values must be verbatim in the translated turn. ``"target"``: a localized
     conversation (its own entities): language, length, placeholders and tags, and the target's aligned
     ground-truth values in the turn. ``"auto"``: ``source`` when both have the same ground truth and
-    initial state, else ``target``. Bad input (other turn counts) is a finding, never an exception;
-    an unknown language code raises ``TranslationError``.
+    initial state, else ``target``. ``back_translator``: a translation backend that also translates every
+    turn and description back into ``source_lang`` and scores the similarity (``back_translation_low``;
+    translations only: a localized turn names other entities, so it is not sent back). Bad input (other turn
+    counts) is a finding, never an exception; an unknown language code raises ``TranslationError``.
     """
     for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
         problem = language_problem(code)
@@ -476,6 +529,7 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
         raise ValueError(f"protect_from must be 'source', 'target' or 'auto', not {protect_from!r}")
     cid = translated.id
     findings: list[ConversationFinding] = []
+    back = back_translator if protect_from == "source" else None
 
     def add(turn: int | None, code: str, message: str, key: str = "") -> None:
         findings.append(ConversationFinding(cid, turn, code, message, target_lang, key))
@@ -505,7 +559,8 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
                 src_text, tr_text = str(src.get("content", "")), str(tr.get("content", ""))
                 if not src_text.strip() and not tr_text.strip():
                     continue
-                check = check_translation(src_text, tr_text, source_lang, target_lang, names[t])
+                check = check_translation(src_text, tr_text, source_lang, target_lang, names[t],
+                                          back_translator=back)
                 for code in check.problems:
                     if protect_from == "target" and code not in LOCALIZED_CODES:
                         continue
@@ -519,12 +574,12 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
                 if code in by_code:
                     add(t, code.value, f"turn {t}: " + "; ".join(by_code[code]))
     if descriptions:
-        findings.extend(_description_findings(source, translated, source_lang, target_lang))
+        findings.extend(_description_findings(source, translated, source_lang, target_lang, back))
     return findings
 
 
 def _description_findings(source: Conversation, translated: Conversation, source_lang: str,
-                          target_lang: str) -> list[ConversationFinding]:
+                          target_lang: str, back_translator: Any = None) -> list[ConversationFinding]:
     """Description checks (``turn=None``); none when the translation kept the source's docs unchanged."""
     src_docs, tr_docs = _all_docs(source), _all_docs(translated)
     src_units, tr_units = template_description_units(src_docs), template_description_units(tr_docs)
@@ -542,7 +597,8 @@ def _description_findings(source: Conversation, translated: Conversation, source
     for (key, src), (_key, tr) in zip(src_units, tr_units, strict=True):
         if not src.strip():
             continue
-        check = check_translation(src, tr, source_lang, target_lang, protected.get(key, ()))
+        check = check_translation(src, tr, source_lang, target_lang, protected.get(key, ()),
+                                  back_translator=back_translator)
         findings.extend(ConversationFinding(cid, None, code.value, f"description {key}: {_detail(code, check.details)}",
                                             target_lang, key) for code in check.problems)
     return findings
@@ -571,13 +627,15 @@ def template_id(conversation: Conversation, language: str) -> str:
 
 def check_conversation_set(conversations_by_language: Mapping[str, Sequence[Conversation]], *,
                            source_lang: str = "en", protect_from: ProtectFrom = "auto",
-                           descriptions: bool = True) -> dict[str, list[ConversationFinding]]:
+                           descriptions: bool = True, back_translator: Any = None
+                           ) -> dict[str, list[ConversationFinding]]:
     """Per language other than ``source_lang``, the findings of each conversation against its source.
 
     Conversations pair by :func:`template_id` (``mini_mt_3_de`` with ``mini_mt_3_en``, a translation's
     ``multi_turn_base_0_de`` with ``multi_turn_base_0``). ``protect_from`` as in
-    :func:`check_conversation_translation` (``auto``: per pair). A conversation with no source in
-    ``source_lang`` is a ``missing`` finding. Every language asked for has an entry (empty: no problem).
+    :func:`check_conversation_translation` (``auto``: per pair), and ``back_translator``. A conversation
+    with no source in ``source_lang`` is a ``missing`` finding. Every language asked for has an entry
+    (empty: no problem).
     """
     if source_lang not in conversations_by_language:
         raise TranslationError(f"no {source_lang} conversations to compare with (languages given: "
@@ -596,6 +654,7 @@ def check_conversation_set(conversations_by_language: Mapping[str, Sequence[Conv
                                                     f"{template_id(conversation, lang)!r} to compare with", lang))
                 continue
             findings.extend(check_conversation_translation(src, conversation, source_lang, lang,
-                                                           protect_from=protect_from, descriptions=descriptions))
+                                                           protect_from=protect_from, descriptions=descriptions,
+                                                           back_translator=back_translator))
         out[lang] = findings
     return out

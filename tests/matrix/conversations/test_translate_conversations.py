@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+# Imported before any test patches promptgrid.translate._backends.make_backend: the command module binds the name
+# when it is first imported, and a fake bound there would outlive the test.
+import promptgrid.matrix.cli.translate  # noqa: F401
 from promptgrid.errors import TranslationError
 from promptgrid.matrix.conversations._dataset import Conversation, conversation_to_record, load_conversations
 from promptgrid.matrix.conversations._translate import (
@@ -262,10 +265,10 @@ def test_cli_translates_conversations_and_checks_them(tmp_path: Any, monkeypatch
                                                       conversations: list[Conversation]) -> None:
     import json
 
-    import promptgrid.matrix.cli.translate as cli_translate
+    import promptgrid.translate._backends as backends
     from promptgrid.matrix.cli import main
 
-    monkeypatch.setattr(cli_translate, "make_backend", lambda *a, **k: FakeGerman())
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: FakeGerman())
     source = tmp_path / "en.jsonl"
     source.write_text("".join(json.dumps(conversation_to_record(c)) + "\n" for c in conversations[:2]),
                       encoding="utf-8")
@@ -295,11 +298,11 @@ def test_conversations_out_never_destroys_an_input_or_a_run(tmp_path: Any, monke
                                                             conversations: list[Conversation]) -> None:
     import json
 
-    import promptgrid.matrix.cli.translate as cli_translate
+    import promptgrid.translate._backends as backends
     from promptgrid.matrix.cli import main
 
     sent: list[Any] = []
-    monkeypatch.setattr(cli_translate, "make_backend", lambda *a, **k: sent.append(1) or FakeGerman())
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: sent.append(1) or FakeGerman())
     source = tmp_path / "en.jsonl"
     text = "".join(json.dumps(conversation_to_record(c)) + "\n" for c in conversations[:1])
     source.write_text(text, encoding="utf-8")
@@ -312,3 +315,152 @@ def test_conversations_out_never_destroys_an_input_or_a_run(tmp_path: Any, monke
     assert main([*base, str(tmp_path)]) == 2  # a directory
     assert source.read_text(encoding="utf-8") == text and (run_dir / "conversations.sqlite3").read_bytes() == b"store"
     assert sent == []  # refused before a backend was made, so nothing was translated (or paid for)
+
+
+# --------------------------------------------------------------------------- datasets: store, API, back-translation
+
+def _jsonl(tmp_path: Any, conversations: list[Conversation], n: int = 2) -> str:
+    import json
+
+    source = tmp_path / "en.jsonl"
+    source.write_text("".join(json.dumps(conversation_to_record(c)) + "\n" for c in conversations[:n]),
+                      encoding="utf-8")
+    return f"jsonl:{source}"
+
+
+class FakeMany(FakeGerman):
+    """FakeGerman for any target; ``fail_on``: a target whose batch raises (a network failure half-way)."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+        self.texts = 0
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        if target == self.fail_on:
+            raise TranslationError(f"backend unreachable while translating into {target}")
+        self.texts += len(texts)
+        return [self._one(text) for text in texts]
+
+
+def test_segments_are_stored_as_they_come_and_never_paid_twice(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                               conversations: list[Conversation]) -> None:
+    import promptgrid as pg
+    import promptgrid.translate._backends as backends
+    from promptgrid.translate import TranslationStore
+
+    dataset = _jsonl(tmp_path, conversations)
+    store = tmp_path / "translations.sqlite3"
+    failing = FakeMany(fail_on="fr")
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: failing)
+    with pytest.raises(TranslationError, match="unreachable"):  # de done, then fr fails: nothing written
+        pg.translate_conversations(dataset, "de,fr", "fake", out=tmp_path / "out.jsonl", store=store)
+    assert not (tmp_path / "out.jsonl").exists()
+    paid_for_de = failing.texts
+    with TranslationStore(store, readonly=True) as kept:
+        rows = list(kept.rows())
+    assert len(rows) == paid_for_de > 0 and {r.target for r in rows} == {"de"}
+    assert all(r.kind == "conversation" and r.backend == "fake-german" for r in rows)
+    assert any("multi_turn_base_0 turn 0" in r.keys for r in rows)
+
+    working = FakeMany()
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: working)
+    made = pg.translate_conversations(dataset, "de,fr", "fake", out=tmp_path / "out.jsonl", store=store)
+    assert made.stored == paid_for_de and made.sent == working.texts  # only French was sent
+    fresh = FakeMany()
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: fresh)
+    alone = pg.translate_conversations(dataset, "fr", "fake", store=tmp_path / "other.sqlite3")
+    assert working.texts == fresh.texts == alone.sent
+    assert made.languages == {"de": 2, "fr": 2} and made.path == tmp_path / "out.jsonl"
+    assert {f.language for f in made.findings} == {"fr"}  # the fake writes German whatever it is asked for
+    german = [c for c in load_conversations(f"jsonl:{tmp_path / 'out.jsonl'}") if c.language == "de"]
+    direct = translate_conversations(conversations[:2], FakeMany(), "de")
+    assert [c.turns for c in german] == [t.conversation.turns for t in direct]  # stored = sent, word for word
+
+    again = FakeMany()
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: again)
+    repeat = pg.translate_conversations(dataset, ["de", "fr"], "fake", store=store)
+    assert repeat.sent == again.texts == 0 and repeat.stored == made.stored + made.sent
+    assert repeat.path is None
+
+
+class WholeTexts(FakeGerman):
+    """Stands for a catalog backend: whole texts looked up (``masks`` False), nothing paid for."""
+
+    masks = False
+
+
+def test_catalog_backends_keep_nothing_and_bad_arguments_are_errors(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                    conversations: list[Conversation]) -> None:
+    import promptgrid as pg
+    import promptgrid.translate._backends as backends
+
+    dataset = _jsonl(tmp_path, conversations, 1)
+    with pytest.raises(TranslationError, match="what must be one of"):
+        pg.translate_conversations(dataset, "de", "catalog", what="everything")
+    with pytest.raises(TranslationError):
+        pg.translate_conversations(dataset, "en", "catalog")  # English is the source
+    with pytest.raises(TranslationError, match="dataset must be"):
+        pg.translate_conversations(None, "de", "catalog")  # type: ignore[arg-type]
+    store = tmp_path / "never.sqlite3"
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: WholeTexts())
+    made = pg.translate_conversations(dataset, "de", "catalog", what="instructions", store=store)
+    assert made.store is None and not store.exists() and made.languages == {"de": 1}
+    assert made.sent == sum(len(turn) for turn in conversations[0].turns)  # whole turns looked up, none kept
+
+
+class BackTo:
+    """A back-translator of whole texts: the English source (good) or an unrelated sentence (bad)."""
+
+    name = "back"
+    masks = False
+
+    def __init__(self, english: dict[str, str] | None) -> None:
+        self.english = english
+        self.calls = 0
+
+    def translate(self, texts: list[str], source: str, target: str) -> list[str]:
+        assert (source, target) == ("de", "en")
+        self.calls += len(texts)
+        return [self.english.get(t, t) if self.english is not None else "The weather is nice in spring."
+                for t in texts]
+
+
+def test_back_translation_of_conversations(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                           conversations: list[Conversation],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import promptgrid as pg
+    import promptgrid.translate._backends as backends
+    from promptgrid.matrix.cli import main
+
+    source = conversations[0]
+    (german,) = translate_conversations([source], FakeGerman(), "de", descriptions=False)
+    de_file = tmp_path / "de.jsonl"
+    de_file.write_text(json.dumps(conversation_to_record(german.conversation)) + "\n", encoding="utf-8")
+    datasets = [_jsonl(tmp_path, conversations, 1), f"jsonl:{de_file}"]
+    assert pg.check_conversation_translations(datasets).ok  # without back-translation: clean
+
+    # a back-translation unrelated to the source: every translated turn is flagged, turn by turn
+    bad = BackTo(None)
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: bad)
+    checks = pg.check_conversation_translations(datasets, "de", back_translate="fake")
+    assert not checks.ok and bad.calls >= len(source.turns)
+    turns = {f.turn for f in checks.failures if f.code == "back_translation_low"}
+    assert turns == set(range(len(source.turns)))
+
+    # back to the source word for word: no finding
+    english = {}
+    for src_turn, de_turn in zip(source.turns, german.conversation.turns, strict=True):
+        for a, b in zip(src_turn, de_turn, strict=True):
+            english[str(b.get("content"))] = str(a.get("content"))
+    good = BackTo(english)
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: good)
+    assert pg.check_conversation_translations(datasets, back_translate="fake").ok
+
+    # the command passes --back-translate on
+    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: BackTo(None))
+    code = main(["check-translations", "--dataset", datasets[0], "--dataset", datasets[1], "--back-translate",
+                 "fake"])
+    assert code == 1 and "back_translation_low" in capsys.readouterr().out
