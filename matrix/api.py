@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -751,16 +752,62 @@ def translate_conversations(
     ``OutputError`` for ``out``, ``DatasetError`` for the dataset.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._localize import translate_conversation_dataset
+    from promptgrid.matrix.conversations._dataset import conversation_to_record, load_conversations
+    from promptgrid.matrix.conversations._localize import WHAT
+    from promptgrid.matrix.conversations._localize import ConversationTranslations as _Made
+    from promptgrid.matrix.conversations._translate import (
+        TranslationUsage,
+        check_conversation_translation,
+    )
+    from promptgrid.matrix.conversations._translate import translate_conversations as _translate
+    from promptgrid.safeio import atomic_output, check_output
+    from promptgrid.translate._backends import make_backend
+    from promptgrid.translate._store import TranslationStore
 
     if not isinstance(dataset, str) or not dataset:
         raise TranslationError(f"dataset must be a dataset spec such as bfcl:multi_turn_base, not {dataset!r}.")
-    return translate_conversation_dataset(
-        dataset, target_languages(to), backend,
-        out=None if out is None else _path(out, "out", TranslationError), what=what,
-        store=None if store is None else _path(store, "store", TranslationError),
-        bfcl_data=None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError),
-        region=region, formality=formality, timeout=timeout, on_retry=on_retry, progress=progress)
+    if what not in WHAT:
+        raise TranslationError(f"what must be one of {', '.join(WHAT)}, not {what!r}.")
+    targets = target_languages(to)
+    if not targets:
+        raise TranslationError("no target language: give at least one, e.g. to='de,ja' (--to de,ja).")
+    inputs = [dataset.removeprefix("jsonl:")] if dataset.startswith("jsonl:") else []
+    path = None if out is None else _path(out, "out", TranslationError).expanduser()
+    if path is not None:
+        check_output(path, inputs=inputs)  # before any translation is paid for
+    bfcl = None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError)
+    engine = make_backend(backend, region=region, formality=formality, timeout=timeout, on_retry=on_retry)
+    sources = load_conversations(dataset, bfcl_data=bfcl)
+    usage = TranslationUsage()
+    keep = bool(getattr(engine, "masks", True))  # catalogs are looked up, not paid for: nothing to keep
+    the_store = (TranslationStore(None if store is None else _path(store, "store", TranslationError))
+                 if keep else None)
+    translated: list[Any] = []
+    findings: list[Any] = []
+    counts: dict[str, int] = {}
+    try:
+        for target in targets:
+            results = _translate(sources, engine, target, descriptions=what != "instructions", store=the_store,
+                                 usage=usage)
+            for source, result in zip(sources, results, strict=True):
+                translated.append(result.conversation)
+                findings.extend(result.problems)
+                findings.extend(check_conversation_translation(source, result.conversation, "en", target))
+            counts[target] = len(results)
+            if progress is not None:
+                progress(target)
+    finally:
+        if the_store is not None:
+            the_store.close()
+    if path is not None:
+        records = "".join(json.dumps(conversation_to_record(c), ensure_ascii=False) + "\n" for c in translated)
+        try:
+            with atomic_output(path, inputs=inputs) as fh:
+                fh.write(records)
+        except OSError as exc:
+            raise TranslationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return _Made(tuple(translated), tuple(findings), counts, usage.sent, usage.stored,
+                 str(getattr(engine, "name", backend)), path, the_store.path if the_store is not None else None)
 
 
 def check_conversation_translations(
@@ -782,12 +829,31 @@ def check_conversation_translations(
     ``TranslationError`` when there is nothing translated to check.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._localize import check_conversation_datasets
+    from promptgrid.matrix.conversations._dataset import load_conversations
+    from promptgrid.matrix.conversations._localize import ConversationChecks as _Checks
+    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+    from promptgrid.translate._backends import make_backend
 
-    langs = target_languages(languages) if languages is not None else None
+    specs = [datasets] if isinstance(datasets, str) else list(datasets)
+    if not specs:
+        raise TranslationError("no dataset to check: give the English conversations and their translations, e.g. "
+                               "['bfcl:multi_turn_base', 'jsonl:de.jsonl'] (--dataset ... --dataset ...), or "
+                               "'mini-mt'.")
+    langs = set(target_languages(languages)) if languages is not None else None
     bfcl = None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError)
-    return check_conversation_datasets(datasets, langs, back_translate=back_translate, bfcl_data=bfcl,
-                                       on_retry=on_retry)
+    by_language: dict[str, list[Any]] = {}
+    for spec in specs:
+        for conversation in load_conversations(spec, bfcl_data=bfcl):
+            by_language.setdefault(conversation_language(conversation), []).append(conversation)
+    if langs:
+        by_language = {lang: c for lang, c in by_language.items() if lang == "en" or lang in langs}
+    if not [lang for lang in by_language if lang != "en"]:
+        raise TranslationError(f"{', '.join(specs)} holds no translated conversations to check; give the "
+                               "English sources and their translations, e.g. --dataset bfcl:multi_turn_base "
+                               "--dataset jsonl:de.jsonl, or --dataset mini-mt")
+    back = make_backend(back_translate, on_retry=on_retry) if back_translate else None
+    results = check_conversation_set(by_language, back_translator=back)
+    return _Checks(results, {lang: len(by_language[lang]) for lang in results})
 
 
 def open_conversation_run(path: PathLike) -> ConversationRun:
