@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,25 +13,12 @@ import numpy as np
 import pytest
 
 import promptgrid as pg
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("adaptive_benchmark", ROOT / "benchmarks" / "adaptive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+from support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _benchmark()
+    return load_script("benchmarks/adaptive.py", "adaptive_benchmark")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ scripts/lock.sh`` fails here.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -18,6 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from support.scripts import load_script
+
 pytest.importorskip("tomllib", reason="scripts/lock_inputs.py reads pyproject.toml with tomllib (Python 3.11+)")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,10 +26,7 @@ LOCK = ROOT / "requirements.lock"
 PYTHONS = ("3.10.14", "3.11.7", "3.12.1", "3.13.0")
 """One interpreter of each minor version requires-python admits that the lock is checked for."""
 
-_spec = importlib.util.spec_from_file_location("lock_inputs", ROOT / "scripts" / "lock_inputs.py")
-assert _spec is not None and _spec.loader is not None
-lock_inputs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lock_inputs)
+lock_inputs = load_script("scripts/lock_inputs.py")
 
 REGENERATE = "pyproject.toml's dependencies changed without a new lock: run `bash scripts/lock.sh` and commit it"
 

@@ -13,4 +13,5 @@ Not a test package: pytest collects nothing here. What lives where:
   the crash and secret tests kill.
 - ``support.rows``: result rows and JSONL files of them for the report and compare tests.
 - ``support.profiles``: the hypothesis profiles ``dev`` and ``ci`` (tests/conftest.py loads one).
+- ``support.scripts``: the repository's benchmark and helper scripts loaded as modules (``load_script``).
 """

@@ -16,9 +16,7 @@ strict irrelevance), its ``multi_turn_checker`` is asked too and must agree.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,27 +36,14 @@ from promptgrid.matrix.conversations._check import (
 from promptgrid.matrix.conversations._dataset import Conversation, load_conversations
 from promptgrid.matrix.conversations._env import ToolCall
 from promptgrid.matrix.scoring.verdict import ErrorCode
+from support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[3]
 M = TurnFailureMode
-
-
-def _benchmark() -> ModuleType:
-    path = ROOT / "benchmarks" / "multi_turn_agreement.py"
-    spec = importlib.util.spec_from_file_location("multi_turn_agreement", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _benchmark()
+    return load_script("benchmarks/multi_turn_agreement.py")
 
 
 @pytest.fixture(scope="module")
