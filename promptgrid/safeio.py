@@ -293,8 +293,8 @@ def bounded_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: in
 
 
 def read_json_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: int | None = None,
-                    max_file_bytes: int | None = None,
-                    name: str | os.PathLike[str] | None = None) -> Iterator[JSONLine]:
+                    max_file_bytes: int | None = None, name: str | os.PathLike[str] | None = None,
+                    objects: bool = False) -> Iterator[JSONLine]:
     """Each non-blank line of ``stream`` parsed on its own; blank lines are skipped.
 
     Give a binary stream (``open(path, "rb")``, ``sys.stdin.buffer``) so that
@@ -303,7 +303,8 @@ def read_json_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: 
     mark on line 1 is ignored. Lines are read by ``bounded_lines``: a line over
     ``max_line_bytes`` or an input over ``max_file_bytes`` stops the read with
     ``InputLimitError`` (defaults: ``input_limits``; ``name`` names the input in
-    that message, else the stream's ``name``).
+    that message, else the stream's ``name``). ``objects``: a line whose value is
+    not a JSON object is refused too (its ``error`` says what it is instead).
     """
     lines = bounded_lines(stream, max_line_bytes=max_line_bytes, max_file_bytes=max_file_bytes, name=name)
     for number, raw in enumerate(lines, start=1):
@@ -319,9 +320,14 @@ def read_json_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: 
         if not text.strip():
             continue
         try:
-            yield JSONLine(number, parse_json_line(text.rstrip("\r\n")))  # errors point into the line itself
+            value = parse_json_line(text.rstrip("\r\n"))  # errors point into the line itself
         except ValueError as exc:
             yield JSONLine(number, error=str(exc))
+            continue
+        if objects and not isinstance(value, dict):
+            yield JSONLine(number, error=f"expected a JSON object, got {type(value).__name__}")
+        else:
+            yield JSONLine(number, value)
 
 
 def read_text_bounded(path: str | os.PathLike[str], *, limit: int | None = None) -> str:

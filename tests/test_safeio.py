@@ -264,3 +264,15 @@ def test_read_text_bounded(tmp_path: Path) -> None:
         read_text_bounded(tmp_path / "a.json", limit=10)
     with pytest.raises(InputLimitError, match="/dev/zero: larger than 1 MiB"):
         read_text_bounded("/dev/zero", limit=1 << 20)
+
+
+def test_read_json_lines_can_require_objects() -> None:
+    from promptgrid.safeio import read_json_lines
+
+    data = [b'{"a": 1}\n', b'[1, 2]\n', b'"text"\n', b'{"b": 2}\n', b'{bad\n']
+    got = [(line.number, line.value, line.error) for line in read_json_lines(data, objects=True)]
+    assert got[0] == (1, {"a": 1}, None) and got[3] == (4, {"b": 2}, None)
+    assert got[1] == (2, None, "expected a JSON object, got list")
+    assert got[2] == (3, None, "expected a JSON object, got str")
+    assert got[4][2] is not None and "expected a JSON object" not in got[4][2]  # a parse error stays one
+    assert [line.value for line in read_json_lines(data[:3])] == [{"a": 1}, [1, 2], "text"]  # default: any value

@@ -105,13 +105,11 @@ def read_replay(path: str | Path) -> Answers:
     models: dict[int, str] = {}  # line -> model, for export rows (names the models of a conflict)
     skipped = 0
     with handle:
-        for line in read_json_lines(handle, name=p):
+        for line in read_json_lines(handle, name=p, objects=True):
             where = f"{p}:{line.number}"
             if line.error is not None:
                 raise RunError(f"replay: {where}: {line.error}.")
             value = line.value
-            if not isinstance(value, dict):
-                raise RunError(f"replay: {where}: expected a JSON object, got {type(value).__name__}.")
             if "schema_version" in value or "status" in value:
                 key, stored = _export_row(value, where, line.number)
                 if stored is None:

@@ -90,13 +90,11 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
     by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
     truths: dict[str, GroundTruthRun] = {}
     scored = valid = failed = 0
-    for line in read_json_lines(source):
+    for line in read_json_lines(source, objects=True):
         try:
             if line.error is not None:
                 raise _LineError(line.error)
             record = line.value
-            if not isinstance(record, dict):
-                raise _LineError(f"expected a JSON object, got {type(record).__name__}")
             entry = record.get("id", record.get("case_id"))
             conversation = by_id.get(entry) if isinstance(entry, str) else None
             if conversation is None:

@@ -375,13 +375,11 @@ def score_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name
     ``name:line`` and skipped, and every other line is still scored and written.
     """
     scored = valid = failed = 0
-    for line in read_json_lines(source):
+    for line in read_json_lines(source, objects=True):
         try:
             if line.error is not None:
                 raise _LineError(line.error)
             record = line.value
-            if not isinstance(record, dict):
-                raise _LineError(f"expected a JSON object, got {type(record).__name__}")
             verdict = _score_line(record, variants, cases, grid, variant)
         except _LineError as exc:
             failed += 1
