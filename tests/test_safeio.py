@@ -267,8 +267,6 @@ def test_read_text_bounded(tmp_path: Path) -> None:
 
 
 def test_read_json_lines_can_require_objects() -> None:
-    from promptgrid.safeio import read_json_lines
-
     data = [b'{"a": 1}\n', b'[1, 2]\n', b'"text"\n', b'{"b": 2}\n', b'{bad\n']
     got = [(line.number, line.value, line.error) for line in read_json_lines(data, objects=True)]
     assert got[0] == (1, {"a": 1}, None) and got[3] == (4, {"b": 2}, None)
