@@ -79,7 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     from promptgrid.matrix.running.findings import AdaptiveResult
     from promptgrid.matrix.running.runner import Runner, RunSummary
     from promptgrid.matrix.running.session import RunStatus
-    from promptgrid.translate import Finding
+    from promptgrid.translate import Finding, TranslationBackend
     from promptgrid.translate._catalogs import TranslationCatalog
 
 __all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_conversation_translations", "check_translations",
@@ -724,7 +724,7 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
 def translate_conversations(
     dataset: str,
     to: str | Iterable[str],
-    backend: str,
+    backend: str | TranslationBackend,
     *,
     out: PathLike | None = None,
     what: str = "all",
@@ -740,7 +740,8 @@ def translate_conversations(
     --conversations-out``).
 
     ``dataset``: ``bfcl:multi_turn_*``, ``jsonl:PATH`` or ``mini-mt``; ``to``: ``"de,ja"`` or ``["de", "ja"]``;
-    ``backend``: ``amazon``, ``llm:MODEL`` or ``catalog[:PATH]``. The user turns are translated, and the
+    ``backend``: ``amazon``, ``llm:MODEL`` or ``catalog[:PATH]``, or a ``promptgrid.translate.TranslationBackend``
+    object of your own (``name`` and ``translate(texts, source, target)``). The user turns are translated, and the
     function descriptions unless ``what="instructions"``; every turn's protected values (the names, ids and
     numbers the state and the ground truth use) are masked, and one that does not come back is a finding of
     its turn (docs/conversations.md). Every segment the backend returns is kept in the translation ``store``
@@ -761,7 +762,6 @@ def translate_conversations(
     )
     from promptgrid.matrix.conversations._translate import translate_conversations as _translate
     from promptgrid.safeio import atomic_output, check_output
-    from promptgrid.translate._backends import make_backend
     from promptgrid.translate._store import TranslationStore
 
     if not isinstance(dataset, str) or not dataset:
@@ -776,7 +776,7 @@ def translate_conversations(
     if path is not None:
         check_output(path, inputs=inputs)  # before any translation is paid for
     bfcl = None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError)
-    engine = make_backend(backend, region=region, formality=formality, timeout=timeout, on_retry=on_retry)
+    engine = _backend(backend, "backend", region=region, formality=formality, timeout=timeout, on_retry=on_retry)
     sources = load_conversations(dataset, bfcl_data=bfcl)
     usage = TranslationUsage()
     keep = bool(getattr(engine, "masks", True))  # catalogs are looked up, not paid for: nothing to keep
@@ -814,7 +814,7 @@ def check_conversation_translations(
     datasets: str | Iterable[str],
     languages: str | Iterable[str] | None = None,
     *,
-    back_translate: str | None = None,
+    back_translate: str | TranslationBackend | None = None,
     bfcl_data: PathLike | None = None,
     on_retry: Callable[[str], None] | None = None,
 ) -> ConversationChecks:
@@ -823,7 +823,8 @@ def check_conversation_translations(
 
     ``datasets``: conversation datasets holding the English conversations and their translations (``mini-mt``;
     ``["bfcl:multi_turn_base", "jsonl:de.jsonl"]``); they pair by template id. ``languages``: only these
-    (default: every language found). ``back_translate``: a backend (``amazon``, ``llm:MODEL``) that also
+    (default: every language found). ``back_translate``: a backend (``amazon``, ``llm:MODEL``, or an object as for
+    ``translate_conversations``) that also
     translates every translated turn and description back into English and scores the similarity
     (``back_translation_low``). Returns ``ConversationChecks`` (``ok``, findings per language); raises
     ``TranslationError`` when there is nothing translated to check.
@@ -832,7 +833,6 @@ def check_conversation_translations(
     from promptgrid.matrix.conversations._dataset import load_conversations
     from promptgrid.matrix.conversations._localize import ConversationChecks as _Checks
     from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
-    from promptgrid.translate._backends import make_backend
 
     specs = [datasets] if isinstance(datasets, str) else list(datasets)
     if not specs:
@@ -851,9 +851,22 @@ def check_conversation_translations(
         raise TranslationError(f"{', '.join(specs)} holds no translated conversations to check; give the "
                                "English sources and their translations, e.g. --dataset bfcl:multi_turn_base "
                                "--dataset jsonl:de.jsonl, or --dataset mini-mt")
-    back = make_backend(back_translate, on_retry=on_retry) if back_translate else None
+    back = _backend(back_translate, "back_translate", on_retry=on_retry) if back_translate else None
     results = check_conversation_set(by_language, back_translator=back)
     return _Checks(results, {lang: len(by_language[lang]) for lang in results})
+
+
+def _backend(spec: Any, name: str, **options: Any) -> Any:
+    """A translation backend: made from its spec string (``make_backend``), or an object used as it is."""
+    from promptgrid.errors import TranslationError
+    from promptgrid.translate._backends import make_backend
+
+    if isinstance(spec, str):
+        return make_backend(spec, **options)
+    if not (isinstance(getattr(spec, "name", None), str) and callable(getattr(spec, "translate", None))):
+        raise TranslationError(f"{name} must be a backend spec (amazon, llm:MODEL, catalog[:PATH]) or an object with "
+                               f"a name and translate(texts, source, target), not {type(spec).__name__}.")
+    return spec
 
 
 def open_conversation_run(path: PathLike) -> ConversationRun:

@@ -343,18 +343,16 @@ class FakeMany(FakeGerman):
         return [self._one(text) for text in texts]
 
 
-def test_segments_are_stored_as_they_come_and_never_paid_twice(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+def test_segments_are_stored_as_they_come_and_never_paid_twice(tmp_path: Any,
                                                                conversations: list[Conversation]) -> None:
     import promptgrid as pg
-    import promptgrid.translate._backends as backends
     from promptgrid.translate import TranslationStore
 
     dataset = _jsonl(tmp_path, conversations)
     store = tmp_path / "translations.sqlite3"
     failing = FakeMany(fail_on="fr")
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: failing)
     with pytest.raises(TranslationError, match="unreachable"):  # de done, then fr fails: nothing written
-        pg.translate_conversations(dataset, "de,fr", "fake", out=tmp_path / "out.jsonl", store=store)
+        pg.translate_conversations(dataset, "de,fr", failing, out=tmp_path / "out.jsonl", store=store)
     assert not (tmp_path / "out.jsonl").exists()
     paid_for_de = failing.texts
     with TranslationStore(store, readonly=True) as kept:
@@ -364,12 +362,10 @@ def test_segments_are_stored_as_they_come_and_never_paid_twice(tmp_path: Any, mo
     assert any("multi_turn_base_0 turn 0" in r.keys for r in rows)
 
     working = FakeMany()
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: working)
-    made = pg.translate_conversations(dataset, "de,fr", "fake", out=tmp_path / "out.jsonl", store=store)
+    made = pg.translate_conversations(dataset, "de,fr", working, out=tmp_path / "out.jsonl", store=store)
     assert made.stored == paid_for_de and made.sent == working.texts  # only French was sent
     fresh = FakeMany()
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: fresh)
-    alone = pg.translate_conversations(dataset, "fr", "fake", store=tmp_path / "other.sqlite3")
+    alone = pg.translate_conversations(dataset, "fr", fresh, store=tmp_path / "other.sqlite3")
     assert working.texts == fresh.texts == alone.sent
     assert made.languages == {"de": 2, "fr": 2} and made.path == tmp_path / "out.jsonl"
     assert {f.language for f in made.findings} == {"fr"}  # the fake writes German whatever it is asked for
@@ -378,8 +374,7 @@ def test_segments_are_stored_as_they_come_and_never_paid_twice(tmp_path: Any, mo
     assert [c.turns for c in german] == [t.conversation.turns for t in direct]  # stored = sent, word for word
 
     again = FakeMany()
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: again)
-    repeat = pg.translate_conversations(dataset, ["de", "fr"], "fake", store=store)
+    repeat = pg.translate_conversations(dataset, ["de", "fr"], again, store=store)
     assert repeat.sent == again.texts == 0 and repeat.stored == made.stored + made.sent
     assert repeat.path is None
 
@@ -390,10 +385,9 @@ class WholeTexts(FakeGerman):
     masks = False
 
 
-def test_catalog_backends_keep_nothing_and_bad_arguments_are_errors(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+def test_catalog_backends_keep_nothing_and_bad_arguments_are_errors(tmp_path: Any,
                                                                     conversations: list[Conversation]) -> None:
     import promptgrid as pg
-    import promptgrid.translate._backends as backends
 
     dataset = _jsonl(tmp_path, conversations, 1)
     with pytest.raises(TranslationError, match="what must be one of"):
@@ -402,9 +396,10 @@ def test_catalog_backends_keep_nothing_and_bad_arguments_are_errors(tmp_path: An
         pg.translate_conversations(dataset, "en", "catalog")  # English is the source
     with pytest.raises(TranslationError, match="dataset must be"):
         pg.translate_conversations(None, "de", "catalog")  # type: ignore[arg-type]
+    with pytest.raises(TranslationError, match="backend must be a backend spec"):
+        pg.translate_conversations(dataset, "de", object())  # type: ignore[arg-type]
     store = tmp_path / "never.sqlite3"
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: WholeTexts())
-    made = pg.translate_conversations(dataset, "de", "catalog", what="instructions", store=store)
+    made = pg.translate_conversations(dataset, "de", WholeTexts(), what="instructions", store=store)
     assert made.store is None and not store.exists() and made.languages == {"de": 1}
     assert made.sent == sum(len(turn) for turn in conversations[0].turns)  # whole turns looked up, none kept
 
@@ -444,8 +439,7 @@ def test_back_translation_of_conversations(tmp_path: Any, monkeypatch: pytest.Mo
 
     # a back-translation unrelated to the source: every translated turn is flagged, turn by turn
     bad = BackTo(None)
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: bad)
-    checks = pg.check_conversation_translations(datasets, "de", back_translate="fake")
+    checks = pg.check_conversation_translations(datasets, "de", back_translate=bad)
     assert not checks.ok and bad.calls >= len(source.turns)
     turns = {f.turn for f in checks.failures if f.code == "back_translation_low"}
     assert turns == set(range(len(source.turns)))
@@ -455,12 +449,19 @@ def test_back_translation_of_conversations(tmp_path: Any, monkeypatch: pytest.Mo
     for src_turn, de_turn in zip(source.turns, german.conversation.turns, strict=True):
         for a, b in zip(src_turn, de_turn, strict=True):
             english[str(b.get("content"))] = str(a.get("content"))
-    good = BackTo(english)
-    monkeypatch.setattr(backends, "make_backend", lambda *a, **k: good)
-    assert pg.check_conversation_translations(datasets, back_translate="fake").ok
+    assert pg.check_conversation_translations(datasets, back_translate=BackTo(english)).ok
 
-    # the command passes --back-translate on
+    # the command passes --back-translate on (a spec string, made into a backend)
     monkeypatch.setattr(backends, "make_backend", lambda *a, **k: BackTo(None))
     code = main(["check-translations", "--dataset", datasets[0], "--dataset", datasets[1], "--back-translate",
                  "fake"])
     assert code == 1 and "back_translation_low" in capsys.readouterr().out
+
+
+def test_the_resume_benchmark_finds_nothing_paid_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    from support.scripts import load_script
+
+    bench = load_script("benchmarks/translate_resume.py")
+    assert bench.main(["--dataset", "mini-mt:en", "--to", "de,ja"]) == 0
+    printed = capsys.readouterr().out
+    assert "OK: nothing paid for twice" in printed and "4. everything again: sent 0," in printed
