@@ -207,9 +207,9 @@ class RunConfig:
     retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP_S
     """Seconds: a longer Retry-After is cut to this (a server asking for a day cannot freeze the run)."""
     max_jobs: int = MAX_JOBS
+    """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
     max_steps: int = 20
     """Conversation datasets: answers with calls per user turn before a force-quit (``RunOptions.max_steps``)."""
-    """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
     goal: str | None = None
     """What the run plans (``promptgrid.matrix.running.planning.GOALS``): None, every job of the product; an adaptive
     goal (``best-worst``, ``distribution``, ``uniform``) plans ``budget`` jobs per model in ``rounds`` rounds."""
