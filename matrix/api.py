@@ -753,7 +753,7 @@ def translate_conversations(
     ``OutputError`` for ``out``, ``DatasetError`` for the dataset.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._dataset import conversation_to_record, load_conversations
+    from promptgrid.matrix.conversations._dataset import conversation_to_record, dataset_files, load_conversations
     from promptgrid.matrix.conversations._localize import WHAT
     from promptgrid.matrix.conversations._localize import ConversationTranslations as _Made
     from promptgrid.matrix.conversations._translate import (
@@ -771,7 +771,7 @@ def translate_conversations(
     targets = target_languages(to)
     if not targets:
         raise TranslationError("no target language: give at least one, e.g. to='de,ja' (--to de,ja).")
-    inputs = [dataset.removeprefix("jsonl:")] if dataset.startswith("jsonl:") else []
+    inputs = dataset_files(dataset)
     path = None if out is None else _path(out, "out", TranslationError).expanduser()
     if path is not None:
         check_output(path, inputs=inputs)  # before any translation is paid for
@@ -791,8 +791,10 @@ def translate_conversations(
                                  usage=usage)
             for source, result in zip(sources, results, strict=True):
                 translated.append(result.conversation)
-                findings.extend(result.problems)
-                findings.extend(check_conversation_translation(source, result.conversation, "en", target))
+                checked = check_conversation_translation(source, result.conversation, "en", target)
+                said = {(f.turn, f.code) for f in checked}  # a value lost in translation is found again by the check
+                findings.extend(f for f in result.problems if (f.turn, f.code) not in said)
+                findings.extend(checked)
             counts[target] = len(results)
             if progress is not None:
                 progress(target)
@@ -804,8 +806,8 @@ def translate_conversations(
         try:
             with atomic_output(path, inputs=inputs) as fh:
                 fh.write(records)
-        except OSError as exc:
-            raise TranslationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        except OSError as exc:  # atomic_output says what it can as OutputError; this is what it leaves through
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return _Made(tuple(translated), tuple(findings), counts, usage.sent, usage.stored,
                  str(getattr(engine, "name", backend)), path, the_store.path if the_store is not None else None)
 

@@ -109,8 +109,8 @@ def _render_conversations(args: argparse.Namespace, grid: Any, labels: Mapping[s
                           "trajectory": "ground_truth", "messages": messages, **_request_fields(request)}
                 out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                 continue
-            out.write(f"=== {conversation.id} | {labels[variant.id]} | {variant.id} | the ground truth's "
-                      "trajectory\n")
+            out.write(f"=== {escape_controls(conversation.id)} | {labels[variant.id]} | {variant.id} | the ground "
+                      "truth's trajectory\n")
             for m in messages:
                 text = m.get("content") or ""
                 if m.get("tool_calls"):

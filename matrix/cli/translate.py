@@ -191,7 +191,7 @@ def _print_conversation_findings(findings: Sequence[Any], counts: dict[str, int]
     print(tabulate(rows, headers=["language", "conversations", "problems"], tablefmt="simple"), file=out)
     if findings:
         print(f"\n{len(findings)} problem(s):", file=out)
-        rows = [[f.language, f.conversation_id, "" if f.turn is None else f.turn, f.code,
+        rows = [[f.language, escape_controls(f.conversation_id), "" if f.turn is None else f.turn, f.code,
                  escape_controls(f.message)[:160]] for f in findings]
         print(tabulate(rows, headers=["language", "conversation", "turn", "code", "message"], tablefmt="simple"),
               file=out)

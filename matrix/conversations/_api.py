@@ -20,6 +20,7 @@ from typing import Any
 from promptgrid.errors import RunError
 from promptgrid.safeio import parse_json_line
 
+from ._dataset import dataset_files
 from ._records import EpisodeResult
 from ._store import CONVERSATION_STORE, ConversationStore
 
@@ -33,7 +34,10 @@ def is_conversation_dataset(spec: str) -> bool:
         return True
     if not spec.startswith("jsonl:"):
         return False
-    path = Path(spec.removeprefix("jsonl:"))
+    files = dataset_files(spec)  # the path as the loader reads it (stripped, ~ expanded)
+    if not files:
+        return False
+    path = files[0]
     try:
         if not path.is_file():  # a FIFO would block the open; a device is not a dataset (the loader says why)
             return False

@@ -486,6 +486,20 @@ def _raise(problems: list[str], where: str, hint: str) -> None:
                                   *(f"  {problem}" for problem in problems)]))
 
 
+def dataset_files(spec: str) -> list[Path]:
+    """The files a spec reads, as ``load_conversations`` finds them (``jsonl:`` path stripped and ``~``-expanded,
+    ``mini-mt``'s data file): the inputs an output must not overwrite. BFCL's files (inside bfcl-eval) are not
+    listed."""
+    kind, sep, argument = spec.strip().partition(":") if isinstance(spec, str) else ("", "", "")
+    if kind == "jsonl" and argument.strip():
+        return [Path(argument.strip()).expanduser()]
+    if kind.strip() == "mini-mt":
+        from ._mini_mt import DATA_FILE
+
+        return [DATA_FILE]
+    return []
+
+
 def load_conversations(spec: str, *, limit: int | None = None,
                        bfcl_data: str | os.PathLike[str] | None = None) -> list[Conversation]:
     """The conversations a spec names (forms in the module docstring), in file order, at most ``limit``.
@@ -503,7 +517,7 @@ def load_conversations(spec: str, *, limit: int | None = None,
     if kind == "bfcl" and argument.strip() in CONVERSATION_CATEGORIES:
         return _load_bfcl(argument.strip(), limit, bfcl_data)
     if kind == "jsonl" and argument.strip():
-        return _load_jsonl(str(Path(argument.strip()).expanduser()), limit, bfcl_data)
+        return _load_jsonl(str(dataset_files(spec)[0]), limit, bfcl_data)
     if kind.strip() == "mini-mt":  # the built-in multilingual set (``_mini_mt``); "mini-mt:de,ja" picks languages
         return _load_mini_mt(argument if _sep else None, limit, bfcl_data)
     if kind == "bfcl":

@@ -566,7 +566,7 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
                         continue
                     by_code.setdefault(code, []).append(_detail(code, check.details))
             missing = [v for v in required[t] if not _occurs(v, _turn_text(tr_messages))]
-            if missing:
+            if missing and CheckCode.PROTECTED_CHANGED not in by_code:  # else check_translation said it already
                 named = ", ".join(repr(v) for v in missing)
                 by_code.setdefault(CheckCode.PROTECTED_CHANGED, []).insert(
                     0, f"protected_changed: {named} not verbatim in the turn")

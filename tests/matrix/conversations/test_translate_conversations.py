@@ -465,3 +465,27 @@ def test_the_resume_benchmark_finds_nothing_paid_twice(capsys: pytest.CaptureFix
     assert bench.main(["--dataset", "mini-mt:en", "--to", "de,ja"]) == 0
     printed = capsys.readouterr().out
     assert "OK: nothing paid for twice" in printed and "4. everything again: sent 0," in printed
+
+
+def test_the_input_is_found_however_the_spec_spells_it(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       conversations: list[Conversation]) -> None:
+    import promptgrid as pg
+
+    spec = _jsonl(tmp_path, conversations, 1)
+    source = tmp_path / "en.jsonl"
+    before = source.read_bytes()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for spelled in ("jsonl:~/en.jsonl", f"jsonl: {source} ", spec):
+        with pytest.raises(pg.OutputError, match="input"):
+            pg.translate_conversations(spelled, "de", FakeGerman(), out=source)
+    assert source.read_bytes() == before
+
+
+def test_a_lost_value_is_one_finding_of_its_turn(tmp_path: Any, conversations: list[Conversation]) -> None:
+    import promptgrid as pg
+
+    spec = _jsonl(tmp_path, conversations, 1)
+    made = pg.translate_conversations(spec, "de", FakeGerman(drop="budget analysis"), store=tmp_path / "s.sqlite3")
+    lost = [f for f in made.findings if f.code == PROTECTED_CHANGED]
+    turns = [f.turn for f in lost]
+    assert lost and len(turns) == len(set(turns))  # found while translating and by the check: said once
