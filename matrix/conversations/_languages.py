@@ -29,7 +29,7 @@ pass^k, no difference, no answer-language share.
   that have a finished episode in both languages (same model and variant):
   the mean over templates of the per-template pass rate in the language minus
   that in the baseline, with a percentile bootstrap interval over templates
-  (one set of weights per model, ``stats.bootstrap_weights`` seeded by
+  (one set of weights per model, ``_matrix.Resampler`` seeded by
   ``stats.seed_for(model, "templates", base=seed)``: every variant and
   language of a model is resampled on the same templates), and ``templates``,
   how many were paired. None when the run has no episode in the baseline
@@ -78,30 +78,30 @@ import numpy as np
 
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, with_ci
+from promptgrid.matrix.report._matrix import Resampler
 
 from ._records import EpisodeResult
 from ._report import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     UNFINISHED_NOTE,
-    UNKNOWN_MODE,
     FailureModeCount,
     Interval,
     PassHatK,
     _boot_means,
     _ci,
-    _describe,
+    _failure_modes,
     _fraction_ci,
     _masked_mean,
     _mode_order,
     _model_data,
-    _ModelData,
     _num,
-    _pass_k,
     _pass_k_arrays,
     _resolve_k,
     _safe,
     _table,
+    _variant_scores,
+    _VariantScores,
     check_inputs,
 )
 
@@ -376,16 +376,22 @@ def language_report(
     k = _resolve_k(list(data.values()), k)
     level = {vid: translation_level(dims) for vid, dims in variants.items()}
 
+    scores: dict[tuple[str, str, str], _VariantScores] = {}  # (model, language, variant) -> its scores
+    for (model, lang), md in data.items():
+        has = md.trials > 0
+        tau, ticket = _pass_k_arrays(md.correct, md.trials, k)
+        scores.update(((model, lang, vid), sc)
+                      for vid, sc in zip(md.vids, _variant_scores(md, has, tau, ticket, k, confidence), strict=True))
     summaries: list[LanguageSummary] = []
     answers: list[AnswerLanguage] = []
     for model in models:
         for vid in order:
             for lang in languages:
-                md = data.get((model, lang))
-                if md is None or vid not in md.vids:
+                sc = scores.get((model, lang, vid))
+                if sc is None:
                     continue
-                summaries.append(_summary(md, md.vids.index(vid), lang, level[vid], k, confidence))
-                answers.append(_answers(md.episodes[vid], model, vid, level[vid], lang, min_answer_letters))
+                summaries.append(_summary(sc, model, vid, lang, level[vid]))
+                answers.append(_answers(sc.episodes, model, vid, level[vid], lang, min_answer_letters))
     gaps = [g for model in models
             for g in _gaps(model, [e for (m, _), eps in groups.items() if m == model for e in eps], order, level,
                            baseline, languages, n_resamples, seed, confidence)]
@@ -397,28 +403,14 @@ def language_report(
         against_baseline=tuple(gaps), answer_language=tuple(answers))
 
 
-def _summary(md: _ModelData, i: int, lang: str, level: str, k: int, confidence: float) -> LanguageSummary:
-    """One (model, variant, language) from the model's data restricted to the language."""
-    vid = md.vids[i]
-    correct, trials = md.correct, md.trials
-    has = trials > 0
-    tau, ticket = _pass_k_arrays(correct, trials, k)
-    tau_ci = _boot_means(md.weights, tau.T, has.T, confidence)
-    ticket_ci = _boot_means(md.weights, ticket.T, has.T, confidence)
-    eps = md.episodes[vid]
-    done = [e for e in eps if e.valid is not None]
-    n_valid = sum(1 for e in done if e.valid)
-    failed = [e for e in done if e.valid is False]
-    counts = Counter(e.failure_mode or UNKNOWN_MODE for e in failed)
-    modes = tuple(FailureModeCount(mode, n, n / len(failed), _describe(mode))
-                  for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+def _summary(sc: _VariantScores, model: str, vid: str, lang: str, level: str) -> LanguageSummary:
+    """One (model, variant, language) from its scores in the model's data restricted to the language."""
+    failed, modes = _failure_modes(sc.episodes)
     return LanguageSummary(
-        model=md.model, variant_id=vid, level=level, language=lang, entries=int(has[i].sum()), episodes=len(done),
-        unfinished=len(eps) - len(done), valid=n_valid, accuracy=n_valid / len(done) if done else math.nan,
-        accuracy_ci=stats.wilson_interval(n_valid, len(done), confidence),
-        pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau[i], has[i], tau_ci[i]),
-        pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket[i], has[i], ticket_ci[i]),
-        failed=len(failed), failure_modes=modes)
+        model=model, variant_id=vid, level=level, language=lang, entries=sc.entries, episodes=sc.finished,
+        unfinished=len(sc.episodes) - sc.finished, valid=sc.valid, accuracy=sc.accuracy,
+        accuracy_ci=sc.accuracy_ci, pass_k_tau=sc.pass_k_tau, pass_k_ticket=sc.pass_k_ticket, failed=failed,
+        failure_modes=modes)
 
 
 def _gaps(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], level: Mapping[str, str],
@@ -450,11 +442,9 @@ def _gaps(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], l
                 mask[t, j] = True
                 base_rate[t, j] = correct[(vid, baseline, template)] / nb
                 lang_rate[t, j] = correct[(vid, lang, template)] / nl
-    chunks = list(stats.bootstrap_weights(len(templates), n_resamples, stats.seed_for(model, "templates",
-                                                                                      base=seed)))
-    weights = np.concatenate(chunks) if chunks else np.zeros((0, len(templates)))
+    resampler = Resampler(len(templates), n_resamples, stats.seed_for(model, "templates", base=seed))
     diff = lang_rate - base_rate
-    cis = _boot_means(weights, diff, mask, confidence)
+    cis = _boot_means(resampler, diff, mask, confidence)
     return [LanguageGap(model, vid, level[vid], lang, baseline, int(mask[:, j].sum()),
                         _masked_mean(base_rate[:, j], mask[:, j]), _masked_mean(lang_rate[:, j], mask[:, j]),
                         _masked_mean(diff[:, j], mask[:, j]), cis[j])

@@ -21,7 +21,8 @@ Words used throughout:
   has (at least 1); a larger ``k`` is refused (``ValueError`` naming an entry
   that has fewer).
 
-Statistics (helpers of ``promptgrid.matrix.report.stats``, nothing re-implemented):
+Statistics (helpers of ``promptgrid.matrix.report.stats``; the bootstrap is the single-turn report's
+``Resampler``):
 
 - accuracy: valid / finished episodes, with a Wilson interval over episodes.
 - pass^k, two definitions, always both, always named:
@@ -32,7 +33,7 @@ Statistics (helpers of ``promptgrid.matrix.report.stats``, nothing re-implemente
   ``n == k`` they agree only when every entry has c in {0, n}.
 - intervals of means over entries (pass^k, paired differences, the native
   gap): percentile bootstrap over the model's *conversations*, with one set of
-  weights per model (``stats.bootstrap_weights`` seeded by
+  weights per model (``_matrix.Resampler``, seeded by
   ``stats.seed_for(model, base=seed)``): every variant of a model is
   resampled on the same conversations, which keeps the pairing, and adding a
   model leaves the others' intervals unchanged. A per-model pass^k (entries
@@ -104,14 +105,16 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
-from tabulate import tabulate
 
 from promptgrid.display import escape_controls
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
+from promptgrid.matrix.report._matrix import Resampler, ci_of
+from promptgrid.matrix.report._tables import Table, markdown_table
 
 from ._check import TurnFailureMode
 from ._records import EpisodeResult
@@ -150,7 +153,6 @@ UNFINISHED_NOTE = ("Unfinished episodes (valid is None: the episode could not be
                    "are counted here and left out of every rate: they are not scored as failures.")
 
 Interval = tuple[float, float]
-_NAN_CI: Interval = (math.nan, math.nan)
 
 
 def _num(x: float | None) -> float | None:
@@ -167,9 +169,8 @@ def _safe(text: str) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
-    align = ["right" if n else "left" for n in numeric]
-    return str(tabulate([[_safe(c) for c in row] for row in rows], headers=[_safe(h) for h in headers],
-                        tablefmt="github", colalign=align, disable_numparse=True))
+    return markdown_table(Table("", "", tuple(str(h) for h in headers),
+                                tuple(tuple(str(c) for c in row) for row in rows), tuple(numeric)))
 
 
 def _fraction_ci(x: float, ci: Interval) -> str:
@@ -655,14 +656,16 @@ class _ModelData:
     valid: np.ndarray  # int8 (V, C, R): 1 valid, 0 invalid, -1 no finished episode
     turns: np.ndarray  # int8 (V, C, R, T): 1 valid turn, 0 failed, -1 no such turn / unfinished
     episodes: dict[str, list[EpisodeResult]]
-    weights: np.ndarray  # (B, C) bootstrap weights over conversations
+    resampler: Resampler  # bootstrap weights over conversations
 
-    @property
+    @cached_property
     def correct(self) -> np.ndarray:
+        """(V, C): valid finished repeats per entry."""
         return np.asarray((self.valid == 1).sum(axis=2), dtype=np.int64)
 
-    @property
+    @cached_property
     def trials(self) -> np.ndarray:
+        """(V, C): finished repeats per entry."""
         return np.asarray((self.valid >= 0).sum(axis=2), dtype=np.int64)
 
 
@@ -691,15 +694,20 @@ def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[s
         for t in e.turns:
             if t.index >= 0:
                 turns[v, c, r, t.index] = 1 if t.valid else 0
-    chunks = list(stats.bootstrap_weights(len(convs), n_resamples, stats.seed_for(model, base=seed)))
-    weights = np.concatenate(chunks) if chunks else np.zeros((0, len(convs)))
-    return _ModelData(model, vids, convs, valid, turns, dict(by_variant), weights)
+    resampler = Resampler(len(convs), n_resamples, stats.seed_for(model, base=seed))
+    return _ModelData(model, vids, convs, valid, turns, dict(by_variant), resampler)
 
 
-def _boot_means(weights: np.ndarray, values: np.ndarray, mask: np.ndarray, confidence: float) -> list[Interval]:
-    """Percentile intervals of resampled ``sum(values * mask) / sum(mask)`` per column (rows: conversations)."""
+def _boot_ratio(resampler: Resampler, num: np.ndarray, den: np.ndarray, confidence: float) -> list[Interval]:
+    """Percentile intervals of resampled ``sum(num) / sum(den)`` per column (rows: the resampled units)."""
+    boot = resampler.ratio(num, den)
+    return [ci_of(boot[:, j], confidence) for j in range(num.shape[1])]
+
+
+def _boot_means(resampler: Resampler, values: np.ndarray, mask: np.ndarray, confidence: float) -> list[Interval]:
+    """Percentile intervals of resampled ``sum(values * mask) / sum(mask)`` per column (rows: the resampled units)."""
     num = np.where(mask, np.nan_to_num(values), 0.0)
-    return _boot_ratio(weights, num, mask.astype(np.float64), confidence)
+    return _boot_ratio(resampler, num, mask.astype(np.float64), confidence)
 
 
 def _masked_mean(values: np.ndarray, mask: np.ndarray) -> float:
@@ -720,6 +728,45 @@ def _pass_k_arrays(correct: np.ndarray, trials: np.ndarray, k: int) -> tuple[np.
 
 def _pass_k(name: str, definition: str, k: int, values: np.ndarray, mask: np.ndarray, ci: Interval) -> PassHatK:
     return PassHatK(name, definition, k, int(mask.sum()), _masked_mean(values, mask), ci)
+
+
+@dataclass(frozen=True)
+class _VariantScores:
+    """What both reports show of one variant of a ``_ModelData``: episodes (unfinished included), how many are
+    finished and valid, entries, accuracy with its Wilson interval, both pass^k."""
+
+    episodes: list[EpisodeResult]
+    finished: int
+    valid: int
+    entries: int
+    accuracy: float
+    accuracy_ci: Interval
+    pass_k_tau: PassHatK
+    pass_k_ticket: PassHatK
+
+
+def _variant_scores(md: _ModelData, has: np.ndarray, tau: np.ndarray, ticket: np.ndarray, k: int,
+                    confidence: float) -> list[_VariantScores]:
+    """Per variant of ``md`` (in ``md.vids`` order), from its per-entry pass^k arrays (``_pass_k_arrays``)."""
+    tau_ci = _boot_means(md.resampler, tau.T, has.T, confidence)
+    ticket_ci = _boot_means(md.resampler, ticket.T, has.T, confidence)
+    out = []
+    for i, vid in enumerate(md.vids):
+        finished, valid = int(md.trials[i].sum()), int(md.correct[i].sum())
+        out.append(_VariantScores(
+            md.episodes[vid], finished, valid, int(has[i].sum()), valid / finished if finished else math.nan,
+            stats.wilson_interval(valid, finished, confidence),
+            _pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau[i], has[i], tau_ci[i]),
+            _pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket[i], has[i], ticket_ci[i])))
+    return out
+
+
+def _failure_modes(episodes: Sequence[EpisodeResult]) -> tuple[int, tuple[FailureModeCount, ...]]:
+    """The failed episodes (``valid is False``) of ``episodes``: how many, and per failure mode (most first)."""
+    failed = [e for e in episodes if e.valid is False]
+    counts = Counter(e.failure_mode or UNKNOWN_MODE for e in failed)
+    return len(failed), tuple(FailureModeCount(mode, n, n / len(failed), _describe(mode))
+                              for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _sums(episodes: Sequence[EpisodeResult]) -> tuple[float | None, int, float]:
@@ -753,8 +800,6 @@ def _resolve_k(data: Sequence[_ModelData], k: int | None) -> int:
     available = 1 if shortest is None else max(1, shortest[0])
     if k is None:
         return available
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got k={k}")
     if shortest is not None and k > shortest[0]:
         n, model, vid, conv = shortest
         raise ValueError(f"k={k} is larger than the available repeats: model {model!r}, variant {vid!r}, "
@@ -828,41 +873,32 @@ def conversation_report(
         tau, ticket = _pass_k_arrays(correct, trials, k)
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(has, correct / np.where(has, trials, 1), np.nan)
-        w = md.weights
+        scores = _variant_scores(md, has, tau, ticket, k, confidence)
 
         # 1. per variant
-        tau_ci = _boot_means(w, tau.T, has.T, confidence)
-        ticket_ci = _boot_means(w, ticket.T, has.T, confidence)
-        for i, vid in enumerate(md.vids):
-            eps = md.episodes[vid]
-            done = [e for e in eps if e.valid is not None]
-            n_valid = sum(1 for e in done if e.valid)
-            cost, unknown, latency = _sums(eps)
+        for vid, sc in zip(md.vids, scores, strict=True):
+            cost, unknown, latency = _sums(sc.episodes)
+            steps = sum(e.steps for e in sc.episodes if e.valid is not None)
             summaries.append(VariantConversationSummary(
-                model=md.model, variant_id=vid, call_mode=_mode_of(variants[vid]), entries=int(has[i].sum()),
-                episodes=len(done), unfinished=len(eps) - len(done), valid=n_valid,
-                accuracy=n_valid / len(done) if done else math.nan,
-                accuracy_ci=stats.wilson_interval(n_valid, len(done), confidence),
-                pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau[i], has[i], tau_ci[i]),
-                pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket[i], has[i], ticket_ci[i]),
-                mean_steps=sum(e.steps for e in done) / len(done) if done else math.nan,
+                model=md.model, variant_id=vid, call_mode=_mode_of(variants[vid]), entries=sc.entries,
+                episodes=sc.finished, unfinished=len(sc.episodes) - sc.finished, valid=sc.valid,
+                accuracy=sc.accuracy, accuracy_ci=sc.accuracy_ci, pass_k_tau=sc.pass_k_tau,
+                pass_k_ticket=sc.pass_k_ticket, mean_steps=steps / sc.finished if sc.finished else math.nan,
                 cost_usd=cost, cost_unknown=unknown, latency_s=latency))
 
         # 2. per model: entries are (variant, conversation); conversations resampled as clusters
         per_conv = has.sum(axis=0).astype(np.float64)[:, None]
         tau_sum = np.where(has, np.nan_to_num(tau), 0.0).sum(axis=0)[:, None]
         ticket_sum = np.where(has, np.nan_to_num(ticket), 0.0).sum(axis=0)[:, None]
-        m_ci = _boot_ratio(w, np.concatenate([tau_sum, ticket_sum], axis=1),
+        m_ci = _boot_ratio(md.resampler, np.concatenate([tau_sum, ticket_sum], axis=1),
                            np.concatenate([per_conv, per_conv], axis=1), confidence)
-        all_eps = [e for vid in md.vids for e in md.episodes[vid]]
-        done_all = [e for e in all_eps if e.valid is not None]
-        n_valid = sum(1 for e in done_all if e.valid)
+        all_eps = [e for sc in scores for e in sc.episodes]
+        finished, n_valid = int(trials.sum()), int(correct.sum())
         cost, _, latency = _sums(all_eps)
         models.append(ModelConversationSummary(
-            model=md.model, variants=len(md.vids), entries=int(has.sum()), episodes=len(done_all),
-            unfinished=len(all_eps) - len(done_all), valid=n_valid,
-            accuracy=n_valid / len(done_all) if done_all else math.nan,
-            accuracy_ci=stats.wilson_interval(n_valid, len(done_all), confidence),
+            model=md.model, variants=len(md.vids), entries=int(has.sum()), episodes=finished,
+            unfinished=len(all_eps) - finished, valid=n_valid, accuracy=n_valid / finished if finished else math.nan,
+            accuracy_ci=stats.wilson_interval(n_valid, finished, confidence),
             pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau, has, m_ci[0]),
             pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket, has, m_ci[1]),
             cost_usd=cost, latency_s=latency))
@@ -886,11 +922,7 @@ def conversation_report(
 
         # 6. failure modes
         for vid in md.vids:
-            failed = [e for e in md.episodes[vid] if e.valid is False]
-            counts = Counter(e.failure_mode or UNKNOWN_MODE for e in failed)
-            failures.append(EpisodeFailureModes(md.model, vid, len(failed), tuple(
-                FailureModeCount(mode, n, n / len(failed), _describe(mode))
-                for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))))
+            failures.append(EpisodeFailureModes(md.model, vid, *_failure_modes(md.episodes[vid])))
 
         # 7. native vs prompt
         gaps.append(_native_gap(md, variants, has, rate, confidence))
@@ -904,20 +936,6 @@ def conversation_report(
         failure_modes=tuple(failures), native_gap=tuple(gaps), labels=dict(labels or {}))
 
 
-def _boot_ratio(weights: np.ndarray, num: np.ndarray, den: np.ndarray, confidence: float) -> list[Interval]:
-    """Percentile intervals of resampled ``sum(num) / sum(den)`` per column (rows: conversations)."""
-    m = num.shape[1]
-    if m == 0:
-        return []
-    if weights.shape[0] == 0 or num.shape[0] == 0:
-        return [_NAN_CI] * m
-    both = weights @ np.concatenate([num, den], axis=1)
-    top, bottom = both[:, :m], both[:, m:]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
-    return [stats.percentile_interval(boot[:, j], confidence) for j in range(m)]
-
-
 def _compare(md: _ModelData, pairs: Sequence[tuple[int, int]], has: np.ndarray, rate: np.ndarray,
              confidence: float) -> list[VariantComparison]:
     """Paired comparisons of a model's variants (module docstring)."""
@@ -927,7 +945,7 @@ def _compare(md: _ModelData, pairs: Sequence[tuple[int, int]], has: np.ndarray, 
     majority = 2 * correct > trials
     shared = np.stack([has[a] & has[b] for a, b in pairs], axis=1)  # (C, P)
     diffs = np.stack([rate[b] - rate[a] for a, b in pairs], axis=1)
-    cis = _boot_means(md.weights, diffs, shared, confidence)
+    cis = _boot_means(md.resampler, diffs, shared, confidence)
     rows = []
     for j, (a, b) in enumerate(pairs):
         s = shared[:, j]
@@ -971,7 +989,7 @@ def _native_gap(md: _ModelData, variants: Mapping[str, Mapping[str, str]], has: 
     native_mean = np.nan_to_num(rate[natives]).mean(axis=0)
     prompt_mean = np.nan_to_num(rate[prompts]).mean(axis=0)
     columns.append((common, native_mean - prompt_mean))
-    cis = _boot_means(md.weights, np.stack([c[1] for c in columns], axis=1),
+    cis = _boot_means(md.resampler, np.stack([c[1] for c in columns], axis=1),
                       np.stack([c[0] for c in columns], axis=1), confidence)
     out_pairs = tuple(
         NativeGapPair(md.vids[n], md.vids[p], int(s.sum()), _masked_mean(rate[n], s), _masked_mean(rate[p], s),
