@@ -48,6 +48,7 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
 
     from promptgrid.errors import OutputError, ReportError
     from promptgrid.matrix.conversations import open_conversation_run
+    from promptgrid.matrix.conversations._report import conversation_report
     from promptgrid.safeio import atomic_output
 
     fmt = args.format
@@ -55,14 +56,14 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
         raise ReportError(f"a conversation run's report is written as md or json, not {fmt}: use --format md or "
                           "--format json.")
     run = open_conversation_run(run_dir)
-    report = run.report()
+    episodes, variants = run.episodes(), run.variants()  # read once for both reports (as run.report() reads them)
+    report = conversation_report(episodes, variants, labels=run.labels())
     sys.stdout.write(report.console())
-    episodes = run.episodes()
     languages = None  # the per-language section, when the run has more than one language
     if len({e.language for e in episodes}) > 1:
         from promptgrid.matrix.conversations._languages import language_report
 
-        languages = language_report(episodes, run.variants())
+        languages = language_report(episodes, variants)
         sys.stdout.write(languages.console())
     if fmt is None and args.out is None:
         return 0
