@@ -10,6 +10,14 @@ messages, an episode run again) share their steps. ``episodes`` holds each
 finished (or failed) episode's ``EpisodeResult`` as JSON. ``meta`` keeps the
 run's description (grid, dataset, variants with their dimension values).
 
+Opened as ``RunStore`` opens ``store.sqlite3`` (``matrix/running/store.py``,
+whose helpers it uses): a reader (``ConversationStore(run_dir)``) opens the
+file read-only and writes nothing, not even ``-wal``/``-shm`` files; the
+schema version is checked before anything is written, so a foreign, damaged
+or newer file is left as it was; and every SQLite failure (a corrupt file,
+"database is locked", a full disk) is a ``StoreError`` naming the file and
+what to do, never a sqlite3 traceback.
+
 A single-turn run's ``store.sqlite3`` is a different file; the two never mix.
 """
 
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -25,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError, StoreError
+from promptgrid.matrix.running.store import _connect_readonly, _guarded, _store_error
 
 from ._records import EpisodeResult
 
@@ -32,6 +42,7 @@ __all__ = ["CONVERSATION_STORE", "ConversationStore", "StoredStep"]
 
 CONVERSATION_STORE = "conversations.sqlite3"
 _SCHEMA_VERSION = 1
+_TABLES = frozenset({"meta", "steps", "episodes"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
@@ -41,6 +52,24 @@ CREATE TABLE IF NOT EXISTS episodes (
     model TEXT NOT NULL, variant_id TEXT NOT NULL, conversation_id TEXT NOT NULL, repeat INTEGER NOT NULL,
     valid INTEGER, result TEXT NOT NULL, PRIMARY KEY (model, variant_id, conversation_id, repeat));
 """
+
+
+def _check_schema(db: sqlite3.Connection, path: Path, tables: set[str]) -> None:
+    """Raise ``StoreError`` unless the file is a conversation store of the schema this version reads."""
+    version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+        if "meta" in tables else None
+    if version is not None:
+        stored = str(version[0])
+        if not stored.isdigit() or int(stored) != _SCHEMA_VERSION:
+            newer = stored.isdigit() and int(stored) > _SCHEMA_VERSION
+            raise StoreError(
+                f"{path}: conversation store schema {stored[:20]} is "
+                + (f"newer than this promptgrid reads ({_SCHEMA_VERSION}); upgrade promptgrid to read it."
+                   if newer else f"not the supported {_SCHEMA_VERSION}; use the promptgrid version that wrote it."))
+    if version is None or not _TABLES <= tables:
+        found = ", ".join(sorted(tables)[:5]) or "none"
+        raise StoreError(f"{path} is not a promptgrid conversation store (tables: {found}). Give a run directory "
+                         "a promptgrid conversation run wrote, or move the file aside.")
 
 
 @dataclass(frozen=True)
@@ -56,30 +85,64 @@ class StoredStep:
 
 
 class ConversationStore:
-    """``conversations.sqlite3`` of a run directory (``create=True`` makes it)."""
+    """``conversations.sqlite3`` of a run directory.
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, create: bool = False) -> None:
+    ``create=True`` (the runner) opens it for writing, making it when it is
+    missing; without it (readers: ``ConversationRun``, ``promptgrid status``)
+    the store must exist and is opened read-only (``readonly``: ``not create``
+    unless given; ``readonly=False`` writes to an existing store).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, create: bool = False,
+                 readonly: bool | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / CONVERSATION_STORE
+        self.readonly = not create if readonly is None else readonly
+        if create and self.readonly:
+            raise ValueError("a conversation store cannot be created read-only")
         if not self.path.is_file() and not create:
             raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
                            "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
+        self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
+        if self.readonly:
+            self.db, self._copy = _connect_readonly(self.path)
+        else:
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            except OSError as exc:
+                raise StoreError(f"cannot create {self.run_dir} ({exc}). Check that its parent is writable and the "
+                                 "disk has room.") from None
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from None
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
-            tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and not {"meta", "steps", "episodes"} <= tables:
-                raise StoreError(f"{self.path} is not a promptgrid conversation store (tables: "
-                                 f"{', '.join(sorted(tables))}); use another run directory.")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the conversation store ({exc}).") from None
+            self._open(create=create)
+        except BaseException:
+            self.close()
+            raise
+
+    @_guarded
+    def _open(self, *, create: bool) -> None:
+        """Check that the file is a conversation store this version reads (making it if asked and empty)."""
+        db = self.db
+        db.execute("PRAGMA busy_timeout=30000")
+        # Checked before anything is written, so a foreign, damaged or newer file is left as it was.
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables or not create:
+            _check_schema(db, self.path, tables)
+        if self.readonly:
+            return
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if not tables:  # the tables and the version in one transaction: a killed start leaves no half store
+            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', "
+                             f"'{_SCHEMA_VERSION}'); COMMIT;")
 
     def close(self) -> None:
         self.db.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     def __enter__(self) -> ConversationStore:
         return self
@@ -89,51 +152,61 @@ class ConversationStore:
 
     # ------------------------------------------------------------------ meta
 
+    @_guarded
     def set_meta(self, key: str, value: Any) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
 
+    @_guarded
     def meta(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else json.loads(row[0])
 
+    @_guarded
     def add_variants(self, variants: Mapping[str, Mapping[str, str]]) -> None:
         """Record variant ids with their dimension values (kept from earlier runs into the same directory)."""
         known = dict(self.meta("variants", {}))
         known.update({vid: dict(dims) for vid, dims in variants.items()})
         self.set_meta("variants", known)
 
+    @_guarded
     def variants(self) -> dict[str, dict[str, str]]:
         return dict(self.meta("variants", {}))
 
     # ----------------------------------------------------------------- steps
 
+    @_guarded
     def step(self, key: str) -> StoredStep | None:
         row = self.db.execute("SELECT response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s "
                               "FROM steps WHERE key = ?", (key,)).fetchone()
         return None if row is None else StoredStep(*row)
 
+    @_guarded
     def add_step(self, key: str, model: str, step: StoredStep) -> None:
         """Commit one answer now (a killed run keeps every answer it got)."""
         self.db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, model, step.response, step.finish_reason, step.input_tokens, step.output_tokens,
                          step.cost_usd, step.latency_s, time.time()))
 
+    @_guarded
     def step_count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
 
     # -------------------------------------------------------------- episodes
 
+    @_guarded
     def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> EpisodeResult | None:
         row = self.db.execute("SELECT result FROM episodes WHERE model = ? AND variant_id = ? AND conversation_id = ? "
                               "AND repeat = ?", (model, variant_id, conversation_id, repeat)).fetchone()
         return None if row is None else EpisodeResult.from_dict(json.loads(row[0]))
 
+    @_guarded
     def add_episode(self, result: EpisodeResult) -> None:
         self.db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?)",
                         (result.model, result.variant_id, result.conversation_id, result.repeat,
                          None if result.valid is None else int(result.valid),
                          json.dumps(result.to_dict(), ensure_ascii=False, default=str)))
 
+    @_guarded
     def episodes(self, *, models: Iterable[str] | None = None) -> list[EpisodeResult]:
         """Every stored episode, in (model, variant, conversation, repeat) order."""
         wanted = None if models is None else set(models)

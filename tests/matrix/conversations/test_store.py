@@ -1,0 +1,161 @@
+"""The conversation store (``conversations.sqlite3``): a reader opens it read-only and writes nothing; a foreign,
+damaged or newer file, a locked store and a full disk are each a ``StoreError`` naming the file, never a sqlite3
+traceback, and the file is left as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptgrid.errors import RunError, StoreError, StoreFullError
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationRun, ConversationStore
+from promptgrid.matrix.conversations._store import StoredStep
+
+
+def _fill(run_dir: Path) -> None:
+    with ConversationStore(run_dir, create=True) as store:
+        store.set_meta("grid", "g")
+        store.add_variants({"v1": {"call_mode": "prompt"}})
+        store.add_step("k1", "m", StoredStep("answer", "stop", 3, 4, 0.5, 0.1))
+
+
+def _snapshot(run_dir: Path) -> dict[str, str]:
+    """Every file of the directory with the hash of its bytes."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run_dir.iterdir())}
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[sqlite3.Connection]]:
+    """Every SQLite connection opened during the test (to check that none is left open)."""
+    made: list[sqlite3.Connection] = []
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    yield made
+
+
+def _all_closed(made: list[sqlite3.Connection]) -> bool:
+    for db in made:
+        try:
+            db.execute("SELECT 1")
+        except sqlite3.ProgrammingError:
+            continue
+        return False
+    return True
+
+
+def test_a_reader_opens_an_existing_store_read_only_and_leaves_no_wal_or_shm(tmp_path: Path) -> None:
+    _fill(tmp_path)
+    before = _snapshot(tmp_path)
+    assert list(before) == [CONVERSATION_STORE]
+    with ConversationStore(tmp_path) as store:
+        assert store.readonly
+        assert store.meta("grid") == "g" and store.variants() == {"v1": {"call_mode": "prompt"}}
+        assert store.step("k1") == StoredStep("answer", "stop", 3, 4, 0.5, 0.1) and store.step_count() == 1
+        assert store.episodes() == []
+        assert _snapshot(tmp_path) == before  # while open too: no -wal/-shm beside it
+        with pytest.raises(StoreError, match=CONVERSATION_STORE):  # a reader cannot write
+            store.set_meta("grid", "other")
+    run = ConversationRun(tmp_path)
+    assert run.episodes() == [] and run.labels() == {} and run.meta()["grid"] == "g"
+    assert _snapshot(tmp_path) == before  # nothing written, no -wal/-shm created
+
+
+def test_a_reader_sees_what_a_writer_still_open_committed(tmp_path: Path) -> None:
+    with ConversationStore(tmp_path, create=True) as writer:
+        writer.add_step("k1", "m", StoredStep("answer"))
+        assert (tmp_path / f"{CONVERSATION_STORE}-wal").exists()
+        with ConversationStore(tmp_path) as reader:
+            assert reader.step_count() == 1
+        writer.add_step("k2", "m", StoredStep("again"))
+    with ConversationStore(tmp_path) as reader:
+        assert reader.step_count() == 2
+
+
+def test_a_missing_store_is_a_run_error_and_nothing_is_created(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="holds no conversation run"):
+        ConversationStore(tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(ValueError):
+        ConversationStore(tmp_path, create=True, readonly=True)
+
+
+@pytest.mark.parametrize("create", [False, True])
+def test_a_newer_schema_is_refused_and_left_as_it_was(tmp_path: Path, create: bool,
+                                                       connections: list[sqlite3.Connection]) -> None:
+    _fill(tmp_path)
+    db = sqlite3.connect(tmp_path / CONVERSATION_STORE)
+    db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreError, match=r"schema 99 is newer than this promptgrid reads \(1\); upgrade") as info:
+        ConversationStore(tmp_path, create=create)
+    assert str(tmp_path / CONVERSATION_STORE) in str(info.value)
+    assert _all_closed(connections)
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("create", [False, True])
+def test_a_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, create: bool,
+                                                              connections: list[sqlite3.Connection]) -> None:
+    db = sqlite3.connect(tmp_path / CONVERSATION_STORE)
+    db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); CREATE TABLE calls (key TEXT); "
+                     "INSERT INTO meta VALUES ('schema_version', '1');")  # a run store's tables, not ours
+    db.close()
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreError, match="is not a promptgrid conversation store"):
+        ConversationStore(tmp_path, create=create)
+    assert _all_closed(connections)
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("create", [False, True])
+def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path, create: bool,
+                                                                  connections: list[sqlite3.Connection]) -> None:
+    (tmp_path / CONVERSATION_STORE).write_bytes(b"not a database, but someone's notes\n" * 200)
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreError, match="is corrupt or truncated"):
+        ConversationStore(tmp_path, create=create)
+    assert _all_closed(connections)
+    assert _snapshot(tmp_path) == before
+
+
+def test_cli_status_of_a_damaged_store_is_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / CONVERSATION_STORE).write_bytes(b"\0garbage" * 512)
+    before = _snapshot(tmp_path)
+    assert main(["status", str(tmp_path), "--no-poll"]) == 2
+    err = capsys.readouterr().err
+    assert "is corrupt or truncated" in err and "Traceback" not in err
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None:
+    _fill(tmp_path)
+    with ConversationStore(tmp_path, create=True) as store:
+        store.db.execute("PRAGMA busy_timeout=0")  # fail at once instead of after 30 s
+        other = sqlite3.connect(tmp_path / CONVERSATION_STORE, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StoreError, match="database is locked"):
+            store.add_step("k2", "m", StoredStep("answer"))
+        other.execute("ROLLBACK")
+        other.close()
+        store.add_step("k2", "m", StoredStep("answer"))
+
+        pages = store.db.execute("PRAGMA page_count").fetchone()[0]
+        store.db.execute(f"PRAGMA max_page_count={pages}")  # the database cannot grow: a full disk
+        with pytest.raises(StoreFullError, match="disk full"):
+            for i in range(200):
+                store.add_step(f"big{i}", "m", StoredStep("x" * 10_000))
+    with ConversationStore(tmp_path) as store:
+        assert store.step("k1") is not None and store.step("k2") is not None  # nothing lost
