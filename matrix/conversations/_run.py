@@ -13,9 +13,10 @@ are in flight at once with the same key are sent once.
 Not supported for conversations, and refused before anything is sent:
 provider batch (``--batch``), ``export-batch`` and adaptive goals (a step
 depends on the answer before it; a batch round per step is a later
-change). A call that keeps failing (after ``retries`` retries of a
-retryable error, or a fatal one) ends its episode with ``error`` set; the
-episode is not scored and the next run resumes it.
+change). A failed call is sent again as the run's ``RetryPolicy`` allows
+(a retryable error or a timeout; the wait its backoff gives); one that keeps
+failing, or a fatal error, ends its episode with ``error`` set; the episode
+is not scored and the next run resumes it.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from promptgrid.display import escape_controls
 from promptgrid.errors import RunError
-from promptgrid.providers import CallError, ErrorKind, call_error
+from promptgrid.matrix.running.config import retry_policy as run_retry_policy
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, Variant
 
@@ -83,9 +86,6 @@ class ConversationRunSummary:
     stopped: str | None = None
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "results"}
-
 
 def _sha(messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None) -> str:
     payload = json.dumps({"messages": list(messages), "request": request}, sort_keys=True, ensure_ascii=False,
@@ -96,16 +96,16 @@ def _sha(messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | Non
 class _Episodes:
     """The shared state of one run: store, ground truths, in-flight requests, counters."""
 
-    def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retries: int,
-                 env_options: Mapping[str, Any], summary: ConversationRunSummary,
-                 on_sent: Callable[[int], None] | None = None) -> None:
-        self.store, self.renderer, self.step_limit, self.retries = store, renderer, step_limit, retries
+    def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retry: RetryPolicy,
+                 timeouts: Mapping[str, float], redact: Callable[[str], str], env_options: Mapping[str, Any],
+                 summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None) -> None:
+        self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
+        self.timeouts = dict(timeouts)  # seconds per call, per model (600 for a model not in it)
+        self.redact = redact  # errors are stored and printed: no key or URL credential in them
         self.env_options, self.summary = dict(env_options), summary
         self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
         self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
         self.on_sent = on_sent
-        self.timeouts: dict[str, float] = {}
-        self.redact: Any = Redactor()  # errors are stored and printed: no key or URL credential in them
 
     async def truth(self, conversation: Conversation) -> GroundTruthRun:
         future = self.truths.get(conversation.id)
@@ -157,23 +157,21 @@ class _Episodes:
             kwargs["request"] = transcript.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
-        attempt = 0
+        attempts = 0
         while True:
+            attempts += 1
             started = time.perf_counter()
             try:
                 completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
                                                     self.timeouts.get(model, 600.0))
                 break
             except asyncio.TimeoutError:
-                exc = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
-                attempt += 1
-                if attempt > self.retries:
-                    raise exc from None
+                error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
             except CallError as exc:
-                attempt += 1
-                if not exc.retryable or attempt > self.retries:
-                    raise
-                await asyncio.sleep(min(60.0, exc.retry_after or 0.5 * 2 ** (attempt - 1)))
+                error = exc
+            if not error.retryable or not self.retry.allows(attempts, error.kind):
+                raise error from None
+            await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
         latency = time.perf_counter() - started
         if context.variant.call_mode is CallMode.NATIVE:
             response = envelope(completion.text, completion.tool_calls)
@@ -301,12 +299,12 @@ async def arun_conversations(
     renderer: Any = None,
     step_limit: int = MAXIMUM_STEP_LIMIT,
     retries: int = 3,
+    retry_policy: RetryPolicy | None = None,
     batch: bool = False,
     goal: str | None = None,
     env_options: Mapping[str, Any] | None = None,
     describe: Mapping[str, Any] | None = None,
     on_sent: Callable[[int], None] | None = None,
-    close_clients: bool = True,
     progress: Any = None,
     redactor: Redactor | None = None,
 ) -> ConversationRunSummary:
@@ -318,16 +316,17 @@ async def arun_conversations(
     parameters for every model (the seed, if any, is offset by the repeat),
     ``model_params`` a model's own (over ``params``); ``concurrency``: episodes at a time, per model
     (one number for all, or per model string); ``timeouts``: seconds per call,
-    per model string (default 600; a timeout is retried as a retryable error). ``env_options``:
-    ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
+    per model string (default 600; a timeout is retried as a retryable error). ``retry_policy``: how often
+    and after what wait a failed call is sent again (``RunConfig.retry_policy()``); default: ``retries``
+    retries after the backoff 0.5 s, 1 s, 2 s, ... (at most 60 s), or a longer Retry-After (at most 120 s).
+    ``env_options``: ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
     ``describe``: what the run was started with (grid, dataset), kept in the
     store. Raises ``RunError`` for what cannot be run (batch, an adaptive
     goal, no models or variants, bad repeats or concurrency) before anything
     is sent. ``on_sent`` is called after each step sent and committed to the
     store, with the number sent so far (the resume tests kill the process
-    there). The clients are closed at the end unless
-    ``close_clients=False``. ``progress``: a text stream that gets one line
-    per finished episode (``None``: quiet). ``redactor``: what removes
+    there). The clients are closed at the end. ``progress``: a text stream that gets one line
+    per finished episode (``None``: quiet; control characters in it are escaped). ``redactor``: what removes
     secrets from the errors stored and printed (the clients' own, ideally;
     default: a new ``Redactor``, which reads the environment).
     """
@@ -349,6 +348,8 @@ async def arun_conversations(
     for model in models:
         if model not in made:
             made[model] = make_conversation_client(model)
+    if retry_policy is None:
+        retry_policy = _default_retry_policy(retries)
     summary = ConversationRunSummary(str(run_dir))
     started = time.perf_counter()
     with ConversationStore(run_dir, create=True) as store:
@@ -357,11 +358,10 @@ async def arun_conversations(
         if describe:
             for key, value in describe.items():
                 store.set_meta(key, value)
-        state = _Episodes(store, renderer, step_limit=step_limit, retries=retries, env_options=env_options or {},
+        state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
+                          timeouts={m: float((timeouts or {}).get(m, 600.0)) for m in models},
+                          redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
                           summary=summary, on_sent=on_sent)
-        if redactor is not None:
-            state.redact = redactor
-        state.timeouts = {m: float((timeouts or {}).get(m, 600.0)) for m in models}
         todo: list[tuple[str, Variant, Conversation, int]] = []
         for model in models:
             for conversation in conversations:
@@ -383,10 +383,11 @@ async def arun_conversations(
             summary.results.append(result)
             if progress is not None:
                 done = len(summary.results)
-                verdict = ("error: " + (result.error or "")[:120] if result.valid is None
+                verdict = ("error: " + _one_line((result.error or "")[:120]) if result.valid is None
                            else "valid" if result.valid else f"failed ({result.failure_mode})")
-                print(f"[{done}/{summary.episodes}] {model} | {variant.label} | {conversation.id} | repeat "
-                      f"{repeat}: {verdict}; {result.steps} steps ({result.sent} sent)", file=progress, flush=True)
+                print(f"[{done}/{summary.episodes}] {model} | {_one_line(variant.label)} | "
+                      f"{_one_line(conversation.id)} | repeat {repeat}: {verdict}; {result.steps} steps "
+                      f"({result.sent} sent)", file=progress, flush=True)
 
         try:
             await asyncio.gather(*(one(*item) for item in todo))
@@ -403,7 +404,7 @@ async def arun_conversations(
                     summary.valid += bool(result.valid)
             for model in models:
                 aclose = getattr(made[model], "aclose", None)
-                if aclose is not None and close_clients:
+                if aclose is not None:
                     await aclose()
     return summary
 
@@ -413,7 +414,19 @@ def run_conversations(*args: Any, **kwargs: Any) -> ConversationRunSummary:
     return asyncio.run(arun_conversations(*args, **kwargs))
 
 
-def make_conversation_client(model: str, **options: Any) -> Any:
+def _one_line(text: str) -> str:
+    """``text`` for the progress line: control characters escaped (a dataset's id or a provider's error cannot
+    move the cursor or recolour the terminal), newlines and tabs too (one line per episode)."""
+    return escape_controls(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _default_retry_policy(retries: int) -> RetryPolicy:
+    """``run_conversations``' policy when none is given: a ``RunConfig``'s (its cap and Retry-After cap) for
+    ``retries`` retries, with the backoff this runner always had, 0.5 s then doubling, without jitter."""
+    return replace(run_retry_policy(max(0, retries)), base=0.5, jitter=0.0)
+
+
+def make_conversation_client(model: str) -> Any:
     """The client of ``model`` for a conversation run: the scripted fakes (``fake/ground-truth``,
     ``fake/hostile``), else ``make_client``."""
     from ._fakes import SCRIPTED_MODELS, ScriptedClient
@@ -422,4 +435,4 @@ def make_conversation_client(model: str, **options: Any) -> Any:
         return ScriptedClient(model)
     from promptgrid.matrix.clients import make_client
 
-    return make_client(model, **options)
+    return make_client(model)

@@ -672,3 +672,62 @@ def test_an_episode_error_is_stored_without_the_key(tmp_path: Path, base: list[C
     (result,) = summary.results
     assert result.valid is None and result.error and secret not in result.error
     assert secret not in (tmp_path / "conversations.sqlite3").read_bytes().decode("utf-8", "replace")
+
+
+def test_run_conversations_retries_as_its_retry_policy_says(tmp_path: Path, base: list[Conversation]) -> None:
+    import dataclasses
+
+    from promptgrid.matrix.conversations._run import _default_retry_policy
+    from promptgrid.matrix.running.config import RunConfig
+    from promptgrid.providers import RetryPolicy
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
+        waits.append(delay)
+        return await real_sleep(0)
+
+    def run(client: Failing, name: str, policy: RetryPolicy, **kwargs: Any) -> Any:
+        waits.clear()
+        return run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / name, clients={GT: client},
+                                 retry_policy=policy, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
+        # A Retry-After is waited (never less), cut to the policy's retry_after_cap.
+        client = Failing(ErrorKind.RATE_LIMIT, failures=1, retry_after=7.0)
+        summary = run(client, "after", RetryPolicy(max_attempts=2, base=0.1, cap=0.1, retry_after_cap=5.0), retries=0)
+        assert (summary.finished, summary.valid, summary.errors) == (1, 1, 0)
+        assert waits == [5.0] * summary.steps_sent
+        # max_attempts bounds the attempts (``retries`` only makes the default policy), the backoff is the policy's.
+        client = Failing(ErrorKind.SERVER, retry_after=None, message="overloaded")
+        summary = run(client, "bounded", RetryPolicy(max_attempts=3, base=0.25, cap=0.3, jitter=0.0), retries=9)
+        assert summary.errors == 1 and "overloaded" in (summary.results[0].error or "")
+        assert list(client.attempts.values()) == [3] and waits == [0.25, 0.3]
+        # A malformed answer is sent again at most malformed_attempts times in all.
+        client = Failing(ErrorKind.MALFORMED, retry_after=None)
+        summary = run(client, "malformed", RetryPolicy(max_attempts=5, malformed_attempts=2, base=0.0))
+        assert summary.errors == 1 and list(client.attempts.values()) == [2] and waits == [0.0]
+    # The default: a RunConfig's policy for ``retries`` retries, with this runner's 0.5 s, 1 s, ... backoff.
+    config = RunConfig(grid="g", dataset="d", models=(), run_dir=tmp_path)
+    assert _default_retry_policy(2) == dataclasses.replace(config.retry_policy(), max_attempts=3, base=0.5,
+                                                           jitter=0.0)
+    assert _default_retry_policy(0).max_attempts == 1
+
+
+def test_progress_lines_escape_control_characters(tmp_path: Path, base: list[Conversation]) -> None:
+    import dataclasses
+    import io
+
+    conversation = dataclasses.replace(base[0], id="evil\x1b[31m\nid")
+    variant = Variant(given_label="lab\x1b]0;title\x07el")
+    out = io.StringIO()
+    summary = run_conversations([variant], [conversation], models=[GT], run_dir=tmp_path, progress=out,
+                                clients={GT: Failing(ErrorKind.AUTH, message="bad\x1b[2J key\nsecond line")})
+    assert summary.errors == 1
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and text.count("\n") == 1  # one line, nothing a terminal runs
+    assert "evil\\x1b[31m\\nid" in text and "lab\\x1b]0;title\\x07el" in text and "bad\\x1b[2J key\\nsecond" in text
+    with ConversationStore(tmp_path) as store:  # the store keeps the id as the dataset wrote it
+        assert [e.conversation_id for e in store.episodes()] == ["evil\x1b[31m\nid"]
