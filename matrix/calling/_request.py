@@ -101,3 +101,7 @@ class RequestRenderer:
         if variant.call_mode is CallMode.PROMPT:
             return prompt
         return replace(prompt, request=call_request(variant, self._renderer.functions(variant, case)))
+
+    def functions(self, variant: Variant, case: Case) -> tuple[Any, ...]:
+        """The case's function docs in ``variant``'s description language (``Renderer.functions``)."""
+        return self._renderer.functions(variant, case)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -155,13 +155,13 @@ class Transcript:
         if turn == 0:
             prompt = self.renderer.render(variant, first_turn_case(conversation))
             self.messages = [dict(m) for m in prompt.messages]
-            self.functions = tuple(conversation.functions_at(0))
-            self.request = self._request(self.functions, prompt.request)
+            self.functions = self._docs(conversation.functions_at(0))
+            self.request = self._request(self.functions)
             return
         added = conversation.held_out_functions.get(turn, ()) if conversation.held_out_functions else ()
         if added:
-            self.functions = tuple(conversation.functions_at(turn))
-            self.request = self._request(self.functions, self.request)
+            self.functions = self._docs(conversation.functions_at(turn))
+            self.request = self._request(self.functions)
         messages = [dict(m) for m in conversation.turns[turn]]
         if not messages and added:
             if variant.call_mode is CallMode.NATIVE:
@@ -169,17 +169,24 @@ class Transcript:
             else:
                 from promptgrid.templates import render_function_docs
 
-                content = f"{render_function_docs(list(added), variant.doc_format)}\n{ADDITIONAL_FUNCTIONS_PROMPT}"
+                docs = render_function_docs(list(self._docs(added)), variant.doc_format)
+                content = f"{docs}\n{ADDITIONAL_FUNCTIONS_PROMPT}"
             messages = [{"role": "user", "content": content}]
         self.messages.extend(messages)
 
-    def _request(self, functions: Sequence[Mapping[str, Any]], rendered: Mapping[str, Any] | None
-                 ) -> dict[str, Any] | None:
+    def _docs(self, functions: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+        """``functions`` with their descriptions in the variant's description language, as the first turn's
+        prompt has them (the renderer's ``functions``; English: ``functions`` themselves)."""
+        case = replace(first_turn_case(self.conversation), functions=tuple(functions))
+        return tuple(self.renderer.functions(self.variant, case))
+
+    def _request(self, functions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         if self.variant.call_mode is CallMode.PROMPT:
             return None
         from promptgrid.matrix.calling import call_request
 
-        # Conversations: a constrained answer may be the empty call list (the end of a turn).
+        # Conversations: a constrained answer may be the empty call list (the end of a turn); so the request is
+        # built here, from the localized docs, not taken from the renderer's single-turn prompt.
         return call_request(self.variant, functions, min_calls=0)
 
     def add_answer(self, stored: str, turn: int, step: int) -> None:

@@ -268,3 +268,28 @@ def test_report_cli_adds_the_language_section(e2e: dict[str, Any], tmp_path: Pat
     capsys.readouterr()
     markdown = (tmp_path / "conversations.md").read_text(encoding="utf-8")
     assert "## Conversation runs" in markdown and "## Conversations per language" in markdown
+
+
+def test_native_tools_carry_the_translated_descriptions_the_prompt_has() -> None:
+    from promptgrid.matrix.calling import call_request
+    from promptgrid.matrix.conversations import load_conversations
+    from promptgrid.matrix.conversations._episode import Transcript
+    from promptgrid.matrix.conversations._render import first_turn_case
+    from promptgrid.matrix.running.session import make_renderer
+    from promptgrid.variants import Variant
+
+    german = next(c for c in load_conversations("mini-mt:de"))
+    english = next(c for c in load_conversations("mini-mt:en") if c.template == german.template)
+    for mode in ("native", "constrained"):
+        variant = Variant(call_mode=mode, description_language="query")
+        renderer = make_renderer([variant])
+        transcript = Transcript(german, variant, renderer)
+        transcript.open_turn(0)
+        localized = renderer.functions(variant, first_turn_case(german))
+        assert transcript.functions == tuple(localized) != tuple(german.functions_at(0))
+        assert transcript.request == call_request(variant, localized, min_calls=0)
+        in_english = Transcript(english, variant, renderer)
+        in_english.open_turn(0)
+        assert in_english.functions == tuple(english.functions_at(0))  # English: the docs as they are
+        if mode == "native":  # the tools' descriptions (a python grammar has none)
+            assert json.dumps(transcript.request) != json.dumps(in_english.request)
