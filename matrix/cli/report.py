@@ -18,10 +18,10 @@ __all__ = ["cmd_compare", "cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from promptgrid.matrix.conversations import CONVERSATION_STORE
+    from promptgrid.matrix.conversations import is_conversation_run
 
     run_dir = Path(args.run_dir)
-    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+    if is_conversation_run(run_dir):
         return conversation_report_cli(run_dir, args)
     if args.format is None and args.out is None:
         formats: set[str] = set()

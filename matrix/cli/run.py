@@ -336,10 +336,10 @@ def export_conversations(run_dir: Path, output: str | None) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from promptgrid.matrix.conversations import CONVERSATION_STORE
+    from promptgrid.matrix.conversations import is_conversation_run
 
     run_dir = Path(args.run_dir)
-    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+    if is_conversation_run(run_dir):
         return export_conversations(run_dir, args.output)
     with RunStore(Path(args.run_dir), readonly=True) as store:
         if args.output:
@@ -391,10 +391,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     """
     import json
 
-    from promptgrid.matrix.conversations import CONVERSATION_STORE
+    from promptgrid.matrix.conversations import is_conversation_run
 
     run_dir = Path(args.run_dir)
-    if (run_dir / CONVERSATION_STORE).is_file() and not (run_dir / "store.sqlite3").is_file():
+    if is_conversation_run(run_dir):
         return conversation_status(run_dir, as_json=args.json)
     if not (args.poll > 0 and args.poll != float("inf")):
         raise RunError(f"--poll must be a positive number of seconds, got {args.poll}.")

@@ -39,57 +39,124 @@ Running models through conversations:
 
 from __future__ import annotations
 
-from ._api import (
-    ConversationRun,
-    is_conversation_dataset,
-    open_conversation_run,
-    render_conversation,
-    run_conversation_config,
-)
-from ._check import (
-    MAXIMUM_STEP_LIMIT,
-    ConversationVerdict,
-    DecodeFailure,
-    GroundTruthRun,
-    TurnFailureMode,
-    TurnVerdict,
-    check_conversation,
-    run_ground_truth,
-)
-from ._dataset import (
-    CONVERSATION_CATEGORIES,
-    SPEC_FORMS,
-    Conversation,
-    conversation_to_record,
-    load_conversations,
-    parse_call,
-)
-from ._env import (
-    ENVIRONMENT_CLASSES,
-    MAX_ARGUMENT_CHARS,
-    MAX_ARGUMENT_DEPTH,
-    MAX_ARGUMENT_VALUES,
-    MAX_INTEGER_BITS,
-    CallOutcome,
-    Environment,
-    EnvironmentUsage,
-    Refusal,
-    ToolCall,
-    functions_for,
-)
-from ._episode import EpisodeContext, Transcript, decode_answer, results_message
-from ._fakes import ATTACKS, CANARY, SCRIPTED_MODELS, ScriptedClient
-from ._records import EpisodeResult, TurnResult
-from ._render import first_turn_messages
-from ._report import (
-    TAU_BENCH_PASS_K,
-    TICKET_BENCH_PASS_K,
-    ConversationReport,
-    conversation_report,
-)
-from ._run import ConversationRunSummary, arun_conversations, make_conversation_client, run_conversations
-from ._score_file import decode_step, score_conversation_stream
-from ._store import CONVERSATION_STORE, ConversationStore
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name -> the module that defines it, imported on first access: recognising a conversation dataset or
+# run directory (every `promptgrid run`, `status`, `report`) must not import the reports (numpy, jinja2) or the
+# environments.
+_EXPORTS: dict[str, str] = {
+    "ATTACKS": "._fakes",
+    "CANARY": "._fakes",
+    "CONVERSATION_CATEGORIES": "._dataset",
+    "CONVERSATION_STORE": "._store",
+    "is_conversation_run": "._store",
+    "SCRIPTED_MODELS": "._fakes",
+    "TAU_BENCH_PASS_K": "._report",
+    "TICKET_BENCH_PASS_K": "._report",
+    "ConversationReport": "._report",
+    "ConversationRun": "._api",
+    "ConversationRunSummary": "._run",
+    "ConversationStore": "._store",
+    "EpisodeContext": "._episode",
+    "EpisodeResult": "._records",
+    "ScriptedClient": "._fakes",
+    "Transcript": "._episode",
+    "TurnResult": "._records",
+    "arun_conversations": "._run",
+    "conversation_report": "._report",
+    "decode_answer": "._episode",
+    "is_conversation_dataset": "._api",
+    "make_conversation_client": "._run",
+    "open_conversation_run": "._api",
+    "render_conversation": "._api",
+    "results_message": "._episode",
+    "run_conversation_config": "._api",
+    "run_conversations": "._run",
+    "MAXIMUM_STEP_LIMIT": "._check",
+    "ENVIRONMENT_CLASSES": "._env",
+    "MAX_ARGUMENT_CHARS": "._env",
+    "MAX_ARGUMENT_DEPTH": "._env",
+    "MAX_ARGUMENT_VALUES": "._env",
+    "MAX_INTEGER_BITS": "._env",
+    "SPEC_FORMS": "._dataset",
+    "CallOutcome": "._env",
+    "Conversation": "._dataset",
+    "ConversationVerdict": "._check",
+    "DecodeFailure": "._check",
+    "Environment": "._env",
+    "EnvironmentUsage": "._env",
+    "GroundTruthRun": "._check",
+    "Refusal": "._env",
+    "ToolCall": "._env",
+    "TurnFailureMode": "._check",
+    "TurnVerdict": "._check",
+    "check_conversation": "._check",
+    "conversation_to_record": "._dataset",
+    "decode_step": "._score_file",
+    "first_turn_messages": "._render",
+    "functions_for": "._env",
+    "load_conversations": "._dataset",
+    "parse_call": "._dataset",
+    "run_ground_truth": "._check",
+    "score_conversation_stream": "._score_file",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ._api import ConversationRun as ConversationRun
+    from ._api import is_conversation_dataset as is_conversation_dataset
+    from ._api import open_conversation_run as open_conversation_run
+    from ._api import render_conversation as render_conversation
+    from ._api import run_conversation_config as run_conversation_config
+    from ._check import MAXIMUM_STEP_LIMIT as MAXIMUM_STEP_LIMIT
+    from ._check import ConversationVerdict as ConversationVerdict
+    from ._check import DecodeFailure as DecodeFailure
+    from ._check import GroundTruthRun as GroundTruthRun
+    from ._check import TurnFailureMode as TurnFailureMode
+    from ._check import TurnVerdict as TurnVerdict
+    from ._check import check_conversation as check_conversation
+    from ._check import run_ground_truth as run_ground_truth
+    from ._dataset import CONVERSATION_CATEGORIES as CONVERSATION_CATEGORIES
+    from ._dataset import SPEC_FORMS as SPEC_FORMS
+    from ._dataset import Conversation as Conversation
+    from ._dataset import conversation_to_record as conversation_to_record
+    from ._dataset import load_conversations as load_conversations
+    from ._dataset import parse_call as parse_call
+    from ._env import ENVIRONMENT_CLASSES as ENVIRONMENT_CLASSES
+    from ._env import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
+    from ._env import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
+    from ._env import MAX_ARGUMENT_VALUES as MAX_ARGUMENT_VALUES
+    from ._env import MAX_INTEGER_BITS as MAX_INTEGER_BITS
+    from ._env import CallOutcome as CallOutcome
+    from ._env import Environment as Environment
+    from ._env import EnvironmentUsage as EnvironmentUsage
+    from ._env import Refusal as Refusal
+    from ._env import ToolCall as ToolCall
+    from ._env import functions_for as functions_for
+    from ._episode import EpisodeContext as EpisodeContext
+    from ._episode import Transcript as Transcript
+    from ._episode import decode_answer as decode_answer
+    from ._episode import results_message as results_message
+    from ._fakes import ATTACKS as ATTACKS
+    from ._fakes import CANARY as CANARY
+    from ._fakes import SCRIPTED_MODELS as SCRIPTED_MODELS
+    from ._fakes import ScriptedClient as ScriptedClient
+    from ._records import EpisodeResult as EpisodeResult
+    from ._records import TurnResult as TurnResult
+    from ._render import first_turn_messages as first_turn_messages
+    from ._report import TAU_BENCH_PASS_K as TAU_BENCH_PASS_K
+    from ._report import TICKET_BENCH_PASS_K as TICKET_BENCH_PASS_K
+    from ._report import ConversationReport as ConversationReport
+    from ._report import conversation_report as conversation_report
+    from ._run import ConversationRunSummary as ConversationRunSummary
+    from ._run import arun_conversations as arun_conversations
+    from ._run import make_conversation_client as make_conversation_client
+    from ._run import run_conversations as run_conversations
+    from ._score_file import decode_step as decode_step
+    from ._score_file import score_conversation_stream as score_conversation_stream
+    from ._store import CONVERSATION_STORE as CONVERSATION_STORE
+    from ._store import ConversationStore as ConversationStore
+    from ._store import is_conversation_run as is_conversation_run
 
 __all__ = [
     "ATTACKS",
@@ -112,6 +179,7 @@ __all__ = [
     "conversation_report",
     "decode_answer",
     "is_conversation_dataset",
+    "is_conversation_run",
     "make_conversation_client",
     "open_conversation_run",
     "render_conversation",
@@ -146,3 +214,17 @@ __all__ = [
     "run_ground_truth",
     "score_conversation_stream",
 ]
+
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

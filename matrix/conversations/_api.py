@@ -20,7 +20,6 @@ from typing import Any
 from promptgrid.errors import RunError
 from promptgrid.safeio import parse_json_line
 
-from ._dataset import dataset_files
 from ._records import EpisodeResult
 from ._store import CONVERSATION_STORE, ConversationStore
 
@@ -34,6 +33,8 @@ def is_conversation_dataset(spec: str) -> bool:
         return True
     if not spec.startswith("jsonl:"):
         return False
+    from ._dataset import dataset_files
+
     files = dataset_files(spec)  # the path as the loader reads it (stripped, ~ expanded)
     if not files:
         return False
@@ -162,7 +163,8 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
         variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
-        clients=clients, renderer=renderer, retries=config.max_retries, step_limit=config.max_steps,
+        clients=clients, renderer=renderer, retries=config.max_retries, retry_policy=config.retry_policy(),
+        step_limit=config.max_steps,
         progress=progress, redactor=redactor,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)

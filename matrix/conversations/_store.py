@@ -38,9 +38,18 @@ from promptgrid.matrix.running.store import _connect_readonly, _guarded, _store_
 
 from ._records import EpisodeResult
 
-__all__ = ["CONVERSATION_STORE", "ConversationStore", "StoredStep"]
+__all__ = ["CONVERSATION_STORE", "ConversationStore", "is_conversation_run", "StoredStep"]
 
 CONVERSATION_STORE = "conversations.sqlite3"
+
+
+def is_conversation_run(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run_dir`` holds a conversation run (its store, and no single-turn run store beside it)."""
+    from promptgrid.matrix.running.store import STORE_FILE
+
+    path = Path(run_dir)
+    return (path / CONVERSATION_STORE).is_file() and not (path / STORE_FILE).is_file()
+
 _SCHEMA_VERSION = 1
 _TABLES = frozenset({"meta", "steps", "episodes"})
 _SCHEMA = """

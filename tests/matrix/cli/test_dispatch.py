@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 from promptgrid.matrix.cli import build_parser
 
@@ -37,3 +39,22 @@ def test_render_imports_no_litellm_and_no_matplotlib() -> None:
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_single_turn_run_directory_loads_no_conversation_machinery(tmp_path: Any) -> None:
+    """Recognising a conversation dataset or run directory (every run, status, report, export) is cheap: the
+    conversation reports, environments and runner are not imported for a single-turn one."""
+    code = ("import sys, io, contextlib; from promptgrid.matrix.cli import main\n"
+            f"run_dir = {str(tmp_path / 'run')!r}\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "    assert main(['run', 'bfcl_v4', '--dataset', 'mini:en', '--model', 'fake/auto', '--limit', '1',\n"
+            "                 '--run-dir', run_dir]) == 0\n"
+            "    assert main(['status', run_dir, '--no-poll']) == 0\n"
+            "import json\n"
+            "print(json.dumps([m for m in sys.modules if m.startswith('promptgrid.matrix.conversations.')]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert not loaded & {"promptgrid.matrix.conversations._report", "promptgrid.matrix.conversations._env",
+                         "promptgrid.matrix.conversations._run", "promptgrid.matrix.conversations._dataset"}, loaded
