@@ -90,14 +90,12 @@ def _request_summary(request: Mapping[str, Any] | None) -> str:
 def _render_conversations(args: argparse.Namespace, grid: Any, labels: Mapping[str, str]) -> int:
     """``render`` of a conversation dataset: each conversation in full, as each variant sends it, for the
     ground truth's trajectory (``render_conversation``: the calls of the ground truth, their real results)."""
-    from promptgrid.matrix.conversations import load_conversations, render_conversation
+    from promptgrid.matrix.conversations import render_conversation
+    from promptgrid.matrix.conversations._dataset import select_conversations
     from promptgrid.matrix.running.session import make_renderer
 
     variants = grid.select(args.variant)
-    conversations = load_conversations(args.dataset, bfcl_data=args.bfcl_data)
-    if args.case:
-        conversations = [c for c in conversations if c.id in set(args.case)]
-    conversations = conversations[: args.limit] if args.limit else conversations
+    conversations = select_conversations(args.dataset, cases=args.case, limit=args.limit, bfcl_data=args.bfcl_data)
     renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=args.store,
                              bfcl_data=args.bfcl_data)
     out = sys.stdout

@@ -77,11 +77,12 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
     from promptgrid.matrix.conversations import run_conversation_config
 
     if args.dry_run:
-        from promptgrid.matrix.conversations import load_conversations
+        from promptgrid.matrix.conversations._dataset import select_conversations
         from promptgrid.variants import load_grid
 
         variants = load_grid(config.grid).select(config.variants)
-        conversations = load_conversations(config.dataset, bfcl_data=config.bfcl_data)[: config.limit]
+        conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
+                                             bfcl_data=config.bfcl_data)
         episodes = len(config.models) * len(variants) * len(conversations) * config.repeats
         turns = sum(len(c.turns) for c in conversations)
         print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
@@ -322,12 +323,12 @@ def export_conversations(run_dir: Path, output: str | None) -> int:
     import json
 
     from promptgrid.matrix.conversations import CONVERSATION_STORE, open_conversation_run
+    from promptgrid.safeio import atomic_output
 
     episodes = open_conversation_run(run_dir).episodes()
     lines = (json.dumps(e.to_dict(), ensure_ascii=False, default=str) + "\n" for e in episodes)
     if output:
-        check_output(output, inputs=[run_dir / CONVERSATION_STORE])
-        with open(output, "w", encoding="utf-8") as fh:
+        with atomic_output(output, inputs=[run_dir / CONVERSATION_STORE]) as fh:  # checked first; "-": stdout
             fh.writelines(lines)
         print(f"exported {len(episodes)} episodes to {output}", file=sys.stderr)
     else:

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from promptgrid.errors import RunError
-from promptgrid.safeio import parse_json_line
+from promptgrid.errors import InputLimitError, RunError
+from promptgrid.safeio import read_json_lines
 
 from ._records import EpisodeResult
 from ._store import CONVERSATION_STORE, ConversationStore
@@ -43,22 +43,15 @@ def is_conversation_dataset(spec: str) -> bool:
         if not path.is_file():  # a FIFO would block the open; a device is not a dataset (the loader says why)
             return False
         with path.open("rb") as fh:
-            # Bounded: the first non-blank line, read _SNIFF_BYTES at most and _SNIFF_LINES lines at most (a
-            # FIFO, /dev/zero or a multi-gigabyte line is not read whole here; the loader reports it).
-            for _ in range(_SNIFF_LINES):
-                raw = fh.readline(_SNIFF_BYTES)
-                if not raw or (len(raw) == _SNIFF_BYTES and not raw.endswith(b"\n")):
-                    return False
-                if raw.strip():
-                    record = parse_json_line(raw.decode("utf-8", "replace").strip())
-                    return isinstance(record, dict) and "involved_classes" in record
-    except (OSError, ValueError):
+            # Bounded: the first non-blank line, within the first _SNIFF_BYTES of the file, blank lines included
+            # (a multi-gigabyte line or a file of blank lines is not read whole here; the loader reports it).
+            first = next(read_json_lines(fh, max_file_bytes=_SNIFF_BYTES, objects=True), None)
+    except (OSError, InputLimitError):
         return False
-    return False
+    return first is not None and first.error is None and "involved_classes" in first.value
 
 
 _SNIFF_BYTES = 8_000_000  # a BFCL long-context record is about 1 MB
-_SNIFF_LINES = 1000
 
 
 class ConversationRun:
@@ -127,7 +120,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     from promptgrid.matrix.running.session import _clients, make_renderer
     from promptgrid.variants import load_grid
 
-    from ._dataset import load_conversations
+    from ._dataset import select_conversations
     from ._fakes import SCRIPTED_MODELS, ScriptedClient
     from ._run import _check_options, run_conversations
 
@@ -135,15 +128,8 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     _refuse_single_turn_options(config)
     grid = grid if grid is not None else load_grid(config.grid)
     variants = grid.select(config.variants)
-    conversations = load_conversations(config.dataset, bfcl_data=config.bfcl_data)
-    if config.cases:
-        wanted = set(config.cases)
-        unknown = sorted(wanted - {c.id for c in conversations})
-        if unknown:
-            raise RunError(f"case id(s) not in {config.dataset}: {', '.join(unknown[:5])}")
-        conversations = [c for c in conversations if c.id in wanted]
-    if config.limit is not None:
-        conversations = conversations[: config.limit]
+    conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
+                                         bfcl_data=config.bfcl_data)
     renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
                              bfcl_data=config.bfcl_data)
     if conversations:

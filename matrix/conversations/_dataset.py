@@ -500,6 +500,22 @@ def dataset_files(spec: str) -> list[Path]:
     return []
 
 
+def select_conversations(spec: str, *, cases: Iterable[str] | None = None, limit: int | None = None,
+                         bfcl_data: str | os.PathLike[str] | None = None) -> list[Conversation]:
+    """The conversations of ``spec`` whose ids are in ``cases`` (all when None or empty), in file order, at most
+    ``limit``: what ``run``, ``--dry-run`` and ``render`` take from a conversation dataset. An id the dataset does
+    not have raises ``DatasetError`` naming it (with the closest id), so a typo never selects nothing."""
+    if not cases:
+        return load_conversations(spec, limit=limit, bfcl_data=bfcl_data)  # the loader stops at the limit
+    from ..datasets._model import _unknown
+
+    conversations = load_conversations(spec, bfcl_data=bfcl_data)
+    wanted = list(dict.fromkeys(cases))
+    _unknown("case", wanted, (c.id for c in conversations), spec)
+    picked = [c for c in conversations if c.id in set(wanted)]
+    return picked if limit is None else picked[:limit]
+
+
 def load_conversations(spec: str, *, limit: int | None = None,
                        bfcl_data: str | os.PathLike[str] | None = None) -> list[Conversation]:
     """The conversations a spec names (forms in the module docstring), in file order, at most ``limit``.

@@ -731,3 +731,47 @@ def test_progress_lines_escape_control_characters(tmp_path: Path, base: list[Con
     assert "evil\\x1b[31m\\nid" in text and "lab\\x1b]0;title\\x07el" in text and "bad\\x1b[2J key\\nsecond" in text
     with ConversationStore(tmp_path) as store:  # the store keeps the id as the dataset wrote it
         assert [e.conversation_id for e in store.episodes()] == ["evil\x1b[31m\nid"]
+
+
+def test_recognising_stops_at_the_prefix_bound_however_the_blank_lines_are_cut(tmp_path: Path,
+                                                                               base: list[Conversation]) -> None:
+    record = (json.dumps(conversation_to_record(base[0])) + "\n").encode("utf-8")
+    near = tmp_path / "near.jsonl"
+    near.write_bytes(b" \n" * 100 + record)
+    assert is_conversation_dataset(f"jsonl:{near}")
+    far = tmp_path / "far.jsonl"
+    far.write_bytes((b" " * 5_000_000 + b"\n") * 2 + record)  # each blank line under the bound, both over it
+    assert not is_conversation_dataset(f"jsonl:{far}")
+
+
+def test_run_dry_run_and_render_select_conversations_alike(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.cli import main
+
+    base = ["bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--model", GT, "--variant", "python->python,False"]
+    assert main(["run", *base, "--case", "multi_turn_base_3", "--case", "multi_turn_base_7", "--dry-run",
+                 "--run-dir", str(tmp_path / "r")]) == 0
+    assert "2 conversation(s)" in capsys.readouterr().out
+    for command in (["run", *base, "--dry-run", "--run-dir", str(tmp_path / "r")],
+                    ["render", "bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--variant", "python->python,False"]):
+        assert main([*command, "--case", "multi_turn_base_3x"]) == 2  # a typo is an error naming the id
+        err = capsys.readouterr().err
+        assert "multi_turn_base_3x" in err and "did you mean 'multi_turn_base_3'" in err and "Traceback" not in err
+
+
+def test_export_to_dash_is_standard_output_and_a_store_is_never_overwritten(
+        tmp_path: Path, base: list[Conversation], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.matrix.cli import main
+
+    run_dir = tmp_path / "run"
+    run_conversations([PROMPT], base[:1], models=[GT], run_dir=run_dir)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["export", str(run_dir), "--output", "-"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["conversation_id"] == base[0].id and not (tmp_path / "-").exists()
+    store = run_dir / "conversations.sqlite3"
+    before = store.read_bytes()
+    assert main(["export", str(run_dir), "--output", str(store)]) == 2
+    assert store.read_bytes() == before
