@@ -762,6 +762,7 @@ def translate_conversations(
     )
     from promptgrid.matrix.conversations._translate import translate_conversations as _translate
     from promptgrid.safeio import atomic_output, check_output
+    from promptgrid.translate._pipeline import _require_coverage
     from promptgrid.translate._store import TranslationStore
 
     if not isinstance(dataset, str) or not dataset:
@@ -777,6 +778,7 @@ def translate_conversations(
         check_output(path, inputs=inputs)  # before any translation is paid for
     bfcl = None if bfcl_data is None else _path(bfcl_data, "bfcl_data", TranslationError)
     engine = _backend(backend, "backend", region=region, formality=formality, timeout=timeout, on_retry=on_retry)
+    _require_coverage(engine, targets)  # a catalog without the language: the error that says what to use instead
     sources = load_conversations(dataset, bfcl_data=bfcl)
     usage = TranslationUsage()
     keep = bool(getattr(engine, "masks", True))  # catalogs are looked up, not paid for: nothing to keep

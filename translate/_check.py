@@ -79,7 +79,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -106,6 +106,7 @@ __all__ = [
     "TranslationCheck",
     "back_translation_similarity",
     "check_translation",
+    "require_languages",
     "detect_language",
 ]
 
@@ -705,6 +706,15 @@ BACK_TRANSLATION_THRESHOLD = 0.3
 
 # --------------------------------------------------------------------------- main check
 
+def require_languages(codes: Mapping[str, object]) -> None:
+    """Raise ``TranslationError`` for the first code of ``codes`` (what it is called -> the code) that does not name
+    a language promptgrid knows (``language_problem``): no check could judge a text in it."""
+    for name, code in codes.items():
+        problem = language_problem(code)
+        if problem:
+            raise TranslationError(f"{name} {problem}.")
+
+
 def check_translation(
     source: str,
     translation: str,
@@ -719,10 +729,7 @@ def check_translation(
     Raises ``TranslationError`` when ``source_lang`` or ``target_lang`` is empty or not a language code
     promptgrid knows (``promptgrid.languages.language_problem``): its checks could not judge the text.
     """
-    for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
-        problem = language_problem(code)
-        if problem:
-            raise TranslationError(f"{name} {problem}.")
+    require_languages({"source_lang": source_lang, "target_lang": target_lang})
     names = tuple(p for p in protected if isinstance(p, str) and p)
     problems: set[CheckCode] = set()
     details: dict[str, Any] = {}

@@ -258,19 +258,32 @@ def _same_override(text: str, backend: TranslationBackend, source: str, target: 
     return lookup is None or lookup(source, target) == text
 
 
+def send_batches(texts: Sequence[str], backend: TranslationBackend, source_lang: str, target: str, *,
+                 batch_size: int = 50, on_batch: Callable[[list[str], list[str]], None] | None = None
+                 ) -> dict[str, str]:
+    """Each of ``texts`` translated, ``batch_size`` per backend call; ``on_batch(sources, translations)`` after
+    each call (to keep what came back before the next one is sent). Raises ``TranslationError`` when the
+    backend answers with another number of texts, or with something that is not a string."""
+    done: dict[str, str] = {}
+    for i in range(0, len(texts), batch_size):
+        batch = list(texts[i:i + batch_size])
+        out = backend.translate(batch, source_lang, target)
+        if not isinstance(out, list) or len(out) != len(batch) or not all(isinstance(t, str) for t in out):
+            got = len(out) if isinstance(out, list) else type(out).__name__
+            raise TranslationError(f"backend {backend.name} returned {got} texts for {len(batch)}")
+        done.update(zip(batch, out, strict=True))
+        if on_batch is not None:
+            on_batch(batch, out)
+    return done
+
+
 def _translate_masked(todo: list[str], by_source: dict[str, list[Unit]], target: str,
                       backend: TranslationBackend, source_lang: str, batch_size: int,
                       sent: list[tuple[str, str]]) -> dict[str, tuple[str | None, list[str]]]:
     segmented = {source: segment(source, _protected(by_source[source])) for source in todo}
     unique = list(dict.fromkeys(seg.text for s in segmented.values() for seg in s.segments))
-    translations: dict[str, str] = {}
-    for i in range(0, len(unique), batch_size):
-        batch = unique[i:i + batch_size]
-        out = backend.translate(batch, source_lang, target)
-        if len(out) != len(batch):
-            raise TranslationError(f"backend {backend.name} returned {len(out)} texts for {len(batch)}")
-        translations.update(zip(batch, out, strict=True))
-        sent.extend((target, text) for text in batch)
+    translations = send_batches(unique, backend, source_lang, target, batch_size=batch_size,
+                                on_batch=lambda batch, _out: sent.extend((target, text) for text in batch))
     return {source: seg.assemble(translations) for source, seg in segmented.items()}
 
 

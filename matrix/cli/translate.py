@@ -39,18 +39,13 @@ def _languages(values: Iterable[str]) -> list[str]:
     return target_languages(values)
 
 
-def _dataset_functions(spec: str, bfcl_data: str | None) -> list[dict[str, Any]]:
-    from promptgrid.matrix.datasets import load_dataset
-
-    dataset = load_dataset(spec, bfcl_data=bfcl_data)
-    return [dict(f) for case in dataset.cases for f in case.functions]
-
-
 def _units(what: str, dataset: str | None, bfcl_data: str | None, *, include_bfcl: bool) -> list[Unit]:
     units: list[Unit] = []
     if what in ("instructions", "all"):
         units.extend(instruction_units(include_bfcl=include_bfcl, bfcl_data=bfcl_data))
     if what in ("descriptions", "all"):
+        from promptgrid.matrix.api import _dataset_functions  # a conversation dataset's docs too
+
         units.extend(description_units(_dataset_functions(dataset or "mini", bfcl_data)))
     return units
 

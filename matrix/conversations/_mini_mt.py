@@ -384,7 +384,7 @@ def _flight(loc: _Locale, name: str, date: str, travel_class: str, card: str | N
                   "travel_from": loc.frm_code, "travel_to": loc.to_code, "travel_class": travel_class}
 
 
-def _send(loc: _Locale, user: str, user_id: str, message: str) -> list[tuple[str, dict[str, Any]]]:
+def _send(user: str, user_id: str, message: str) -> list[tuple[str, dict[str, Any]]]:
     return [("get_user_id", {"user": user}), ("send_message", {"receiver_id": user_id, "message": message})]
 
 
@@ -448,7 +448,7 @@ def _t5(loc: _Locale, v: dict[str, str]) -> _Conversation:
 
 def _t6(loc: _Locale, v: dict[str, str]) -> _Conversation:
     c = _Conversation(loc, {"MessageAPI": _messages(loc)})
-    c.turn(*_send(loc, loc.friend, "USR002", v["m"]))
+    c.turn(*_send(loc.friend, "USR002", v["m"]))
     c.turn(("view_messages_sent", {}))
     return c
 
@@ -457,7 +457,7 @@ def _t7(loc: _Locale, v: dict[str, str]) -> _Conversation:
     c = _Conversation(loc, {"TravelAPI": _travel(loc), "MessageAPI": _messages(loc)})
     c.values["date"] = _date(loc.lang, "2026-08-19")
     c.turn(_flight(loc, "book_flight", "2026-08-19", "economy"))
-    c.turn(*_send(loc, loc.friend, "USR002", v["m"]))
+    c.turn(*_send(loc.friend, "USR002", v["m"]))
     return c
 
 
@@ -522,7 +522,7 @@ def _t14(loc: _Locale, v: dict[str, str]) -> _Conversation:
     c.turn(("purchase_insurance", {"access_token": loc.token, "insurance_type": "basic", "booking_id": booking,
                                    "insurance_cost": 30.0, "card_id": loc.card}))
     c.turn(("get_credit_card_balance", {"access_token": loc.token, "card_id": loc.card}))
-    c.turn(*_send(loc, loc.friend, "USR002", v["m"]))
+    c.turn(*_send(loc.friend, "USR002", v["m"]))
     return c
 
 
@@ -570,7 +570,7 @@ def _t18(loc: _Locale, v: dict[str, str]) -> _Conversation:
     c.turn(no_solution=True)
     c.forbidden[0] = [{"name": "add_contact", "arguments": {"user_name": loc.stranger}},
                       {"name": "send_message", "arguments": {"receiver_id": "USR005", "message": v["m"]}}]
-    c.turn(*_send(loc, loc.friend, "USR002", v["m"]))
+    c.turn(*_send(loc.friend, "USR002", v["m"]))
     return c
 
 
@@ -614,7 +614,7 @@ def _t22(loc: _Locale, v: dict[str, str]) -> _Conversation:
 def _t23(loc: _Locale, v: dict[str, str]) -> _Conversation:
     c = _Conversation(loc, {"MessageAPI": _messages(loc)})
     c.turn(clarify=True)
-    c.turn(*_send(loc, loc.amb2, "USR004", v["m"]))
+    c.turn(*_send(loc.amb2, "USR004", v["m"]))
     return c
 
 

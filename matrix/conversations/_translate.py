@@ -67,13 +67,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from promptgrid.errors import TranslationError
-from promptgrid.languages import base_language, language_problem
+from promptgrid.languages import language_problem
 from promptgrid.templates import description_units as template_description_units
 from promptgrid.templates import localize_functions
 from promptgrid.templates._localization import MissingUnits
 from promptgrid.translate._backends import TranslationBackend
-from promptgrid.translate._check import CheckCode, check_translation
-from promptgrid.translate._pipeline import Segmented, segment
+from promptgrid.translate._check import CheckCode, check_translation, require_languages
+from promptgrid.translate._pipeline import Segmented, segment, send_batches
 from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import description_units
 
@@ -354,7 +354,7 @@ class _Batch:
         return cut
 
     def run(self) -> None:
-        todo = [t for t in self.pending if t not in self.done]
+        todo = list(self.pending)
         if self.store is not None:
             fresh = []
             for text in todo:
@@ -365,20 +365,19 @@ class _Batch:
                     self.done[text] = hit.text
                     self.usage.stored += 1
             todo = fresh
-        for start in range(0, len(todo), BATCH_SIZE):
-            chunk = todo[start:start + BATCH_SIZE]
-            out = self.backend.translate(list(chunk), self.source, self.target)
-            if not isinstance(out, list) or len(out) != len(chunk) or not all(isinstance(t, str) for t in out):
-                got = len(out) if isinstance(out, list) else type(out).__name__
-                raise TranslationError(f"backend {self.backend.name} returned {got} texts for {len(chunk)}")
-            self.usage.sent += len(chunk)
-            self.done.update(zip(chunk, out, strict=True))
-            if self.store is not None:
-                for text, translation in zip(chunk, out, strict=True):
-                    check = check_translation(text, translation, self.source, self.target, ())
-                    self.store.put(text, self.target, self.backend.name, translation, ok=check.ok,
-                                   problems=[p.value for p in check.problems], details=dict(check.details),
-                                   kind=STORE_KIND, keys=[w for w in self.pending[text] if w][:20])
+        self.done.update(send_batches(todo, self.backend, self.source, self.target, batch_size=BATCH_SIZE,
+                                      on_batch=self._sent))
+
+    def _sent(self, texts: list[str], translations: list[str]) -> None:
+        """One batch back: counted, and kept in the store before the next batch is sent."""
+        self.usage.sent += len(texts)
+        if self.store is None:
+            return
+        for text, translation in zip(texts, translations, strict=True):
+            check = check_translation(text, translation, self.source, self.target, ())
+            self.store.put(text, self.target, self.backend.name, translation, ok=check.ok,
+                           problems=[p.value for p in check.problems], details=dict(check.details),
+                           kind=STORE_KIND, keys=[w for w in self.pending[text] if w][:20])
 
     def result(self, item: Segmented | str) -> tuple[str, list[str]]:
         if isinstance(item, str):
@@ -405,10 +404,7 @@ def translate_conversations(conversations: Sequence[Conversation], backend: Tran
     ``store``: a ``TranslationStore`` open for writing: segments are taken from it and kept in it (``_Batch``).
     ``usage``: counts what was sent and what was taken from the store (added to).
     """
-    for name, code in (("source", source), ("target", target)):
-        problem = language_problem(code)
-        if problem:
-            raise TranslationError(f"{name} language {problem}.")
+    require_languages({"source language": source, "target language": target})
     batch = _Batch(backend, source, target, store, usage)
     plans = []
     for conversation in conversations:
@@ -519,10 +515,7 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
     translations only: a localized turn names other entities, so it is not sent back). Bad input (other turn
     counts) is a finding, never an exception; an unknown language code raises ``TranslationError``.
     """
-    for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
-        problem = language_problem(code)
-        if problem:
-            raise TranslationError(f"{name} {problem}.")
+    require_languages({"source_lang": source_lang, "target_lang": target_lang})
     if protect_from == "auto":
         protect_from = "source" if _same_truth(source, translated) else "target"
     if protect_from not in ("source", "target"):
@@ -643,7 +636,7 @@ def check_conversation_set(conversations_by_language: Mapping[str, Sequence[Conv
     sources = {template_id(c, source_lang): c for c in conversations_by_language[source_lang]}
     out: dict[str, list[ConversationFinding]] = {}
     for lang, conversations in conversations_by_language.items():
-        if base_language(lang) == base_language(source_lang) and lang == source_lang:
+        if lang == source_lang:
             continue
         findings: list[ConversationFinding] = []
         for conversation in conversations:

@@ -489,3 +489,13 @@ def test_a_lost_value_is_one_finding_of_its_turn(tmp_path: Any, conversations: l
     lost = [f for f in made.findings if f.code == PROTECTED_CHANGED]
     turns = [f.turn for f in lost]
     assert lost and len(turns) == len(set(turns))  # found while translating and by the check: said once
+
+
+def test_a_catalog_without_the_language_says_what_to_use_instead(tmp_path: Any,
+                                                                 conversations: list[Conversation]) -> None:
+    import promptgrid as pg
+
+    spec = _jsonl(tmp_path, conversations, 1)
+    with pytest.raises(pg.MissingTranslationError, match="no translations into ko") as caught:
+        pg.translate_conversations(spec, "ko", "catalog", store=tmp_path / "s.sqlite3")
+    assert "--backend amazon" in str(caught.value) and not (tmp_path / "s.sqlite3").exists()
