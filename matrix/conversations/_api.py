@@ -205,16 +205,10 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
                           renderer=renderer, step_limit=step_limit, concurrency=1)
     messages, request = recorder.last
     if recorder.answers:
-        from ._episode import Transcript
+        from ._episode import Transcript, stored_answer
 
-        last = recorder.answers[-1]
         transcript = Transcript(conversation, variant, renderer)
         transcript.messages = messages
-        stored = last.text or ""
-        if variant.call_mode.value == "native":
-            from promptgrid.matrix.clients import envelope
-
-            stored = envelope(last.text, last.tool_calls)
-        transcript.add_answer(stored, *recorder.where)
+        transcript.add_answer(stored_answer(recorder.answers[-1], variant), *recorder.where)
         messages = transcript.messages
     return messages, request

@@ -138,6 +138,16 @@ def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | No
     return calls, not calls
 
 
+def stored_answer(completion: Any, variant: Variant) -> str:
+    """What is stored of a model's answer, and read back as its message: the text, or, for a native variant, the
+    text and the tool calls in one envelope (``clients.envelope``)."""
+    if variant.call_mode is CallMode.NATIVE:
+        from promptgrid.matrix.clients import envelope
+
+        return envelope(completion.text, completion.tool_calls)
+    return completion.text or ""
+
+
 class Transcript:
     """The messages of one episode so far, and the request that goes with the next step."""
 

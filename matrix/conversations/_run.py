@@ -40,7 +40,7 @@ from promptgrid.variants import CallMode, Variant
 from ._check import MAXIMUM_STEP_LIMIT, GroundTruthRun, Step, check_conversation, run_ground_truth
 from ._dataset import Conversation
 from ._env import Environment
-from ._episode import EpisodeContext, Transcript, decode_answer
+from ._episode import EpisodeContext, Transcript, decode_answer, stored_answer
 from ._records import EpisodeResult, TurnResult
 from ._store import ConversationStore, StoredStep
 
@@ -147,8 +147,6 @@ class _Episodes:
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                     context: EpisodeContext) -> StoredStep:
-        from promptgrid.matrix.clients import envelope
-
         kwargs: dict[str, Any] = {}
         if transcript.request is not None:
             why = client.unsupported(transcript.request) if hasattr(client, "unsupported") else None
@@ -173,12 +171,8 @@ class _Episodes:
                 raise error from None
             await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
         latency = time.perf_counter() - started
-        if context.variant.call_mode is CallMode.NATIVE:
-            response = envelope(completion.text, completion.tool_calls)
-        else:
-            response = completion.text or ""
-        return StoredStep(response, completion.finish_reason, completion.input_tokens, completion.output_tokens,
-                          completion.cost_usd, latency)
+        return StoredStep(stored_answer(completion, context.variant), completion.finish_reason,
+                          completion.input_tokens, completion.output_tokens, completion.cost_usd, latency)
 
     async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
                   conversation: Conversation, repeat: int) -> EpisodeResult:
