@@ -79,6 +79,7 @@ import numpy as np
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, with_ci
 from promptgrid.matrix.report._matrix import Resampler
+from promptgrid.matrix.report._model import _jsonable
 
 from ._records import EpisodeResult
 from ._report import (
@@ -89,13 +90,11 @@ from ._report import (
     Interval,
     PassHatK,
     _boot_means,
-    _ci,
     _failure_modes,
     _fraction_ci,
     _masked_mean,
     _mode_order,
     _model_data,
-    _num,
     _pass_k_arrays,
     _resolve_k,
     _safe,
@@ -163,13 +162,6 @@ class LanguageSummary:
     failed: int
     failure_modes: tuple[FailureModeCount, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id, "level": self.level, "language": self.language,
-                "entries": self.entries, "episodes": self.episodes, "unfinished": self.unfinished,
-                "valid": self.valid, "accuracy": _num(self.accuracy), "accuracy_ci": _ci(self.accuracy_ci),
-                "pass_k_tau": self.pass_k_tau.to_dict(), "pass_k_ticket": self.pass_k_ticket.to_dict(),
-                "failed": self.failed, "failure_modes": [m.to_dict() for m in self.failure_modes]}
-
 
 @dataclass(frozen=True)
 class LanguageGap:
@@ -190,11 +182,6 @@ class LanguageGap:
     diff: float
     diff_ci: Interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id, "level": self.level, "language": self.language,
-                "baseline": self.baseline, "templates": self.templates, "baseline_rate": _num(self.baseline_rate),
-                "language_rate": _num(self.language_rate), "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci)}
-
 
 @dataclass(frozen=True)
 class AnswerLanguage:
@@ -212,10 +199,10 @@ class AnswerLanguage:
     detected: tuple[tuple[str, int], ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id, "level": self.level, "language": self.language,
-                "answers": self.answers, "skipped": self.skipped, "judged": self.judged,
-                "in_language": self.in_language, "share": _num(self.share),
-                "detected": [{"language": lang, "count": n} for lang, n in self.detected]}
+        """``_jsonable`` data, ``detected`` as ``[{"language", "count"}]``."""
+        out: dict[str, Any] = _jsonable(self)
+        out["detected"] = [{"language": lang, "count": n} for lang, n in self.detected]
+        return out
 
 
 @dataclass(frozen=True)
@@ -244,8 +231,7 @@ class LanguageReport:
             "languages": list(self.languages), "unfinished_note": UNFINISHED_NOTE,
             "pass_k_names": {"tau_bench": TAU_BENCH_PASS_K, "ticket_bench": TICKET_BENCH_PASS_K},
             "episodes": self.episodes, "finished": self.finished, "unfinished": self.unfinished,
-            "summaries": [s.to_dict() for s in self.summaries],
-            "against_baseline": [g.to_dict() for g in self.against_baseline],
+            "summaries": _jsonable(self.summaries), "against_baseline": _jsonable(self.against_baseline),
             "answer_language": [a.to_dict() for a in self.answer_language],
         }
 

@@ -114,6 +114,7 @@ from promptgrid.display import escape_controls
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
 from promptgrid.matrix.report._matrix import Resampler, ci_of
+from promptgrid.matrix.report._model import _jsonable
 from promptgrid.matrix.report._tables import Table, markdown_table
 
 from ._check import TurnFailureMode
@@ -155,15 +156,6 @@ UNFINISHED_NOTE = ("Unfinished episodes (valid is None: the episode could not be
 Interval = tuple[float, float]
 
 
-def _num(x: float | None) -> float | None:
-    """A float for JSON: ``None`` for NaN or missing."""
-    return None if x is None or math.isnan(x) else float(x)
-
-
-def _ci(ci: Interval) -> list[float | None]:
-    return [_num(ci[0]), _num(ci[1])]
-
-
 def _safe(text: str) -> str:
     return escape_controls(str(text))
 
@@ -200,10 +192,6 @@ class PassHatK:
     value: float
     ci: Interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "definition": self.definition, "k": self.k, "entries": self.entries,
-                "value": _num(self.value), "ci": _ci(self.ci)}
-
 
 @dataclass(frozen=True)
 class VariantConversationSummary:
@@ -231,14 +219,6 @@ class VariantConversationSummary:
     cost_unknown: int
     latency_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id, "call_mode": self.call_mode,
-                "entries": self.entries, "episodes": self.episodes, "unfinished": self.unfinished,
-                "valid": self.valid, "accuracy": _num(self.accuracy), "accuracy_ci": _ci(self.accuracy_ci),
-                "pass_k_tau": self.pass_k_tau.to_dict(), "pass_k_ticket": self.pass_k_ticket.to_dict(),
-                "mean_steps": _num(self.mean_steps), "cost_usd": _num(self.cost_usd),
-                "cost_unknown": self.cost_unknown, "latency_s": float(self.latency_s)}
-
 
 @dataclass(frozen=True)
 class ModelConversationSummary:
@@ -260,13 +240,6 @@ class ModelConversationSummary:
     pass_k_ticket: PassHatK
     cost_usd: float | None
     latency_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variants": self.variants, "entries": self.entries,
-                "episodes": self.episodes, "unfinished": self.unfinished, "valid": self.valid,
-                "accuracy": _num(self.accuracy), "accuracy_ci": _ci(self.accuracy_ci),
-                "pass_k_tau": self.pass_k_tau.to_dict(), "pass_k_ticket": self.pass_k_ticket.to_dict(),
-                "cost_usd": _num(self.cost_usd), "latency_s": float(self.latency_s)}
 
 
 @dataclass(frozen=True)
@@ -293,13 +266,6 @@ class VariantComparison:
     p_value: float
     p_holm: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "reference": self.reference, "other": self.other,
-                "against_baseline": self.against_baseline, "entries": self.entries,
-                "reference_rate": _num(self.reference_rate), "other_rate": _num(self.other_rate),
-                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci), "b": self.b, "c": self.c,
-                "p_value": _num(self.p_value), "p_holm": _num(self.p_holm)}
-
 
 @dataclass(frozen=True)
 class TurnPosition:
@@ -311,10 +277,6 @@ class TurnPosition:
     accuracy: float
     ci: Interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"turn": self.turn, "n": self.n, "valid": self.valid, "accuracy": _num(self.accuracy),
-                "ci": _ci(self.ci)}
-
 
 @dataclass(frozen=True)
 class TurnAccuracy:
@@ -323,10 +285,6 @@ class TurnAccuracy:
     model: str
     variant_id: str
     positions: tuple[TurnPosition, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id,
-                "positions": [p.to_dict() for p in self.positions]}
 
 
 @dataclass(frozen=True)
@@ -346,9 +304,10 @@ class Divergence:
     median_turn: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "reference": self.reference, "other": self.other, "compared": self.compared,
-                "by_turn": [{"turn": t, "count": n} for t, n in self.by_turn], "never": self.never,
-                "median_turn": _num(self.median_turn)}
+        """``_jsonable`` data, ``by_turn`` as ``[{"turn", "count"}]``."""
+        out: dict[str, Any] = _jsonable(self)
+        out["by_turn"] = [{"turn": t, "count": n} for t, n in self.by_turn]
+        return out
 
 
 @dataclass(frozen=True)
@@ -360,9 +319,6 @@ class FailureModeCount:
     share: float
     description: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "count": self.count, "share": _num(self.share), "description": self.description}
-
 
 @dataclass(frozen=True)
 class EpisodeFailureModes:
@@ -372,10 +328,6 @@ class EpisodeFailureModes:
     variant_id: str
     failed: int
     modes: tuple[FailureModeCount, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "variant_id": self.variant_id, "failed": self.failed,
-                "modes": [m.to_dict() for m in self.modes]}
 
 
 @dataclass(frozen=True)
@@ -394,11 +346,6 @@ class NativeGapPair:
     diff: float
     diff_ci: Interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"native": self.native, "prompt": self.prompt, "entries": self.entries,
-                "native_rate": _num(self.native_rate), "prompt_rate": _num(self.prompt_rate),
-                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci)}
-
 
 @dataclass(frozen=True)
 class NativeGapOverall:
@@ -415,11 +362,6 @@ class NativeGapOverall:
     diff: float
     diff_ci: Interval
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"natives": self.natives, "prompts": self.prompts, "entries": self.entries,
-                "native_rate": _num(self.native_rate), "prompt_rate": _num(self.prompt_rate),
-                "diff": _num(self.diff), "diff_ci": _ci(self.diff_ci)}
-
 
 @dataclass(frozen=True)
 class NativeGap:
@@ -431,11 +373,6 @@ class NativeGap:
     note: str
     pairs: tuple[NativeGapPair, ...]
     overall: NativeGapOverall | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "available": self.available, "note": self.note,
-                "pairs": [p.to_dict() for p in self.pairs],
-                "overall": None if self.overall is None else self.overall.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -470,13 +407,10 @@ class ConversationReport:
             "pass_k_names": {"tau_bench": TAU_BENCH_PASS_K, "ticket_bench": TICKET_BENCH_PASS_K},
             "episodes": self.episodes, "finished": self.finished, "unfinished": self.unfinished,
             "unfinished_note": UNFINISHED_NOTE,
-            "variants": [v.to_dict() for v in self.variants],
-            "models": [m.to_dict() for m in self.models],
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "turn_accuracy": [t.to_dict() for t in self.turn_accuracy],
+            "variants": _jsonable(self.variants), "models": _jsonable(self.models),
+            "comparisons": _jsonable(self.comparisons), "turn_accuracy": _jsonable(self.turn_accuracy),
             "divergence": [d.to_dict() for d in self.divergence],
-            "failure_modes": [f.to_dict() for f in self.failure_modes],
-            "native_gap": [g.to_dict() for g in self.native_gap],
+            "failure_modes": _jsonable(self.failure_modes), "native_gap": _jsonable(self.native_gap),
         }
 
     # ------------------------------------------------------------------------------------------- markdown
