@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError, StoreError
-from promptgrid.matrix.running.store import _connect_readonly, _guarded, _store_error
+from promptgrid.matrix.running.store import _connect_readonly, _guarded, _open_checked, _store_error
 
 from ._records import EpisodeResult
 
@@ -52,6 +52,8 @@ def is_conversation_run(run_dir: str | os.PathLike[str]) -> bool:
 
 _SCHEMA_VERSION = 1
 _TABLES = frozenset({"meta", "steps", "episodes"})
+_NOT_A_STORE = ("{path} is not a promptgrid conversation store (tables: {tables}). Give a run directory a promptgrid "
+                "conversation run wrote, or move the file aside.")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
@@ -61,24 +63,6 @@ CREATE TABLE IF NOT EXISTS episodes (
     model TEXT NOT NULL, variant_id TEXT NOT NULL, conversation_id TEXT NOT NULL, repeat INTEGER NOT NULL,
     valid INTEGER, result TEXT NOT NULL, PRIMARY KEY (model, variant_id, conversation_id, repeat));
 """
-
-
-def _check_schema(db: sqlite3.Connection, path: Path, tables: set[str]) -> None:
-    """Raise ``StoreError`` unless the file is a conversation store of the schema this version reads."""
-    version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-        if "meta" in tables else None
-    if version is not None:
-        stored = str(version[0])
-        if not stored.isdigit() or int(stored) != _SCHEMA_VERSION:
-            newer = stored.isdigit() and int(stored) > _SCHEMA_VERSION
-            raise StoreError(
-                f"{path}: conversation store schema {stored[:20]} is "
-                + (f"newer than this promptgrid reads ({_SCHEMA_VERSION}); upgrade promptgrid to read it."
-                   if newer else f"not the supported {_SCHEMA_VERSION}; use the promptgrid version that wrote it."))
-    if version is None or not _TABLES <= tables:
-        found = ", ".join(sorted(tables)[:5]) or "none"
-        raise StoreError(f"{path} is not a promptgrid conversation store (tables: {found}). Give a run directory "
-                         "a promptgrid conversation run wrote, or move the file aside.")
 
 
 @dataclass(frozen=True)
@@ -133,19 +117,11 @@ class ConversationStore:
     @_guarded
     def _open(self, *, create: bool) -> None:
         """Check that the file is a conversation store this version reads (making it if asked and empty)."""
-        db = self.db
-        db.execute("PRAGMA busy_timeout=30000")
-        # Checked before anything is written, so a foreign, damaged or newer file is left as it was.
-        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables or not create:
-            _check_schema(db, self.path, tables)
-        if self.readonly:
-            return
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        if not tables:  # the tables and the version in one transaction: a killed start leaves no half store
-            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', "
-                             f"'{_SCHEMA_VERSION}'); COMMIT;")
+        tables = _open_checked(self.db, self.path, create=create, readonly=self.readonly, version=_SCHEMA_VERSION,
+                               kind="conversation store", not_store=_NOT_A_STORE, required=_TABLES)
+        if not self.readonly and not tables:  # the tables and the version in one transaction: no half store
+            self.db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
+                                  f"('schema_version', '{_SCHEMA_VERSION}'); COMMIT;")
 
     def close(self) -> None:
         self.db.close()

@@ -403,6 +403,45 @@ def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, Path | None]:
     return db, copy
 
 
+_NOT_A_RUN_STORE = ("{path} is not a promptgrid run store (a SQLite file without its schema version; tables: "
+                    "{tables}). Give the directory a promptgrid run wrote, or move the file aside.")
+
+
+def _open_checked(db: sqlite3.Connection, path: Path, *, create: bool, readonly: bool, version: int, kind: str,
+                  not_store: str, required: frozenset[str] = frozenset()) -> set[str]:
+    """Set a store's connection up and check its schema; return its tables (none: a new file to make).
+
+    Shared by ``RunStore`` and ``ConversationStore``. The schema is checked
+    before anything is written (the WAL pragmas included), so a foreign,
+    damaged or newer file is left as it was; an empty file is checked too
+    unless ``create``. ``StoreError`` unless the file's ``meta`` holds
+    ``schema_version`` equal to ``version`` and it has the ``required``
+    tables: a version that is not ``version`` names the ``kind`` of store
+    ("{kind} schema N is newer ..."); a file without the version or the
+    tables is ``not_store``, formatted with ``path`` and ``tables`` (its
+    first five table names). ``readonly``: nothing is set that writes.
+    """
+    db.execute("PRAGMA busy_timeout=30000")
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables or not create:
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+            if "meta" in tables else None
+        if row is not None:
+            stored = str(row[0])
+            if not stored.isdigit() or int(stored) != version:
+                newer = stored.isdigit() and int(stored) > version
+                raise StoreError(
+                    f"{path}: {kind} schema {stored[:20]} is "
+                    + (f"newer than this promptgrid reads ({version}); upgrade promptgrid to read it."
+                       if newer else f"not the supported {version}; use the promptgrid version that wrote it."))
+        if row is None or not required <= tables:
+            raise StoreError(not_store.format(path=path, tables=", ".join(sorted(tables)[:5]) or "none"))
+    if not readonly:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    return tables
+
+
 class RunStore:
     """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself.
 
@@ -438,18 +477,11 @@ class RunStore:
     @_guarded
     def _open(self, *, create: bool, readonly: bool) -> None:
         """Set the connection up and check that the file is a store this version reads (creating it if asked)."""
-        db = self.db
-        db.execute("PRAGMA busy_timeout=30000")
-        # Checked before anything is written, so a foreign or damaged file is left as it was.
-        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables or not create:
-            self._check_schema(tables)
-        if not readonly:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+        tables = _open_checked(self.db, self.path, create=create, readonly=readonly, version=SCHEMA_VERSION,
+                               kind="store", not_store=_NOT_A_RUN_STORE)
         if create and not tables:
-            db.executescript(_SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         if not readonly:
             self._upgrade()
 
@@ -472,24 +504,6 @@ class RunStore:
         if self._tables is None:
             self._tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         return name in self._tables
-
-    def _check_schema(self, tables: set[str]) -> None:
-        """Raise ``StoreError`` unless the file is a promptgrid store of the schema this version reads."""
-        db = self.db
-        version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-            if "meta" in tables else None
-        if version is None:
-            found = ", ".join(sorted(tables)[:5]) or "none"
-            raise StoreError(f"{self.path} is not a promptgrid run store (a SQLite file without its schema "
-                             f"version; tables: {found}). Give the directory a promptgrid run wrote, or move the "
-                             "file aside.")
-        stored = str(version[0])
-        if not stored.isdigit() or int(stored) != SCHEMA_VERSION:
-            newer = stored.isdigit() and int(stored) > SCHEMA_VERSION
-            raise StoreError(
-                f"{self.path}: store schema {stored[:20]} is "
-                + (f"newer than this promptgrid reads ({SCHEMA_VERSION}); upgrade promptgrid to read it."
-                   if newer else f"not the supported {SCHEMA_VERSION}; use the promptgrid version that wrote it."))
 
     def close(self) -> None:
         if self._spill_fd is not None:

@@ -120,6 +120,25 @@ def test_a_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, cre
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize(("script", "message"), [
+    ("INSERT INTO meta VALUES ('schema_version', '0');",
+     ": conversation store schema 0 is not the supported 1; use the promptgrid version that wrote it."),
+    ("INSERT INTO meta VALUES ('schema_version', 'x');",
+     ": conversation store schema x is not the supported 1; use the promptgrid version that wrote it."),
+    ("", " is not a promptgrid conversation store (tables: meta). Give a run directory a promptgrid conversation "
+         "run wrote, or move the file aside."),
+])
+def test_the_schema_errors_name_the_conversation_store(tmp_path: Path, script: str, message: str) -> None:
+    """The exact texts of the schema check it shares with ``RunStore`` (which has its own wording)."""
+    db = sqlite3.connect(tmp_path / CONVERSATION_STORE)
+    db.executescript(f"CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); {script}")
+    db.close()
+    for create in (False, True):
+        with pytest.raises(StoreError) as info:
+            ConversationStore(tmp_path, create=create)
+        assert str(info.value) == f"{tmp_path / CONVERSATION_STORE}{message}"
+
+
 @pytest.mark.parametrize("create", [False, True])
 def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path, create: bool,
                                                                   connections: list[sqlite3.Connection]) -> None:
