@@ -81,6 +81,7 @@ __all__ = [
     "MAX_INTEGER_BITS",
     "CallOutcome",
     "Environment",
+    "EnvironmentFailure",
     "EnvironmentUsage",
     "Refusal",
     "ToolCall",
@@ -120,6 +121,18 @@ MAX_ARGUMENT_CHARS = 1_000_000
 """Most characters of strings (keys included) in one call's arguments."""
 MAX_INTEGER_BITS = 4096
 """Largest integer argument, in bits (about 1,233 decimal digits)."""
+
+class EnvironmentFailure(RunError):
+    """The environment of one episode cannot go on: its state cannot be reported within the bounds, a replay
+    after a restart gave another result, the episode's environment time ran out, or its worker could not be
+    started again. It ends that episode only (stored as a failure naming conversation, variant, model, turn
+    and step); the run goes on. ``reason`` is a short machine-readable cause (``state_too_large``,
+    ``replay_differs``, ``episode_time_limit``, ``out_of_memory``, ``worker_failed``)."""
+
+    def __init__(self, message: str, reason: str = "worker_failed") -> None:
+        super().__init__(message)
+        self.reason = reason
+
 
 _START_TIMEOUT_S = 60.0
 _STATE_TIMEOUT_S = 60.0
