@@ -52,7 +52,8 @@ from promptgrid.safeio import read_json_lines
 from promptgrid.templates import BfclSource
 
 from ..datasets._bfcl import _prefix, _read_jsonl, _source
-from ._env import ToolCall, _check_classes, _class_docs, _functions, _shape_problem
+from ._env import _ALSO_ACCEPTED, ToolCall, _argument_problem, _check_classes, _class_docs, _functions, _shape_problem
+from ._scenario import scenario_problems
 
 __all__ = [
     "CONVERSATION_CATEGORIES",
@@ -71,6 +72,13 @@ SPEC_FORMS = (*(f"bfcl:{category}" for category in CONVERSATION_CATEGORIES), "js
 MAX_PROBLEMS = 20
 MAX_CALL_CHARS = 100_000
 """Longest call string parsed (BFCL's longest ground-truth call is under 1,000 characters)."""
+MAX_TURNS = 256
+"""Most user turns in one conversation (BFCL's longest has 7). A step's request grows with every turn, so a
+conversation of thousands of turns would cost quadratic time and tokens; longer ones are refused at load."""
+MAX_MESSAGE_CHARS = 1_000_000
+"""Most characters of one user turn's messages."""
+MAX_TURN_CALLS = 1_024
+"""Most ground-truth calls in one turn (BFCL's most is 30)."""
 ROLES = ("system", "user", "assistant")
 JSONL_KEYS = ("id", "question", "involved_classes", "initial_config", "ground_truth", "missed_function",
               "function", "long_context", "category", "path", "excluded_function",
@@ -227,6 +235,9 @@ def _turns(question: Any) -> tuple[tuple[Mapping[str, Any], ...], ...]:
     if not isinstance(question, list) or not question:
         raise _Problem("question", 'must be a non-empty list of turns, each a list of messages, e.g. '
                                    '[[{"role": "user", "content": "..."}]]')
+    if len(question) > MAX_TURNS:
+        raise _Problem("question", f"has {len(question)} turns; at most {MAX_TURNS} are run (split the "
+                                   "conversation)")
     turns = []
     for number, turn in enumerate(question):
         if not isinstance(turn, list):
@@ -240,6 +251,8 @@ def _turns(question: Any) -> tuple[tuple[Mapping[str, Any], ...], ...]:
                 raise _Problem(where, f"must be a message {{\"role\": one of {', '.join(ROLES)}, \"content\": "
                                       "text}")
             messages.append(dict(message))
+        if sum(len(m["content"]) for m in messages) > MAX_MESSAGE_CHARS:
+            raise _Problem(f"question[{number}]", f"holds more than {MAX_MESSAGE_CHARS} characters of messages")
         turns.append(tuple(messages))
     return tuple(turns)
 
@@ -286,6 +299,8 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
     initial_config = record.get("initial_config", {})
     if not isinstance(initial_config, dict) or not all(isinstance(v, dict) for v in initial_config.values()):
         raise _Problem("initial_config", "must be an object: class name -> that class's initial state (an object)")
+    for where, what in scenario_problems(classes, initial_config):
+        raise _Problem(where, what)
     missed = _missed(record.get("missed_function"), len(turns))
     held_out_names = [name for turn in sorted(missed) for name in missed[turn]]
     all_docs = [copy.deepcopy(doc) for name in classes for doc in _class_docs(bfcl, name)]
@@ -320,13 +335,22 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
         raise _Problem("ground_truth", f"must be a list of {len(turns)} lists of calls, one per turn of the "
                                        "question (an empty list for a turn that cannot be done)")
     ground_truth = []
+    owners = {doc["name"]: name for name in classes for doc in _class_docs(bfcl, name)}
+    parameters = {str(doc["name"]): doc.get("parameters") or {} for doc in all_docs}
     for number, turn_calls in enumerate(truth):
+        if len(turn_calls) > MAX_TURN_CALLS:
+            raise _Problem(f"ground_truth[{number}]", f"has {len(turn_calls)} calls; at most {MAX_TURN_CALLS}")
         calls = []
         for position, item in enumerate(turn_calls):
             try:
-                calls.append(_call(item, all_docs))
+                call = _call(item, all_docs)
             except ValueError as exc:
                 raise _Problem(f"ground_truth[{number}][{position}]", str(exc)) from None
+            also = {param: kind for (owner, param), kind in _ALSO_ACCEPTED.items() if owner == owners.get(call.name)}
+            problem = _argument_problem(call.name, dict(call.arguments), parameters.get(call.name, {}), also)
+            if problem:
+                raise _Problem(f"ground_truth[{number}][{position}]", f"{problem} (the function doc's parameters)")
+            calls.append(call)
         ground_truth.append(tuple(calls))
     flag = record.get("long_context", False) if long_context is None else long_context
     if not isinstance(flag, bool):

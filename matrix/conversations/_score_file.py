@@ -17,8 +17,10 @@ calls. The trajectory is then scored by ``check_conversation`` and the line
 written back with the verdict's fields added: ``valid``, ``failure_mode``,
 ``bfcl_error_type`` and ``turns`` (each turn's verdict). A line that cannot be
 scored (not an object, no ``id`` of the dataset, ``result`` not a list of
-turns, more turns than the conversation) is reported as ``NAME:LINE`` and
-left out; the others are scored.
+turns, more turns than the conversation) or whose environment cannot go on
+(``EnvironmentFailure``: a state beyond the bounds, a replay that differs, the
+episode's environment time spent) is reported as ``NAME:LINE`` and left out;
+the others are scored.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from promptgrid.safeio import read_json_lines
 
 from ._check import DecodeFailure, GroundTruthRun, Step, check_conversation, run_ground_truth
 from ._dataset import Conversation
-from ._env import ToolCall
+from ._env import EnvironmentFailure, ToolCall
 
 __all__ = ["decode_step", "score_conversation_stream"]
 
@@ -105,9 +107,12 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
             if truth is None:
                 truth = truths[conversation.id] = run_ground_truth(conversation)
             verdict = check_conversation(conversation, trajectory, ground_truth=truth)
-        except _LineError as exc:
+        except (_LineError, EnvironmentFailure) as exc:
+            # An environment that cannot go on (a state beyond the bounds, a replay that differs, the episode's
+            # environment time spent) costs this line only, as a malformed line does.
             failed += 1
-            print(f"promptgrid: {name}:{line.number}: {exc}; line skipped.", file=errors)
+            what = f"the environment could not score it ({exc.reason}): " if isinstance(exc, EnvironmentFailure) else ""
+            print(f"promptgrid: {name}:{line.number}: {what}{exc}; line skipped.", file=errors)
             continue
         out = dict(record)
         found = verdict.to_dict()

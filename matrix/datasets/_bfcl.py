@@ -119,6 +119,24 @@ def _with_hint(functions: list[dict[str, Any]], times: int) -> tuple[dict[str, A
 
 
 
+def _entry_problem(entry: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a single-turn entry's ``question`` and ``function``, or ``None``."""
+    first = entry["question"][0]
+    if not isinstance(first, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in first):
+        return 'question[0]: must be a list of messages {"role": ..., "content": text}'
+    functions = entry.get("function", [])
+    if not isinstance(functions, list):
+        return f"function: must be a list of function docs, not {type(functions).__name__}"
+    for index, doc in enumerate(functions):
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or \
+                not isinstance(doc.get("parameters", {}), dict) or not isinstance(doc.get("description", ""), str):
+            return (f"function[{index}]: must be a function doc {{\"name\": text, \"description\": text, "
+                    f"\"parameters\": {{...}}}}")
+    return None
+
+
 def _cases(source: BfclSource, prefix: str, category: str, ids: set[str] | None, hints: int,
            collection: str) -> list[Case]:
     entries = _read_jsonl(source, f"data/{prefix}_{category}.json")
@@ -128,13 +146,17 @@ def _cases(source: BfclSource, prefix: str, category: str, ids: set[str] | None,
     if BFCL_CATEGORIES[category] != "irrelevance":
         answers = {a["id"]: a.get("ground_truth", []) for a in
                    _read_jsonl(source, f"data/possible_answer/{prefix}_{category}.json")}
-    where = f"{source.describe()}/data/{prefix}_{category}.json"
+    where = source.where(f"data/{prefix}_{category}.json")
     cases = []
     for entry in entries:
         entry_id = entry.get("id")
         question = entry.get("question")
         if not isinstance(entry_id, str) or not isinstance(question, list) or not question:
             raise DatasetError(f"{where}: entry {entry_id!r} has no id or no question.")
+        problem = _entry_problem(entry)
+        if problem:
+            raise DatasetError(f"{where}: entry {entry_id!r}: {problem}; point --bfcl-data at an unmodified "
+                               "bfcl-eval.")
         if BFCL_CATEGORIES[category] != "irrelevance" and entry_id not in answers:
             raise DatasetError(f"{where}: entry {entry_id} has no possible answer in possible_answer/.")
         extra: dict[str, Any] = {"bfcl_category": category}

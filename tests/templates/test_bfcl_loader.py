@@ -153,3 +153,21 @@ def test_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(BFCL_DATA_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(DatasetError, match=f"{BFCL_DATA_ENV}: .*nowhere does not exist"):
         bfcl_categories()
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"question": [[5]]}, r"entry 'simple_python_1': question\[0\]: must be a list of messages"),
+    ({"question": [5]}, r"entry 'simple_python_1': question\[0\]: must be a list of messages"),
+    ({"function": "notalist"}, r"entry 'simple_python_1': function: must be a list of function docs, not str"),
+    ({"function": [5, None]}, r"entry 'simple_python_1': function\[0\]: must be a function doc"),
+    ({"function": [{"name": "f", "parameters": []}]}, r"function\[0\]: must be a function doc"),
+])
+def test_wrong_shapes_in_bfcl_data_are_one_error_naming_the_entry_and_field(
+        data: Path, change: dict[str, Any], message: str) -> None:
+    path = data / "BFCL_v4_simple_python.json"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows[1].update(change)
+    _write(path, rows)
+    with pytest.raises(DatasetError, match=message) as info:
+        load_bfcl("simple_python", str(data))
+    assert str(info.value).startswith(str(path)) and "unmodified bfcl-eval" in str(info.value)

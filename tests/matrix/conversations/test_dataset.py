@@ -224,3 +224,48 @@ def test_unknown_specs_are_explained(spec: str, fragment: str) -> None:
 def test_a_missing_jsonl_file_is_a_dataset_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="does not exist"):
         load_conversations(f"jsonl:{tmp_path / 'absent.jsonl'}")
+
+
+# ----------------------------------------------------------------- checked before the first call (issue 31)
+
+def _with_files(contents: Any) -> dict[str, Any]:
+    return {"GorillaFileSystem": {"root": {"me": {"type": "directory", "contents": contents}}}}
+
+
+@pytest.mark.parametrize(("change", "field", "fragment"), [
+    ({"initial_config": _with_files({"a": {"type": "directory", "contents": 5}})},
+     "initial_config.GorillaFileSystem.root.me.contents.a.contents", "must be an object of the folder's files"),
+    ({"initial_config": _with_files({"a.txt": {"type": "file", "content": ["x"]}})},
+     "initial_config.GorillaFileSystem.root.me.contents.a.txt.content", "must be the file's text, not array"),
+    ({"initial_config": _with_files({"a": {"type": "link"}})},
+     "initial_config.GorillaFileSystem.root.me.contents.a", 'must be {"type": "directory"'),
+    ({"initial_config": {"GorillaFileSystem": {"root": []}}}, "initial_config.GorillaFileSystem.root",
+     "first entry is the top folder"),
+    ({"involved_classes": ["GorillaFileSystem", "MessageAPI"],
+      "initial_config": {"MessageAPI": {"random_seed": None}}}, "initial_config.MessageAPI.random_seed",
+     "a null seed draws from the clock"),
+    ({"involved_classes": ["GorillaFileSystem", "TicketAPI"],
+      "initial_config": {"TicketAPI": {"ticket_queue": "none"}}}, "initial_config.TicketAPI.ticket_queue",
+     "must be array, not string"),
+    ({"involved_classes": ["GorillaFileSystem", "TicketAPI"],
+      "initial_config": {"TicketAPI": {"ticket_queue": [5]}}}, "initial_config.TicketAPI.ticket_queue[0]",
+     "must be object, not integer"),
+    ({"ground_truth": [["cd(folder=5)"], []]}, "ground_truth[0][0]", "'folder'"),
+    ({"ground_truth": [["cd(folder='a', evil=1)"], []]}, "ground_truth[0][0]", "cd has no parameter 'evil'"),
+    ({"ground_truth": [["mv(source='a')"], []]}, "ground_truth[0][0]", "missing the required argument 'destination'"),
+])
+def test_conversation_data_is_checked_at_load_naming_file_line_and_field(
+        tmp_path: Path, change: dict[str, Any], field: str, fragment: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    with pytest.raises(DatasetError) as caught:
+        load_conversations(write_lines(path, [MINIMAL, {**MINIMAL, "id": "bad", **change}]))
+    message = str(caught.value)
+    assert f"{path}:2: {field}:" in message and fragment in message, message
+    assert "1 problem;" in message  # the good line is not blamed
+
+
+def test_a_conversation_of_too_many_turns_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    turns = 100_000
+    record = {**MINIMAL, "question": [[{"role": "user", "content": "ls"}]] * turns, "ground_truth": [[]] * turns}
+    with pytest.raises(DatasetError, match=r"question: has 100000 turns; at most 256"):
+        load_conversations(write_lines(tmp_path / "long.jsonl", [record]))

@@ -58,3 +58,29 @@ def test_steps_decode_without_eval(tmp_path: Path) -> None:
     assert all(call.name != "__import__" for call in step if isinstance(step, tuple))
     assert isinstance(decode_step([{"cd": "{not json"}]), DecodeFailure)
     assert isinstance(decode_step(42), DecodeFailure)
+
+
+def test_an_environment_that_cannot_go_on_costs_its_line_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.conversations import _score_file
+    from promptgrid.matrix.conversations._env import EnvironmentFailure
+
+    real = _score_file.check_conversation
+    calls = {"n": 0}
+
+    def second_line_explodes(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise EnvironmentFailure("the state of GorillaFileSystem has more than 100000 nodes", "state_too_large")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_score_file, "check_conversation", second_line_explodes)
+    out = tmp_path / "scored.jsonl"
+    code = main(["score-file", str(_lines(tmp_path)), "--dataset", "bfcl:multi_turn_base", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert ("result.jsonl:2: the environment could not score it (state_too_large): the state of GorillaFileSystem "
+            "has more than 100000 nodes; line skipped.") in err
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(scored) == 4 and [s["id"] for s in scored][:1] == ["multi_turn_base_0"]
+    assert "scored 4 line(s)" in err
