@@ -838,7 +838,10 @@ def check_conversation_translations(
     from promptgrid.matrix.conversations._localize import ConversationChecks as _Checks
     from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
 
-    specs = [datasets] if isinstance(datasets, str) else list(datasets)
+    specs = [datasets] if isinstance(datasets, str) else list(datasets) if isinstance(datasets, Iterable) else None
+    if specs is None or not all(isinstance(spec, str) for spec in specs):
+        raise TranslationError(f"datasets={datasets!r} must be a dataset spec or a list of them, e.g. 'mini-mt' or "
+                               "['bfcl:multi_turn_base', 'jsonl:de.jsonl'].")
     if not specs:
         raise TranslationError("no dataset to check: give the English conversations and their translations, e.g. "
                                "['bfcl:multi_turn_base', 'jsonl:de.jsonl'] (--dataset ... --dataset ...), or "

@@ -313,3 +313,11 @@ def test_report_takes_one_format_as_a_string(finished_run: Path, tmp_path: Path)
         pg.report(finished_run, out=tmp_path / "c", formats="nope")
     with pytest.raises(pg.ReportError, match="formats must be"):
         pg.report(finished_run, out=tmp_path / "c", formats=[1])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("datasets", [5, [5], None, ["mini-mt", 3]])
+def test_check_conversation_translations_refuses_what_is_not_a_spec_with_a_typed_error(datasets: object) -> None:
+    from promptgrid.errors import TranslationError
+
+    with pytest.raises(TranslationError, match="must be a dataset spec or a list of them"):
+        pg.check_conversation_translations(datasets)
