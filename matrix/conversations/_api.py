@@ -43,15 +43,20 @@ def is_conversation_dataset(spec: str) -> bool:
         if not path.is_file():  # a FIFO would block the open; a device is not a dataset (the loader says why)
             return False
         with path.open("rb") as fh:
-            # Bounded: the first non-blank line, within the first _SNIFF_BYTES of the file, blank lines included
-            # (a multi-gigabyte line or a file of blank lines is not read whole here; the loader reports it).
-            first = next(read_json_lines(fh, max_file_bytes=_SNIFF_BYTES, objects=True), None)
+            # Bounded: the first non-blank line, as far as the loader's own line bound reaches (so a first line the
+            # loader reads is recognised however long), blank lines included up to _SNIFF_SLACK more (a
+            # multi-gigabyte line or a file of blank lines is not read whole here; the loader reports it).
+            from promptgrid.safeio import input_limits
+
+            line_bound = input_limits()[0]
+            first = next(read_json_lines(fh, max_line_bytes=line_bound, max_file_bytes=line_bound + _SNIFF_SLACK,
+                                         objects=True), None)
     except (OSError, InputLimitError):
         return False
     return first is not None and first.error is None and "involved_classes" in first.value
 
 
-_SNIFF_BYTES = 8_000_000  # a BFCL long-context record is about 1 MB
+_SNIFF_SLACK = 1_000_000  # bytes of blank lines before the first line that recognising reads past the line bound
 
 
 class ConversationRun:

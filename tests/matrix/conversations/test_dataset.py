@@ -269,3 +269,14 @@ def test_a_conversation_of_too_many_turns_is_refused_before_it_is_built(tmp_path
     record = {**MINIMAL, "question": [[{"role": "user", "content": "ls"}]] * turns, "ground_truth": [[]] * turns}
     with pytest.raises(DatasetError, match=r"question: has 100000 turns; at most 256"):
         load_conversations(write_lines(tmp_path / "long.jsonl", [record]))
+
+
+def test_a_conversation_whose_first_line_is_long_is_recognised_as_far_as_the_loader_reads(tmp_path: Path) -> None:
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    padding = "x" * 15_700_000  # under the 16 MiB line bound, over the old 8 MB sniff
+    record = {**MINIMAL, "question": [[{"role": "user", "content": "Go to docs." + padding}],
+                                      [{"role": "user", "content": "Sort a.txt"}]]}
+    path = tmp_path / "long.jsonl"
+    write_lines(path, ["", "", record])
+    assert is_conversation_dataset(f"jsonl:{path}")
