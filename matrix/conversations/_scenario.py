@@ -12,9 +12,12 @@ queue of objects, an inbox of objects, a map of cards, bookings, stocks or
 tweets). Keys a loader does not read are ignored, as the loaders ignore them
 (BFCL's own data carries some, e.g. ``TravelAPI.current_location``).
 
-``random_seed`` must be an integer: a ``null`` seed makes the class draw from
-the clock, and an environment rebuilt after a call hit a bound would replay to
-another state.
+``random_seed`` is an integer, or ``null`` as bfcl-eval's loaders allow: a
+``null`` seed makes the class draw its ids from the system's entropy, so the
+model's and the ground truth's environments draw different ids, and an
+environment rebuilt after a call hit a bound replays to another state: that
+episode then ends as an environment failure (``replay_differs``), the run goes
+on.
 
 The file system's tree is bounded (``MAX_TREE_NODES`` entries,
 ``MAX_TREE_DEPTH`` levels), checked iteratively. The schemas were written from
@@ -38,7 +41,7 @@ _NUMBER = ("integer", "number")
 # class -> key its loader reads -> (accepted JSON kinds, the kind of each item for a list/object, or None)
 _SCHEMAS: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
     "MessageAPI": {
-        "random_seed": (("integer",), None),
+        "random_seed": (("integer", "null"), None),
         "generated_ids": (("array",), None),
         "user_count": (("integer",), None),
         "user_map": (("object",), "string"),
@@ -70,10 +73,10 @@ _SCHEMAS: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
         "stocks": (("object",), "object"),
         "watch_list": (("array",), None),
         "transaction_history": (("array",), "object"),
-        "random_seed": (("integer",), None),
+        "random_seed": (("integer", "null"), None),
     },
     "TravelAPI": {
-        "random_seed": (("integer",), None),
+        "random_seed": (("integer", "null"), None),
         "credit_card_list": (("object",), "object"),
         "booking_record": (("object",), "object"),
         "access_token": (("string", "null"), None),
@@ -85,7 +88,7 @@ _SCHEMAS: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
         "budget_limit": (("integer", "number", "null"), None),
     },
     "VehicleControlAPI": {
-        "random_seed": (("integer",), None),
+        "random_seed": (("integer", "null"), None),
         **{key: (_NUMBER, None) for key in (
             "fuelLevel", "batteryVoltage", "acTemperature", "humidityLevel", "parkingBrakeForce", "slopeAngle",
             "brakePedalForce", "distanceToNextVehicle", "frontLeftTirePressure", "frontRightTirePressure",
@@ -174,9 +177,7 @@ def scenario_problems(classes: tuple[str, ...], initial_config: Mapping[str, Any
             value = state[key]
             kind = _kind(value)
             if kind not in kinds:
-                why = (" (a null seed draws from the clock, so a rebuilt environment would not replay)"
-                       if key == "random_seed" else "")
-                problems.append((f"{prefix}.{key}", f"must be {' or '.join(kinds)}, not {kind}{why}"))
+                problems.append((f"{prefix}.{key}", f"must be {' or '.join(kinds)}, not {kind}"))
                 break
             if items is not None and isinstance(value, (list, dict)):
                 members = value.items() if isinstance(value, dict) else enumerate(value)
