@@ -12,6 +12,7 @@ from ._dimensions import (
     DocFormat,
     PromptFormat,
     ReturnFormat,
+    ToolResults,
 )
 from ._grid import Grid, builtin_grids, iter_dimension_values, load_grid
 from ._variant import Variant
@@ -30,6 +31,7 @@ __all__ = [
     "Grid",
     "PromptFormat",
     "ReturnFormat",
+    "ToolResults",
     "Variant",
     "YamlNode",
     "builtin_grids",

@@ -4,8 +4,9 @@ BFCL V4's five dimensions (return format, function-doc format, tool-call tag,
 prompt format, prompt style) plus three from MASSIVE-Agents: the template and
 the languages of instructions and of function descriptions, and the call mode
 (the functions and the answer format in the prompt, as provider tools, or the
-answer forced into the format by a grammar or schema). The table in DESIGN.md
-is the source of these names.
+answer forced into the format by a grammar or schema). One more applies to
+conversations only: how tool results reach the model (``tool_results``). The
+table in DESIGN.md is the source of these names.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "PromptFormat",
     "QUERY_LANGUAGE",
     "ReturnFormat",
+    "ToolResults",
     "XML_RETURN_FORMATS",
 ]
 
@@ -88,6 +90,21 @@ class CallMode(_ValueEnum):
     CONSTRAINED = "constrained"
 
 
+class ToolResults(_ValueEnum):
+    """How a conversation's tool results reach the model when a method returns a dict (conversations only).
+
+    ``ascii``: as bfcl-eval gives them, ``json.dumps`` with its default ``ensure_ascii``, so non-ASCII text
+    arrives escaped (``"\\u0936..."``); ``utf8``: the same JSON with the characters as they are. Results that
+    are strings or lists reach the model as text either way. ``auto`` (the default): ``utf8`` for the
+    built-in ``mini-mt`` set, whose states hold Hindi, Japanese and Chinese texts, and ``ascii``, bfcl-eval's,
+    for every other conversation (``ascii_results_for`` in ``promptgrid.matrix.conversations._mini_mt``).
+    """
+
+    AUTO = "auto"
+    ASCII = "ascii"
+    UTF8 = "utf8"
+
+
 #: The two XML return formats (they share a parser and the XML type names).
 XML_RETURN_FORMATS = frozenset({ReturnFormat.VERBOSE_XML, ReturnFormat.CONCISE_XML})
 # classic and experimental are the wordings printed in the BFCL V4 blog;
@@ -142,6 +159,9 @@ DIMENSIONS: dict[str, Dimension] = {
         Dimension("description_language", "en", None, str, "language of function descriptions, or 'query'"),
         Dimension("call_mode", CallMode.PROMPT, tuple(CallMode), str,
                   "functions in the prompt, as native tools, or answer constrained to the format"),
+        Dimension("tool_results", ToolResults.AUTO, tuple(ToolResults), str,
+                  "conversations: dict tool results as ASCII-escaped JSON (bfcl-eval's) or UTF-8; auto: utf8 "
+                  "for mini-mt, ascii otherwise"),
     )
 }
 

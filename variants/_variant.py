@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from ._dimensions import DIMENSIONS, NATIVE_IGNORED, CallMode, DocFormat, PromptFormat, ReturnFormat
+from ._dimensions import DIMENSIONS, NATIVE_IGNORED, CallMode, DocFormat, PromptFormat, ReturnFormat, ToolResults
 
 __all__ = ["Variant"]
 
@@ -22,6 +22,7 @@ _RETURN_FORMATS: dict[str, ReturnFormat] = {f.value: f for f in ReturnFormat}
 _DOC_FORMATS: dict[str, DocFormat] = {f.value: f for f in DocFormat}
 _PROMPT_FORMATS: dict[str, PromptFormat] = {f.value: f for f in PromptFormat}
 _CALL_MODES: dict[str, CallMode] = {m.value: m for m in CallMode}
+_TOOL_RESULTS: dict[str, ToolResults] = {m.value: m for m in ToolResults}
 
 
 @dataclass(frozen=True, order=True)
@@ -54,13 +55,17 @@ class Variant:
     instruction_language: str = "en"
     description_language: str = "en"
     call_mode: CallMode = CallMode.PROMPT
+    tool_results: ToolResults = ToolResults.AUTO
+    """Conversations only: how dict tool results reach the model (``ToolResults``); ``auto`` resolves by the
+    conversation's set. Left out of the id, label and dimensions at ``auto``, so existing ids do not change."""
     given_label: str | None = field(default=None, compare=False, repr=False)
     """A label the grid gave this variant (``label:`` in a ``variants:`` entry); not part of its identity."""
 
     def __post_init__(self) -> None:
         # Frozen: set through object.__setattr__. Unhashable junk falls through to the checks downstream.
         for name, members in (("return_format", _RETURN_FORMATS), ("doc_format", _DOC_FORMATS),
-                              ("prompt_format", _PROMPT_FORMATS), ("call_mode", _CALL_MODES)):
+                              ("prompt_format", _PROMPT_FORMATS), ("call_mode", _CALL_MODES),
+                              ("tool_results", _TOOL_RESULTS)):
             value = getattr(self, name)
             try:
                 member = members.get(value)
@@ -91,6 +96,8 @@ class Variant:
             parts.append(f"desc_lang={self.description_language}")
         if self.call_mode is not CallMode.PROMPT:
             parts.append(f"call_mode={self.call_mode}")
+        if self.tool_results is not ToolResults.AUTO:
+            parts.append(f"tool_results={self.tool_results}")
         return "&".join(parts)
 
     @property
@@ -119,17 +126,22 @@ class Variant:
             label += f" instr={self.instruction_language} desc={self.description_language}"
         if self.call_mode is CallMode.CONSTRAINED:
             label += " constrained"
+        if self.tool_results is not ToolResults.AUTO:
+            label += f" results={self.tool_results}"
         return label
 
     def dimensions(self) -> dict[str, Any]:
         """Dimension name -> value, enum members as their plain ``.value``: what files and stores hold.
 
-        ``call_mode`` is left out when it is ``prompt`` (the default), so stores
-        and files of prompt-mode runs stay as they were before the dimension existed.
+        ``call_mode`` is left out when it is ``prompt`` (the default), and ``tool_results`` when it is
+        ``auto``, so stores and files of runs that do not set them stay as they were before the dimensions
+        existed.
         """
         out = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "given_label"}
         if self.call_mode is CallMode.PROMPT:
             del out["call_mode"]
+        if self.tool_results is ToolResults.AUTO:
+            del out["tool_results"]
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -68,6 +68,14 @@ value: 20 the travel date; 21 which of two cards; 22 the budget amount; 23
 which of two colleagues with the same first name; 24 which ticket and the
 resolution text.
 
+Tool results
+------------
+A dict result (a created ticket, a booking) reaches the model as UTF-8 JSON
+by default for ``mini-mt``, not bfcl-eval's ASCII escapes, so that a Hindi or
+Japanese state is not shown escaped where an English one is plain: the
+variant dimension ``tool_results`` (``auto``, ``ascii``, ``utf8``;
+:func:`ascii_results_for`).
+
 Files and regeneration
 ----------------------
 ``data/mini_mt.jsonl`` (one ``jsonl:`` record a line, plus ``language``,
@@ -91,13 +99,20 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import DatasetError
+from promptgrid.variants import ToolResults
 
 from ..datasets._mini import _suggest
 
-__all__ = ["DATA_FILE", "MINI_MT_LANGUAGES", "build_records", "forbidden_calls", "parse_languages"]
+if TYPE_CHECKING:
+    from promptgrid.variants import Variant
+
+    from ._dataset import Conversation
+
+__all__ = ["DATA_FILE", "MINI_MT_LANGUAGES", "ascii_results_for", "build_records", "forbidden_calls", "is_mini_mt",
+           "parse_languages"]
 
 MINI_MT_LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "zh", "hi", "pt")
 DATA_FILE = Path(__file__).parent / "data" / "mini_mt.jsonl"
@@ -873,7 +888,7 @@ _TEXTS: dict[int, dict[str, tuple[dict[str, str], list[str]]]] = {
         "en": (_V(res="Battery replaced under warranty."),
                ["Which of my support tickets are still open?",
                 "The one about \"{ta}\" is fixed. Mark it resolved with: \"{res}\""]),
-        "de": (_V(res="Akku auf Garantie getauscht."),
+        "de": (_V(res="VPN-Profil neu eingerichtet, die Verbindung hält jetzt."),
                ["Welche meiner Support-Tickets sind noch offen?",
                 "Das Ticket „{ta}“ ist erledigt. Markiere es als gelöst mit: „{res}“"]),
         "es": (_V(res="Cargador sustituido."),
@@ -884,12 +899,12 @@ _TEXTS: dict[int, dict[str, tuple[dict[str, str], list[str]]]] = {
                 "Celui sur « {ta} » est réglé. Marque-le comme résolu avec : « {res} »"]),
         "it": (_V(res="Stampante riparata dal tecnico."),
                ["Quali dei miei ticket di assistenza sono ancora aperti?",
-                "Quello su \"{ta}\" è sistemato. Segnalo come risolto con: \"{res}\""]),
+                "Quello su \"{ta}\" è sistemato. Segnalalo come risolto con: \"{res}\""]),
         "ja": (_V(res="PCを新品に交換済み。"),
                ["まだ対応中のサポートチケットはどれですか？", "「{ta}」の件は解決しました。解決内容「{res}」で解決済み"
                                                               "にしてください。"]),
         "zh": (_V(res="已更换投影仪连接线。"),
-               ["我还有哪些支持工单没处理完？", "“{ta}”那个已经好了，标记为已解决，处理说明写“{res}”。"]),
+               ["我还有哪些支持工单没处理完？", "“{ta}”那个已经好了，标记为已解决，处理说明写“{res}”"]),
         "hi": (_V(res="नया चार्जर दे दिया गया।"),
                ["मेरे कौन-से सपोर्ट टिकट अभी खुले हैं?", "\"{ta}\" वाला ठीक हो गया है। उसे इस समाधान के साथ हल कर दीजि"
                                                          "ए: \"{res}\""]),
@@ -1348,6 +1363,28 @@ def render(records: Sequence[dict[str, Any]]) -> str:
 
 
 # --------------------------------------------------------------------------- loading
+
+
+def is_mini_mt(conversation: Conversation) -> bool:
+    """Whether a conversation is one of ``mini-mt``'s: its category is ``mini_mt:<lang>`` (or ``mini_mt``)."""
+    return conversation.category == "mini_mt" or conversation.category.startswith("mini_mt:")
+
+
+def ascii_results_for(variant: Variant, conversation: Conversation) -> bool:
+    """Whether ``conversation``'s dict tool results reach the model ASCII-escaped under ``variant``.
+
+    The variant's ``tool_results``: ``ascii`` (bfcl-eval's ``json.dumps``) -> True, ``utf8`` -> False, ``auto``
+    (the default) -> False for a ``mini-mt`` conversation (:func:`is_mini_mt`: its Hindi, Japanese and Chinese
+    ticket titles and messages reach the model as text, as list and string results do), True for any other
+    (BFCL's sets and their translations, ``jsonl:`` files: bfcl-eval's behaviour). What
+    ``Environment(..., ascii_results=...)`` takes for an episode's environment.
+    """
+    if variant.tool_results is ToolResults.ASCII:
+        return True
+    if variant.tool_results is ToolResults.UTF8:
+        return False
+    return not is_mini_mt(conversation)
+
 
 
 def parse_languages(spec: str) -> tuple[str, ...]:

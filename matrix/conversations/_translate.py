@@ -6,14 +6,18 @@ numbers, user names and texts the user mentions and the ground truth uses.
 Those are the turn's *protected values* (:func:`protected_values`):
 
 * every string and number the ground-truth calls of the turn and of later
-  turns pass as arguments (leaves of lists and objects included), except a
-  string that is one of the parameter's ``enum`` values (the model picks it
-  from the doc, and the user's word for it, "economy", is prose to translate);
-* every string of ``initial_config`` (values and object keys: file and folder
-  names, ids, account and card numbers, user names), except a plain
-  lowercase ASCII word ("directory", "file", "alex"): as a word of the text it
-  is prose far more often than a reference (a ground-truth value keeps it
-  protected anyway);
+  turns pass as arguments (leaves of lists and objects included): a token the
+  user states in turn 0 and a call of turn 1 uses is protected in turn 0.
+  Left out: a string that is one of the parameter's ``enum`` values (the model
+  picks it from the doc, and the user's word for it, "economy", is prose to
+  translate), and a plain lowercase ASCII word that only a later turn's calls
+  use ("my photography project" in turn 0, ``cd(folder='photography')`` in
+  turn 1): as a word of the text it is prose far more often than a reference;
+* a string of ``initial_config`` (values and object keys: file and folder
+  names, ids, account and card numbers, user names) that a ground-truth call
+  of any turn uses, except a plain lowercase ASCII word ("directory", "file",
+  "alex"). A name of the state that no call uses is not protected: a
+  translation that changes it changes nothing the scoring compares;
 
 kept only when it occurs verbatim in the turn's text, case-sensitively, as a
 whole word (not preceded or followed by a letter, digit or ``_`` where the
@@ -51,12 +55,20 @@ its source's) and checks each pair. For localized sets (``protect_from=
 "target"``: the entities differ per language by design) it checks only the
 language, the length ratio against the English turn, the placeholders and tags,
 and that each string value the target's ground truth uses where the source's
-uses a value the source turn mentions (same turn, call, argument) is in the
-target turn's text: the German turn must name the German card number. Only
-values written the same in every language are required there: one token with
-a digit or one of ``_.@#/`` (ids, card numbers, tokens, file names,
-addresses); numbers are written and converted per locale, and names, cities
-and message texts may be localized ("Londres" for the API's "London").
+uses a value the source turn mentions is in the target turn's text: the
+German turn must name the German card number. Values are paired by where the
+ground truth uses them: the turn, the function, which call of that function
+in the turn, the argument (a German budget is converted from euros by one
+more call first, and its ``set_budget_limit`` still pairs with the English
+one). As for translations, the ground truth of the turn and of later turns
+counts: a token stated in turn 0 and used in turn 1 must be in turn 0. Two
+kinds of values are required there: values written the same in every
+language, one token with a digit or one of ``_.@#/`` (ids, card numbers,
+tokens, file names, addresses); and texts the user dictates, three words or
+more or four characters or more of a script written without spaces
+(messages, ticket titles and descriptions). Numbers are written and converted
+per locale, and shorter names and cities may be localized ("Londres" for the
+API's "London"), so they are not required.
 """
 
 from __future__ import annotations
@@ -197,21 +209,24 @@ def _enum_values(functions: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
 def _truth_values(conversation: Conversation) -> dict[int, list[tuple[tuple[Any, ...], str, bool]]]:
     """Per turn, ``(path, written form, is a string)`` of its ground-truth argument values (enum values left out).
 
-    A path is ``(turn, call index, argument, sub-path...)``: the same path in two languages of a
-    localized conversation holds the same entity.
+    A path is ``(turn, function, n, argument, sub-path...)`` (the turn's ``n``-th call of that function): the
+    same path in two languages of a localized conversation holds the same entity, also where one language
+    has calls the other has not (a budget in euros is converted first, one in dollars is not).
     """
     enums = _enum_values(conversation.functions_at(len(conversation.turns)))
     out: dict[int, list[tuple[tuple[Any, ...], str, bool]]] = {}
     for turn, calls in enumerate(conversation.ground_truth):
         values: list[tuple[tuple[Any, ...], str, bool]] = []
-        for index, call in enumerate(calls):
+        seen: dict[str, int] = {}
+        for call in calls:
+            nth = seen[call.name] = seen.get(call.name, -1) + 1
             for argument, value in dict(call.arguments).items():
                 allowed = enums.get((call.name, str(argument)), set())
                 for sub, leaf in _leaves(value):
                     if isinstance(leaf, str) and leaf in allowed:
                         continue
                     for form in _forms(leaf):
-                        values.append(((turn, index, argument, *sub), form, isinstance(leaf, str)))
+                        values.append(((turn, call.name, nth, argument, *sub), form, isinstance(leaf, str)))
         out[turn] = values
     return out
 
@@ -275,12 +290,14 @@ def protected_values(conversation: Conversation) -> dict[int, tuple[str, ...]]:
     Values are listed by where they first occur in the turn's text (longest first at the same place).
     """
     truth = _truth_values(conversation)
-    config = _config_values(conversation.initial_config)
+    used = {form for values in truth.values() for _path, form, _is_str in values}
+    config = [value for value in _config_values(conversation.initial_config) if value in used]
     out: dict[int, tuple[str, ...]] = {}
     for turn, messages in enumerate(conversation.turns):
         text = _turn_text(messages)
         candidates = dict.fromkeys(form for later in range(turn, len(conversation.turns))
-                                   for _path, form, _is_str in truth.get(later, ()))
+                                   for _path, form, is_str in truth.get(later, ())
+                                   if later == turn or not (is_str and _plain_word(form)))
         candidates.update(dict.fromkeys(config))
         present = [value for value in candidates if _occurs(value, text)]
         present.sort(key=lambda v: (text.find(v), -len(v)))
@@ -294,6 +311,13 @@ def _neutral(value: str) -> bool:
     return not any(c.isspace() for c in value) and any(c.isdigit() or c in "_.@#/" for c in value)
 
 
+def _dictated(value: str) -> bool:
+    """A text the user dictates (a message, a ticket title or description): three words or more, or four
+    characters or more of a script written without spaces. Shorter names may be localized ("Londres" for the
+    API's "London", "Nova York")."""
+    return len(value.split()) >= 3 or len(_UNSPACED_RE.findall(value)) >= 4
+
+
 def _aligned_values(source: Conversation, target: Conversation) -> dict[int, tuple[str, ...]]:
     """Per turn, the target's string ground-truth values at the paths whose source value the source turn mentions."""
     source_truth = _truth_values(source)
@@ -304,7 +328,8 @@ def _aligned_values(source: Conversation, target: Conversation) -> dict[int, tup
         required: dict[str, None] = {}
         for later in range(turn, len(source.turns)):
             for path, form, is_str in source_truth.get(later, ()):
-                if is_str and path in target_at and _neutral(target_at[path]) and _occurs(form, text):
+                if is_str and path in target_at and _occurs(form, text) and (
+                        _neutral(target_at[path]) or _dictated(target_at[path])):
                     required[target_at[path]] = None
         out[turn] = tuple(required)
     return out

@@ -81,6 +81,8 @@ def csv_files(data: ReportData) -> dict[str, str]:
     with_modes = any("call_mode" in v.dimensions for v in data.variants)
     if not with_modes:
         dims.remove("call_mode")
+    if not any("tool_results" in v.dimensions for v in data.variants):  # conversations only; "auto" is left out
+        dims.remove("tool_results")
     dims_of = {v.id: {**v.dimensions, "call_mode": call_mode_of(v.dimensions)} if with_modes else v.dimensions
                for v in data.variants}
     out = {

@@ -28,6 +28,7 @@ DIMENSION_TITLES = {
     "instruction_language": "Instruction language",
     "description_language": "Description language",
     "call_mode": "Call mode",
+    "tool_results": "Tool results",
 }
 
 _STYLE_SHORT = {"experimental_bfcl": "exp", "experimental": "exp-blog"}
@@ -134,4 +135,5 @@ def shared_dimensions(data: ReportData) -> str:
     if not varying or not generated or all(display_labels(data)[v.id] == v.label for v in generated):
         return ""
     first = data.variants[0].dimensions
-    return ", ".join(f"{k}={first.get(k, DIMENSIONS[k].default)}" for k in DIMENSIONS if k not in varying)
+    shown = [k for k in DIMENSIONS if k not in varying and (k != "tool_results" or k in first)]  # "auto": left out
+    return ", ".join(f"{k}={first.get(k, DIMENSIONS[k].default)}" for k in shown)

@@ -21,7 +21,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_dimension_and_default() -> None:
     assert DIMENSIONS["call_mode"].default is CallMode.PROMPT
-    assert list(DIMENSIONS)[-1] == "call_mode"
+    assert list(DIMENSIONS)[-2:] == ["call_mode", "tool_results"]
     assert Variant().call_mode is CallMode.PROMPT
     assert Variant(call_mode="constrained").call_mode is CallMode.CONSTRAINED  # type: ignore[arg-type]
 

@@ -204,8 +204,9 @@ def test_cli_grid_show_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["grid", "show", "bfcl_v4", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["id"] for d in data] == BFCL_ORDER
-    # call_mode is written only when it is not prompt (prompt-mode files stay as before the dimension)
-    assert set(data[0]["dimensions"]) == set(DIMENSIONS) - {"call_mode"}
+    # call_mode is written only when it is not prompt, tool_results only when it is not auto (files stay as
+    # before the dimensions)
+    assert set(data[0]["dimensions"]) == set(DIMENSIONS) - {"call_mode", "tool_results"}
     assert data[0]["label"] == "python->python,True"
 
 

@@ -11,9 +11,13 @@ truth of all 216 records, about 35 s on 2 shared cores).
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import json
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,6 +221,60 @@ def test_every_language_passes_the_conversation_translation_checks(conversations
             for lang, findings in results.items() if findings} == {}
 
 
+def _stated_values(conversation: Conversation, turn: int) -> list[str]:
+    """The string values the ground truth of ``turn`` or a later turn uses that ``turn``'s text states: ids,
+    cards, tokens (a digit) and dictated texts (three words or more; four characters of Japanese/Chinese)."""
+    def leaves(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [leaf for v in value.values() for leaf in leaves(v)]
+        if isinstance(value, (list, tuple)):
+            return [leaf for v in value for leaf in leaves(v)]
+        return [value] if isinstance(value, str) else []
+
+    text = "\n".join(m["content"] for m in conversation.turns[turn])
+    found = [leaf for calls in conversation.ground_truth[turn:] for call in calls
+             for leaf in leaves(dict(call.arguments))]
+    return [v for v in dict.fromkeys(found) if v in text and (
+        any(ch.isdigit() for ch in v) or len(v.split()) >= 3 or sum("\u3040" <= ch <= "\u9fff" for ch in v) >= 4)]
+
+
+def _altered(value: str) -> str:
+    """``value`` with one character changed: its last digit, else its middle character."""
+    digits = [i for i, ch in enumerate(value) if ch.isdigit()]
+    i = digits[-1] if digits else len(value) // 2
+    return value[:i] + (str((int(value[i]) + 3) % 10) if digits else ("X" if value[i] != "X" else "Y")) + value[i + 1:]
+
+
+def test_a_changed_value_is_a_finding_of_the_turn_that_states_it(conversations: list[Conversation]) -> None:
+    """Held out: in de, ja and hi, change one ground-truth value in each turn that states it (a token stated in
+    turn 0 and used by turn 1's calls included: template 22); ``check_conversation_set`` (``check-translations
+    --dataset mini-mt``, compared with English) names that turn."""
+    from promptgrid.matrix.conversations._translate import check_conversation_set
+
+    english = [c for c in conversations if c.language == "en"]
+    changed_at: list[tuple[str, int]] = []
+    missed = []
+    for lang in ("de", "ja", "hi"):
+        own = [c for c in conversations if c.language == lang]
+        assert check_conversation_set({"en": english, lang: own})[lang] == []  # unchanged: no finding
+        for conversation in own:
+            for turn, messages in enumerate(conversation.turns):
+                for value in _stated_values(conversation, turn):
+                    new_turn = tuple({**m, "content": m["content"].replace(value, _altered(value))}
+                                     for m in messages)
+                    turns = (*conversation.turns[:turn], new_turn, *conversation.turns[turn + 1:])
+                    altered = dataclasses.replace(conversation, turns=turns)
+                    findings = check_conversation_set({"en": english, lang: [altered]})[lang]
+                    changed_at.append((conversation.template, turn))
+                    if not any(f.turn == turn and f.code == "protected_changed" and repr(value) in f.message
+                               for f in findings):
+                        missed.append((conversation.id, turn, value, [(f.turn, f.code) for f in findings]))
+    assert missed == []
+    assert ("mini_mt_22", 0) in changed_at and len(changed_at) == 152  # 1 to 6 values in each of 38 turns
+    assert len(set(changed_at)) == 38
+    assert len({template for template, _turn in changed_at}) == 23  # every template but 19 (no value stated)
+
+
 def test_description_catalogs_cover_every_description_in_every_language() -> None:
     """``description_language: query`` renders every mini-mt language from the shipped reviewed catalogs
     (``translate/catalogs/descriptions/mini-mt``), the Python 3 hint included, with no translation store."""
@@ -236,3 +294,57 @@ def test_description_catalogs_cover_every_description_in_every_language() -> Non
                      if not index.lookup(UnitKind.DESCRIPTIONS, text, lang, key))
     assert missing == []
     assert {e.source for c in catalogs for e in c.entries.values()} == {text for _key, text in units}  # none stale
+
+
+# --------------------------------------------------------------------------- how tool results reach the model
+
+class _Recorder:
+    """A conversation client that answers as ``fake/ground-truth`` and keeps every message list it is sent."""
+
+    takes_episode = True
+    name = "fake/ground-truth"
+
+    def __init__(self) -> None:
+        from promptgrid.matrix.conversations import ScriptedClient
+
+        self.inner = ScriptedClient(self.name)
+        self.sent: list[tuple[str, list[dict]]] = []
+
+    async def complete(self, messages: Any, params: Any, *, request: Any = None, episode: Any = None) -> Any:
+        self.sent.append((episode.variant.id, [dict(m) for m in messages]))
+        return await self.inner.complete(messages, params, request=request, episode=episode)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_tool_results_reach_the_model_as_text_under_utf8_and_escaped_under_ascii(
+        tmp_path: Path, conversations: list[Conversation]) -> None:
+    """mini-mt template 8 in Hindi: ``create_ticket`` returns a dict holding the Hindi title. ``tool_results:
+    utf8`` (and ``auto``, mini-mt's default) gives it to the model as text; ``ascii`` as bfcl-eval does,
+    ``\\u0936...``. The verdict does not depend on it (scoring runs on environments of its own)."""
+    from promptgrid.matrix.conversations._mini_mt import ascii_results_for
+
+    (hindi,) = [c for c in conversations if c.id == "mini_mt_8_hi"]
+    title = "शेयर्ड ड्राइव नहीं खुल रही"
+    escaped = json.dumps(title)[1:-1]
+    assert escaped.startswith("\\u0936")
+    variants = {name: Variant(tool_results=name) for name in ("auto", "ascii", "utf8")}  # type: ignore[arg-type]
+    assert [ascii_results_for(v, hindi) for v in variants.values()] == [False, True, False]
+    (english_bfcl,) = load_conversations("bfcl:multi_turn_base", limit=1)
+    assert ascii_results_for(variants["auto"], english_bfcl) and not ascii_results_for(variants["utf8"], english_bfcl)
+    recorder = _Recorder()
+    summary = run_conversations(list(variants.values()), [hindi], models=[recorder.name], run_dir=tmp_path,
+                                clients={recorder.name: recorder})
+    assert summary.valid == 3
+    for name, variant in variants.items():
+        # prompt mode: the results come back as bfcl-eval's user message, a list of {'role': 'tool', 'name':
+        # <the call>, 'content': <the result's text>}
+        shown = [entry["content"] for variant_id, messages in recorder.sent if variant_id == variant.id
+                 for m in messages if m["role"] == "user" and str(m["content"]).startswith("[{'role': 'tool'")
+                 for entry in ast.literal_eval(m["content"]) if entry["name"].startswith("create_ticket(")]
+        assert shown and '"id": 12' in shown[-1], (name, shown)
+        if name == "ascii":
+            assert escaped in shown[-1] and title not in shown[-1], shown
+        else:
+            assert title in shown[-1] and "\\u" not in shown[-1], shown

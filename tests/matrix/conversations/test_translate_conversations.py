@@ -106,6 +106,35 @@ def test_short_and_common_values_are_not_protected() -> None:
     assert "alex" not in values and "directory" not in values and "file" not in values
 
 
+def test_values_of_later_turns_are_protected_where_stated_and_state_names_only_where_used() -> None:
+    from promptgrid.matrix.conversations._env import ToolCall
+
+    # mini-mt template 22: the token is stated in turn 0, which has no call; turn 1's call uses it
+    (budget,) = [c for c in load_conversations("mini-mt:en") if c.id == "mini_mt_22_en"]
+    assert protected_values(budget)[0] == ("tk-en-4821",)
+    translated = translate_conversation(budget, FakeGerman(), "de", descriptions=False)
+    assert translated.ok and "tk-en-4821" in translated.conversation.turns[0][0]["content"]
+    turns = translated.conversation.turns
+    changed = dataclasses.replace(translated.conversation, turns=(
+        ({**turns[0][0], "content": turns[0][0]["content"].replace("tk-en-4821", "tk-en-4827")},), *turns[1:]))
+    (finding,) = check_conversation_translation(budget, changed, "en", "de", descriptions=False)
+    assert (finding.turn, finding.code) == (0, PROTECTED_CHANGED) and "'tk-en-4821'" in finding.message
+
+    # "my photography project" (turn 0) is prose: only turn 1's cd(folder='photography') uses the word
+    (photos,) = [c for c in load_conversations("bfcl:multi_turn_base", limit=4) if c.id == "multi_turn_base_3"]
+    assert "photography" in photos.turns[0][0]["content"] and "photography" not in protected_values(photos)[0]
+    assert "test" in protected_values(photos)[0]  # turn 0's own find(name='test')
+
+    # a name of the initial state is protected only where a ground-truth call uses it
+    base = Conversation(id="s", category="c", turns=(
+        ({"role": "user", "content": "Open Quarterly_Plan.txt, not Budget_2024.xlsx."},),
+        ({"role": "user", "content": "Show Quarterly_Plan.txt again."},)),
+        involved_classes=("GorillaFileSystem",),
+        initial_config={"GorillaFileSystem": {"root": {"Quarterly_Plan.txt": "a", "Budget_2024.xlsx": "b"}}},
+        functions=(), ground_truth=((ToolCall("cat", {"file_name": "Quarterly_Plan.txt"}),), ()))
+    assert protected_values(base) == {0: ("Quarterly_Plan.txt",), 1: ("Quarterly_Plan.txt",)}
+
+
 def test_translation_keeps_every_protected_value_and_passes_the_checks(
         conversations: list[Conversation], translated: list[Any]) -> None:
     for source, result in zip(conversations, translated, strict=True):
