@@ -11,7 +11,7 @@ before they are stored.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Completion", "JobIds", "Messages", "ModelClient", "OfflineClient"]
@@ -43,12 +43,17 @@ class Completion:
 @dataclass(frozen=True, slots=True)
 class JobIds:
     """Which job a call answers: passed as ``complete(..., job=JobIds(...))`` only to a client whose class sets
-    ``takes_job_ids = True`` (``replay/PATH`` answers by these ids, not by the prompt); every other client is
-    called as before. Rows of identical prompts share one call: the ids are those of the job it was sent for."""
+    ``takes_job_ids = True`` (``replay/PATH`` answers by these ids, not by the prompt; the scripted fakes from the
+    variant and case); every other client is called as before. Rows of identical prompts share one call: the ids
+    are those of the job it was sent for."""
 
     variant_id: str
     case_id: str
     repeat: int
+    variant: Any = field(default=None, compare=False)
+    """The job's ``Variant`` (``None`` when the caller has only ids): scripted fakes answer in its form."""
+    case: Any = field(default=None, compare=False)
+    """The job's ``Case`` (``None`` when the caller has only ids): scripted fakes answer from its ground truth."""
 
 
 @runtime_checkable
@@ -63,7 +68,8 @@ class ModelClient(Protocol):
     mode); the runner passes it only when it is not ``None``, and only after
     ``unsupported(request)`` said ``None``. A client whose class sets
     ``takes_job_ids = True`` is also passed ``job`` (``JobIds``: the job's
-    variant and case ids and repeat), and ``request`` even when it is ``None``.
+    variant and case ids and repeat, and the ``Variant`` and ``Case``
+    themselves), and ``request`` even when it is ``None``.
     """
 
     name: str

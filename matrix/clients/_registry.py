@@ -38,9 +38,9 @@ def make_client(name: str, *, api_base: str | Sequence[str] | None = None, api_k
 
         return LocalClient(name)
     if provider == "fake":
-        from ._fake import FakeClient
+        from ._fake import make_fake_client
 
-        return FakeClient(name)
+        return make_fake_client(name)
     if provider == "replay":
         from ._replay import ReplayClient
 

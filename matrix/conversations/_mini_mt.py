@@ -99,7 +99,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from promptgrid.errors import DatasetError
 from promptgrid.variants import ToolResults
@@ -109,7 +109,12 @@ from ..datasets._mini import _suggest
 if TYPE_CHECKING:
     from promptgrid.variants import Variant
 
-    from ._dataset import Conversation
+
+class _Categorised(Protocol):
+    """What ``is_mini_mt`` reads of a ``Conversation`` (typed structurally: ``_dataset`` imports this module)."""
+
+    @property
+    def category(self) -> str: ...
 
 __all__ = ["DATA_FILE", "MINI_MT_LANGUAGES", "ascii_results_for", "build_records", "forbidden_calls", "is_mini_mt",
            "parse_languages"]
@@ -1365,12 +1370,12 @@ def render(records: Sequence[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- loading
 
 
-def is_mini_mt(conversation: Conversation) -> bool:
+def is_mini_mt(conversation: _Categorised) -> bool:
     """Whether a conversation is one of ``mini-mt``'s: its category is ``mini_mt:<lang>`` (or ``mini_mt``)."""
     return conversation.category == "mini_mt" or conversation.category.startswith("mini_mt:")
 
 
-def ascii_results_for(variant: Variant, conversation: Conversation) -> bool:
+def ascii_results_for(variant: Variant, conversation: _Categorised) -> bool:
     """Whether ``conversation``'s dict tool results reach the model ASCII-escaped under ``variant``.
 
     The variant's ``tool_results``: ``ascii`` (bfcl-eval's ``json.dumps``) -> True, ``utf8`` -> False, ``auto``
