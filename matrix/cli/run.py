@@ -83,7 +83,10 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
         variants = load_grid(config.grid).select(config.variants)
         conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
                                              bfcl_data=config.bfcl_data)
-        episodes = len(config.models) * len(variants) * len(conversations) * config.repeats
+        from promptgrid.matrix.conversations._run import check_episodes
+
+        episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,
+                                  max_jobs=config.max_jobs)
         turns = sum(len(c.turns) for c in conversations)
         print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
               f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
@@ -92,12 +95,19 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
         return 0
     run = run_conversation_config(config, batch=args.batch, progress=None if args.no_progress else sys.stderr)
     s = run.summary
-    print(f"{s.episodes:,} episodes: {s.finished:,} finished ({s.skipped:,} already in the store), {s.valid:,} "
-          f"valid, {s.errors:,} ended in an error; {s.steps_sent:,} steps sent, {s.steps_stored:,} read back from "
-          f"the store; {s.wall_s:.1f} s. Stored in {config.run_dir}.", file=out)
+    failed_env = (f" ({s.environment_failures:,} ended by an environment failure)" if s.environment_failures
+                  else "")
+    print(f"{s.episodes:,} episodes: {s.finished:,} finished{failed_env} ({s.skipped:,} already in the store), "
+          f"{s.valid:,} valid, {s.errors:,} ended in an error; {s.steps_sent:,} steps sent, {s.steps_stored:,} read "
+          f"back from the store; {s.wall_s:.1f} s. Stored in {config.run_dir}.", file=out)
     errors = [r for r in s.results if r.error]
     if errors:
         print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
+    broken = [r for r in s.results if r.failure_mode == "environment_failure"]
+    if broken:
+        detail = str((broken[0].details.get("environment_failure") or {}).get("detail", ""))
+        print(f"first environment failure: {escape_controls(detail)} (stored as failed: a rerun does not run it "
+              "again)", file=out)
     if s.finished:
         out.write(run.report().console())
     return EXIT_CALLS_FAILED if s.errors and not s.finished else 0
@@ -161,14 +171,14 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
               "they are stored "
               f"unscored. Fix the checker and run: promptgrid score {path}", file=err)
     rows = run.results()
+    found = run.adaptive() if rows else {}  # computed once (Run.adaptive caches it for report)
     if rows:
         from promptgrid.matrix.report import explain  # numpy: only once there is something to explain
 
         print(accuracy_table(run, rows), file=out)
-        print(explain(rows, path), file=out)
+        print(explain(rows, path, adaptive=list(found)), file=out)
     for model, why in s.planned.items():
         print(f"model {model}: the adaptive plan stopped before its budget: {escape_controls(why)}.", file=err)
-    found = run.adaptive() if rows else {}
     if found:
         from promptgrid.matrix.report._adaptive import adaptive_console
 

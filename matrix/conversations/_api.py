@@ -127,7 +127,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
 
     from ._dataset import select_conversations
     from ._fakes import SCRIPTED_MODELS, ScriptedClient
-    from ._run import _check_options, run_conversations
+    from ._run import _check_options, check_episodes, run_conversations
 
     _check_options(batch, config.goal)
     _refuse_single_turn_options(config)
@@ -135,6 +135,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     variants = grid.select(config.variants)
     conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
                                          bfcl_data=config.bfcl_data)
+    check_episodes(len(config.models), len(variants), len(conversations), config.repeats, max_jobs=config.max_jobs)
     renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
                              bfcl_data=config.bfcl_data)
     if conversations:
@@ -155,7 +156,8 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
         clients=clients, renderer=renderer, retries=config.max_retries, retry_policy=config.retry_policy(),
-        step_limit=config.max_steps,
+        step_limit=config.max_steps, max_jobs=config.max_jobs, dedupe_requests=config.dedupe_requests,
+        strict_arguments=config.strict_arguments,
         progress=progress, redactor=redactor,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)

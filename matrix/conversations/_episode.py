@@ -24,9 +24,15 @@ What each variant sends at each step (docs/conversations.md has the same, with e
 * **A new user turn**: its messages are appended. A ``miss_func`` turn that
   gives a function back (it has no user message in the data) sends what
   bfcl-eval sends: in prompt and constrained mode a user message with the
-  function docs, in the variant's doc format, followed by "I have updated some
-  more functions you can choose from. What about now?"; in native mode the
-  tools grow and the user message is that sentence alone.
+  function docs, then a newline and "I have updated some more functions you
+  can choose from. What about now?" (bfcl-eval's
+  ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING``); in native mode the
+  tools grow and the user message is that sentence alone. The docs are
+  written as bfcl-eval writes them, the Python ``str`` of the list of doc
+  dicts (without the language hint, as bfcl-eval holds them out), for a
+  variant with its return format and doc format (``python``, ``json``: the
+  message is then byte for byte bfcl-eval's); any other variant gets them in
+  its own doc format.
 
 A step's answer is decoded in the variant's form: prompt and constrained with
 the strict parser in the variant's return format and tag (an OpenAI strict
@@ -46,11 +52,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from promptgrid.variants import CallMode, ReturnFormat, Variant
+from promptgrid.variants import CallMode, DocFormat, ReturnFormat, Variant
 
 from ._check import DecodeFailure, Step
 from ._dataset import Conversation
-from ._env import CallOutcome, ToolCall
+from ._env import CallOutcome, ToolCall, decoded_call
 from ._render import first_turn_case
 
 __all__ = ["ADDITIONAL_FUNCTIONS_PROMPT", "EpisodeContext", "Transcript", "call_text", "decode_answer",
@@ -71,6 +77,8 @@ class EpisodeContext:
     turn: int
     step: int
     request: Mapping[str, Any] | None
+    repeat: int = 0
+    """The episode's repeat (0-based): a scripted model sampling at a temperature above 0 varies with it."""
 
 
 def call_text(call: ToolCall) -> str:
@@ -129,12 +137,12 @@ def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | No
         except ValueError:
             unwrapped = None
         text = text if unwrapped is None else unwrapped
-    parsed = parse_response(text, variant.return_format, variant.tool_call_tag)
+    parsed = parse_response(text, variant.return_format, variant.tool_call_tag, positional=True)
     if parsed.failure in (ParseFailure.EMPTY, ParseFailure.PROSE_ONLY):
         return (), True
     if parsed.failure is not None or parsed.calls is None:
         return DecodeFailure(stored[:_SHOWN], parsed.details or str(parsed.failure)), True
-    calls = tuple(ToolCall(name, dict(args)) for call in parsed.calls for name, args in call.items())
+    calls = tuple(decoded_call(name, args) for call in parsed.calls for name, args in call.items())
     return calls, not calls
 
 
@@ -177,12 +185,21 @@ class Transcript:
             if variant.call_mode is CallMode.NATIVE:
                 content = ADDITIONAL_FUNCTIONS_PROMPT
             else:
-                from promptgrid.templates import render_function_docs
-
-                docs = render_function_docs(list(self._docs(added)), variant.doc_format)
-                content = f"{docs}\n{ADDITIONAL_FUNCTIONS_PROMPT}"
+                content = f"{self._given_back_docs(added)}\n{ADDITIONAL_FUNCTIONS_PROMPT}"
             messages = [{"role": "user", "content": content}]
         self.messages.extend(messages)
+
+    def _given_back_docs(self, functions: Sequence[Mapping[str, Any]]) -> str:
+        """The docs of the functions a ``miss_func`` turn gives back, as its user message shows them: for a variant
+        with bfcl-eval's return format and doc format (``python``, ``json``) the Python ``str`` of the list of docs,
+        as bfcl-eval's prompting handler formats them into its prompt (byte-identical transcripts); for any other
+        variant, in the variant's own doc format (``render_function_docs``)."""
+        docs = [dict(doc) for doc in self._docs(functions)]
+        if self.variant.return_format is ReturnFormat.PYTHON and self.variant.doc_format is DocFormat.JSON:
+            return str(docs)
+        from promptgrid.templates import render_function_docs
+
+        return render_function_docs(docs, self.variant.doc_format)
 
     def _docs(self, functions: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
         """``functions`` with their descriptions in the variant's description language, as the first turn's

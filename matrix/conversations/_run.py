@@ -2,13 +2,19 @@
 
 ``run_conversations`` (``arun_conversations`` in a running event loop) takes
 every (model, variant, conversation, repeat) through its turns
-(``_episode``), ``concurrency`` episodes at a time per model. Every answer is
-committed to the run directory's ``conversations.sqlite3`` as it arrives
-(``_store``), keyed by what was sent; an episode is rebuilt on resume from
-the stored answers and the environment's deterministic results, so a run
-killed mid-episode and started again sends nothing it already sent and ends
-with the same verdicts. Finished episodes are not run again. Requests that
-are in flight at once with the same key are sent once.
+(``_episode``), ``concurrency`` episodes at a time per model (the plan is
+counted first, ``check_episodes``, and walked as the episodes are taken).
+Every answer is committed to the run directory's ``conversations.sqlite3``
+as it arrives (``_store``), keyed by the episode, the step's place and what
+was sent (``_StepKeys``: a running hash, so a step's key costs what was
+appended since the step before); an episode is rebuilt on resume from the
+stored answers and the environment's deterministic results, so a run killed
+mid-episode and started again sends nothing it already sent and ends with
+the same verdicts. Finished episodes are not run again. Every episode is an
+independent sample; with ``dedupe_requests`` byte-identical requests share
+one answer, and those in flight at once are sent once. An
+``EnvironmentFailure`` ends its episode only (stored as failed,
+``environment_failure``).
 
 Not supported for conversations, and refused before anything is sent:
 provider batch (``--batch``), ``export-batch`` and adaptive goals (a step
@@ -26,7 +32,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,17 +41,25 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
-from promptgrid.variants import CallMode, Variant
+from promptgrid.variants import CallMode, ToolResults, Variant
 
-from ._check import MAXIMUM_STEP_LIMIT, GroundTruthRun, Step, check_conversation, run_ground_truth
+from ._check import (
+    MAXIMUM_STEP_LIMIT,
+    GroundTruthRun,
+    Step,
+    TurnFailureMode,
+    check_conversation,
+    run_ground_truth,
+)
 from ._dataset import Conversation
-from ._env import Environment
+from ._env import Environment, EnvironmentFailure
 from ._episode import EpisodeContext, Transcript, decode_answer, stored_answer
+from ._mini_mt import ascii_results_for
 from ._records import EpisodeResult, TurnResult
 from ._store import ConversationStore, StoredStep
 
-__all__ = ["ConversationRunSummary", "arun_conversations", "episode_variants", "run_conversations",
-           "variant_dimensions"]
+__all__ = ["ConversationRunSummary", "arun_conversations", "check_episodes", "episode_variants",
+           "run_conversations", "variant_dimensions"]
 
 _DIMENSIONS = ("call_mode", "return_format", "doc_format", "tool_call_tag", "prompt_format", "prompt_style",
                "instruction_language", "description_language", "template")
@@ -61,6 +75,8 @@ def variant_dimensions(variant: Variant) -> dict[str, str]:
     if variant.call_mode is CallMode.NATIVE:  # native variants have no return format, doc format or tag
         for dim in ("return_format", "doc_format", "tool_call_tag"):
             out.pop(dim, None)
+    if variant.tool_results is not ToolResults.AUTO:  # at auto: stored dimensions as before the dimension
+        out["tool_results"] = str(variant.tool_results)
     return out
 
 
@@ -82,15 +98,60 @@ class ConversationRunSummary:
     steps_sent: int = 0
     steps_stored: int = 0
     """Steps read back from the store instead of sent (a resumed or shared prefix)."""
+    environment_failures: int = 0
+    """Of ``finished``, episodes ended by an ``EnvironmentFailure`` (stored as failed, not run again)."""
     wall_s: float = 0.0
     stopped: str | None = None
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
 
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+
+
 def _sha(messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None) -> str:
-    payload = json.dumps({"messages": list(messages), "request": request}, sort_keys=True, ensure_ascii=False,
-                         separators=(",", ":"), default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    """The step key's digest of the stores written before 0.x (the whole transcript hashed at every step): only
+    looked up in such a store (``_StepKeys.legacy``)."""
+    return hashlib.sha256(_canonical({"messages": list(messages), "request": request})).hexdigest()
+
+
+STEP_KEYS = "episode-chain-1"
+"""How the steps of a store are keyed (its ``meta`` ``step_keys``): ``_StepKeys``. A store without it was written
+before, keyed by ``_sha`` of the request alone."""
+
+
+class _StepKeys:
+    """The keys of one episode's steps, each made in time linear in what was appended since the step before.
+
+    A running SHA-256 takes every message once, as it is appended (canonical JSON, length-prefixed); a step's
+    digest is a copy of it that takes the step's request (native tools, constrained grammar: hashed once per
+    distinct request object) and, unless requests are deduplicated, the episode's identity and the step's place
+    (variant, conversation, turn, step): an answer is reused only by the step it was got for (the same model,
+    parameters and repeat are in ``job_key``). With ``dedupe`` the digest is over the request's bytes alone, so
+    byte-identical requests of different conversations or variants share one answer (sound at temperature 0).
+    """
+
+    def __init__(self, identity: tuple[str, str] | None) -> None:
+        self.identity = identity
+        self.running = hashlib.sha256()
+        self.fed = 0
+        self._request: tuple[Any, bytes] | None = None
+
+    def digest(self, messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None, turn: int,
+               step: int) -> str:
+        if len(messages) < self.fed:  # the transcript was started again: not done by the runner
+            raise ValueError("the transcript lost messages since the last step")
+        for message in messages[self.fed:]:
+            data = _canonical(message)
+            self.running.update(len(data).to_bytes(8, "big") + data)
+        self.fed = len(messages)
+        if self._request is None or self._request[0] is not request:
+            self._request = (request, hashlib.sha256(_canonical(request)).digest())
+        h = self.running.copy()
+        h.update(b"\x00request" + self._request[1])
+        if self.identity is not None:
+            h.update(b"\x00episode" + _canonical([*self.identity, turn, step]))
+        return h.hexdigest()
 
 
 class _Episodes:
@@ -98,8 +159,14 @@ class _Episodes:
 
     def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retry: RetryPolicy,
                  timeouts: Mapping[str, float], redact: Callable[[str], str], env_options: Mapping[str, Any],
-                 summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None) -> None:
+                 summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
+                 dedupe: bool = False, legacy_keys: bool = False,
+                 make_env: Callable[..., Any] = Environment, strict_arguments: bool = False) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
+        self.dedupe = dedupe  # byte-identical requests share an answer (--dedupe-requests)
+        self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
+        self.make_env = make_env
+        self.strict_arguments = strict_arguments  # the strict argument rule: the episode's environment and the check
         self.timeouts = dict(timeouts)  # seconds per call, per model (600 for a model not in it)
         self.redact = redact  # errors are stored and printed: no key or URL credential in them
         self.env_options, self.summary = dict(env_options), summary
@@ -111,16 +178,20 @@ class _Episodes:
         future = self.truths.get(conversation.id)
         if future is None:
             future = self.truths[conversation.id] = asyncio.ensure_future(
-                asyncio.to_thread(run_ground_truth, conversation))
+                asyncio.to_thread(run_ground_truth, conversation, make_env=self.make_env,
+                                  strict_arguments=self.strict_arguments))
         return await future
 
     async def answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
-                     context: EpisodeContext, repeat: int) -> tuple[StoredStep, bool]:
+                     context: EpisodeContext, repeat: int, keys: _StepKeys) -> tuple[StoredStep, bool]:
         """The stored answer for this step, or a new one (sent, then committed). Second value: sent now."""
         from promptgrid.matrix.running.plan import job_key
 
-        key = job_key(model, params, _sha(transcript.messages, transcript.request), repeat)
+        key = job_key(model, params, keys.digest(transcript.messages, transcript.request, context.turn,
+                                                 context.step), repeat)
         stored = self.store.step(key)
+        if stored is None and self.legacy_keys:
+            stored = self.store.step(job_key(model, params, _sha(transcript.messages, transcript.request), repeat))
         if stored is not None:
             self.summary.steps_stored += 1
             return stored, False
@@ -189,9 +260,18 @@ class _Episodes:
         error: str | None = None
         slowest = 0.0  # the longest environment step (wall seconds), for the bounds reported in details
         final_answers: list[str | None] = []  # per turn, the text of the answer that ended it (None: none did)
-        env = await asyncio.to_thread(Environment, list(conversation.involved_classes), conversation.initial_config,
-                                      long_context=conversation.long_context, **self.env_options)
+        keys = _StepKeys(None if self.dedupe else (variant.id, conversation.id))
+        turn = step_index = 0
+        failure: tuple[EnvironmentFailure, int | None, int | None] | None = None  # (failure, turn, step)
+        env: Any = None
+        usage: Any = None
         try:
+            env = await asyncio.to_thread(self.make_env, list(conversation.involved_classes),
+                                          conversation.initial_config, long_context=conversation.long_context,
+                                          **{**self.env_options,
+                                             "ascii_results": ascii_results_for(variant, conversation),
+                                             # only when on: a make_env of a test's need not know the keyword
+                                             **({"strict_arguments": True} if self.strict_arguments else {})})
             force_quit = False
             for turn in range(len(conversation.turns)):
                 transcript.open_turn(turn)
@@ -199,9 +279,9 @@ class _Episodes:
                 with_calls = 0
                 step_index = 0
                 while True:
-                    context = EpisodeContext(conversation, variant, turn, step_index, transcript.request)
+                    context = EpisodeContext(conversation, variant, turn, step_index, transcript.request, repeat)
                     try:
-                        answer, now = await self.answer(client, model, params, transcript, context, repeat)
+                        answer, now = await self.answer(client, model, params, transcript, context, repeat, keys)
                     except CallError as exc:
                         error = self.redact(f"turn {turn}, step {step_index}: {exc}")
                         break
@@ -232,21 +312,36 @@ class _Episodes:
                     final_answers.append(None)
                 if error is not None or force_quit:
                     break
-            usage = env.usage()
+        except EnvironmentFailure as exc:  # this episode's environment cannot go on: it ends here, the run goes on
+            failure = (exc, turn, step_index)
         finally:
-            await asyncio.to_thread(env.close)
+            if env is not None:
+                try:
+                    usage = env.usage()
+                except EnvironmentFailure:
+                    usage = None
+                await asyncio.to_thread(env.close)
         base: dict[str, Any] = dict(model=model, variant_id=variant.id, conversation_id=conversation.id,
                                     category=conversation.category, repeat=repeat, steps=steps, sent=sent,
                                     input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
                                     latency_s=latency, language=conversation.language,
                                     template=conversation.template or conversation.id)
-        env_usage = {"starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
-                     "slowest_step_s": round(slowest, 4)}
-        if error is not None:
+        env_usage = {} if usage is None else {
+            "starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
+            "slowest_step_s": round(slowest, 4)}
+        if failure is None and error is not None:
             return EpisodeResult(valid=None, error=error, details={"environment": env_usage}, **base)
-        truth = await self.truth(conversation)
-        verdict = await asyncio.to_thread(check_conversation, conversation, trajectory, ground_truth=truth,
-                                          step_limit=self.step_limit)
+        if failure is None:
+            try:
+                truth = await self.truth(conversation)
+                verdict = await asyncio.to_thread(check_conversation, conversation, trajectory, ground_truth=truth,
+                                                  step_limit=self.step_limit, make_env=self.make_env,
+                                                  strict_arguments=self.strict_arguments)
+            except EnvironmentFailure as exc:
+                failure = (exc, None, None)
+        if failure is not None:
+            return _environment_failure(base, *failure, variant=variant, env_usage=env_usage,
+                                        final_answers=final_answers)
         turns = tuple(TurnResult(t.index, t.valid, None if t.failure_mode is None else t.failure_mode.value,
                                  int(t.details.get("steps", 0)), int(t.details.get("calls", 0)))
                       for t in verdict.turns)
@@ -259,6 +354,22 @@ class _Episodes:
 _FINAL_CHARS = 500  # characters of a turn's final answer kept (its language is judged from them)
 
 
+def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn: int | None, step: int | None, *,
+                         variant: Variant, env_usage: Mapping[str, Any], final_answers: Sequence[str | None],
+                         ) -> EpisodeResult:
+    """The stored result of an episode whose environment failed: finished, not valid, ``failure_mode``
+    ``environment_failure``, its details naming where (turn and step, or the scoring) and why. Its turns are not
+    scored (``turns`` is empty); a later run does not run it again."""
+    where = "while scoring" if turn is None else f"at turn {turn}, step {step}"
+    reason = getattr(exc, "reason", "worker_failed")
+    detail = (f"the environment of conversation {base['conversation_id']} failed for variant {variant.label} "
+              f"({variant.id}), model {base['model']}, {where}: {exc} ({reason})")
+    return EpisodeResult(
+        valid=False, failure_mode=TurnFailureMode.ENVIRONMENT_FAILURE.value, **base,
+        details={"environment_failure": {"reason": reason, "turn": turn, "step": step, "detail": detail},
+                 "environment": dict(env_usage), "final_answers": list(final_answers)})
+
+
 def _answer_text(stored: str, variant: Variant) -> str:
     """The natural-language text of a stored answer: a native envelope's content, else the text itself."""
     if variant.call_mode is CallMode.NATIVE:
@@ -267,6 +378,35 @@ def _answer_text(stored: str, variant: Variant) -> str:
         env = read_envelope(stored)
         return (env[0] or "") if env is not None else stored
     return stored
+
+
+def check_episodes(models: int, variants: int, conversations: int, repeats: int, *,
+                   max_jobs: int | None = None) -> int:
+    """The number of episodes of a conversation plan (models x variants x conversations x repeats), or a
+    ``RunError`` naming the numbers and the cap when it is over ``max_jobs`` (``--max-jobs``; default
+    ``MAX_JOBS``). Arithmetic only: nothing is built."""
+    from promptgrid.matrix.running.plan import MAX_JOBS
+
+    cap = MAX_JOBS if max_jobs is None else max_jobs
+    episodes = models * variants * conversations * repeats
+    if episodes > cap:
+        shown = " x ".join(f"{n:,} {what}{'' if n == 1 else 's'}" for n, what in (
+            (models, "model"), (variants, "variant"), (conversations, "conversation"), (repeats, "repeat")))
+        raise RunError(f"the plan is {shown} = {episodes:,} episodes, over the cap of {cap:,} (--max-jobs counts "
+                       "the episodes of a conversation dataset). Use fewer repeats, conversations (--limit, --case) "
+                       "or variants, or raise the cap (--max-jobs N; max_jobs: N in a run config).")
+    return episodes
+
+
+def _step_keys(store: ConversationStore) -> bool:
+    """Whether ``store`` was written before ``STEP_KEYS`` (its steps keyed by the request alone): then a step not
+    found under its key is also looked up under the old one, so such a run resumes without sending again. A new
+    store (no step yet) is marked as keyed by ``STEP_KEYS``."""
+    keys = store.meta("step_keys")
+    if keys is None and store.step_count() == 0:
+        store.set_meta("step_keys", STEP_KEYS)
+        return False
+    return keys != STEP_KEYS
 
 
 def _check_options(batch: bool, goal: str | None) -> None:
@@ -301,6 +441,10 @@ async def arun_conversations(
     on_sent: Callable[[int], None] | None = None,
     progress: Any = None,
     redactor: Redactor | None = None,
+    dedupe_requests: bool = False,
+    strict_arguments: bool = False,
+    max_jobs: int | None = None,
+    make_env: Callable[..., Any] | None = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -323,16 +467,31 @@ async def arun_conversations(
     per finished episode (``None``: quiet; control characters in it are escaped). ``redactor``: what removes
     secrets from the errors stored and printed (the clients' own, ideally;
     default: a new ``Redactor``, which reads the environment).
+
+    Each episode is an independent sample: a stored answer is reused only by the step of the same (model,
+    parameters, variant, conversation, repeat) it was got for, at the same place (turn, step) after the same
+    messages. ``dedupe_requests``: byte-identical requests share one answer whatever their episode (the request
+    is the key; only sound at temperature 0). ``max_jobs``: the most episodes the plan may have (models x
+    variants x conversations x repeats; default ``MAX_JOBS``), checked before anything is built.
+    ``strict_arguments``: the strict argument rule (``RunOptions.strict_arguments``) for the episodes'
+    environments, the ground truth's and the check's.
+    ``make_env``: what builds an episode's environment (``Environment``; tests give a fake); an
+    ``EnvironmentFailure`` it raises (building it, running calls, reporting its state when scoring) ends that
+    episode only, stored as failed (``failure_mode`` ``environment_failure``, ``details["environment_failure"]``
+    naming where and why); the run goes on and a later run does not run it again.
     """
     _check_options(batch, goal)
     if not models:
         raise RunError("no models: name at least one (--model).")
     if not variants or not conversations:
         raise RunError("nothing to run: the grid selects no variants or the dataset no conversations.")
+    if repeats < 1:
+        raise RunError("repeats, concurrency and the step limit must be at least 1.")
+    check_episodes(len(models), len(variants), len(conversations), repeats, max_jobs=max_jobs)
     per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
                         for model in models}
     gate_sizes = dict(concurrency) if isinstance(concurrency, Mapping) else {m: concurrency for m in models}
-    if repeats < 1 or min(gate_sizes.get(m, 4) for m in models) < 1 or step_limit < 1:
+    if min(gate_sizes.get(m, 4) for m in models) < 1 or step_limit < 1:
         raise RunError("repeats, concurrency and the step limit must be at least 1.")
     if renderer is None:
         from promptgrid.matrix.running.session import make_renderer
@@ -355,36 +514,51 @@ async def arun_conversations(
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
                           timeouts={m: float((timeouts or {}).get(m, 600.0)) for m in models},
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
-                          summary=summary, on_sent=on_sent)
-        todo: list[tuple[str, Variant, Conversation, int]] = []
-        for model in models:
+                          summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
+                          legacy_keys=_step_keys(store), make_env=make_env or Environment,
+                          strict_arguments=strict_arguments)
+        summary.episodes = len(models) * len(conversations) * len(variants) * repeats
+        finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
+                    for r in store.episodes(models=models) if r.valid is not None}
+
+        def todo(model: str) -> Iterator[tuple[Variant, Conversation, int]]:
+            """The model's episodes not finished in the store, in plan order, made as the workers take them."""
             for conversation in conversations:
                 for variant in variants:
                     for repeat in range(repeats):
-                        summary.episodes += 1
-                        done = store.episode(model, variant.id, conversation.id, repeat)
-                        if done is not None and done.valid is not None:
+                        done = finished.pop((model, variant.id, conversation.id, repeat), None)
+                        if done is not None:
                             summary.skipped += 1
                             summary.results.append(done)
                         else:
-                            todo.append((model, variant, conversation, repeat))
-        gates = {model: asyncio.Semaphore(gate_sizes.get(model, 4)) for model in models}
+                            yield variant, conversation, repeat
 
         async def one(model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
-            async with gates[model]:
-                result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
+            result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
             store.add_episode(result)
             summary.results.append(result)
             if progress is not None:
                 done = len(summary.results)
-                verdict = ("error: " + _one_line((result.error or "")[:120]) if result.valid is None
-                           else "valid" if result.valid else f"failed ({result.failure_mode})")
+                if result.valid is None:
+                    verdict = "error: " + _one_line((result.error or "")[:120])
+                elif result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
+                    why = result.details.get("environment_failure", {})
+                    verdict = (f"failed (environment_failure: {_one_line(str(why.get('reason')))}, "
+                               f"{'while scoring' if why.get('turn') is None else 'turn ' + str(why.get('turn'))})")
+                else:
+                    verdict = "valid" if result.valid else f"failed ({result.failure_mode})"
                 print(f"[{done}/{summary.episodes}] {model} | {_one_line(variant.label)} | "
                       f"{_one_line(conversation.id)} | repeat {repeat}: {verdict}; {result.steps} steps "
                       f"({result.sent} sent)", file=progress, flush=True)
 
+        async def worker(model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
+            for item in items:  # workers of one model share its iterator: concurrency episodes at a time
+                await one(model, *item)
+
+        workers = [worker(model, items) for model in models
+                   for items in [todo(model)] for _ in range(gate_sizes.get(model, 4))]
         try:
-            await asyncio.gather(*(one(*item) for item in todo))
+            await asyncio.gather(*workers)
         except (asyncio.CancelledError, KeyboardInterrupt):
             summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
             raise
@@ -396,6 +570,7 @@ async def arun_conversations(
                 else:
                     summary.finished += 1
                     summary.valid += bool(result.valid)
+                    summary.environment_failures += result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value
             for model in models:
                 aclose = getattr(made[model], "aclose", None)
                 if aclose is not None:

@@ -1,14 +1,20 @@
 """A conversation run's store: ``conversations.sqlite3`` in the run directory.
 
 Two tables. ``steps`` holds every model answer, committed as it arrives,
-under the key of the request that got it (``job_key`` over the model, the
-generation parameters, the messages and request pieces sent, and the
-repeat): a resumed episode rebuilds its messages from the stored answers and
-the environment's (deterministic) results, finds each step's key here and
-sends nothing twice; identical prefixes (two variants that render the same
-messages, an episode run again) share their steps. ``episodes`` holds each
-finished (or failed) episode's ``EpisodeResult`` as JSON. ``meta`` keeps the
-run's description (grid, dataset, variants with their dimension values).
+under the key of the step that got it (``job_key`` over the model, the
+generation parameters, the repeat and ``_run._StepKeys``' digest of the
+episode's variant and conversation, the step's place and the messages and
+request pieces sent): a resumed episode rebuilds its messages from the
+stored answers and the environment's (deterministic) results, finds each
+step's key here and sends nothing twice. With ``dedupe_requests`` the digest
+is the request's alone, so identical requests of different episodes share a
+step. ``episodes`` holds each finished (or failed) episode's
+``EpisodeResult`` as JSON. ``meta`` keeps the run's description (grid,
+dataset, variants with their dimension values) and ``step_keys``, how the
+steps are keyed (``_run.STEP_KEYS``; absent in a store written before, whose
+steps are keyed by the request alone: the runner then also looks a step up
+under that key). The schema is the same either way (version 1), so stores
+of either kind open in both releases.
 
 Opened as ``RunStore`` opens ``store.sqlite3`` (``matrix/running/store.py``,
 whose helpers it uses): a reader (``ConversationStore(run_dir)``) opens the

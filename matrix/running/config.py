@@ -16,6 +16,8 @@ A run config YAML (``promptgrid run CONFIG.yaml``)::
     retry_after_cap: 120           # optional: longest Retry-After (s) obeyed before a retry
     max_jobs: 5000000              # optional: most jobs the plan may have (counted before it is built)
     max_steps: 20                  # optional, conversation datasets: answers with calls per turn (force-quit past it)
+    dedupe_requests: false         # optional, conversation datasets: identical requests share an answer (temperature 0)
+    strict_arguments: false        # optional, conversation datasets: refuse calls whose arguments fail the docs
     goal: best-worst               # optional: an adaptive study (best-worst, distribution, uniform) ...
     budget: 500                    # ... of at most this many jobs per model (needed with goal)
     rounds: 10                     # optional, with goal: rounds the budget is planned in
@@ -210,6 +212,11 @@ class RunConfig:
     """Most jobs (models x variants x cases x repeats) the run may plan; counted before any is built."""
     max_steps: int = 20
     """Conversation datasets: answers with calls per user turn before a force-quit (``RunOptions.max_steps``)."""
+    dedupe_requests: bool = False
+    """Conversation datasets: byte-identical requests of different episodes share one answer
+    (``RunOptions.dedupe_requests``)."""
+    strict_arguments: bool = False
+    """Conversation datasets: the strict argument rule (``RunOptions.strict_arguments``); False, bfcl-eval's."""
     goal: str | None = None
     """What the run plans (``promptgrid.matrix.running.planning.GOALS``): None, every job of the product; an adaptive
     goal (``best-worst``, ``distribution``, ``uniform``) plans ``budget`` jobs per model in ``rounds`` rounds."""
@@ -286,11 +293,12 @@ class PlanOptions(TypedDict, total=False):
     """A translation store to read translated prompts from (default: the shipped catalogs only)."""
     max_jobs: Annotated[int | None, Option(
         "--max-jobs", "N", bounds=_AT_LEAST_1, file=True,
-        help="most jobs (models x variants x cases x repeats) the run may plan, counted before any is built "
-             "(default 5,000,000)",
+        help="most jobs (models x variants x cases x repeats; for a conversation dataset the episodes, models x "
+             "variants x conversations x repeats) the run may plan, counted before any is built (default 5,000,000)",
         help_for={"export-batch": "most jobs the export may plan, as promptgrid run --max-jobs (default 5,000,000)"})]
     """The most jobs (models x variants x cases x repeats) the run may plan, counted before any is built
-    (default 5,000,000; ``RunError`` naming the numbers past it)."""
+    (default 5,000,000; ``RunError`` naming the numbers past it). For a conversation dataset: the most episodes
+    (models x variants x conversations x repeats)."""
     max_steps: Annotated[int | None, Option(
         "--max-steps", "N", bounds=_AT_LEAST_1, file=True,
         help="conversation datasets: most answers with calls per user turn; past it the turn and the conversation "
@@ -320,7 +328,10 @@ class PlanOptions(TypedDict, total=False):
         "--api-base", "URL", many=True, model=True,
         help="the server to send to (vLLM, llama.cpp, a proxy); repeat it for replicas of one model: calls are "
              "spread over them (least-busy, failover), --concurrency per server",
-        help_for={"export-batch": "the model's server as the run gives it (only decides what the model is sent)"})]
+        help_for={"export-batch": "the model's server as the run gives it (only decides what the model is sent)",
+                  "translate": "with --backend llm:MODEL: the server to send to (vLLM, llama.cpp, a proxy); "
+                               "repeat it for replicas of one model",
+                  "check-translations": "with --back-translate llm:MODEL: the server to send to"})]
     """The server every model is sent to (vLLM, llama.cpp, a proxy); a list: replicas of one model, the calls
     spread over them (least-busy, failover), ``concurrency`` per server (``ModelSpec.api_bases``)."""
     constraints: Annotated[str | None, Option(
@@ -350,7 +361,10 @@ class RunOptions(PlanOptions, total=False):
         help="litellm model string (openai/gpt-4o-mini, bedrock/..., openai/x with --api-base), local/smollm2-135m "
              "or local/PATH.gguf, or a fake model (offline, free; append @SECONDS for a latency): fake/auto calls "
              "the first offered function, no arguments, in the format the prompt asks for (format right, calls "
-             "wrong; a tool call in native mode); fake/prose answers in prose, never a call; replay/PATH answers "
+             "wrong; a tool call in native mode); fake/prose answers in prose, never a call; fake/ground-truth "
+             "answers the ground truth; fake/noisy (fake/noisy:SEED) answers it right with a probability per call "
+             "mode and return format and otherwise makes the format errors models make; fake/hostile attacks the "
+             "environment; replay/PATH answers "
              "each job with the response stored in PATH (a promptgrid export --jsonl file or score-file lines) for "
              "its variant_id and case_id, offline and free")]
     """The models: litellm model strings (``openai/gpt-4o-mini``), ``local/smollm2-135m``, ``fake/auto``,
@@ -376,6 +390,20 @@ class RunOptions(PlanOptions, total=False):
              "still asks for longer after one such wait is stopped, so the run ends")]
     """Seconds: the longest Retry-After a rate-limited call waits before its retry (default 120), however long
     the server asks for; a model whose server still asks for longer after one such wait is stopped."""
+    dedupe_requests: Annotated[bool | None, Option(
+        "--dedupe-requests", switch=True, file=True,
+        help="conversation datasets: send byte-identical requests of different episodes once and share the answer "
+             "(only sound at temperature 0); by default every episode is an independent sample")]
+    """Conversation datasets: byte-identical requests of different episodes (two conversations that open alike,
+    two variants that render alike) are sent once and share the answer. Only sound at temperature 0; by default
+    every episode is an independent sample (a stored answer is reused only by the step it was got for)."""
+    strict_arguments: Annotated[bool | None, Option(
+        "--strict-arguments", switch=True, file=True,
+        help="conversation datasets: refuse calls whose arguments do not validate against the function docs (a "
+             "number sent as a string, an unknown parameter); by default the method decides, as in bfcl-eval")]
+    """Conversation datasets: the strict argument rule: a call whose arguments do not validate against its function
+    doc is refused (``bad_arguments``) and never runs. By default (bfcl-eval's rule) the arguments reach the method,
+    which decides (it may convert a number sent as a string; an unknown keyword is its ``TypeError``)."""
     max_cost: Annotated[float | None, Option("--max-cost", "USD", bounds=_POSITIVE, file=True)]
     """USD for the whole run directory: no new call is sent once the spend, with the calls in flight, would
     reach it (litellm's prices)."""
@@ -609,6 +637,8 @@ def _option_value(r: _Reader, node: _Node, key: str, option: Option, base: Path)
     if option.path:
         value = r.expect(node, (str,), key, "a path")
         return str(base / value) if not Path(value).is_absolute() else value
+    if option.switch:
+        return r.expect(node, (bool,), key, "true or false")
     if option.many:
         items = r.expect(node, (list,), key, "a list of ids")
         return tuple(r.expect(i, (str,), f"{key}[{j}]", "an id string") for j, i in enumerate(items))

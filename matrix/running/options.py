@@ -60,11 +60,15 @@ class Option:
     """Applies to every model (over the ``ModelSpec`` field of that name); in a run config, a key of each model."""
     keys: Mapping[str, Option] = field(default_factory=dict)
     """A mapping option (``params``): the keys with a flag of their own (``--max-tokens``)."""
+    switch: bool = False
+    """A yes/no option: its flag takes no value (given: True); in a run config, ``true`` or ``false``."""
 
     def argparse_kwargs(self, command: str) -> dict[str, Any]:
         """What ``ArgumentParser.add_argument`` takes for this option's flag in ``command``."""
         kwargs: dict[str, Any] = {"default": None, "metavar": self.metavar,
                                   "help": self.help_for.get(command, self.help)}
+        if self.switch:
+            return {"default": None, "action": "store_true", "help": kwargs["help"]}
         if self.bounds is not None:
             kwargs["type"] = int if self.bounds.get("integer") else float
         if self.choices is not None:

@@ -651,7 +651,8 @@ class Runner:
                 try:
                     if ids:
                         sending = lane.client.complete(job.messages, params, request=request,  # type: ignore[call-arg]
-                                                       job=JobIds(job.variant_id, job.case.id, job.repeat))
+                                                       job=JobIds(job.variant_id, job.case.id, job.repeat,
+                                                                  job.variant, job.case))
                     else:
                         sending = (lane.client.complete(job.messages, params) if request is None
                                    else lane.client.complete(job.messages, params, request=request))

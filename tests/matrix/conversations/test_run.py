@@ -45,6 +45,7 @@ from promptgrid.matrix.conversations import (
     load_conversations,
     run_conversations,
 )
+from promptgrid.matrix.conversations._env import EnvironmentFailure
 from promptgrid.matrix.conversations._episode import ADDITIONAL_FUNCTIONS_PROMPT
 from promptgrid.providers import ErrorKind, call_error
 from promptgrid.variants import Variant
@@ -219,8 +220,9 @@ def test_ground_truth_scores_the_other_multi_turn_categories(tmp_path: Path) -> 
                 assert names <= set(request["tool_names"].values())
                 assert len(request["tools"]) == len(before[0][1]["tools"]) + len(names)
             else:
+                # bfcl-eval's form for its default prompt: the Python str of the docs given back, then the sentence
+                assert last["content"] == f"{[dict(doc) for doc in added]}\n{ADDITIONAL_FUNCTIONS_PROMPT}"
                 for name in names:
-                    assert f'"{name}"' in last["content"]  # the docs given back, before the sentence
                     assert f'"{name}"' not in messages[0]["content"]  # held out of the first system prompt
                 assert request is None
 
@@ -733,8 +735,10 @@ def test_progress_lines_escape_control_characters(tmp_path: Path, base: list[Con
         assert [e.conversation_id for e in store.episodes()] == ["evil\x1b[31m\nid"]
 
 
-def test_recognising_stops_at_the_prefix_bound_however_the_blank_lines_are_cut(tmp_path: Path,
-                                                                               base: list[Conversation]) -> None:
+def test_recognising_stops_at_the_prefix_bound_however_the_blank_lines_are_cut(
+        tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The prefix bound is the line bound plus 1 MB of blank lines: a 6 MB line bound makes it 7 MB here.
+    monkeypatch.setenv("PROMPTGRID_MAX_LINE_BYTES", str(6_000_000))
     record = (json.dumps(conversation_to_record(base[0])) + "\n").encode("utf-8")
     near = tmp_path / "near.jsonl"
     near.write_bytes(b" \n" * 100 + record)
@@ -775,3 +779,280 @@ def test_export_to_dash_is_standard_output_and_a_store_is_never_overwritten(
     before = store.read_bytes()
     assert main(["export", str(run_dir), "--output", str(store)]) == 2
     assert store.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- 8. independent samples, keys, plan
+
+class FakeEnv:
+    """An environment without a worker: every call gives ``"ok"``, the state is empty. ``broken(initial_config,
+    where)`` says where it fails with ``EnvironmentFailure`` (``"start"``, ``"run"``, ``"state"`` or None)."""
+
+    def __init__(self, classes: Any, initial_config: Any, *, broken: Any, **_options: Any) -> None:
+        self.where = broken(initial_config)
+        if self.where == "start":
+            raise EnvironmentFailure("the worker could not be started again (test)", "worker_failed")
+        self.ran = 0
+
+    def run(self, calls: Any) -> list[Any]:
+        if self.where == "run":
+            raise EnvironmentFailure("out of memory (test)", "out_of_memory")
+        from promptgrid.matrix.conversations._env import CallOutcome
+
+        self.ran += len(calls)
+        return [CallOutcome(call, True, "ok") for call in calls]
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        if self.where == "state":
+            raise EnvironmentFailure("could not report its state (test)", "state_too_large")
+        return {}
+
+    def usage(self) -> Any:
+        from promptgrid.matrix.conversations._env import EnvironmentUsage
+
+        return EnvironmentUsage(1, 0.0, self.ran, 0, 1.0, {})
+
+    def close(self) -> None:
+        pass
+
+
+def fake_envs(bad: Conversation | None, where: str | None) -> Any:
+    def make(classes: Any, initial_config: Any, **options: Any) -> FakeEnv:
+        return FakeEnv(classes, initial_config, broken=lambda config: where if bad is not None
+                       and config == bad.initial_config else None, **options)
+    return make
+
+
+@pytest.mark.parametrize("where", ["start", "run", "state"])
+def test_an_environment_failure_ends_its_episode_only_and_a_rerun_sends_nothing_for_it(
+        tmp_path: Path, base: list[Conversation], where: str) -> None:
+    assert len({json.dumps(c.initial_config, sort_keys=True) for c in base}) == 3
+    bad = base[1]
+    progress = tmp_path / "progress.txt"
+    with progress.open("w", encoding="utf-8") as stream:
+        summary = run_conversations([PROMPT, NATIVE], base, models=[GT], run_dir=tmp_path / "run",
+                                    make_env=fake_envs(bad, where), progress=stream)
+    assert (summary.episodes, summary.finished, summary.errors) == (6, 6, 0)
+    assert (summary.valid, summary.environment_failures) == (4, 2)
+    failed = [r for r in summary.results if r.failure_mode == "environment_failure"]
+    assert {r.conversation_id for r in failed} == {bad.id} and all(r.valid is False for r in failed)
+    for r in failed:
+        why = r.details["environment_failure"]
+        assert why["reason"] == {"start": "worker_failed", "run": "out_of_memory", "state": "state_too_large"}[where]
+        assert (why["turn"], why["step"]) == ((None, None) if where == "state" else (0, 0))
+        for part in (bad.id, r.variant_id, GT, "(test)", "while scoring" if where == "state" else "turn 0, step 0"):
+            assert part in why["detail"]
+    lines = progress.read_text(encoding="utf-8").splitlines()
+    assert sum("environment_failure" in line and bad.id in line for line in lines) == 2
+    stored = ConversationRun(tmp_path / "run").episodes()
+    assert outcomes(stored) == outcomes(summary.results)
+    run = ConversationRun(tmp_path / "run")
+    report = run.report()
+    modes = {m["mode"] for f in report.to_dict()["failure_modes"] for m in f["modes"]}
+    assert modes == {"environment_failure"} and "environment_failure" in report.to_markdown()
+    assert run.language_report() is not None
+
+    recorder = Recorder()
+    again = run_conversations([PROMPT, NATIVE], base, models=[GT], run_dir=tmp_path / "run",
+                              make_env=fake_envs(bad, where), clients={GT: recorder})
+    assert recorder.sent == [] and (again.skipped, again.steps_sent, again.environment_failures) == (6, 0, 2)
+
+
+def test_the_cli_goes_on_past_an_environment_failure_and_names_it(
+        tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.conversations import _run
+
+    bad = next(c for c in load_conversations("bfcl:multi_turn_base", limit=2) if c.id == "multi_turn_base_1")
+    monkeypatch.setattr(_run, "Environment", fake_envs(bad, "run"))
+    args = ["run", "bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--limit", "2", "--model", GT,
+            "--variant", "python->python,False", "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 ended by an environment failure" in out and "first environment failure" in out
+    assert "multi_turn_base_1" in out and "out of memory (test)" in out
+    assert main(args) == 0
+    assert "0 steps sent" in capsys.readouterr().out
+
+
+class Counting:
+    """A client that answers every step in prose (ending the turn), counting what it is sent."""
+
+    def __init__(self) -> None:
+        self.name = "fake/counting"
+        self.sent: list[list[dict[str, Any]]] = []
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], **_kwargs: Any) -> Completion:
+        self.sent.append(copy.deepcopy(list(messages)))
+        return Completion(text=f"Sample {len(self.sent)}.")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_identical_first_requests_of_two_cases_are_two_samples_unless_deduplicated(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    import dataclasses
+
+    twin = dataclasses.replace(base[0], id=base[0].id + "_twin")
+    assert first_turn_messages(twin) == first_turn_messages(base[0])
+    turns = len(base[0].turns)
+    params = {"temperature": 0.7}
+    client = Counting()
+    summary = run_conversations([PROMPT], [base[0], twin], models=["fake/counting"], run_dir=tmp_path / "run",
+                                clients={"fake/counting": client}, params=params, make_env=fake_envs(None, None))
+    assert summary.steps_sent == len(client.sent) == 2 * turns and summary.steps_stored == 0
+    firsts = [m for m in client.sent if len(m) == 2]
+    assert len(firsts) == 2 and firsts[0] == firsts[1]  # the same bytes, sent once per case
+    again = run_conversations([PROMPT], [base[0], twin], models=["fake/counting"], run_dir=tmp_path / "run",
+                              clients={"fake/counting": client}, params=params, make_env=fake_envs(None, None))
+    assert again.steps_sent == 0 and again.skipped == 2
+
+    shared = Counting()
+    deduped = run_conversations([PROMPT], [base[0], twin], models=["fake/counting"], run_dir=tmp_path / "dedupe",
+                                clients={"fake/counting": shared}, params={"temperature": 0}, concurrency=1,
+                                dedupe_requests=True, make_env=fake_envs(None, None))
+    assert deduped.steps_sent == len(shared.sent) == turns and deduped.steps_stored == turns
+
+
+def test_identical_requests_are_sent_per_case_over_http(tmp_path: Path, base: list[Conversation],
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two conversations that open with the same bytes, at temperature 0.7, through litellm to the fake server:
+    two requests per turn; with --dedupe-requests one."""
+    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.testing.fake_server import FakeServer
+
+    monkeypatch.setattr(_run, "Environment", fake_envs(None, None))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-0000")
+    path = tmp_path / "twins.jsonl"
+    record = conversation_to_record(base[0])
+    path.write_text("".join(json.dumps({**record, "id": f"twin_{i}"}) + "\n" for i in range(2)), encoding="utf-8")
+    turns = len(base[0].turns)
+    for dedupe, expected in ((False, 2 * turns), (True, turns)):
+        with FakeServer.thread(answer_fn=lambda body: "I cannot help with that.") as srv:
+            args = ["run", "bfcl_v4", "--dataset", f"jsonl:{path}", "--model", "openai/fake-model", "--api-base",
+                    srv.url, "--variant", "python->python,False", "--temperature", "0.7" if not dedupe else "0",
+                    "--concurrency", "1", "--run-dir", str(tmp_path / f"run_{dedupe}"), "--no-progress"]
+            assert main(args + (["--dedupe-requests"] if dedupe else [])) == 0
+            assert len(srv.requests()) == expected, dedupe
+    capsys.readouterr()
+
+
+def test_a_step_key_takes_each_message_once(base: list[Conversation], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running hash: a conversation of N messages costs N message hashes in all, not one per message per
+    step; and the keys do not change between runs (a resumed run finds them)."""
+    from promptgrid.matrix.conversations import _run
+
+    hashed: list[Any] = []
+    canonical = _run._canonical
+
+    def counting(value: Any) -> bytes:
+        hashed.append(value)
+        return canonical(value)
+
+    monkeypatch.setattr(_run, "_canonical", counting)
+    recorder = Recorder()
+    run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "a", clients={GT: recorder},
+                      make_env=fake_envs(None, None))
+    messages = [m for m in hashed if isinstance(m, dict) and "role" in m]
+    last, _, _, completion = recorder.sent[-1]
+    assert len(messages) == len(last) == len(recorder.sent) * 2  # each message once (prompt + answer pairs)
+    keys = _run._StepKeys(("v", "c"))
+    a = keys.digest([{"role": "user", "content": "x"}], None, 0, 0)
+    again = _run._StepKeys(("v", "c"))
+    assert again.digest([{"role": "user", "content": "x"}], None, 0, 0) == a
+    assert _run._StepKeys(("v", "other")).digest([{"role": "user", "content": "x"}], None, 0, 0) != a
+    assert _run._StepKeys(None).digest([{"role": "user", "content": "x"}], None, 0, 0) == \
+        _run._StepKeys(None).digest([{"role": "user", "content": "x"}], None, 3, 1)
+
+
+def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: Path,
+                                                                     base: list[Conversation]) -> None:
+    """A run directory of the last release: its steps keyed by the request alone (``_sha``), no ``step_keys``;
+    a run into it finds every stored step and sends nothing."""
+    from promptgrid.matrix.conversations._run import _sha
+    from promptgrid.matrix.conversations._store import StoredStep
+    from promptgrid.matrix.running.plan import job_key, repeat_params
+
+    recorder = Recorder()
+    run_conversations([PROMPT, NATIVE], base[:1], models=[GT], run_dir=tmp_path / "new", clients={GT: recorder},
+                      make_env=fake_envs(None, None))
+    old = tmp_path / "old"
+    params = repeat_params({}, 0)
+    with ConversationStore(old, create=True) as store:
+        for messages, request, _context, completion in recorder.sent:
+            from promptgrid.matrix.conversations._episode import stored_answer
+
+            store.add_step(job_key(GT, params, _sha(messages, request), 0), GT,
+                           StoredStep(stored_answer(completion, _context.variant)))
+        assert store.meta("step_keys") is None
+    again = Recorder()
+    summary = run_conversations([PROMPT, NATIVE], base[:1], models=[GT], run_dir=old, clients={GT: again},
+                                make_env=fake_envs(None, None))
+    assert again.sent == [] and summary.steps_sent == 0 and summary.steps_stored == len(recorder.sent)
+    assert summary.valid == 2
+    with ConversationStore(tmp_path / "new") as store:
+        assert store.meta("step_keys") == "episode-chain-1"
+
+
+def test_max_jobs_counts_episodes_and_a_huge_plan_is_refused_before_anything_is_built(
+        tmp_path: Path, base: list[Conversation], capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder()
+    with pytest.raises(RunError) as info:
+        run_conversations([PROMPT, NATIVE], base, models=[GT], repeats=3, run_dir=tmp_path / "run",
+                          clients={GT: recorder}, max_jobs=2)
+    assert "1 model x 2 variants x 3 conversations x 3 repeats = 18 episodes, over the cap of 2" in str(info.value)
+    assert recorder.sent == [] and not (tmp_path / "run").exists()
+
+    run_dir = tmp_path / "cli"
+    common = ["run", "bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--model", GT, "--run-dir", str(run_dir)]
+    assert main([*common, "--limit", "3", "--variant", "python->python,False", "--max-jobs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "1 model x 1 variant x 3 conversations x 1 repeat = 3 episodes, over the cap of 2" in err
+    assert "--max-jobs" in err and "Traceback" not in err
+    assert main([*common, "--limit", "1", "--repeats", "4000000"]) == 2
+    err = capsys.readouterr().err
+    assert "4,000,000 repeats" in err and "over the cap of 5,000,000" in err and "Traceback" not in err
+    assert main([*common, "--limit", "1", "--repeats", "4000000", "--dry-run"]) == 2
+    assert "over the cap" in capsys.readouterr().err
+    assert not (run_dir / "conversations.sqlite3").exists()
+
+
+def test_whole_transcripts_are_byte_identical_to_bfcl_evals_prompting_handler_in_every_category() -> None:
+    """benchmarks/multi_turn_transcripts.py on the first entries of each category (the benchmark runs all 200:
+    200/200 in each). miss_func's entries give a function back at a later turn: that user message is bfcl-eval's
+    (the Python str of the docs, then its sentence) for the default prompt."""
+    pytest.importorskip("openai")
+    from support.scripts import load_script
+
+    bench = load_script("benchmarks/multi_turn_transcripts.py", "multi_turn_transcripts_benchmark")
+    with bench.bfcl_environment():
+        handler_class = bench.prompting_handler_class()
+        results = [bench.compare(category, limit=2, handler_class=handler_class) for category in bench.CATEGORIES]
+    assert [(r.category, r.identical, r.compared) for r in results] == \
+        [(c, 2, 2) for c in ("base", "miss_func", "miss_param", "long_context")], [r.differences for r in results]
+
+
+def test_strict_arguments_reach_every_environment_the_runner_makes(tmp_path: Path, base: list[Conversation],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.matrix.conversations import _run
+
+    seen: list[Any] = []
+
+    def make(classes: Any, initial_config: Any, **options: Any) -> FakeEnv:
+        seen.append(options.get("strict_arguments", False))
+        return FakeEnv(classes, initial_config, broken=lambda config: None)
+
+    summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "strict", make_env=make,
+                                strict_arguments=True)
+    assert summary.valid == 1 and len(seen) >= 3 and all(seen)  # the episode's, the ground truth's, the check's
+    seen.clear()
+    run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "default", make_env=make)
+    assert len(seen) >= 3 and not any(seen)
+    monkeypatch.setattr(_run, "Environment", make)
+    seen.clear()
+    assert main(["run", "bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--limit", "1", "--model", GT,
+                 "--variant", "python->python,False", "--run-dir", str(tmp_path / "cli"), "--no-progress",
+                 "--strict-arguments"]) == 0
+    assert len(seen) >= 1 and seen[0] is True
