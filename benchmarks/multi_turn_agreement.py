@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/multi_turn_agreement.py [--category multi_turn_base] [--limit N] [--seed S]
 
-For every entry of the category (200 in ``multi_turn_base``) it builds four
-trajectories, each turn's calls one per step, as a model calling one function
-at a time would make them (a turn with more calls than bfcl-eval's step limit
-of 20, as two long-context entries have, gets several calls per step, so
-that no trajectory is one bfcl-eval's inference would have force-quit):
+    .venv/bin/python benchmarks/multi_turn_agreement.py --strict-arguments   # promptgrid's opt-in strict rule
+
+For every entry of the category (200 in ``multi_turn_base``) it builds up to
+eight trajectories, each turn's calls one per step, as a model calling one
+function at a time would make them (a turn with more calls than bfcl-eval's
+step limit of 20, as two long-context entries have, gets several calls per
+step, so that no trajectory is one bfcl-eval's inference would have
+force-quit). Four are ``ToolCall`` objects, as a decoder gives them:
 
 - ``ground_truth``: the entry's ground truth itself;
 - ``drop_call``: one ground-truth call left out (a random call of a random
@@ -24,10 +27,25 @@ that no trajectory is one bfcl-eval's inference would have force-quit):
   up to that turn, and the first that runs and changes a public attribute is
   kept.
 
+Four are written as models write them, each step a Python answer text that
+promptgrid decodes with score-file's decoder (``decode_step``) and bfcl-eval
+gets as its decoded call strings:
+
+- ``truth_text``: BFCL's own ground-truth strings, positional arguments
+  included (``sort('final_report.pdf')``);
+- ``repeated_call``: the ground truth with one call made twice in a row;
+- ``numbers_as_strings``: every number of the ground truth's arguments
+  written as a string (``budget_limit='2857.14'``); only for entries that
+  pass a number;
+- ``positional_argument``: one call's first argument given by position where
+  the ground truth names it.
+
 Each trajectory is scored twice:
 
-- promptgrid: ``check_conversation`` on the ``ToolCall`` objects, calls run in
-  promptgrid's bounded ``Environment``;
+- promptgrid: ``check_conversation`` on the decoded calls, run in
+  promptgrid's bounded ``Environment``, under the default argument rule
+  (``"bfcl"``: the method decides) or, with ``--strict-arguments``, the
+  strict one;
 - bfcl-eval: what its ``_evaluate_single_multi_turn_entry`` does after
   decoding (turn count check, empty steps dropped, then
   ``multi_turn_checker``), given the trajectory as bfcl-eval's decoded call
@@ -77,9 +95,15 @@ from promptgrid.matrix.conversations._check import (  # noqa: E402
     run_ground_truth,
 )
 from promptgrid.matrix.conversations._dataset import Conversation, load_conversations  # noqa: E402
-from promptgrid.matrix.conversations._env import Environment, ToolCall  # noqa: E402
+from promptgrid.matrix.conversations._env import Environment, ToolCall, method_signatures  # noqa: E402
+from promptgrid.matrix.conversations._score_file import decode_step  # noqa: E402
 
-KINDS = ("ground_truth", "drop_call", "wrong_argument", "extra_call")
+MUTATIONS = ("ground_truth", "drop_call", "wrong_argument", "extra_call")
+"""Trajectories of ``ToolCall`` objects (what a decoder gives), one per entry each."""
+WRITTEN = ("truth_text", "repeated_call", "numbers_as_strings", "positional_argument")
+"""Trajectories written as models write them; ``numbers_as_strings`` only for entries whose ground truth passes a
+number (the others would be the ground truth again)."""
+KINDS = MUTATIONS + WRITTEN
 # How many of the extra-call candidates made from the entry's own calls are tried before the fallbacks.
 _EXTRA_CANDIDATES = 40
 # Fallback extra calls, per class, for entries whose own calls (and their variants) change nothing where they
@@ -101,13 +125,33 @@ _FALLBACK_CALLS = {
 
 
 @dataclass(frozen=True)
+class Text:
+    """A step written as a model writes it: Python call strings, given to promptgrid as the answer text
+    ``[call, ...]`` (decoded by score-file's decoder, ``decode_step``) and to bfcl-eval as its decoded strings."""
+
+    calls: tuple[str, ...]
+
+    @property
+    def answer(self) -> str:
+        return f"[{', '.join(self.calls)}]"
+
+
+Step = tuple[ToolCall, ...] | Text
+
+
+@dataclass(frozen=True)
 class Trajectory:
-    """One scripted trajectory: per turn, per step, the calls; ``note`` says what was changed."""
+    """One scripted trajectory: per turn, per step, the calls (or their text); ``note`` says what was changed."""
 
     entry_id: str
     kind: str
-    turns: tuple[tuple[tuple[ToolCall, ...], ...], ...]
+    turns: tuple[tuple[Step, ...], ...]
     note: str = ""
+
+    def model_turns(self) -> list[list[Any]]:
+        """The turns as ``check_conversation`` takes them: a text step decoded as score-file decodes it."""
+        return [[decode_step(step.answer) if isinstance(step, Text) else step for step in turn]
+                for turn in self.turns]
 
 
 # --------------------------------------------------------------------------- trajectories
@@ -216,14 +260,78 @@ def build_trajectories(conversation: Conversation, *, seed: int = 0,
             extra_call(conversation, rng("extra_call"), make_env)]
 
 
+def build_written(conversation: Conversation, raw_truth: Sequence[Sequence[str]], *, seed: int = 0) -> list[Trajectory]:
+    """The trajectories written as models write them (``WRITTEN``): BFCL's own ground-truth strings (positional
+    arguments included) as the answer text, one call repeated, every number as a string, and one call with its
+    first argument given by position where the ground truth names it."""
+
+    def rng(kind: str) -> random.Random:
+        return random.Random(f"{seed}:{conversation.id}:{kind}")
+
+    text = Trajectory(conversation.id, "truth_text", _text_turns(raw_truth),
+                      "BFCL's ground-truth strings as the answer")
+    places = [(t, c) for t, turn in enumerate(conversation.ground_truth) for c in range(len(turn))]
+    turn_index, call_index = rng("repeated_call").choice(places)
+    calls = list(conversation.ground_truth[turn_index])
+    calls.insert(call_index + 1, calls[call_index])
+    repeated = _trajectory(conversation, "repeated_call", _with_turn(conversation, turn_index, calls),
+                           f"turn {turn_index}: {bfcl_call_string(calls[call_index])} twice")
+    written = [text, repeated]
+    numbers = [tuple(_numbers_as_strings(call) for call in turn) for turn in conversation.ground_truth]
+    if numbers != [tuple(turn) for turn in conversation.ground_truth]:
+        written.append(_trajectory(conversation, "numbers_as_strings", numbers, "every number as a string"))
+    signatures = method_signatures(conversation.involved_classes)
+    named = [(t, c) for t, turn in enumerate(conversation.ground_truth) for c, call in enumerate(turn)
+             if (signatures.get(call.name) or ())[:1] and signatures[call.name][0] in call.arguments]  # type: ignore[index]
+    if named:
+        turn_index, call_index = rng("positional_argument").choice(named)
+        call = conversation.ground_truth[turn_index][call_index]
+        first = signatures[call.name][0]  # type: ignore[index]
+        rest = {key: value for key, value in call.arguments.items() if key != first}
+        moved = ToolCall(call.name, rest, (call.arguments[first],))
+        strings = [[bfcl_call_string(c) for c in turn] for turn in conversation.ground_truth]
+        strings[turn_index][call_index] = bfcl_call_string(moved)
+        written.append(Trajectory(conversation.id, "positional_argument", _text_turns(strings),
+                                  f"turn {turn_index}: {bfcl_call_string(moved)}"))
+    return written
+
+
+def _text_turns(turns: Sequence[Sequence[str]]) -> tuple[tuple[Step, ...], ...]:
+    """Call strings as text steps, one call per step (several where the step limit asks, as ``_steps``)."""
+    out = []
+    for turn in turns:
+        size = max(1, math.ceil(len(turn) / MAXIMUM_STEP_LIMIT))
+        out.append(tuple(Text(tuple(turn[start:start + size])) for start in range(0, len(turn), size)))
+    return tuple(out)
+
+
+def _numbers_as_strings(call: ToolCall) -> ToolCall:
+    def text(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, list):
+            return [text(item) for item in value]
+        if isinstance(value, dict):
+            return {key: text(item) for key, item in value.items()}
+        return value
+
+    return ToolCall(call.name, {key: text(value) for key, value in call.arguments.items()})
+
+
 
 
 # --------------------------------------------------------------------------- bfcl-eval reference
 
 
 def bfcl_call_string(call: ToolCall) -> str:
-    """The call as one of bfcl-eval's decoded call strings: keyword arguments, values as Python literals."""
-    return f"{call.name}({', '.join(f'{key}={value!r}' for key, value in call.arguments.items())})"
+    """The call as one of bfcl-eval's decoded call strings: positional, then keyword arguments, values as Python
+    literals."""
+    parts = [repr(value) for value in call.positional] + [f"{key}={value!r}" for key, value in call.arguments.items()]
+    return f"{call.name}({', '.join(parts)})"
+
+
+def _reference_step(step: Step) -> list[str]:
+    return list(step.calls) if isinstance(step, Text) else [bfcl_call_string(call) for call in step]
 
 
 @dataclass(frozen=True)
@@ -267,10 +375,14 @@ class BfclReference:
         self._names = itertools.count()
         self._defaults = _method_defaults()
 
+    def raw_truth(self, entry_id: str) -> list[list[str]]:
+        """The entry's ground truth as BFCL writes it (call strings, positional arguments included)."""
+        return [list(turn) for turn in self._truth[entry_id]]
+
     def verdict(self, trajectory: Trajectory) -> ReferenceVerdict:
         entry = self._entries[trajectory.entry_id]
         truth = self._truth[trajectory.entry_id]
-        decoded = [[[bfcl_call_string(call) for call in step] for step in turn if step] for turn in trajectory.turns]
+        decoded = [[_reference_step(step) for step in turn if _reference_step(step)] for turn in trajectory.turns]
         if len(decoded) != len(truth):
             return ReferenceVerdict(False, "multi_turn:force_terminated", "turn count differs")
         model_name = f"promptgrid_reference_{next(self._names)}"
@@ -349,18 +461,25 @@ class Row:
 
 
 def compare(conversations: Sequence[Conversation], *, seed: int = 0, category: str = "multi_turn_base",
-            make_env: Callable[..., Any] = Environment) -> list[Row]:
-    """Every trajectory of every conversation, scored by both checkers and timed."""
+            make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
+            kinds: Sequence[str] = KINDS) -> list[Row]:
+    """Every trajectory (of ``kinds``) of every conversation, scored by both checkers and timed; promptgrid's
+    under the argument rule ``strict_arguments`` chooses."""
     reference = BfclReference(category)
     rows = []
     for conversation in conversations:
-        trajectories = build_trajectories(conversation, seed=seed, make_env=make_env)
+        trajectories = build_trajectories(conversation, seed=seed, make_env=make_env) \
+            if set(kinds) & set(MUTATIONS) else []
+        if set(kinds) & set(WRITTEN):
+            trajectories += build_written(conversation, reference.raw_truth(conversation.id), seed=seed)
+        trajectories = [trajectory for trajectory in trajectories if trajectory.kind in kinds]
         start = time.perf_counter()
         truth = run_ground_truth(conversation, make_env=make_env)
         truth_s = time.perf_counter() - start
         for trajectory in trajectories:
             start = time.perf_counter()
-            ours = check_conversation(conversation, trajectory.turns, make_env=make_env, ground_truth=truth)
+            ours = check_conversation(conversation, trajectory.model_turns(), make_env=make_env, ground_truth=truth,
+                                      strict_arguments=strict_arguments)
             middle = time.perf_counter()
             theirs = reference.verdict(trajectory)
             rows.append(Row(trajectory, ours, theirs, middle - start, truth_s, time.perf_counter() - middle))
@@ -396,7 +515,9 @@ def report(rows: Sequence[Row]) -> str:
                      f"| {sum(row.ours.valid for row in group)} | {sum(row.reference.valid for row in group)} "
                      f"| {sum(row.same_error_type for row in both_invalid)}/{len(both_invalid)} |")
     disagreements = [row for row in rows if not row.agrees]
-    lines += ["", f"Disagreements: {len(disagreements)}"]
+    kinds = Counter(row.trajectory.kind for row in disagreements)
+    lines += ["", f"Disagreements: {len(disagreements)}"
+              + (f" ({', '.join(f'{kind} {count}' for kind, count in kinds.most_common())})" if kinds else "")]
     for row in disagreements:
         lines += [f"- {row.trajectory.entry_id} {row.trajectory.kind} ({row.trajectory.note or 'unchanged'}): "
                   f"promptgrid {_verdict_text(row.ours)}; bfcl-eval "
@@ -411,7 +532,7 @@ def report(rows: Sequence[Row]) -> str:
         lines += [f"- {row.trajectory.entry_id} {row.trajectory.kind}: promptgrid "
                   f"{row.ours.error_code.bfcl_error_type}, bfcl-eval {row.reference.error_type}"
                   for row in type_differences]
-    harmless = [row for row in rows if row.trajectory.kind != "ground_truth" and row.agrees and row.ours.valid]
+    harmless = [row for row in rows if row.trajectory.kind in MUTATIONS[1:] and row.agrees and row.ours.valid]
     if harmless:
         lines += ["", f"Mutations both checkers call valid (the change leaves state and results as the ground "
                   f"truth's): {len(harmless)}"]
@@ -421,6 +542,13 @@ def report(rows: Sequence[Row]) -> str:
         lines += ["", f"bfcl-eval mutated a method's shared default arguments in {len(mutated)} trajectories "
                   "(put back after each): " + ", ".join(f"{row.trajectory.entry_id} {row.trajectory.kind}"
                                                          for row in mutated)]
+    disputed = [row for row in rows if row.ours.argument_rule_disagreements]
+    if disputed:
+        other = "strict" if rows[0].ours.argument_rule == "bfcl" else "bfcl"
+        by = Counter(row.trajectory.kind for row in disputed)
+        lines += ["", f"Trajectories with a turn the {other} argument rule scores otherwise: {len(disputed)} ("
+                  + ", ".join(f"{kind} {count}" for kind, count in by.most_common()) + "); turns: "
+                  + str(sum(row.ours.argument_rule_disagreements for row in rows))]
     modes = Counter(row.ours.failure_mode.value for row in rows if row.ours.failure_mode is not None)
     lines += ["", "promptgrid failure modes (first failed turn): "
               + ", ".join(f"{mode} {count}" for mode, count in modes.most_common())]
@@ -447,12 +575,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "multi_turn_long_context"])
     parser.add_argument("--limit", type=int, default=None, help="the first N entries only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strict-arguments", action="store_true",
+                        help="score promptgrid's side under the strict argument rule (arguments validated against "
+                             "the function docs); the differences are then the documented ones")
+    parser.add_argument("--kind", action="append", choices=KINDS, help="only these trajectory kinds (repeatable)")
     args = parser.parse_args(argv)
     conversations = load_conversations(f"bfcl:{args.category}", limit=args.limit)
     start = time.perf_counter()
-    rows = compare(conversations, seed=args.seed, category=args.category)
+    rows = compare(conversations, seed=args.seed, category=args.category, strict_arguments=args.strict_arguments,
+                   kinds=tuple(args.kind or KINDS))
+    rule = "strict" if args.strict_arguments else "bfcl (lenient)"
     print(f"{args.category}: {len(conversations)} entries, {len(rows)} trajectories, seed {args.seed}, "
-          f"{time.perf_counter() - start:.1f} s in all\n")
+          f"arguments: {rule}, {time.perf_counter() - start:.1f} s in all\n")
     print(report(rows))
     return 0 if all(row.agrees for row in rows) else 1
 

@@ -130,6 +130,14 @@ def _check_translation(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+def _add_endpoint_options(p: argparse.ArgumentParser, command: str) -> None:
+    """--api-base as ``promptgrid run`` declares it, and --api-key-env: the server of a ``--backend llm:MODEL``."""
+    add_flags(p, PlanOptions, command, only=("api_base",))
+    p.add_argument("--api-key-env", default=None, metavar="VAR",
+                   help="with --backend llm:MODEL: the NAME of the environment variable holding the server's key "
+                   "(as api_key_env in a run config); never the key itself")
+
+
 def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True, bfcl_data: bool = True) -> None:
     """--dataset, and the run option --bfcl-data (``bfcl_data=False``: the command adds it with the others)."""
     p.add_argument("--dataset", required=required, metavar="DS",
@@ -181,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", default=None, help="grid to resolve variant ids against (default: any canonical id)")
     p.add_argument("--variant", default=None, metavar="ID",
                    help="variant of the lines that name none (bfcl-eval's result lines outside format_sensitivity)")
+    p.add_argument("--strict-arguments", action="store_true",
+                   help="multi-turn datasets: refuse calls whose arguments do not validate against the function docs "
+                        "(default: the method decides, as in bfcl-eval)")
     p.set_defaults(handler=_score_file)
 
     p = sub.add_parser("run", help="run models x variants x cases")
@@ -276,7 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("translate", help="translate instructions and function descriptions")
     p.add_argument("--to", required=True, metavar="LANGS", help="comma-separated language codes")
-    p.add_argument("--backend", required=True, metavar="B", help="amazon | llm:MODEL | catalog")
+    p.add_argument("--backend", required=True, metavar="B",
+                   help="amazon | llm:MODEL (any model promptgrid run takes: llm:openai/gpt-4o-mini, "
+                   "llm:openai/NAME with --api-base URL, llm:local/smollm2-135m, llm:fake/auto offline) | "
+                   "catalog | catalog:PATH")
     p.add_argument("--what", default="all", choices=["instructions", "descriptions", "all"])
     p.add_argument("--dataset", default=None, metavar="DS")
     p.add_argument("--bfcl-data", metavar="PATH", default=None)
@@ -287,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formality", default=None, choices=["FORMAL", "INFORMAL"])
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds each request to the backend may take (default 60); timeouts are retried")
+    _add_endpoint_options(p, "translate")
     # conversations (promptgrid.matrix.conversations._translate)
     p.add_argument("--conversations-out", default=None, metavar="FILE.jsonl",
                    help="translate the conversations of --dataset (bfcl:multi_turn_*, jsonl:PATH, mini-mt) and "
@@ -298,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="PATH")
     p.add_argument("--back-translate", default=None, metavar="BACKEND",
                    help="also score back-translation similarity with this backend")
+    _add_endpoint_options(p, "check-translations")
     # conversations (promptgrid.matrix.conversations._translate)
     p.add_argument("--dataset", action="append", default=[], metavar="DS",
                    help="check translated conversations turn by turn instead: conversation datasets holding the "

@@ -93,6 +93,9 @@ def cmd_score_file(args: argparse.Namespace) -> int:
         check_output(args.output, inputs=inputs)  # before any work
     if args.dataset.startswith("bfcl:multi_turn_"):
         return _score_conversations(args, path if not from_stdin else None, inputs)
+    if getattr(args, "strict_arguments", False):
+        return _bad_argument("--strict-arguments applies to multi-turn datasets (bfcl:multi_turn_*) only; "
+                             f"{args.dataset} is scored by comparing calls with its possible answers.")
     dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
     cases = {c.id: c for c in dataset.cases}
     variants = variant_index(args.grid)
@@ -126,14 +129,16 @@ def _score_conversations(args: argparse.Namespace, path: Path | None, inputs: li
         chosen = variants[args.variant]
         return_format, tag = chosen.return_format.value, chosen.tool_call_tag
     conversations = load_conversations(args.dataset, bfcl_data=args.bfcl_data)
+    strict = bool(getattr(args, "strict_arguments", False))
     name = "<stdin>" if path is None else str(path)
     with contextlib.ExitStack() as stack:
         source = sys.stdin.buffer if path is None else stack.enter_context(path.open("rb"))
         sink = stack.enter_context(atomic_output(args.output, inputs=inputs)) if args.output else sys.stdout
         scored, valid, failed = score_conversation_stream(source, sink, name=name, conversations=conversations,
                                                           errors=sys.stderr, return_format=return_format,
-                                                          tool_call_tag=tag)
-    print(f"promptgrid: {_accuracy_line(scored, valid)} (entries: every turn must be right)"
+                                                          tool_call_tag=tag, strict_arguments=strict)
+    rule = "strict" if strict else "bfcl (lenient)"
+    print(f"promptgrid: {_accuracy_line(scored, valid)} (entries: every turn must be right; arguments: {rule})"
           + (f"; {failed} line(s) could not be scored (see above)." if failed else "."), file=sys.stderr)
     return 1 if failed else 0
 

@@ -73,8 +73,10 @@ model did, chosen by this precedence (first match wins):
     anyway is kept in the details, not a failure.
 5.  ``CALL_REFUSED``: the turn failed and the environment refused one of the
     model's calls of the turn (not a public method of an involved class,
-    arguments that do not validate against its documentation, over the
-    time, memory or per-step bounds): the refused call never ran.
+    arguments that are not bounded data or whose positional arguments cannot
+    be bound, under the strict rule arguments that do not validate against
+    its documentation, over the time, memory or per-step bounds): the
+    refused call never ran.
 6.  ``MISSING_CALL``: the ground truth has calls, the model made none.
 7.  ``EXTRA_STATE_CHANGE``: the state check failed although the model made
     every ground-truth call of the turn (same name and arguments): what it
@@ -84,6 +86,16 @@ model did, chosen by this precedence (first match wins):
     elsewhere).
 9.  ``MISSING_RESULT``: the state matches, but a ground-truth result is not
     among the model's results (a read-only call left out or asked wrongly).
+
+Argument rule. By default (``"bfcl"``) a call's arguments reach the method
+as data, and the method decides, as in bfcl-eval (a string where the doc says
+a number may be converted by it; an unknown keyword is its ``TypeError``).
+``strict_arguments=True`` (``"strict"``) refuses calls whose arguments do not
+validate against the function doc (``Environment``). The environment notes
+every call the other rule would treat otherwise; only for a trajectory with
+such a call is it scored a second time, under the other rule, and each turn
+whose validity differs carries ``argument_rule_disagrees`` in its details.
+The verdict records its rule (``ConversationVerdict.argument_rule``).
 
 Deviation from bfcl-eval: a step-limit hit in the *last* turn fails it here;
 bfcl-eval's runner cannot tell (the turn counts match) and scores that turn by
@@ -98,7 +110,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..scoring.verdict import ErrorCode
@@ -108,6 +120,7 @@ if TYPE_CHECKING:
     from ._dataset import Conversation
 
 __all__ = [
+    "ARGUMENT_RULES",
     "MAXIMUM_STEP_LIMIT",
     "ConversationVerdict",
     "DecodeFailure",
@@ -120,6 +133,10 @@ __all__ = [
 
 MAXIMUM_STEP_LIMIT = 20
 """bfcl-eval's ``MAXIMUM_STEP_LIMIT``: a turn is force-quit at its 21st step with calls."""
+ARGUMENT_RULES = ("bfcl", "strict")
+"""The argument rules by ``strict_arguments`` (``ARGUMENT_RULES[strict_arguments]``): ``"bfcl"``, a call's
+arguments reach the method as data and the method decides, as in bfcl-eval; ``"strict"``, they must also
+validate against the function doc (``Environment``)."""
 
 # How many differing leaves of one attribute a verdict lists (a long-context file system is large).
 _MAX_DIFFERENCES = 10
@@ -154,6 +171,9 @@ class TurnFailureMode(enum.Enum):
     EXTRA_STATE_CHANGE = "extra_state_change"
     WRONG_END_STATE = "wrong_end_state"
     MISSING_RESULT = "missing_result"
+    ENVIRONMENT_FAILURE = "environment_failure"
+    """Not the model's doing: the episode's environment could not go on (``EnvironmentFailure``); set by the
+    runner on the episode, never by ``check_conversation``."""
 
     @property
     def description(self) -> str:
@@ -171,6 +191,8 @@ _DESCRIPTIONS = {
     TurnFailureMode.EXTRA_STATE_CHANGE: "made every expected call, and another that changed the state",
     TurnFailureMode.WRONG_END_STATE: "left the environment in another state than the expected calls do",
     TurnFailureMode.MISSING_RESULT: "did not obtain a result the expected calls obtain",
+    TurnFailureMode.ENVIRONMENT_FAILURE: "the episode's environment could not go on (a bound, a failed "
+                                         "worker), so the episode ended there",
 }
 
 
@@ -184,7 +206,9 @@ class TurnVerdict:
     is plain data (JSON-serializable): ``steps``, ``calls``, and where they
     apply ``decode_failures``, ``refused``, ``state_differences``,
     ``missing_results``, ``missing_calls`` and ``extra_calls`` (against the
-    turn's ground truth, as ``name(arguments)`` strings).
+    turn's ground truth, as ``name(arguments)`` strings), and
+    ``argument_rule_disagrees`` (``{"other_rule", "valid", "failure_mode"}``:
+    how the other argument rule scores this turn, where its validity differs).
     """
 
     index: int
@@ -211,6 +235,14 @@ class ConversationVerdict:
     id: str
     valid: bool
     turns: tuple[TurnVerdict, ...]
+    argument_rule: str = "bfcl"
+    """The argument rule the trajectory was scored under: ``"bfcl"`` (the default: the method decides, as in
+    bfcl-eval) or ``"strict"`` (arguments must validate against the function docs)."""
+
+    @property
+    def argument_rule_disagreements(self) -> int:
+        """How many turns the other argument rule scores otherwise (valid where this one fails, or the reverse)."""
+        return sum(1 for turn in self.turns if "argument_rule_disagrees" in turn.details)
 
     @property
     def first_failure(self) -> TurnVerdict | None:
@@ -235,6 +267,7 @@ class ConversationVerdict:
             "valid": self.valid,
             "failure_mode": None if self.failure_mode is None else self.failure_mode.value,
             "bfcl_error_type": self.error_code.bfcl_error_type,
+            "argument_rule": self.argument_rule,
             "turns": [turn.to_dict() for turn in self.turns],
         }
 
@@ -268,13 +301,15 @@ class GroundTruthRun:
     refused: tuple[str, ...] = ()
 
 
-def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env] = Environment) -> GroundTruthRun:
-    """Run ``conversation``'s ground truth, turn by turn, on one environment that carries the state across turns."""
+def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env] = Environment,
+                     strict_arguments: bool = False) -> GroundTruthRun:
+    """Run ``conversation``'s ground truth, turn by turn, on one environment that carries the state across turns.
+    ``strict_arguments=True`` runs it under the strict argument rule (a sound ground truth gives the same run)."""
     outputs: list[tuple[str, ...]] = []
     states: list[Mapping[str, Mapping[str, Any]] | None] = []
     refused: list[str] = []
     with ExitStack() as stack:
-        env = _open(stack, make_env, conversation)
+        env = _open(stack, make_env, conversation, strict_arguments)
         for index, turn in enumerate(conversation.ground_truth):
             outcomes = env.run(list(turn)) if turn else []
             outputs.append(tuple(outcome.output for outcome in outcomes))
@@ -292,6 +327,7 @@ def check_conversation(
     ground_truth: GroundTruthRun | None = None,
     step_limit: int | None = MAXIMUM_STEP_LIMIT,
     strict_irrelevance: bool = False,
+    strict_arguments: bool = False,
 ) -> ConversationVerdict:
     """Score a trajectory against ``conversation``'s ground truth, turn by turn (rules in the module docstring).
 
@@ -299,10 +335,15 @@ def check_conversation(
     model's answer decoded to, or a ``DecodeFailure``. A trajectory may hold
     fewer turns than the conversation (the turns after it are not reached),
     never more. ``make_env(classes, initial_config, long_context=...)`` builds
-    an environment, closed before this returns; ``ground_truth`` is the
+    an environment, closed before this returns (with ``strict_arguments=True``
+    it is also given ``strict_arguments=True``); ``ground_truth`` is the
     conversation's ``run_ground_truth`` when the caller keeps it (otherwise
     it is run here, on an environment of its own). ``step_limit=None`` turns
-    the step-limit check off.
+    the step-limit check off. ``strict_arguments`` chooses the argument rule
+    (``"strict"``, or by default ``"bfcl"``; module docstring): when a call
+    of the trajectory would be treated otherwise under the other rule, the
+    trajectory is scored again under it, and each turn whose validity
+    differs says so in its details (``argument_rule_disagrees``).
     """
     expected = conversation.ground_truth
     if len(model_turns) > len(expected):
@@ -313,12 +354,37 @@ def check_conversation(
     elif ground_truth.conversation_id != conversation.id or len(ground_truth.states) != len(expected):
         raise ValueError(f"the ground-truth run is for {ground_truth.conversation_id} "
                          f"({len(ground_truth.states)} turns), not {conversation.id} ({len(expected)} turns)")
+    def score(strict: bool) -> tuple[list[TurnVerdict], bool]:
+        return _score(conversation, model_turns, make_env=make_env, ground_truth=ground_truth,
+                      step_limit=step_limit, strict_irrelevance=strict_irrelevance, strict_arguments=strict)
+
+    verdicts, disputed = score(strict_arguments)
+    if disputed:
+        others, _ = score(not strict_arguments)
+        other_rule = ARGUMENT_RULES[not strict_arguments]
+        verdicts = [turn if turn.valid == other.valid else replace(turn, details={
+            **turn.details, "argument_rule_disagrees": {
+                "other_rule": other_rule, "valid": other.valid,
+                "failure_mode": None if other.failure_mode is None else other.failure_mode.value}})
+            for turn, other in zip(verdicts, others, strict=True)]
+    return ConversationVerdict(conversation.id, all(turn.valid for turn in verdicts), tuple(verdicts),
+                               argument_rule=ARGUMENT_RULES[strict_arguments])
+
+
+def _score(conversation: Conversation, model_turns: Sequence[Sequence[Step]], *, make_env: Callable[..., _Env],
+           ground_truth: GroundTruthRun, step_limit: int | None, strict_irrelevance: bool, strict_arguments: bool
+           ) -> tuple[list[TurnVerdict], bool]:
+    """The turn verdicts under one argument rule, and whether a call would be treated otherwise under the other
+    (``CallOutcome.argument_problem``)."""
+    expected = conversation.ground_truth
     verdicts: list[TurnVerdict] = []
     model_outputs: list[str] = []  # every result the model obtained so far, all turns
+    disputed = False
     with ExitStack() as stack:
-        env = _open(stack, make_env, conversation)
+        env = _open(stack, make_env, conversation, strict_arguments)
         for index, steps in enumerate(model_turns):
             outcomes = [outcome for step in steps if _calls_of(step) for outcome in env.run(list(_calls_of(step)))]
+            disputed = disputed or any(getattr(outcome, "argument_problem", None) for outcome in outcomes)
             model_outputs.extend(outcome.output for outcome in outcomes)
             verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]), ground_truth.outputs[index],
                                         ground_truth.states[index], model_outputs, env, step_limit=step_limit,
@@ -326,12 +392,15 @@ def check_conversation(
     for index in range(len(model_turns), len(expected)):
         verdicts.append(TurnVerdict(index, False, TurnFailureMode.NOT_REACHED, ErrorCode.MULTI_TURN_FORCE_TERMINATED,
                                     {"steps": 0, "calls": 0}))
-    return ConversationVerdict(conversation.id, all(turn.valid for turn in verdicts), tuple(verdicts))
+    return verdicts, disputed
 
 
-def _open(stack: ExitStack, make_env: Callable[..., _Env], conversation: Conversation) -> _Env:
+def _open(stack: ExitStack, make_env: Callable[..., _Env], conversation: Conversation,
+          strict_arguments: bool = False) -> _Env:
+    # The keyword only when it is on: a make_env of the caller's (a fake) need not know it.
+    extra = {"strict_arguments": True} if strict_arguments else {}
     env = make_env(list(conversation.involved_classes), conversation.initial_config,
-                   long_context=conversation.long_context)
+                   long_context=conversation.long_context, **extra)
     stack.callback(env.close)
     return env
 
@@ -471,7 +540,10 @@ def _call_differences(model_calls: Sequence[ToolCall], truth_calls: Sequence[Too
 
 
 def _show(call: ToolCall) -> str:
-    """``name(k=v, ...)`` with the arguments in key order: a call's identity for comparisons and details."""
-    arguments = ", ".join(f"{key}={json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)}"
-                          for key, value in sorted(call.arguments.items()))
-    return f"{call.name}({arguments})"
+    """``name(k=v, ...)`` with the arguments in key order (positional ones, of a call that could not be bound,
+    first): a call's identity for comparisons and details."""
+    arguments = [json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+                 for value in getattr(call, "positional", ())]
+    arguments += [f"{key}={json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)}"
+                  for key, value in sorted(call.arguments.items())]
+    return f"{call.name}({', '.join(arguments)})"

@@ -14,7 +14,8 @@ their initial state, the function docs the model sees, and per turn the
 ground-truth calls. Ground-truth call strings such as ``"cd(folder='doc')"``
 are parsed, never evaluated: ``ast.parse`` and ``ast.literal_eval`` of each
 argument (``parse_call``); a positional argument takes the name of the
-parameter at its position in the function doc (``"sort('report.pdf')"`` is
+parameter at its position in the method's signature, as Python binds it in
+bfcl-eval's ``eval`` (``"sort('report.pdf')"`` is
 ``sort(file_name='report.pdf')``).
 
 What bfcl-eval's generation pipeline does to an entry, and this module does
@@ -52,7 +53,18 @@ from promptgrid.safeio import read_json_lines
 from promptgrid.templates import BfclSource
 
 from ..datasets._bfcl import _prefix, _read_jsonl, _source
-from ._env import _ALSO_ACCEPTED, ToolCall, _argument_problem, _check_classes, _class_docs, _functions, _shape_problem
+from ._env import (
+    _ALSO_ACCEPTED,
+    ENVIRONMENT_CLASSES,
+    ToolCall,
+    _argument_problem,
+    _check_classes,
+    _class_docs,
+    _functions,
+    _shape_problem,
+    bind_positional,
+    method_signatures,
+)
 from ._scenario import scenario_problems
 
 __all__ = [
@@ -156,16 +168,19 @@ def _literal(node: ast.expr, where: str) -> Any:
     return value
 
 
-def parse_call(text: str, functions: Iterable[Mapping[str, Any]]) -> ToolCall:
+def parse_call(text: str, functions: Iterable[Mapping[str, Any]], classes: Sequence[str] | None = None) -> ToolCall:
     """One call in Python syntax as a ``ToolCall``, parsed and never evaluated.
 
     ``text`` must be a single call of a plain name, ``name(arg, key=value,
     ...)``, whose name is one of ``functions`` (BFCL docs); each argument must
     be a literal (``ast.literal_eval``: strings, numbers, booleans, ``None``,
-    lists, tuples, dicts). A positional argument is named by the parameter at
-    its position in the doc's ``properties``. Raises ``ValueError`` with a
-    one-line reason otherwise (attribute calls, nested calls, ``*args``,
-    unknown names, too many positional arguments, an argument given twice).
+    lists, tuples, dicts). A positional argument is named by the method's
+    signature, as Python binds it in bfcl-eval's ``eval`` (the method of
+    ``classes``, the conversation's; without them, of whichever BFCL class has
+    a method of that name). Raises ``ValueError`` with a one-line reason
+    otherwise (attribute calls, nested calls, ``*args``, unknown names, more
+    positional arguments than the method has parameters, an argument given
+    twice).
     """
     if not isinstance(text, str):
         raise ValueError(f"a call must be a string, not {type(text).__name__}")
@@ -186,27 +201,34 @@ def parse_call(text: str, functions: Iterable[Mapping[str, Any]]) -> ToolCall:
     docs = {str(doc.get("name")): doc for doc in functions}
     if name not in docs:
         raise ValueError(f"{name!r} is not one of the conversation's functions.{closest(name, docs)}")
-    properties = list((docs[name].get("parameters") or {}).get("properties") or {})
-    arguments: dict[str, Any] = {}
+    positional = []
     for index, argument in enumerate(node.args):
         if isinstance(argument, ast.Starred):
             raise ValueError(f"{name}: *arguments are not allowed")
-        if index >= len(properties):
-            raise ValueError(f"{name} takes at most {len(properties)} positional arguments")
-        arguments[properties[index]] = _literal(argument, f"{name}: argument {index + 1}")
+        positional.append(_literal(argument, f"{name}: argument {index + 1}"))
+    arguments: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None:
             raise ValueError(f"{name}: **arguments are not allowed")
         if keyword.arg in arguments:
             raise ValueError(f"{name}: argument {keyword.arg!r} is given twice")
         arguments[keyword.arg] = _literal(keyword.value, f"{name}: argument {keyword.arg!r}")
-    return ToolCall(name, arguments)
+    if not positional:
+        return ToolCall(name, arguments)
+    signatures = method_signatures(list(classes) if classes else list(ENVIRONMENT_CLASSES))
+    if name not in signatures:
+        raise ValueError(f"{name} is not a method of {', '.join(classes or ENVIRONMENT_CLASSES)}, so its "
+                         "positional arguments cannot be named; name them (key=value)")
+    bound = bind_positional(ToolCall(name, arguments, tuple(positional)), signatures[name])
+    if isinstance(bound, str):
+        raise ValueError(bound)
+    return bound
 
 
-def _call(item: Any, functions: Sequence[Mapping[str, Any]]) -> ToolCall:
+def _call(item: Any, functions: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> ToolCall:
     """A ground-truth call: BFCL's string form, or the JSON form ``{"name": ..., "arguments": {...}}``."""
     if isinstance(item, str):
-        return parse_call(item, functions)
+        return parse_call(item, functions, classes)
     if isinstance(item, dict) and set(item) <= {"name", "arguments"} and isinstance(item.get("name"), str):
         arguments = item.get("arguments", {})
         if not isinstance(arguments, dict):
@@ -343,7 +365,7 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
         calls = []
         for position, item in enumerate(turn_calls):
             try:
-                call = _call(item, all_docs)
+                call = _call(item, all_docs, classes)
             except ValueError as exc:
                 raise _Problem(f"ground_truth[{number}][{position}]", str(exc)) from None
             also = {param: kind for (owner, param), kind in _ALSO_ACCEPTED.items() if owner == owners.get(call.name)}

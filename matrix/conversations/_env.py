@@ -11,44 +11,82 @@ copied) in a separate process (``_worker.py``) and runs a ``ToolCall`` only if
    the name of a documented method of one of the involved classes (the
    function docs in bfcl-eval's ``data/multi_turn_func_doc``; the worker also
    checks it is a bound method of the instance), and
-2. its arguments validate against that function's doc: every required
-   parameter given, no parameter the doc does not list, each value of the
-   documented type (``string``; ``integer``, a bool is not one; ``float`` /
-   ``number``, an integer is accepted; ``boolean``; ``array`` with its
-   ``items``; ``dict`` with its listed ``properties``; ``None`` only for a
-   parameter that is not required), all of it JSON data (no sets, bytes or
-   objects), at most ``MAX_ARGUMENT_DEPTH`` levels deep, ``MAX_ARGUMENT_VALUES``
-   values, ``MAX_ARGUMENT_CHARS`` characters of strings and integers of at
-   most ``MAX_INTEGER_BITS`` bits. This is checked in this process, without
+2. its positional arguments, if any (``sort('report.pdf')``), bind to the
+   method's parameters by its signature (read from the installed class's
+   source with ``ast``, ``method_signatures``), as Python binds them in
+   bfcl-eval's ``eval``; a call with more positional arguments than
+   parameters, or a parameter given by position and by name, is refused
+   with a message naming the call;
+3. its arguments are bounded JSON data (no sets, bytes or objects), at most
+   ``MAX_ARGUMENT_DEPTH`` levels deep, ``MAX_ARGUMENT_VALUES`` values,
+   ``MAX_ARGUMENT_CHARS`` characters of strings and integers of at most
+   ``MAX_INTEGER_BITS`` bits. This is checked in this process, without
    recursion, before anything is sent.
+
+Beyond that, the arguments reach the method as data and the method decides,
+as in bfcl-eval (the default rule, ``"bfcl"``): ``set_budget_limit(
+budget_limit='2857.14')`` runs (the method converts the string), an unknown
+keyword or a missing argument is the ``TypeError`` the method raises, given
+back as ``"Error during execution: ..."`` exactly as bfcl-eval's ``eval``
+gives it. With ``strict_arguments=True`` (the ``"strict"`` rule) the
+arguments must also validate against the function's doc, or the call is
+refused (``bad_arguments``): every required parameter given, no parameter
+the doc does not list, each value of the documented type (``string``;
+``integer``, a bool is not one; ``float`` / ``number``, an integer is
+accepted; ``boolean``; ``array`` with its ``items``; ``dict`` with its
+listed ``properties``; ``None`` only for a parameter that is not required).
+Under either rule ``CallOutcome.argument_problem`` says what the strict rule
+finds wrong with a call, so a checker can tell where the two rules differ.
 
 Each call is bounded: in wall time (``time_limit_s``: the worker is killed
 at the bound; it also ends itself shortly after through ``SIGALRM``), in
-memory (``memory_limit_mb``: the worker's address space, ``RLIMIT_AS``), in
-output (``max_output_chars``, cut with a marker) and in number
-(``max_calls_per_step`` per ``run``; the rest are refused without running).
+memory (``memory_limit_mb``: the worker's address space, ``RLIMIT_AS``) and
+in output (``max_output_chars``, cut with a marker). Each step (one ``run``)
+is bounded in number of calls (``max_calls_per_step``), in bytes of
+arguments (``max_step_argument_bytes``, the size of the calls as sent to the
+worker: their text in UTF-8 and a few bytes per value) and in environment
+time (``step_time_limit_s``: the calls, and the restarts and replays they
+cause; a call still running when it runs out is stopped as at its own time
+bound): the calls past a bound are refused without running. Each episode
+(the life of one ``Environment``) is bounded in environment time
+(``episode_time_limit_s``, the sum over its ``run`` calls); once it is spent
+``run`` raises ``EnvironmentFailure`` (``episode_time_limit``). ``state()``
+is bounded in values, nesting and characters (``max_state_values``,
+``max_state_depth``, ``max_state_chars``: ``MAX_STATE_VALUES``, ...), counted
+as it is built, so a state whose folders share objects (``cp`` shares them:
+thirty rounds of copies report 2 ** 30 folders from a worker of 27 MB) ends
+in ``EnvironmentFailure`` (``state_too_large``) in milliseconds.
+
 A worker killed or ended at a bound is started again and the calls that ran
 before are replayed in order; their results must come out the same (the
 classes seed their random generators from the scenario), so the episode goes
-on from the same state. The worker cannot write files, start processes or
+on from the same state; if one does not, ``EnvironmentFailure``
+(``replay_differs``). The worker cannot write files, start processes or
 read the parent's environment variables; the simulated APIs themselves never
-touch the real file system.
+touch the real file system. Workers are forked from a fork server, one per
+process (``_worker.py``), so a start costs a few milliseconds; where there
+is no ``fork`` each worker is a fresh interpreter (40-125 ms).
 
 A call that is refused, or that raises inside the method, is not an
 exception: it is a ``CallOutcome`` whose ``output`` is the error text the
 model gets (bfcl-eval's form, ``"Error during execution: ..."``), and the
 episode goes on. ``refused`` names why a call did not run (``Refusal``).
-Only a failure of the machinery (bfcl-eval or one of its packages missing,
-a worker that cannot start or whose replay disagrees) raises.
+Only a failure of the machinery raises: at construction (bfcl-eval or one of
+its packages missing, a worker that cannot start, data the classes cannot
+load: ``MissingDependencyError``, ``RunError``, ``DatasetError``), and
+afterwards ``EnvironmentFailure``, which ends that episode only.
 
 Outputs are what bfcl-eval's executor gives the model: a ``str`` result as
-it is; a ``dict`` as ``json.dumps``, or ``str`` when that fails; anything else
+it is; a ``dict`` as ``json.dumps`` (``ensure_ascii=False`` with
+``ascii_results=False``), or ``str`` when that fails; anything else
 ``str``. ``state()`` is, per class, every public attribute of the instance
 (what bfcl-eval's state checker compares) as plain, comparable data.
 """
 
 from __future__ import annotations
 
+import ast
+import atexit
 import builtins
 import copy
 import enum
@@ -57,20 +95,23 @@ import math
 import os
 import pickle
 import selectors
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from promptgrid.errors import DatasetError, MissingDependencyError, RunError, closest
+from promptgrid.errors import DatasetError, MissingDependencyError, PromptgridError, RunError, closest
 from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
 
 from ..datasets._bfcl import _PYTHON_HINT, _read_jsonl
+from ..scoring.parse._pyast import POSITIONAL
 from . import _worker as protocol
 
 __all__ = [
@@ -79,13 +120,20 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_ARGUMENT_VALUES",
     "MAX_INTEGER_BITS",
+    "MAX_STATE_CHARS",
+    "MAX_STATE_DEPTH",
+    "MAX_STATE_VALUES",
     "CallOutcome",
     "Environment",
     "EnvironmentFailure",
     "EnvironmentUsage",
     "Refusal",
     "ToolCall",
+    "bind_positional",
+    "call_source",
+    "decoded_call",
     "functions_for",
+    "method_signatures",
 ]
 
 _BACKEND = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
@@ -121,6 +169,18 @@ MAX_ARGUMENT_CHARS = 1_000_000
 """Most characters of strings (keys included) in one call's arguments."""
 MAX_INTEGER_BITS = 4096
 """Largest integer argument, in bits (about 1,233 decimal digits)."""
+MAX_STATE_VALUES = 100_000
+"""Default ``max_state_values``: most values (scalars, containers, keys) ``state()`` reports. The largest ground-truth
+state of BFCL's four multi-turn categories has 647."""
+MAX_STATE_DEPTH = 100
+"""Default ``max_state_depth``: deepest nesting of containers ``state()`` reports (a simulated folder takes two
+levels: itself and its contents). The deepest ground-truth state has 9."""
+MAX_STATE_CHARS = 10_000_000
+"""Default ``max_state_chars``: most characters of text ``state()`` reports, a text counted each time it is
+reported. The largest ground-truth state has 38,561."""
+_MAX_STATE_DEPTH_ALLOWED = 2000
+"""The largest ``max_state_depth`` accepted: deeper data cannot be pickled or compared within Python's recursion
+limits."""
 
 class EnvironmentFailure(RunError):
     """The environment of one episode cannot go on: its state cannot be reported within the bounds, a replay
@@ -158,14 +218,22 @@ class Refusal(str, enum.Enum):
     """Beyond ``max_calls_per_step`` in one ``run``."""
     CRASHED = "crashed"
     """The worker ended during the call for another reason; it was restarted and the calls before replayed."""
+    STEP_TIME_LIMIT = "step_time_limit"
+    """The step's environment time (``step_time_limit_s``) ran out: the call was stopped at it (the worker was
+    restarted and the calls before replayed), or it came after and was not run."""
+    STEP_ARGUMENT_BYTES = "step_argument_bytes"
+    """The step's calls would carry more than ``max_step_argument_bytes`` of arguments with this one; not run."""
 
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One function call as a model made it (or a ground truth lists it): a name and keyword arguments."""
+    """One function call as a model made it (or a ground truth lists it): a name, keyword arguments and, where the
+    answer wrote them (Python syntax, ``sort('report.pdf')``), positional arguments. ``Environment`` binds the
+    positional ones to the method's parameters, by its signature, as Python does in bfcl-eval's ``eval``."""
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    positional: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,7 +244,8 @@ class CallOutcome:
     describe an error of the simulated API, such as ``{"error": "No such
     file"}``: that is data). ``ok`` is false when the method raised, or when
     the call was ``refused`` (a ``Refusal`` value) and never ran. ``seconds``
-    is the wall time of the call (not compared).
+    is the wall time of the call (not compared). ``call`` is the call as it
+    ran: positional arguments bound to their parameter names.
     """
 
     call: ToolCall
@@ -184,6 +253,10 @@ class CallOutcome:
     output: str
     refused: str | None = None
     seconds: float = field(default=0.0, compare=False)
+    argument_problem: str | None = None
+    """What the strict argument rule finds wrong with the call's arguments (``None``: nothing). Under the strict
+    rule such a call was refused for it; under the default rule it ran: either way the other rule would have
+    treated the call differently."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +311,12 @@ def _class_docs(source: BfclSource, name: str) -> tuple[dict[str, Any], ...]:
     return tuple(docs)
 
 
+@lru_cache(maxsize=32)
+def _class_docs_pickled(source: BfclSource, name: str) -> bytes:
+    """``_class_docs`` as a pickle: loading it gives fresh copies several times faster than ``copy.deepcopy``."""
+    return pickle.dumps(list(_class_docs(source, name)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def functions_for(classes: Sequence[str], missing: Iterable[str] = (), *, python_hint: bool = True,
                   bfcl_data: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """The BFCL function docs of ``classes``, as bfcl-eval's generation pipeline gives them to the model.
@@ -258,7 +337,7 @@ def functions_for(classes: Sequence[str], missing: Iterable[str] = (), *, python
 def _functions(source: BfclSource, classes: Sequence[str], missing: Iterable[str], *,
                python_hint: bool) -> list[dict[str, Any]]:
     names = _check_classes(classes)
-    docs = [copy.deepcopy(doc) for name in names for doc in _class_docs(source, name)]
+    docs = [doc for name in names for doc in pickle.loads(_class_docs_pickled(source, name))]
     for name in missing:
         index = next((i for i, doc in enumerate(docs) if doc["name"] == name), None)
         if index is None:
@@ -269,6 +348,83 @@ def _functions(source: BfclSource, classes: Sequence[str], missing: Iterable[str
         for doc in docs:
             doc["description"] = str(doc.get("description", "")) + _PYTHON_HINT
     return docs
+
+
+# --------------------------------------------------------------------------- method signatures
+
+@lru_cache(maxsize=len(ENVIRONMENT_CLASSES))
+def _class_signatures(name: str) -> Mapping[str, tuple[str, ...] | None]:
+    """Per method of class ``name``, its parameters that a positional argument can fill, in order (``self`` left
+    out); ``None`` for a method whose signature has other kinds (``*args``, keyword-only, positional-only), which
+    no BFCL class has. Read with ``ast`` from the installed bfcl-eval module's source: nothing is imported here."""
+    spec = find_spec("bfcl_eval")  # a top-level package: found without importing it
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:
+        raise MissingDependencyError("BFCL's multi-turn environments", "pip install --no-deps bfcl-eval")
+    relative = Path(*_BACKEND.split(".")[1:], f"{ENVIRONMENT_CLASSES[name][0]}.py")
+    path = Path(folders[0], relative)
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise RunError(f"{path}: the source of bfcl-eval's {name} cannot be read ({exc}); reinstall bfcl-eval "
+                       "(pip install --no-deps bfcl-eval).") from None
+    found = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name), None)
+    if found is None:
+        raise RunError(f"{path} has no class {name}; reinstall bfcl-eval (pip install --no-deps bfcl-eval).")
+    signatures: dict[str, tuple[str, ...] | None] = {}
+    for node in found.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            plain = not (args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs) and bool(args.args)
+            signatures[node.name] = tuple(arg.arg for arg in args.args[1:]) if plain else None
+    return signatures
+
+
+def method_signatures(classes: Sequence[str]) -> dict[str, tuple[str, ...] | None]:
+    """Per method name of ``classes``, the parameters a positional argument fills, in order (``_class_signatures``);
+    a later class wins a name two classes share, as in bfcl-eval's executor."""
+    signatures: dict[str, tuple[str, ...] | None] = {}
+    for name in _check_classes(classes):
+        signatures.update(_class_signatures(name))
+    return signatures
+
+
+def decoded_call(name: str, arguments: Mapping[str, Any]) -> ToolCall:
+    """A call as the answer parser gives it (``{name: arguments}``) as a ``ToolCall``: the positional arguments of a
+    Python answer (kept under the parser's ``POSITIONAL`` key when asked with ``positional=True``) set apart."""
+    given = dict(arguments)
+    positional = given.pop(POSITIONAL, ())
+    return ToolCall(name, given, tuple(positional) if isinstance(positional, (tuple, list)) else (positional,))
+
+
+def call_source(call: ToolCall, limit: int = 200) -> str:
+    """``call`` written as Python, ``name('a', k=1)``, cut at ``limit`` characters: how refusals name a call."""
+    parts = [repr(value) for value in call.positional]
+    parts += [f"{key}={value!r}" for key, value in call.arguments.items()]
+    text = f"{call.name}({', '.join(parts)})"
+    return text if len(text) <= limit else text[:limit - 4] + "...)"
+
+
+def bind_positional(call: ToolCall, parameters: Sequence[str] | None) -> ToolCall | str:
+    """``call`` with its positional arguments named by ``parameters`` (the method's, in order), as Python binds
+    them; or why they cannot be bound (more positional arguments than parameters, a parameter given both by
+    position and by name, a method without such a signature). A call without positional arguments is returned
+    as it is."""
+    if not call.positional:
+        return call
+    shown = call_source(call)
+    count = len(call.positional)
+    if parameters is None:
+        return f"{shown} cannot be bound: {call.name} takes its arguments by name only"
+    if count > len(parameters):
+        names = f" ({', '.join(parameters)})" if parameters else ""
+        return (f"{shown} cannot be bound: {call.name} takes at most {len(parameters)} positional "
+                f"argument{'' if len(parameters) == 1 else 's'}{names}, {count} given")
+    named = dict(zip(parameters, call.positional, strict=False))
+    twice = [key for key in named if key in call.arguments]
+    if twice:
+        return f"{shown} cannot be bound: argument {twice[0]!r} is given twice (by position and by name)"
+    return ToolCall(call.name, {**named, **call.arguments})
 
 
 # --------------------------------------------------------------------------- argument validation
@@ -382,6 +538,12 @@ def _argument_problem(name: str, arguments: dict[str, Any], parameters: Mapping[
     shape = _shape_problem(arguments)
     if shape:
         return f"the arguments of {name} hold {shape}"
+    return _doc_problem(name, arguments, parameters, also)
+
+
+def _doc_problem(name: str, arguments: dict[str, Any], parameters: Mapping[str, Any],
+                 also: Mapping[str, str]) -> str | None:
+    """``_argument_problem`` for arguments already known to be bounded JSON data: the strict rule's check."""
     properties = parameters.get("properties") or {}
     required = [p for p in parameters.get("required") or () if isinstance(p, str)]
     unknown = [key for key in arguments if key not in properties]
@@ -421,24 +583,299 @@ def _worker_environment() -> dict[str, str]:
     return env
 
 
+# --------------------------------------------------------------------------- worker processes
+
+_FORK_SERVER = sys.platform != "win32" and hasattr(os, "fork") and hasattr(socket, "send_fds") and \
+    hasattr(socket, "AF_UNIX")
+"""Whether workers are forked from a fork server (Linux, macOS); if not, each is a fresh interpreter."""
+_SERVER_TIMEOUT_S = 30.0
+"""How long an answer of the fork server may take (a fork takes milliseconds) before it is taken for dead."""
+
+
+class _Process:
+    """A worker seen from the parent: its process id and the parent's ends of its two pipes."""
+
+    pid: int
+    to_worker: int
+    from_worker: int
+
+    def end(self) -> None:
+        """Kill the worker, wait for its end and close the pipes."""
+        raise NotImplementedError
+
+    def end_later(self) -> None:
+        """``end`` where no lock may be taken (a finalizer): the pipes closed now, the worker reaped soon."""
+        self.end()
+
+
+class _Spawned(_Process):
+    """A worker started as a fresh interpreter (``python -s -B _worker.py``), where there is no fork server."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdin is not None and popen.stdout is not None
+        self.popen = popen
+        self.pid = popen.pid
+        self.to_worker = popen.stdin.fileno()
+        self.from_worker = popen.stdout.fileno()
+
+    def end(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+        self.popen.wait()
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+class _Forked(_Process):
+    """A worker forked by the fork server: a child of the server, which kills and reaps it when asked."""
+
+    def __init__(self, server: _ForkServer, pid: int, to_worker: int, from_worker: int) -> None:
+        self.server = server
+        self.pid = pid
+        self.to_worker = to_worker
+        self.from_worker = from_worker
+        self._open = True
+
+    def _close_pipes(self) -> bool:
+        if not self._open:
+            return False
+        self._open = False
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return True
+
+    def end(self) -> None:
+        if self._close_pipes():
+            self.server.end(self.pid)
+
+    def end_later(self) -> None:
+        if self._close_pipes():
+            self.server.pending.append(self.pid)  # list.append is atomic: no lock taken here
+
+
+def _receive_exact(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise ConnectionResetError("the fork server closed its socket")
+        data += chunk
+    return data
+
+
+class _ForkServer:
+    """The parent's side of one fork server (``_worker.py --fork-server``): started once per process, sys.path and
+    worker environment, it imports the API modules once and forks a worker per request (``_worker`` docstring).
+
+    Requests are serialized by a lock, so threads may start and end workers at the same time. A server that does
+    not answer in time, or whose socket fails, is killed (its workers end with it on Linux) and replaced by the
+    next request."""
+
+    def __init__(self, environment: Mapping[str, str], sys_path: Sequence[str]) -> None:
+        self.owner = os.getpid()
+        self.lock = threading.Lock()
+        self.pending: list[int] = []
+        self.broken = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-s", "-B", str(_WORKER), "--fork-server", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=dict(environment), cwd="/", close_fds=True, pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.socket = ours
+        modules = [f"{_BACKEND}.{module}" for module, _doc in ENVIRONMENT_CLASSES.values()]
+        try:
+            ours.settimeout(_START_TIMEOUT_S)
+            ours.sendall(protocol.encode({"sys_path": list(sys_path), "modules": modules}))
+            size = protocol.HEADER.unpack(_receive_exact(ours, protocol.HEADER.size))[0]
+            reply = _PlainUnpickler(io.BytesIO(_receive_exact(ours, min(size, 1 << 16)))).load()
+            ours.settimeout(_SERVER_TIMEOUT_S)
+        except (OSError, pickle.UnpicklingError, EOFError) as exc:
+            self.close()
+            raise OSError(f"the fork server did not start ({exc})") from None
+        if not (isinstance(reply, tuple) and reply[:1] == (protocol.READY,)):
+            self.close()
+            raise OSError("the fork server did not start (an unexpected answer)")
+
+    def usable(self) -> bool:
+        return not self.broken and self.owner == os.getpid() and self.process.poll() is None
+
+    def _ask(self, kind: bytes, number: int, fds: Sequence[int] = (), answered: bool = True) -> int:
+        """One request and its answer (0 for a request without one); the lock is held. Any failure leaves the
+        server broken."""
+        try:
+            request = protocol.REQUEST.pack(kind, number)
+            if fds:
+                socket.send_fds(self.socket, [request], list(fds))
+            else:
+                self.socket.sendall(request)
+            if not answered:
+                return 0
+            return int(protocol.ANSWER.unpack(_receive_exact(self.socket, protocol.ANSWER.size))[0])
+        except OSError:
+            self.broken = True
+            self.close()
+            raise
+
+    def _reap_pending(self) -> None:
+        while self.pending:
+            self._ask(protocol.END, self.pending.pop(), answered=False)
+
+    def fork(self, first: bytes) -> tuple[_Forked, bytes]:
+        """A new worker, and what it has not been sent yet of the ``first`` message: as much as the pipe holds
+        goes before the fork, so the worker can start on it at once."""
+        to_read, to_write = os.pipe()
+        from_read, from_write = os.pipe()
+        pid = 0
+        try:
+            os.set_blocking(to_write, False)
+            try:
+                sent = os.write(to_write, first)
+            except BlockingIOError:
+                sent = 0
+            os.set_blocking(to_write, True)
+            with self.lock:
+                self._reap_pending()
+                pid = self._ask(protocol.FORK, 0, (to_read, from_write))
+        finally:
+            os.close(to_read)
+            os.close(from_write)
+            if pid <= 0:
+                os.close(to_write)
+                os.close(from_read)
+        if pid < 0:
+            raise OSError(-pid, f"the fork server could not fork: {os.strerror(-pid)}")
+        return _Forked(self, pid, to_write, from_read), first[sent:]
+
+    def end(self, pid: int) -> None:
+        try:
+            with self.lock:
+                self._reap_pending()
+                self._ask(protocol.END, pid, answered=False)
+        except OSError:  # the server is gone, and its workers with it (Linux) or at the end of their input
+            pass
+
+    def close(self) -> None:
+        """Close the socket (the server then ends its workers and exits) and wait for the server."""
+        self.broken = True
+        try:
+            self.socket.close()
+        except (OSError, AttributeError):
+            pass
+        process = getattr(self, "process", None)
+        if process is None or self.owner != os.getpid():
+            return
+        try:
+            process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+_BFCL_FOUND: list[bool] = []
+
+
+def _bfcl_installed() -> bool:
+    """Whether bfcl-eval is installed (looked up until it is found once)."""
+    if not _BFCL_FOUND and find_spec("bfcl_eval") is not None:
+        _BFCL_FOUND.append(True)
+    return bool(_BFCL_FOUND)
+
+
+_SERVERS: dict[tuple[Any, ...], _ForkServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _fork_server(environment: Mapping[str, str], sys_path: Sequence[str]) -> _ForkServer:
+    """The fork server for this interpreter, worker environment and ``sys.path``, started if there is none yet
+    (or the last one died)."""
+    key = (sys.executable, tuple(sorted(environment.items())), tuple(sys_path))
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is None or not server.usable():
+            if server is not None:
+                server.close()
+            server = _SERVERS[key] = _ForkServer(environment, sys_path)
+        return server
+
+
+@atexit.register
+def _close_fork_servers() -> None:
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.close()
+
+
+def _new_process(first: bytes) -> tuple[_Process, bytes]:
+    """A new worker, forked where a fork server can run, else spawned, and the part of the ``first`` message
+    (``protocol.encode``-d) it has not been sent yet; raises ``RunError`` when no worker can start."""
+    if not sys.executable:
+        raise RunError("the environment needs a Python interpreter to start its worker, and sys.executable "
+                       "is empty in this process.")
+    environment = _worker_environment()
+    if _FORK_SERVER:
+        sys_path = [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)]
+        error: Exception | None = None
+        for _attempt in range(2):  # a server that died since the last worker is replaced once
+            try:
+                return _fork_server(environment, sys_path).fork(first)
+            except OSError as exc:
+                error = exc
+        raise RunError(f"the environment's worker process could not be started: {error}.")
+    try:
+        popen = subprocess.Popen([sys.executable, "-s", "-B", str(_WORKER)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment, cwd="/",
+                                 close_fds=True, start_new_session=True)
+    except OSError as exc:
+        raise RunError(f"the environment's worker process could not start: {exc}.") from None
+    return _Spawned(popen), first
+
+
 # --------------------------------------------------------------------------- the environment
 
 class Environment:
     """The instances of BFCL API ``classes``, loaded with ``initial_config``, in a bounded worker process.
 
     Use it as a context manager (or call ``close``): it owns a process. Not
-    thread-safe; ``run`` blocks for at most ``time_limit_s`` per call (plus a
-    restart and replay when a call hits a bound). ``long_context`` loads the
+    thread-safe (several environments may be used from several threads); ``run``
+    blocks for at most ``time_limit_s`` per call and ``step_time_limit_s`` per
+    step (plus a restart and replay when a call hits a bound). ``long_context`` loads the
     scenarios as bfcl-eval's ``long_context`` category does. The function docs
     for validation come from bfcl-eval's data (``bfcl_data``, else
     ``$PROMPTGRID_BFCL_DATA``, else the installed package); the classes always
-    come from the installed ``bfcl_eval`` package.
+    come from the installed ``bfcl_eval`` package. ``strict_arguments=True``
+    refuses calls whose arguments do not validate against their function doc
+    (the ``"strict"`` rule); by default the method decides, as in bfcl-eval
+    (module docstring).
+
+    ``ascii_results=False`` gives a dict result as ``json.dumps(result,
+    ensure_ascii=False)`` (non-ASCII characters as they are) instead of
+    bfcl-eval's ASCII escapes. The bounds of a step (``max_calls_per_step``,
+    ``max_step_argument_bytes``, ``step_time_limit_s``), of an episode
+    (``episode_time_limit_s``) and of ``state()`` (``max_state_values``,
+    ``max_state_depth``, ``max_state_chars``) are described in the module
+    docstring.
 
     Raises ``DatasetError`` for an unknown class or an ``initial_config`` the
     classes cannot load, ``MissingDependencyError``
     when bfcl-eval or a package its classes import (``mpmath`` for
     ``MathAPI``) is missing, ``RunError`` for unusable bounds or a worker that
-    cannot start.
+    cannot start. Once it is built, ``run`` and ``state`` raise
+    ``EnvironmentFailure`` when the episode's environment cannot go on.
     """
 
     def __init__(
@@ -451,9 +888,17 @@ class Environment:
         memory_limit_mb: int = 512,
         max_calls_per_step: int = 64,
         max_output_chars: int = 65_536,
+        ascii_results: bool = True,
+        max_step_argument_bytes: int = 1_048_576,
+        step_time_limit_s: float = 10.0,
+        episode_time_limit_s: float = 60.0,
+        max_state_values: int = MAX_STATE_VALUES,
+        max_state_depth: int = MAX_STATE_DEPTH,
+        max_state_chars: int = MAX_STATE_CHARS,
         bfcl_data: str | os.PathLike[str] | None = None,
+        strict_arguments: bool = False,
     ) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: _Process | None = None
         self._selector: selectors.BaseSelector | None = None
         self._closed = False
         self.classes = tuple(_check_classes(classes))
@@ -463,17 +908,35 @@ class Environment:
         _check_bound("memory_limit_mb", memory_limit_mb, 64, integer=True)
         _check_bound("max_calls_per_step", max_calls_per_step, 1, integer=True)
         _check_bound("max_output_chars", max_output_chars, 1, integer=True)
+        _check_bound("max_step_argument_bytes", max_step_argument_bytes, 1, integer=True)
+        _check_bound("step_time_limit_s", step_time_limit_s, 0.01, integer=False)
+        _check_bound("episode_time_limit_s", episode_time_limit_s, 0.01, integer=False)
+        _check_bound("max_state_values", max_state_values, 1, integer=True)
+        _check_bound("max_state_depth", max_state_depth, 1, integer=True)
+        _check_bound("max_state_chars", max_state_chars, 0, integer=True)
+        if max_state_depth > _MAX_STATE_DEPTH_ALLOWED:
+            raise RunError(f"max_state_depth={max_state_depth!r} is not usable; give a whole number of at most "
+                           f"{_MAX_STATE_DEPTH_ALLOWED}.")
         self.long_context = bool(long_context)
         self.time_limit_s = float(time_limit_s)
         self.memory_limit_mb = int(memory_limit_mb)
         self.max_calls_per_step = int(max_calls_per_step)
         self.max_output_chars = int(max_output_chars)
+        self.ascii_results = bool(ascii_results)
+        self.max_step_argument_bytes = int(max_step_argument_bytes)
+        self.step_time_limit_s = float(step_time_limit_s)
+        self.episode_time_limit_s = float(episode_time_limit_s)
+        self.max_state_values = int(max_state_values)
+        self.max_state_depth = int(max_state_depth)
+        self.max_state_chars = int(max_state_chars)
         self._initial_config = copy.deepcopy(dict(initial_config))
         source = _bfcl(bfcl_data)
         self._doc_names = {name: [doc["name"] for doc in _class_docs(source, name)] for name in self.classes}
         self._parameters: dict[str, Mapping[str, Any]] = {}
         for name in self.classes:  # a later class wins a name two classes share, as in bfcl-eval's executor
             self._parameters.update({doc["name"]: doc["parameters"] for doc in _class_docs(source, name)})
+        self.strict_arguments = bool(strict_arguments)
+        self._signatures = method_signatures(self.classes)
         self._methods: dict[str, str] = {}
         self._bounds: dict[str, bool] = {}
         self._ran: list[tuple[str, dict[str, Any], bool, str]] = []
@@ -481,6 +944,8 @@ class Environment:
         self._start_seconds = 0.0
         self._replayed = 0
         self._peak_kib = 0
+        self._episode_seconds = 0.0
+        self._step: _Step | None = None
         self._start()
 
     # ----------------------------------------------------------------- public
@@ -502,34 +967,76 @@ class Environment:
 
     def run(self, calls: Sequence[ToolCall]) -> list[CallOutcome]:
         """Run one step's calls in order; one ``CallOutcome`` per call, in the same order (see the module
-        docstring for what is refused and why). The calls past ``max_calls_per_step`` are refused unrun."""
-        self._ensure_open()
-        outcomes = []
-        for index, call in enumerate(calls):
-            if index >= self.max_calls_per_step:
-                outcomes.append(_refused(call, Refusal.TOO_MANY_CALLS,
-                                         f"more than {self.max_calls_per_step} calls in one step; this one was not "
-                                         "run"))
-                continue
-            outcomes.append(self._run_one(call))
-        return outcomes
+        docstring for what is refused and why). The calls past ``max_calls_per_step``, past
+        ``max_step_argument_bytes`` of arguments or after the step's ``step_time_limit_s`` are refused unrun.
+        Raises ``EnvironmentFailure`` when the episode's ``episode_time_limit_s`` is spent, a replay after a
+        restart gives another result, or the worker cannot be started again."""
+        if self._closed:
+            raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
+        began = time.monotonic()
+        left = self.episode_time_limit_s - self._episode_seconds
+        if left <= 0:
+            raise self._episode_spent()
+        self._step = _Step(began + self.step_time_limit_s, began + left, self.max_step_argument_bytes)
+        try:
+            self._ensure_open()
+            outcomes = []
+            for index, call in enumerate(calls):
+                if index >= self.max_calls_per_step:
+                    outcomes.append(_refused(call, Refusal.TOO_MANY_CALLS,
+                                             f"more than {self.max_calls_per_step} calls in one step; this one was "
+                                             "not run"))
+                    continue
+                now = time.monotonic()
+                if now >= self._step.episode_deadline:
+                    raise self._episode_spent()
+                if now >= self._step.deadline:
+                    outcomes.append(_refused(call, Refusal.STEP_TIME_LIMIT,
+                                             f"the step's environment time ({self.step_time_limit_s:g} s) is spent; "
+                                             "this call was not run"))
+                    continue
+                outcomes.append(self._run_one(call))
+            return outcomes
+        finally:
+            self._step = None
+            self._episode_seconds += time.monotonic() - began
+
+    def _episode_spent(self) -> EnvironmentFailure:
+        return EnvironmentFailure(f"the episode's environment time ({self.episode_time_limit_s:g} s, "
+                                  "episode_time_limit_s) is spent; the episode cannot go on.",
+                                  reason="episode_time_limit")
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per class, its instance's public attributes (those bfcl-eval's state checker compares) as plain data:
         dicts, lists, tuples, sets and scalars; a simulated directory as ``{"type": "directory", "name", "contents"}``
         and a file as ``{"type": "file", "name", "content"}`` (they compare by name and contents, as in bfcl-eval).
-        An attribute compares equal here exactly when it does in bfcl-eval's state checker."""
+        An attribute compares equal here exactly when it does in bfcl-eval's state checker.
+
+        Within the bounds (``max_state_values``, ``max_state_depth``, ``max_state_chars``), counted as the state is
+        turned into data; past one it raises ``EnvironmentFailure`` (``state_too_large``) at once, having built at
+        most that much. Also ``EnvironmentFailure`` when the worker runs out of memory building the state
+        (``out_of_memory``) or does not answer (``worker_failed``)."""
         self._ensure_open()
         reply = self._request(("state",), time.monotonic() + max(_STATE_TIMEOUT_S, self.time_limit_s))
         if isinstance(reply, tuple) and reply[0] == "state":
             return reply[1]
-        self._kill()
-        self._restart()
-        raise RunError(f"the environment of {', '.join(self.classes)} could not report its state ({_why(reply)}).")
+        where = f"the environment of {', '.join(self.classes)}"
+        if isinstance(reply, tuple) and reply[0] == protocol.STATE_TOO_LARGE:
+            raise EnvironmentFailure(
+                f"{where} could not report its state: it holds {str(reply[1])[:200]} (max_state_values="
+                f"{self.max_state_values}, max_state_depth={self.max_state_depth}, max_state_chars="
+                f"{self.max_state_chars}; raise them to report larger states).", reason="state_too_large")
+        self._kill()  # started again, with the calls replayed, if the environment is used again
+        if isinstance(reply, tuple) and reply[0] == protocol.MEMORY:
+            raise EnvironmentFailure(f"{where} could not report its state: it needs more than memory_limit_mb="
+                                     f"{self.memory_limit_mb}.", reason="out_of_memory")
+        raise EnvironmentFailure(f"{where} could not report its state ({_why(reply)}).", reason="worker_failed")
 
     def usage(self) -> EnvironmentUsage:
-        """Starts, calls and the worker's peak memory so far."""
-        self._ensure_open()
+        """Starts, calls and the worker's peak memory so far. Starts no worker: after an ``EnvironmentFailure``
+        it reports what there was."""
+        if self._closed:
+            raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
         self._note_peak()
         return EnvironmentUsage(starts=self._starts, start_seconds=self._start_seconds, calls_run=len(self._ran),
                                 calls_replayed=self._replayed,
@@ -540,18 +1047,13 @@ class Environment:
         if self._closed:
             return
         self._closed = True
-        process = self._process
-        if process is not None and process.poll() is None:
-            try:
-                self._send(("exit",))
-                process.wait(timeout=1.0)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
         self._kill()
 
     def __del__(self) -> None:  # a forgotten close must not leave a process behind
         try:
-            self._kill()
+            process, self._process = getattr(self, "_process", None), None
+            if process is not None:
+                process.end_later()
         except Exception:  # interpreter shutdown: modules may be gone
             pass
 
@@ -570,58 +1072,80 @@ class Environment:
             return _refused(call, Refusal.UNKNOWN_FUNCTION,
                             f"there is no function {name[:80]!r}; only the functions in the tool list can be "
                             f"called.{hint}")
-        if not isinstance(arguments, Mapping):
-            return _refused(call, Refusal.BAD_ARGUMENTS, f"the arguments of {name} must be an object of "
-                                                         "parameter names and values")
-        given = dict(arguments)
-        owner = self._methods[name]
-        also = {parameter: kind for (cls, parameter), kind in _ALSO_ACCEPTED.items() if cls == owner}
-        problem = _argument_problem(name, given, self._parameters[name], also)
-        if problem:
-            return _refused(call, Refusal.BAD_ARGUMENTS, problem)
-        given = copy.deepcopy(given)  # bounded (checked above); the log must not change with the caller's dict
+        prepared = self._prepare(call, name, arguments)
+        if isinstance(prepared, CallOutcome):
+            return prepared
+        call, given, argument_problem = prepared
+        message = protocol.encode(("call", name, given))
+        step = self._step
+        if step is not None:
+            if len(message) > step.bytes_left:
+                return _refused(call, Refusal.STEP_ARGUMENT_BYTES,
+                                f"the calls of this step carry more than {self.max_step_argument_bytes} bytes of "
+                                "arguments with this one; it was not run")
+            step.bytes_left -= len(message)
         started = time.monotonic()
-        reply = self._request(("call", name, given), started + self.time_limit_s)
+        bound = started + self.time_limit_s
+        deadline = min(bound, step.deadline, step.episode_deadline) if step is not None else bound
+        reply = self._request(message, deadline)
         seconds = time.monotonic() - started
         if isinstance(reply, tuple) and reply[0] == protocol.OK and len(reply) == 3:
             _kind, ok, output = reply
             self._ran.append((name, given, bool(ok), str(output)))
-            return CallOutcome(call, bool(ok), str(output), None, seconds)
+            return CallOutcome(call, bool(ok), str(output), None, seconds, argument_problem)
         if isinstance(reply, tuple) and reply[0] == protocol.REFUSED:
             return _refused(call, Refusal.UNKNOWN_FUNCTION, str(reply[2]), seconds)
-        if reply is _TIMEOUT:
-            refusal, message = Refusal.TIME_LIMIT, (f"{name} did not finish within {self.time_limit_s:g} s and was "
-                                                    "stopped")
+        if reply is _TIMEOUT and deadline < bound and step is not None and deadline == step.episode_deadline:
+            self._note_peak_of_busy_worker()
+            self._kill()  # started again, with the calls replayed, if the environment is used again
+            raise self._episode_spent()
+        if reply is _TIMEOUT and deadline < bound:
+            refusal, why = Refusal.STEP_TIME_LIMIT, (f"{name} was stopped when the step's environment time "
+                                                     f"({self.step_time_limit_s:g} s) ran out")
+        elif reply is _TIMEOUT:
+            refusal, why = Refusal.TIME_LIMIT, f"{name} did not finish within {self.time_limit_s:g} s and was stopped"
         elif isinstance(reply, tuple) and reply[0] == protocol.MEMORY:
-            refusal, message = Refusal.MEMORY_LIMIT, (f"{name} needed more than {self.memory_limit_mb} MB of memory "
-                                                      "and was stopped")
+            refusal, why = Refusal.MEMORY_LIMIT, (f"{name} needed more than {self.memory_limit_mb} MB of memory "
+                                                  "and was stopped")
         else:
-            refusal, message = Refusal.CRASHED, f"{name} stopped the environment ({_why(reply)})"
+            refusal, why = Refusal.CRASHED, f"{name} stopped the environment ({_why(reply)})"
         self._note_peak_of_busy_worker()
         self._kill()
         self._restart()
-        return _refused(call, refusal, message + "; the state is as it was before the call", seconds)
+        return _refused(call, refusal, why + "; the state is as it was before the call", seconds)
+
+    def _prepare(self, call: Any, name: str, arguments: Any
+                 ) -> CallOutcome | tuple[ToolCall, dict[str, Any], str | None]:
+        """A call of a known function made ready to send: (the call with its positional arguments bound, a copy of
+        its keyword arguments, what the strict rule finds wrong with them), or the outcome of its refusal."""
+        positional = getattr(call, "positional", ())
+        if not isinstance(arguments, Mapping) or not isinstance(positional, tuple):
+            return _refused(call, Refusal.BAD_ARGUMENTS, f"the arguments of {name} must be an object of "
+                                                         "parameter names and values")
+        shape = _shape_problem({"positional": list(positional), "keywords": dict(arguments)}) if positional \
+            else _shape_problem(dict(arguments))
+        if shape:
+            return _refused(call, Refusal.BAD_ARGUMENTS, f"the arguments of {name} hold {shape}")
+        if positional:
+            bound = bind_positional(ToolCall(name, dict(arguments), positional), self._signatures.get(name))
+            if isinstance(bound, str):
+                return _refused(call, Refusal.BAD_ARGUMENTS, bound)
+            call = bound
+        given = dict(call.arguments if positional else arguments)
+        owner = self._methods[name]
+        also = {parameter: kind for (cls, parameter), kind in _ALSO_ACCEPTED.items() if cls == owner}
+        problem = _doc_problem(name, given, self._parameters[name], also)
+        if problem and self.strict_arguments:
+            return replace(_refused(call, Refusal.BAD_ARGUMENTS, problem), argument_problem=problem)
+        given = copy.deepcopy(given)  # bounded (checked above); the log must not change with the caller's dict
+        return call, given, problem
 
     # ----------------------------------------------------------------- the process
 
     def _start(self) -> None:
-        if find_spec("bfcl_eval") is None:
+        if not _bfcl_installed():
             raise MissingDependencyError("BFCL's multi-turn environments", "pip install --no-deps bfcl-eval")
-        if not sys.executable:
-            raise RunError("the environment needs a Python interpreter to start its worker, and sys.executable "
-                           "is empty in this process.")
         started = time.monotonic()
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-s", "-B", str(_WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, env=_worker_environment(), cwd="/", close_fds=True,
-                start_new_session=True)
-        except OSError as exc:
-            raise RunError(f"the environment's worker process could not start: {exc}.") from None
-        assert self._process.stdout is not None
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._process.stdout.fileno(), selectors.EVENT_READ)
-        self._starts += 1
         init = {
             "sys_path": [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)],
             "classes": list(self.classes),
@@ -633,8 +1157,14 @@ class Environment:
             "memory_limit_bytes": self.memory_limit_mb * 1024 * 1024,
             "time_limit_s": self.time_limit_s,
             "max_output_chars": self.max_output_chars,
+            "ascii_results": self.ascii_results,
+            "state_bounds": (self.max_state_values, self.max_state_depth, self.max_state_chars),
         }
-        reply = self._request(init, started + _START_TIMEOUT_S)
+        self._process, unsent = _new_process(protocol.encode(init))
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._process.from_worker, selectors.EVENT_READ)
+        self._starts += 1
+        reply = self._request(unsent, started + _START_TIMEOUT_S)
         self._start_seconds += time.monotonic() - started
         if isinstance(reply, tuple) and reply[0] == protocol.READY:
             self._methods = dict(reply[1])
@@ -659,34 +1189,37 @@ class Environment:
         raise RunError(f"the environment's worker process did not start ({_why(reply)}).")
 
     def _restart(self) -> None:
-        """A fresh worker brought to the state the calls that ran have made (they are replayed in order)."""
-        self._start()
+        """A fresh worker brought to the state the calls that ran have made (they are replayed in order). Only
+        after the first start: every failure is an ``EnvironmentFailure``."""
+        where = f"the environment of {', '.join(self.classes)}"
+        try:
+            self._start()
+        except PromptgridError as exc:
+            raise EnvironmentFailure(f"{where} could not be started again: {exc}", reason="worker_failed") from None
         if not self._ran:
             return
         deadline = time.monotonic() + _START_TIMEOUT_S + self.time_limit_s * len(self._ran)
         reply = self._request(("replay", [(name, arguments) for name, arguments, _ok, _out in self._ran]), deadline)
         if not (isinstance(reply, tuple) and reply[0] == "replayed" and len(reply[1]) == len(self._ran)):
             self._kill()
-            raise RunError(f"the environment of {', '.join(self.classes)} could not be rebuilt by replaying its "
-                           f"{len(self._ran)} calls ({_why(reply)}).")
+            raise EnvironmentFailure(f"{where} could not be rebuilt by replaying its {len(self._ran)} calls "
+                                     f"({_why(reply)}).", reason="worker_failed")
         self._replayed += len(self._ran)
         for number, ((name, _arguments, ok, output), result) in enumerate(zip(self._ran, reply[1], strict=True)):
             if tuple(result) != (protocol.OK, ok, output):
                 self._kill()
-                raise RunError(f"replaying call {number + 1} ({name}) of the environment of "
-                               f"{', '.join(self.classes)} gave another result than the first time; the "
-                               "environment is not deterministic and the episode cannot go on.")
-
-    def _send(self, message: Any) -> None:
-        assert self._process is not None and self._process.stdin is not None
-        protocol.write_message(self._process.stdin.fileno(), message)
+                raise EnvironmentFailure(f"replaying call {number + 1} ({name}) of {where} gave another result than "
+                                         "the first time; the environment is not deterministic and the episode "
+                                         "cannot go on.", reason="replay_differs")
 
     def _request(self, message: Any, deadline: float) -> Any:
-        """Send ``message`` and wait for the reply until ``deadline``: the reply, ``_TIMEOUT`` or ``_ENDED``."""
-        if self._process is None or self._process.poll() is not None:
+        """Send ``message`` (or its ``protocol.encode``-d bytes) and wait for the reply until ``deadline``: the
+        reply, ``_TIMEOUT`` or ``_ENDED``."""
+        if self._process is None:
             return _ENDED
         try:
-            self._send(message)
+            protocol.write_all(self._process.to_worker,
+                               message if isinstance(message, bytes) else protocol.encode(message))
         except OSError:  # BrokenPipeError: the worker is gone
             return _ENDED
         header = self._receive(protocol.HEADER.size, deadline)
@@ -704,8 +1237,8 @@ class Environment:
             return _ENDED
 
     def _receive(self, size: int, deadline: float) -> Any:
-        assert self._process is not None and self._process.stdout is not None and self._selector is not None
-        fd = self._process.stdout.fileno()
+        assert self._process is not None and self._selector is not None
+        fd = self._process.from_worker
         chunks: list[bytes] = []
         missing = size
         while missing > 0:
@@ -714,7 +1247,10 @@ class Environment:
                 return _TIMEOUT
             if not self._selector.select(remaining):
                 continue
-            chunk = os.read(fd, min(missing, 1 << 20))
+            try:
+                chunk = os.read(fd, min(missing, 1 << 20))
+            except OSError:
+                return _ENDED
             if not chunk:
                 return _ENDED
             chunks.append(chunk)
@@ -722,7 +1258,7 @@ class Environment:
         return b"".join(chunks)
 
     def _note_peak(self) -> None:
-        if self._process is None or self._process.poll() is not None:
+        if self._process is None:
             return
         reply = self._request(("usage",), time.monotonic() + 5.0)
         if isinstance(reply, tuple) and reply[0] == "usage" and isinstance(reply[1], int):
@@ -748,23 +1284,23 @@ class Environment:
         if self._selector is not None:
             self._selector.close()
             self._selector = None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+        if process is not None:
+            process.end()
 
     def _ensure_open(self) -> None:
         if self._closed:
             raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
         if self._process is None:
             self._restart()
+
+
+@dataclass
+class _Step:
+    """What is left of the step ``run`` is in: its deadline, the episode's, and the bytes of arguments."""
+
+    deadline: float
+    episode_deadline: float
+    bytes_left: int
 
 
 def _check_bound(label: str, value: Any, minimum: float, *, integer: bool) -> None:

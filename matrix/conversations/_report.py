@@ -396,9 +396,20 @@ class ConversationReport:
     labels: Mapping[str, str] = field(default_factory=dict)
     """Variant id -> the grid's label, used in place of the id in the tables and the console (ids stay in
     ``to_dict``)."""
+    argument_rules: tuple[str, ...] = ()
+    """The argument rules the finished episodes were scored under (``"bfcl"``, ``"strict"``; a verdict stored
+    before the rule was recorded counts as ``"strict"``, the only rule then)."""
+    argument_rule_disagreements: int = 0
+    """Turns of finished episodes that the other argument rule scores otherwise (``argument_rule_disagrees``)."""
 
     def _name(self, variant_id: str) -> str:
         return self.labels.get(variant_id, variant_id)
+
+    def _rules(self) -> str:
+        """``arguments: bfcl (lenient)`` / ``strict``, and the turns the other rule scores otherwise."""
+        names = ", ".join(_RULE_NAMES.get(rule, rule) for rule in self.argument_rules) or "none scored"
+        return (f"arguments: {names}; {self.argument_rule_disagreements:,} turn(s) the other argument rule scores "
+                "otherwise")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (schema in the module docstring)."""
@@ -411,6 +422,8 @@ class ConversationReport:
             "comparisons": _jsonable(self.comparisons), "turn_accuracy": _jsonable(self.turn_accuracy),
             "divergence": [d.to_dict() for d in self.divergence],
             "failure_modes": _jsonable(self.failure_modes), "native_gap": _jsonable(self.native_gap),
+            "argument_rules": list(self.argument_rules),
+            "argument_rule_disagreements": self.argument_rule_disagreements,
         }
 
     # ------------------------------------------------------------------------------------------- markdown
@@ -421,7 +434,7 @@ class ConversationReport:
         k = self.k
         out = ["## Conversation runs", "",
                f"{self.episodes:,} episodes: {self.finished:,} finished, {self.unfinished:,} unfinished. "
-               f"{UNFINISHED_NOTE} k = {k}. Intervals: {conf}.", ""]
+               f"{UNFINISHED_NOTE} k = {k}. Intervals: {conf}. {_safe(self._rules())}.", ""]
 
         out += ["### Accuracy and pass^k per variant", ""]
         rows = [[v.model, self._name(v.variant_id), v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
@@ -545,7 +558,7 @@ class ConversationReport:
         """A few plain lines for the terminal: per model, accuracy, both pass^k, best and worst variant, gap."""
         k = self.k
         out = [f"conversation report: {self.finished:,} finished episodes, {self.unfinished:,} unfinished "
-               f"(not scored), k = {k}"]
+               f"(not scored), k = {k}", _safe(f"  {self._rules()}")]
         for m in self.models:
             out.append(_safe(
                 f"  {m.model}: accuracy {with_ci(m.accuracy, m.accuracy_ci)}%, pass^{k} tau-bench "
@@ -863,11 +876,31 @@ def conversation_report(
 
     n_all = len(episodes)
     finished = sum(1 for e in episodes if e.valid is not None)
+    rules, disagreements = _argument_rules(episodes)
     return ConversationReport(
         k=k, confidence=confidence, n_resamples=n_resamples, seed=seed, episodes=n_all, finished=finished,
         unfinished=n_all - finished, variants=tuple(summaries), models=tuple(models),
         comparisons=tuple(comparisons), turn_accuracy=tuple(turn_accuracy), divergence=tuple(divergence),
-        failure_modes=tuple(failures), native_gap=tuple(gaps), labels=dict(labels or {}))
+        failure_modes=tuple(failures), native_gap=tuple(gaps), labels=dict(labels or {}), argument_rules=rules,
+        argument_rule_disagreements=disagreements)
+
+
+_RULE_NAMES = {"bfcl": "bfcl (lenient)", "strict": "strict"}
+
+
+def _argument_rules(episodes: Sequence[EpisodeResult]) -> tuple[tuple[str, ...], int]:
+    """The argument rules of the finished episodes' stored verdicts, and their turns the other rule scores
+    otherwise."""
+    rules: set[str] = set()
+    turns = 0
+    for e in episodes:
+        verdict = e.details.get("verdict") if e.valid is not None else None
+        if not isinstance(verdict, Mapping):
+            continue
+        rules.add(str(verdict.get("argument_rule", "strict")))
+        turns += sum(1 for turn in verdict.get("turns") or () if isinstance(turn, Mapping)
+                     and "argument_rule_disagrees" in (turn.get("details") or {}))
+    return tuple(sorted(rules)), turns
 
 
 def _compare(md: _ModelData, pairs: Sequence[tuple[int, int]], has: np.ndarray, rate: np.ndarray,

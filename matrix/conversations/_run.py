@@ -409,6 +409,21 @@ def _step_keys(store: ConversationStore) -> bool:
     return keys != STEP_KEYS
 
 
+def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> None:
+    """A run directory is scored under one argument rule: its finished episodes are reused on resume, so a run
+    under the other rule would mix verdicts of both. The rule is recorded by the first run (a store without it
+    was written before the rule was an option, under the strict rule)."""
+    wanted = "strict" if strict_arguments else "bfcl"
+    recorded = store.meta("argument_rule")
+    if recorded is None:
+        recorded = wanted if store.step_count() == 0 else "strict"
+        store.set_meta("argument_rule", recorded)
+    if recorded != wanted:
+        flag = "with --strict-arguments" if recorded == "strict" else "without --strict-arguments"
+        raise RunError(f"{store.run_dir} was scored under the {recorded} argument rule; its episodes would be reused "
+                       f"under the {wanted} rule. Run it {flag}, or give another --run-dir.")
+
+
 def _check_options(batch: bool, goal: str | None) -> None:
     if batch:
         raise RunError("conversation datasets cannot be sent as a provider batch: each step depends on the answer "
@@ -506,6 +521,7 @@ async def arun_conversations(
     summary = ConversationRunSummary(str(run_dir))
     started = time.perf_counter()
     with ConversationStore(run_dir, create=True) as store:
+        _check_argument_rule(store, strict_arguments)
         store.add_variants(episode_variants(variants))
         store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})
         if describe:

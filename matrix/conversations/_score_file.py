@@ -7,7 +7,9 @@ step is what the model said at that step:
 - a string (a prompting model's answer): decoded in the prompt's return
   format (``--variant``; bfcl-eval's default prompt is Python calls without a
   tag) with promptgrid's strict parser, the one single-turn scoring uses, so
-  nothing is ``eval``-ed;
+  nothing is ``eval``-ed; a Python call's positional arguments are kept
+  (``sort('report.pdf')``) and bound by the environment, by the method's
+  signature, as bfcl-eval's ``eval`` of the string binds them;
 - a list of ``{name: arguments}`` objects (a function-calling model), the
   arguments an object or a JSON string of one.
 
@@ -33,7 +35,7 @@ from promptgrid.safeio import read_json_lines
 
 from ._check import DecodeFailure, GroundTruthRun, Step, check_conversation, run_ground_truth
 from ._dataset import Conversation
-from ._env import EnvironmentFailure, ToolCall
+from ._env import EnvironmentFailure, ToolCall, decoded_call
 
 __all__ = ["decode_step", "score_conversation_stream"]
 
@@ -49,10 +51,10 @@ def decode_step(step: Any, *, return_format: str = "python", tool_call_tag: bool
     if isinstance(step, str):
         from promptgrid.matrix.scoring.parse import parse_response
 
-        parsed = parse_response(step, return_format, tool_call_tag)
+        parsed = parse_response(step, return_format, tool_call_tag, positional=True)
         if parsed.failure is not None:
             return DecodeFailure(step[:_SHOWN], parsed.details or str(parsed.failure))
-        return tuple(ToolCall(name, dict(args)) for call in parsed.calls or () for name, args in call.items())
+        return tuple(decoded_call(name, args) for call in parsed.calls or () for name, args in call.items())
     if isinstance(step, list):
         calls = []
         for item in step:
@@ -83,11 +85,13 @@ def _trajectory(result: Any, conversation: Conversation, return_format: str, too
 
 def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name: str,
                               conversations: Sequence[Conversation], errors: IO[str], return_format: str = "python",
-                              tool_call_tag: bool = False) -> tuple[int, int, int]:
+                              tool_call_tag: bool = False, strict_arguments: bool = False) -> tuple[int, int, int]:
     """Score every line of ``source`` into ``sink``; returns (scored, valid, failed lines).
 
     Lines are read with ``promptgrid.safeio.read_json_lines`` (bounded). Each
     entry's ground truth is run once, however many lines name it.
+    ``strict_arguments`` chooses the argument rule (``check_conversation``);
+    each scored line records it (``argument_rule``).
     """
     by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
     truths: dict[str, GroundTruthRun] = {}
@@ -106,7 +110,8 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
             truth = truths.get(conversation.id)
             if truth is None:
                 truth = truths[conversation.id] = run_ground_truth(conversation)
-            verdict = check_conversation(conversation, trajectory, ground_truth=truth)
+            verdict = check_conversation(conversation, trajectory, ground_truth=truth,
+                                         strict_arguments=strict_arguments)
         except (_LineError, EnvironmentFailure) as exc:
             # An environment that cannot go on (a state beyond the bounds, a replay that differs, the episode's
             # environment time spent) costs this line only, as a malformed line does.

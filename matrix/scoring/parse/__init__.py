@@ -16,6 +16,7 @@ Model output is never evaluated.
 
 from ._agnostic import parse_any
 from ._limits import MAX_DEPTH, MAX_INPUT_CHARS, MAX_PYTHON_TOKENS, MAX_XML_ELEMENTS
+from ._pyast import POSITIONAL
 from ._result import (
     BFCL_DECODER_FAILED,
     BFCL_WRONG_OUTPUT_FORMAT,
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_PYTHON_TOKENS",
     "MAX_XML_ELEMENTS",
     "OTHER_XML",
+    "POSITIONAL",
     "Deviation",
     "ParseFailure",
     "ParseResult",

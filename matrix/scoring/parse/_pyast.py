@@ -28,7 +28,11 @@ from ._limits import MAX_ARITH_OPERANDS, MAX_DEPTH, MAX_INT_BITS
 from ._pyfast import Decline, TooDeep, TooLarge, parse_literal_fast
 from ._result import BFCL_DECODER_FAILED, Deviation, ParseFailure
 
-__all__ = ["literal_value", "parse_calls_ast", "syntax_failure"]
+__all__ = ["POSITIONAL", "literal_value", "parse_calls_ast", "syntax_failure"]
+
+POSITIONAL = "*"
+"""With ``positional=True``: the key of a call's positional arguments (a tuple) among its keyword arguments. No
+Python keyword can be ``*``, so it never collides with one."""
 
 _ARITH: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -72,10 +76,15 @@ def syntax_failure(exc: SyntaxError, text: str) -> Fail:
     return Fail(kind, f"Python syntax error: {msg}{where}")
 
 
-def parse_calls_ast(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+def parse_calls_ast(text: str, *, positional: bool = False
+                    ) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
     """bfcl-eval's ``ast_parse`` for Python, with eval replaced by safe folding.
 
     Returns the calls and the deviation from bfcl-eval met on the way (``+x``).
+    bfcl-eval drops positional arguments (``sort('a.pdf')`` is ``sort()``);
+    ``positional=True`` (conversations only: their environment binds them as
+    Python does) keeps a call's positional arguments, resolved by the same
+    value rules, as a tuple under the key ``POSITIONAL`` of its arguments.
     """
     try:
         tree = _parse(text)
@@ -93,7 +102,7 @@ def parse_calls_ast(text: str) -> tuple[list[dict[str, dict[str, Any]]], Deviati
         nodes = body.elts
     else:
         raise Fail(ParseFailure.NOT_A_CALL, f"Python: expected a list of calls, got {_what(body)}")
-    resolver = _Resolver()
+    resolver = _Resolver(positional)
     calls = []
     try:
         for node in nodes:
@@ -112,10 +121,11 @@ def _what(node: ast.AST) -> str:
 class _Resolver:
     """bfcl-eval's ``resolve_ast_call`` / ``resolve_ast_by_type``, made safe."""
 
-    __slots__ = ("deviation",)
+    __slots__ = ("deviation", "positional")
 
-    def __init__(self) -> None:
+    def __init__(self, positional: bool = False) -> None:
         self.deviation: Deviation | None = None
+        self.positional = positional
 
     def call(self, node: ast.Call, depth: int) -> dict[str, dict[str, Any]]:
         parts = []
@@ -141,6 +151,11 @@ class _Resolver:
                 bfcl_error_type=None,
                 deviation=Deviation.KWARGS_UNPACK,
             )
+        if self.positional and depth == 1 and node.args:  # a call of the answer, not a call inside a value
+            if any(isinstance(arg, ast.Starred) for arg in node.args):
+                raise Fail(ParseFailure.NOT_A_CALL, f"Python: {name}(*...) unpacks arguments; no values to bind",
+                           bfcl_error_type=None)
+            args[POSITIONAL] = tuple(self.value(arg, depth + 1) for arg in node.args)
         return {name: args}
 
     def value(self, node: ast.AST, depth: int) -> Any:

@@ -33,27 +33,31 @@ _FAILURES: dict[str, Fail] = {}
 _MEMO_SIZE = 64
 
 
-def parse_python_calls(text: str, *, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+def parse_python_calls(text: str, *, exact: bool = True, positional: bool = False
+                       ) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
     """Calls in ``text`` (already cleaned as bfcl-eval does); raises :class:`Fail`.
 
     ``exact=False``: a syntax error may be reported as BAD_SYNTAX where the
     exact kind is UNCLOSED_BRACKET (the verdict alone is wanted; cheaper on
     long malformed answers, and on answers that open with prose).
+    ``positional=True``: positional arguments are kept (``parse_calls_ast``),
+    where bfcl-eval drops them (conversations only).
     """
-    known = _FAILURES.get(text)
+    known = None if positional else _FAILURES.get(text)
     if known is not None:
         raise known.fresh()
     try:
-        return _parse(text, exact)
+        return _parse(text, exact, positional)
     except Fail as fail:
-        if exact:
+        if exact and not positional:
             if len(_FAILURES) >= _MEMO_SIZE:
                 _FAILURES.clear()
             _FAILURES[text] = fail  # only ever read through fresh(), never raised again
         raise
 
 
-def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
+def _parse(text: str, exact: bool = True, positional: bool = False
+           ) -> tuple[list[dict[str, dict[str, Any]]], Deviation | None]:
     if "(" not in text and len(text) <= MAX_PYTHON_TOKENS:
         # Prose, JSON or XML where Python was asked for: no call can be written
         # without "(". The one call-free success is an empty list (what the fast
@@ -90,4 +94,4 @@ def _parse(text: str, exact: bool = True) -> tuple[list[dict[str, dict[str, Any]
         # ``ast.parse`` would fail too, with this kind; it costs more than the
         # whole bfcl-eval decode of such an answer to hear it say so.
         raise Fail(certain[0], f"Python syntax error: {certain[1]}")
-    return parse_calls_ast(text)
+    return parse_calls_ast(text, positional=positional)

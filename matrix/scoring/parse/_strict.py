@@ -82,6 +82,7 @@ def parse_response(
     tool_call_tag: bool,
     *,
     strict_xml_types: bool = False,
+    positional: bool = False,
 ) -> ParseResult:
     """Parse ``text`` as bfcl-eval would for this return format and tag.
 
@@ -89,6 +90,9 @@ def parse_response(
     :class:`ParseResult`. ``strict_xml_types=True`` fails XML answers whose
     ``type`` attributes are outside bfcl's list (``WRONG_XML_TYPE``);
     bfcl-eval itself keeps such values as strings, which is the default.
+    ``positional=True`` (conversations, whose environment binds them): a
+    Python call's positional arguments are kept, as a tuple under the key
+    ``POSITIONAL`` of its arguments, where bfcl-eval's decoder drops them.
     (:func:`decode_bfcl` is the same decode without the diagnostics.)
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
@@ -138,7 +142,7 @@ def parse_response(
         unknown: tuple[str, ...] = ()
         detected: str = fmt
         if fmt is _PYTHON:
-            calls, deviation = parse_python_calls(body.strip().strip("'"))
+            calls, deviation = parse_python_calls(body.strip().strip("'"), positional=positional)
             span = (0, len(body))
         elif fmt is _JSON:
             calls, span, more, deviation = parse_json_calls(body)

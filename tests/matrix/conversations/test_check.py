@@ -188,15 +188,19 @@ def test_a_result_from_an_earlier_turn_counts(base: dict[str, Conversation], ben
     agrees(bench, reference, conversation, turns, verdict)
 
 
-def test_call_refused(base: dict[str, Conversation]) -> None:
+@pytest.mark.parametrize("strict", [False, True])
+def test_call_refused(base: dict[str, Conversation], strict: bool) -> None:
     conversation = base["multi_turn_base_0"]
     cd, mkdir, mv = conversation.ground_truth[0]
-    for refused in (call("_load_scenario", scenario={}), call("__class__"), call("mkdir", dir_name="temp", mode=7),
-                    call("no_such_function", dir_name="temp")):
-        verdict = check_conversation(conversation, replace_turn(conversation, 0, steps([cd, refused, mv])))
+    unbindable = ToolCall("mkdir", {}, ("temp", 7))
+    for refused in (call("_load_scenario", scenario={}), call("__class__"), call("no_such_function", dir_name="temp"),
+                    unbindable, *([call("mkdir", dir_name="temp", mode=7)] if strict else [])):
+        verdict = check_conversation(conversation, replace_turn(conversation, 0, steps([cd, refused, mv])),
+                                     strict_arguments=strict)
         assert failure(verdict) == (0, M.CALL_REFUSED, ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH), refused
         (entry,) = verdict.turns[0].details["refused"]
         assert entry["call"].startswith(refused.name) and entry["reason"]
+        assert verdict.argument_rule == ("strict" if strict else "bfcl")
 
 
 def test_a_refused_call_that_is_repaired_leaves_the_turn_valid(base: dict[str, Conversation]) -> None:
@@ -325,18 +329,99 @@ def test_deviation_a_method_name_inside_a_string_argument(tmp_path: Path, bench:
     assert (theirs.valid, theirs.error_type) == (False, "multi_turn:instance_state_mismatch")
 
 
-def test_deviation_an_argument_of_another_type_is_refused(base: dict[str, Conversation], bench: ModuleType,
-                                                          reference: Any) -> None:
-    """A number given as a string runs in bfcl-eval (``set_budget_limit`` converts it); here it is refused."""
+def test_a_number_as_a_string_is_valid_by_default_and_refused_under_the_strict_rule(
+        base: dict[str, Conversation], bench: ModuleType, reference: Any) -> None:
+    """A number given as a string runs in bfcl-eval (``set_budget_limit`` converts it): valid by default, as
+    there; the strict rule refuses it, and each verdict says how the other rule scores the turn."""
     conversation = base["multi_turn_base_180"]
     exchange, budget = conversation.ground_truth[0]
     as_text = call("set_budget_limit", **{**budget.arguments, "budget_limit": str(budget.arguments["budget_limit"])})
     turns = replace_turn(conversation, 0, steps([exchange, as_text]))
+    lenient = check_conversation(conversation, turns)
+    assert lenient.valid and lenient.argument_rule == "bfcl"
+    assert lenient.turns[0].details["argument_rule_disagrees"] == {
+        "other_rule": "strict", "valid": False, "failure_mode": "call_refused"}
+    assert lenient.to_dict()["argument_rule"] == "bfcl"
+    agrees(bench, reference, conversation, turns, lenient)
+    strict = check_conversation(conversation, turns, strict_arguments=True)
+    assert failure(strict) == (0, M.CALL_REFUSED, ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
+    assert strict.turns[0].details["refused"][0]["reason"] == "bad_arguments"
+    assert strict.turns[0].details["argument_rule_disagrees"] == {"other_rule": "bfcl", "valid": True,
+                                                                  "failure_mode": None}
+    assert strict.argument_rule == "strict" and strict.to_dict()["argument_rule"] == "strict"
+    # The refused budget limit leaves every later turn in another state: each of those turns disagrees too.
+    assert lenient.argument_rule_disagreements == strict.argument_rule_disagreements == sum(
+        not turn.valid for turn in strict.turns) >= 2
+
+
+def test_no_second_scoring_without_a_call_the_rules_treat_differently(base: dict[str, Conversation]) -> None:
+    conversation = base["multi_turn_base_0"]
+    made: list[bool] = []
+
+    def make_env(*args: Any, **kwargs: Any) -> Any:
+        from promptgrid.matrix.conversations._env import Environment
+
+        made.append(bool(kwargs.get("strict_arguments")))
+        return Environment(*args, **kwargs)
+
+    truth_run = run_ground_truth(conversation)
+    assert check_conversation(conversation, truth(conversation), make_env=make_env, ground_truth=truth_run).valid
+    assert made == [False]
+
+
+def test_an_unknown_keyword_runs_and_gives_bfcl_evals_type_error(base: dict[str, Conversation], bench: ModuleType,
+                                                                  reference: Any) -> None:
+    conversation = base["multi_turn_base_0"]
+    cd, mkdir, mv = conversation.ground_truth[0]
+    turns = replace_turn(conversation, 0, steps([call("cd", folder="document", evil=1), cd, mkdir, mv]))
     verdict = check_conversation(conversation, turns)
-    assert failure(verdict) == (0, M.CALL_REFUSED, ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
-    assert verdict.turns[0].details["refused"][0]["reason"] == "bad_arguments"
-    trajectory = bench.Trajectory(conversation.id, "crafted", tuple(tuple(tuple(s) for s in t) for t in turns))
-    assert reference.verdict(trajectory).valid
+    assert verdict.valid and "refused" not in verdict.turns[0].details  # it ran; the method raised
+    agrees(bench, reference, conversation, turns, verdict)
+    strict = check_conversation(conversation, turns, strict_arguments=True)
+    assert strict.valid and strict.turns[0].details["refused"][0]["reason"] == "bad_arguments"
+    # Scored again under the other rule (a call the rules treat differently), the same validity: no note.
+    assert verdict.argument_rule_disagreements == strict.argument_rule_disagreements == 0
+
+
+def test_positional_ground_truth_sent_back_as_the_answer_is_valid(base: dict[str, Conversation],
+                                                                   bench: ModuleType) -> None:
+    """BFCL's own ground truth, ``sort('final_report.pdf')`` included, as the model's answer text."""
+    from promptgrid.matrix.conversations._score_file import decode_step
+
+    conversation = base["multi_turn_base_0"]
+    raw = bench.BfclReference("multi_turn_base").raw_truth(conversation.id) if _has_reference() else [
+        ["cd(folder='document')", "mkdir(dir_name='temp')", "mv(source='final_report.pdf', destination='temp')"],
+        ["cd(folder='temp')", "grep(file_name='final_report.pdf', pattern='budget analysis')"],
+        ["sort('final_report.pdf')"],
+        ["cd(folder='..')", "mv(source='previous_report.pdf', destination='temp')", "cd(folder='temp')",
+         "diff(file_name1='final_report.pdf', file_name2='previous_report.pdf')"]]
+    assert "sort('final_report.pdf')" in raw[2]
+    turns = [[decode_step(f"[{text}]") for text in turn] for turn in raw]
+    assert turns[2] == [(ToolCall("sort", {}, ("final_report.pdf",)),)]
+    for strict in (False, True):
+        verdict = check_conversation(conversation, turns, strict_arguments=strict)
+        assert verdict.valid, verdict.to_dict()
+        assert verdict.turns[2].details["calls"] == 1
+
+
+def test_an_unbindable_positional_call_is_refused_naming_the_call(base: dict[str, Conversation]) -> None:
+    from promptgrid.matrix.conversations._score_file import decode_step
+
+    conversation = base["multi_turn_base_0"]
+    turns = truth(conversation)
+    turns[2] = [decode_step("[sort('final_report.pdf', 'again')]")]
+    verdict = check_conversation(conversation, turns)
+    assert failure(verdict) == (2, M.CALL_REFUSED, ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH)
+    assert verdict.turns[2].details["refused"] == [{"call": 'sort("final_report.pdf", "again")',
+                                                     "reason": "bad_arguments"}]
+
+
+def _has_reference() -> bool:
+    try:
+        import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def test_every_turn_is_scored_after_a_failure(base: dict[str, Conversation]) -> None:
@@ -360,6 +445,7 @@ def test_agreement_with_bfcl_eval_on_a_sample(base: dict[str, Conversation], ben
     """40 trajectories of the benchmark (10 entries spread over the classes x 4 kinds): the same verdicts."""
     sample = [base[f"multi_turn_base_{number}"] for number in range(0, 200, 20)]
     rows = bench.compare(sample)
-    assert len(rows) == 40 and {row.trajectory.kind for row in rows} == set(bench.KINDS)
+    assert len(rows) >= 70 and {row.trajectory.kind for row in rows} == set(bench.KINDS)
     assert [(row.trajectory.entry_id, row.trajectory.kind) for row in rows if not row.agrees] == []
-    assert sum(row.ours.valid for row in rows) >= 10
+    assert sum(row.ours.valid for row in rows) >= 30
+    assert all(row.ours.valid for row in rows if row.trajectory.kind == "truth_text")

@@ -385,3 +385,21 @@ def test_duplicate_episode_is_refused() -> None:
 def test_bad_confidence_is_refused() -> None:
     with pytest.raises(ValueError, match="confidence"):
         report([ep("a", "x", 0, True)], ONE, confidence=1.5)
+
+
+def test_the_argument_rule_and_the_turns_the_other_rule_scores_otherwise_are_shown() -> None:
+    from dataclasses import replace
+
+    note = {"other_rule": "strict", "valid": False, "failure_mode": "call_refused"}
+    verdict = {"argument_rule": "bfcl", "turns": [{"turn": 0, "details": {"argument_rule_disagrees": note}},
+                                                  {"turn": 1, "details": {}}]}
+    episodes = [replace(ep("a", "c1", 0, True), details={"verdict": verdict}),
+                replace(ep("a", "c2", 0, False), details={"verdict": {"argument_rule": "bfcl", "turns": []}}),
+                ep("a", "c3", 0, None)]
+    r = report(episodes, ONE)
+    assert (r.argument_rules, r.argument_rule_disagreements) == (("bfcl",), 1)
+    assert r.to_dict()["argument_rules"] == ["bfcl"] and r.to_dict()["argument_rule_disagreements"] == 1
+    assert "arguments: bfcl (lenient); 1 turn(s) the other argument rule scores otherwise" in r.to_markdown()
+    assert "arguments: bfcl (lenient)" in r.console()
+    old = report([replace(ep("a", "c1", 0, True), details={"verdict": {"turns": []}})], ONE)
+    assert old.argument_rules == ("strict",) and "arguments: strict;" in old.console()

@@ -1056,3 +1056,13 @@ def test_strict_arguments_reach_every_environment_the_runner_makes(tmp_path: Pat
                  "--variant", "python->python,False", "--run-dir", str(tmp_path / "cli"), "--no-progress",
                  "--strict-arguments"]) == 0
     assert len(seen) >= 1 and seen[0] is True
+
+
+def test_a_run_directory_keeps_the_argument_rule_it_was_scored_under(tmp_path: Path,
+                                                                      base: list[Conversation]) -> None:
+    summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path)
+    assert summary.valid == 1
+    with pytest.raises(RunError, match="scored under the bfcl argument rule.*Run it without --strict-arguments"):
+        run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path, strict_arguments=True)
+    again = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path)
+    assert again.valid == 1 and again.steps_sent == 0

@@ -84,3 +84,50 @@ def test_an_environment_that_cannot_go_on_costs_its_line_only(tmp_path: Path, mo
     scored = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(scored) == 4 and [s["id"] for s in scored][:1] == ["multi_turn_base_0"]
     assert "scored 4 line(s)" in err
+
+
+def test_bfcls_own_ground_truth_strings_score_valid_and_the_rule_is_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """multi_turn_base_0's ground truth as BFCL writes it: ``sort('final_report.pdf')`` is bound by position."""
+    raw = [["cd(folder='document')", "mkdir(dir_name='temp')", "mv(source='final_report.pdf', destination='temp')"],
+           ["cd(folder='temp')", "grep(file_name='final_report.pdf', pattern='budget analysis')"],
+           ["sort('final_report.pdf')"],
+           ["cd(folder='..')", "mv(source='previous_report.pdf', destination='temp')", "cd(folder='temp')",
+            "diff(file_name1='final_report.pdf', file_name2='previous_report.pdf')"]]
+    (conversation,) = load_conversations("bfcl:multi_turn_base", limit=1)
+    assert conversation.ground_truth[2] == (ToolCall("sort", {"file_name": "final_report.pdf"}),)
+    budget = {"id": "multi_turn_base_0", "result": [[f"[{call}]" for call in turn] for turn in raw]}
+    unbindable = {"id": "multi_turn_base_0",
+                  "result": [*budget["result"][:2], ["[sort('final_report.pdf', 'twice')]"], budget["result"][3]]}
+    path = tmp_path / "raw.jsonl"
+    path.write_text(json.dumps(budget) + "\n" + json.dumps(unbindable) + "\n")
+    for flags, rule in (([], "bfcl"), (["--strict-arguments"], "strict")):
+        out = tmp_path / f"scored_{rule}.jsonl"
+        assert main(["score-file", str(path), "--dataset", "bfcl:multi_turn_base", "--output", str(out),
+                     *flags]) == 0
+        scored = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [s["valid"] for s in scored] == [True, False]
+        assert {s["argument_rule"] for s in scored} == {rule}
+        refused = scored[1]["turns"][2]["details"]["refused"]
+        assert refused == [{"call": 'sort("final_report.pdf", "twice")', "reason": "bad_arguments"}]
+        assert f"arguments: {rule}" in capsys.readouterr().err
+
+
+def test_strict_arguments_is_refused_for_a_single_turn_dataset(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "lines.jsonl"
+    path.write_text('{"variant_id": "x", "case_id": "y", "response": "[]"}\n')
+    assert main(["score-file", str(path), "--dataset", "mini", "--strict-arguments"]) == 2
+    assert "--strict-arguments applies to multi-turn datasets" in capsys.readouterr().err
+
+
+def test_a_prompt_variants_answer_keeps_its_positional_arguments() -> None:
+    from promptgrid.matrix.conversations._episode import decode_answer
+    from promptgrid.matrix.scoring import variant_index
+    from promptgrid.variants import CallMode, ReturnFormat
+
+    variant = next(v for v in variant_index(None).values() if v.call_mode is CallMode.PROMPT
+                   and v.return_format is ReturnFormat.PYTHON and not v.tool_call_tag)
+    step, ended = decode_answer(variant, "[sort('final_report.pdf'), cd(folder='x')]", None, [])
+    assert step == (ToolCall("sort", {}, ("final_report.pdf",)), ToolCall("cd", {"folder": "x"})) and not ended
+    assert decode_step("[sort('final_report.pdf')]") == (ToolCall("sort", {}, ("final_report.pdf",)),)

@@ -293,3 +293,30 @@ def test_texts_without_parentheses(text: str, calls: list[Any] | None) -> None:
     with pytest.raises(Fail) as info:
         parse_python_calls(text)
     assert info.value.kind is ParseFailure.NOT_A_CALL
+
+
+# ------------------------------------------------------------------ positional arguments (conversations only)
+
+@pytest.mark.parametrize(("text", "dropped", "kept"), [
+    ("[sort('final_report.pdf')]", ({"sort": {}},), ({"sort": {"*": ("final_report.pdf",)}},)),
+    ("[tail('a.txt', lines=5), ls()]", ({"tail": {"lines": 5}}, {"ls": {}}),
+     ({"tail": {"lines": 5, "*": ("a.txt",)}}, {"ls": {}})),
+    ("<TOOLCALL>[mean([1, 2], -3)]</TOOLCALL>", ({"mean": {}},), ({"mean": {"*": ([1, 2], -3)}},)),
+    ("[f(g(1), x=h(y=2))]", ({"f": {"x": {"h": {"y": 2}}}},), ({"f": {"x": {"h": {"y": 2}}, "*": ("g(1)",)}},)),
+])
+def test_positional_arguments_are_dropped_as_bfcl_eval_does_unless_asked_for(
+        text: str, dropped: tuple[Any, ...], kept: tuple[Any, ...]) -> None:
+    from promptgrid.matrix.scoring.parse import POSITIONAL
+
+    tag = text.startswith("<TOOLCALL>")
+    assert POSITIONAL == "*"
+    plain = parse_response(text, "python", tag)
+    assert plain.calls == dropped  # single-turn scoring: bfcl-eval's ast_parse drops them
+    assert parse_response(text, "python", tag, positional=True).calls == kept
+    assert parse_response(text, "python", tag).calls == dropped  # no memo shared between the two
+
+
+def test_positional_unpacking_is_a_decode_failure_when_kept() -> None:
+    assert parse_response("[cd(*['x'])]", "python", False).calls == ({"cd": {}},)
+    kept = parse_response("[cd(*['x'])]", "python", False, positional=True)
+    assert kept.failure is ParseFailure.NOT_A_CALL and "unpacks" in kept.details
