@@ -114,7 +114,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..scoring.verdict import ErrorCode
-from ._env import CallOutcome, Environment, ToolCall
+from ._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
 
 if TYPE_CHECKING:
     from ._dataset import Conversation
@@ -383,12 +383,17 @@ def _score(conversation: Conversation, model_turns: Sequence[Sequence[Step]], *,
     with ExitStack() as stack:
         env = _open(stack, make_env, conversation, strict_arguments)
         for index, steps in enumerate(model_turns):
-            outcomes = [outcome for step in steps if _calls_of(step) for outcome in env.run(list(_calls_of(step)))]
-            disputed = disputed or any(getattr(outcome, "argument_problem", None) for outcome in outcomes)
-            model_outputs.extend(outcome.output for outcome in outcomes)
-            verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]), ground_truth.outputs[index],
-                                        ground_truth.states[index], model_outputs, env, step_limit=step_limit,
-                                        strict_irrelevance=strict_irrelevance))
+            try:
+                outcomes = [outcome for step in steps if _calls_of(step)
+                            for outcome in env.run(list(_calls_of(step)))]
+                disputed = disputed or any(getattr(outcome, "argument_problem", None) for outcome in outcomes)
+                model_outputs.extend(outcome.output for outcome in outcomes)
+                verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]),
+                                            ground_truth.outputs[index], ground_truth.states[index], model_outputs,
+                                            env, step_limit=step_limit, strict_irrelevance=strict_irrelevance))
+            except EnvironmentFailure as exc:
+                exc.turn = index  # the turn being scored, for the runner's and score-file's message
+                raise
     for index in range(len(model_turns), len(expected)):
         verdicts.append(TurnVerdict(index, False, TurnFailureMode.NOT_REACHED, ErrorCode.MULTI_TURN_FORCE_TERMINATED,
                                     {"steps": 0, "calls": 0}))

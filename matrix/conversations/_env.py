@@ -192,6 +192,8 @@ class EnvironmentFailure(RunError):
     def __init__(self, message: str, reason: str = "worker_failed") -> None:
         super().__init__(message)
         self.reason = reason
+        self.turn: int | None = None
+        """The user turn being scored when scoring raised it (``check_conversation``), else ``None``."""
 
 
 _START_TIMEOUT_S = 60.0

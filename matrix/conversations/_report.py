@@ -405,6 +405,11 @@ class ConversationReport:
     def _name(self, variant_id: str) -> str:
         return self.labels.get(variant_id, variant_id)
 
+    def _names(self, scored: Sequence[Any], accuracy: float) -> str:
+        """The variants of ``scored`` at ``accuracy``: one name, or the tied ones (``a, b (tied)``)."""
+        names = [self._name(v.variant_id) for v in scored if v.accuracy == accuracy]
+        return names[0] if len(names) == 1 else ", ".join(names) + " (tied)"
+
     def _rules(self) -> str:
         """``arguments: bfcl (lenient)`` / ``strict``, and the turns the other rule scores otherwise."""
         names = ", ".join(_RULE_NAMES.get(rule, rule) for rule in self.argument_rules) or "none scored"
@@ -567,10 +572,13 @@ class ConversationReport:
                 f"{m.entries:,} entries)"))
             scored = [v for v in self.variants if v.model == m.model and v.episodes]
             if len(scored) > 1:
-                best = max(scored, key=lambda v: v.accuracy)
-                worst = min(scored, key=lambda v: v.accuracy)
-                out.append(_safe(f"    best {self._name(best.variant_id)} {pct(best.accuracy)}%, worst "
-                                 f"{self._name(worst.variant_id)} {pct(worst.accuracy)}%"))
+                top = max(v.accuracy for v in scored)
+                bottom = min(v.accuracy for v in scored)
+                if top == bottom:  # a tie is named as one, never the same variant as best and worst
+                    out.append(_safe(f"    all {len(scored)} variants tie at {pct(top)}%"))
+                else:
+                    out.append(_safe(f"    best {self._names(scored, top)} {pct(top)}%, worst "
+                                     f"{self._names(scored, bottom)} {pct(bottom)}%"))
             gap = next((g for g in self.native_gap if g.model == m.model), None)
             if gap is not None and gap.overall is not None:
                 out.append(f"    native - prompt: {with_ci(gap.overall.diff, gap.overall.diff_ci, signed=True)} pp "

@@ -338,7 +338,7 @@ class _Episodes:
                                                   step_limit=self.step_limit, make_env=self.make_env,
                                                   strict_arguments=self.strict_arguments)
             except EnvironmentFailure as exc:
-                failure = (exc, None, None)
+                failure = (exc, exc.turn, None)
         if failure is not None:
             return _environment_failure(base, *failure, variant=variant, env_usage=env_usage,
                                         final_answers=final_answers)
@@ -360,7 +360,8 @@ def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn:
     """The stored result of an episode whose environment failed: finished, not valid, ``failure_mode``
     ``environment_failure``, its details naming where (turn and step, or the scoring) and why. Its turns are not
     scored (``turns`` is empty); a later run does not run it again."""
-    where = "while scoring" if turn is None else f"at turn {turn}, step {step}"
+    where = ("while scoring" if turn is None else f"while scoring turn {turn}" if step is None
+             else f"at turn {turn}, step {step}")
     reason = getattr(exc, "reason", "worker_failed")
     detail = (f"the environment of conversation {base['conversation_id']} failed for variant {variant.label} "
               f"({variant.id}), model {base['model']}, {where}: {exc} ({reason})")
@@ -559,8 +560,9 @@ async def arun_conversations(
                     verdict = "error: " + _one_line((result.error or "")[:120])
                 elif result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
                     why = result.details.get("environment_failure", {})
-                    verdict = (f"failed (environment_failure: {_one_line(str(why.get('reason')))}, "
-                               f"{'while scoring' if why.get('turn') is None else 'turn ' + str(why.get('turn'))})")
+                    where = ("while scoring" if why.get("turn") is None else f"turn {why.get('turn')}"
+                             + (" (scoring)" if why.get("step") is None else f", step {why.get('step')}"))
+                    verdict = f"failed (environment_failure: {_one_line(str(why.get('reason')))}, {where})"
                 else:
                     verdict = "valid" if result.valid else f"failed ({result.failure_mode})"
                 print(f"[{done}/{summary.episodes}] {model} | {_one_line(variant.label)} | "

@@ -403,3 +403,11 @@ def test_the_argument_rule_and_the_turns_the_other_rule_scores_otherwise_are_sho
     assert "arguments: bfcl (lenient)" in r.console()
     old = report([replace(ep("a", "c1", 0, True), details={"verdict": {"turns": []}})], ONE)
     assert old.argument_rules == ("strict",) and "arguments: strict;" in old.console()
+
+
+def test_console_names_ties_as_ties_never_one_variant_as_best_and_worst() -> None:
+    variants = {"A": {"call_mode": "prompt"}, "B": {"call_mode": "native"}, "C": {"call_mode": "constrained"}}
+    tied = report([ep(v, "x", 0, False) for v in variants], variants)
+    assert "all 3 variants tie at 0.0%" in tied.console() and "best" not in tied.console()
+    split = report([ep("A", "x", 0, True), ep("B", "x", 0, True), ep("C", "x", 0, False)], variants)
+    assert "best A, B (tied) 100.0%, worst C 0.0%" in split.console()
