@@ -73,7 +73,32 @@ class EpisodeResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        """The record ``to_dict`` wrote. Raises ``TypeError`` (an unknown field, as a newer version might write,
+        or a field of the wrong type) or ``ValueError``: the store turns either into a ``StoreError`` naming the
+        row."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"an episode is an object, not {type(data).__name__}")
         fields = dict(data)
-        fields["turns"] = tuple(TurnResult(**turn) for turn in data.get("turns", ()))
-        fields["details"] = dict(data.get("details") or {})
-        return cls(**fields)
+        turns = data.get("turns", ())
+        if not isinstance(turns, (list, tuple)) or not all(isinstance(turn, Mapping) for turn in turns):
+            raise TypeError("turns must be a list of objects")
+        fields["turns"] = tuple(TurnResult(**turn) for turn in turns)
+        details = data.get("details") or {}
+        if not isinstance(details, Mapping):
+            raise TypeError("details must be an object")
+        fields["details"] = dict(details)
+        result = cls(**fields)
+        for name, kinds in _FIELD_TYPES.items():
+            value = getattr(result, name)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise TypeError(f"{name} is {type(value).__name__}")
+        return result
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,), "variant_id": (str,), "conversation_id": (str,), "category": (str,), "repeat": (int,),
+    "valid": (bool, type(None)), "failure_mode": (str, type(None)), "steps": (int,), "sent": (int,),
+    "input_tokens": (int,), "output_tokens": (int,), "cost_usd": (int, float, type(None)),
+    "latency_s": (int, float), "error": (str, type(None)), "language": (str,), "template": (str,),
+}
+"""The fields of a stored episode whose type the reports rely on (``from_dict`` checks them)."""

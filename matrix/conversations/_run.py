@@ -522,6 +522,7 @@ async def arun_conversations(
     summary = ConversationRunSummary(str(run_dir))
     started = time.perf_counter()
     with ConversationStore(run_dir, create=True) as store:
+        store.verify()  # a damaged row stops the run before anything is written
         _check_argument_rule(store, strict_arguments)
         store.add_variants(episode_variants(variants))
         store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})

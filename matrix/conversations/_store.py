@@ -150,7 +150,38 @@ class ConversationStore:
     @_guarded
     def meta(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return default if row is None else self._decoded(row[0], f"the meta row {key!r}")
+
+    @_guarded
+    def verify(self) -> None:
+        """Decode every meta and episode row (a damaged one is a ``StoreError`` naming it): a run calls this
+        before it writes anything, so a damaged store is left exactly as it was."""
+        for key, text in self.db.execute("SELECT key, value FROM meta"):
+            self._decoded(text, f"the meta row {key!r}")
+        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes"):
+            self._episode_from(text, f"episode row {rowid}")
+
+    def _decoded(self, text: Any, what: str) -> Any:
+        """A stored JSON text, parsed within ``safeio``'s bounds (depth, number size, finite numbers); a damaged
+        one is a ``StoreError`` naming the file and the row, and the file is left as it is."""
+        from promptgrid.safeio import parse_json_line
+
+        try:
+            if not isinstance(text, str):
+                raise ValueError(f"it holds {type(text).__name__}, not JSON text")
+            return parse_json_line(text)
+        except ValueError as exc:
+            raise StoreError(f"{self.path}: {what} is damaged ({exc}). The file was left as it is; restore it from "
+                             "a copy, or give another --run-dir.") from None
+
+    def _episode_from(self, text: Any, where: str) -> EpisodeResult:
+        data = self._decoded(text, where)
+        try:
+            return EpisodeResult.from_dict(data)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(f"{self.path}: {where} does not hold an episode this promptgrid reads ({exc}): damaged, "
+                             "or written by a newer promptgrid. The file was left as it is; use the promptgrid that "
+                             "wrote it, or another --run-dir.") from None
 
     @_guarded
     def add_variants(self, variants: Mapping[str, Mapping[str, str]]) -> None:
@@ -188,7 +219,8 @@ class ConversationStore:
     def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> EpisodeResult | None:
         row = self.db.execute("SELECT result FROM episodes WHERE model = ? AND variant_id = ? AND conversation_id = ? "
                               "AND repeat = ?", (model, variant_id, conversation_id, repeat)).fetchone()
-        return None if row is None else EpisodeResult.from_dict(json.loads(row[0]))
+        return None if row is None else self._episode_from(
+            row[0], f"the episode row of ({model}, {variant_id}, {conversation_id}, repeat {repeat})")
 
     @_guarded
     def add_episode(self, result: EpisodeResult) -> None:
@@ -202,9 +234,9 @@ class ConversationStore:
         """Every stored episode, in (model, variant, conversation, repeat) order."""
         wanted = None if models is None else set(models)
         out = []
-        for (text,) in self.db.execute("SELECT result FROM episodes ORDER BY model, variant_id, conversation_id, "
-                                       "repeat"):
-            result = EpisodeResult.from_dict(json.loads(text))
+        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes ORDER BY model, variant_id, "
+                                           "conversation_id, repeat"):
+            result = self._episode_from(text, f"episode row {rowid}")
             if wanted is None or result.model in wanted:
                 out.append(result)
         return out

@@ -178,3 +178,49 @@ def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None
                 store.add_step(f"big{i}", "m", StoredStep("x" * 10_000))
     with ConversationStore(tmp_path) as store:
         assert store.step("k1") is not None and store.step("k2") is not None  # nothing lost
+
+
+def _run_of_one_episode(run_dir: Path) -> None:
+    from promptgrid.matrix.conversations import load_conversations, run_conversations
+    from promptgrid.variants import load_grid
+
+    variant = load_grid("call_modes").select(["json->python,False"])
+    run_conversations(variant, load_conversations("bfcl:multi_turn_base", limit=1), models=["fake/ground-truth"],
+                      run_dir=run_dir)
+
+
+@pytest.mark.parametrize(("table", "value", "fragment"), [
+    ("episodes", "{not json", "episode row 1 is damaged (not valid JSON"),
+    ("episodes", "EXTRA", "episode row 1 does not hold an episode this promptgrid reads"),
+    ("episodes", "[" * 100_000 + "]" * 100_000, "episode row 1 is damaged (nested more than"),
+    ("episodes", "NUMBER", "episode row 1 is damaged"),
+    ("episodes", "WRONG_TYPE", "episode row 1 does not hold an episode this promptgrid reads (valid is str)"),
+    ("labels", "[" * 100_000 + "]" * 100_000, "the meta row 'labels' is damaged (nested more than"),
+])
+def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, value: str, fragment: str) -> None:
+    import json
+
+    run_dir = tmp_path / "run"
+    _run_of_one_episode(run_dir)
+    with sqlite3.connect(run_dir / CONVERSATION_STORE) as db:
+        stored = json.loads(db.execute("SELECT result FROM episodes").fetchone()[0])
+        text = {"EXTRA": json.dumps({**stored, "added_by_a_newer_version": 1}),
+                "NUMBER": json.dumps(stored).replace('"steps": ', '"steps": ' + "9" * 5000 + ", \"x\": ", 1),
+                "WRONG_TYPE": json.dumps({**stored, "valid": "yes"})}.get(value, value)
+        if table == "episodes":
+            db.execute("UPDATE episodes SET result = ?", (text,))
+        else:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'labels'", (text,))
+    db.close()
+    before = _snapshot(run_dir)
+    commands = [["report", str(run_dir)], ["export", str(run_dir), "--output", "-"], ["status", str(run_dir)],
+                ["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--limit", "1", "--model",
+                 "fake/ground-truth", "--variant", "json->python,False", "--run-dir", str(run_dir)]]
+    for command in commands if table == "episodes" else commands[:1]:  # labels are read by the report only
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert fragment in err and str(run_dir / CONVERSATION_STORE) in err, (command, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    after = _snapshot(run_dir)
+    assert after == before, (sorted(set(after.items()) ^ set(before.items())))
