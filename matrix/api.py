@@ -297,11 +297,20 @@ class Run:
         """What an adaptive run (``goal``/``budget``) found, per model: the best and worst variant, the spread,
         every variant's accuracy and the quantiles, each an ``Estimate`` that says whether it is ``measured`` or
         ``estimated``, with its interval; the calls spent against the product; with ``trace``, the estimates after
-        each round (schema: docs/adaptive.md). ``{}`` for a run of the whole product."""
-        from promptgrid.matrix.running.findings import run_findings
+        each round (schema: docs/adaptive.md). ``{}`` for a run of the whole product.
 
-        with RunStore(self.path, readonly=True) as store:
-            return run_findings(self.config, store, trace=trace)
+        Computed once per state of the run directory (its store and ``run.json``, by size and modification
+        time) and kept for the process: a second call, another ``Run`` of the same directory, ``report`` after
+        ``run``, return copies of the first call's results; a call after the store changed computes them again."""
+        import copy
+
+        from promptgrid.matrix.running.findings import cached_findings, run_findings
+
+        def compute(with_trace: bool) -> dict[str, AdaptiveResult]:
+            with RunStore(self.path, readonly=True) as store:
+                return run_findings(self.config, store, trace=with_trace)
+
+        return copy.deepcopy(cached_findings(self.path, trace, compute))
 
 
 FRAME_EXTRA_COLUMNS = ("category", "call_mode", "parsed")
@@ -587,7 +596,7 @@ def check_translations(
     if store is not None:
         _path(store, "store", TranslationError)
     bfcl = None if bfcl_data is None else os.fspath(_path(bfcl_data, "bfcl_data", TranslationError))
-    back = make_backend(back_translate, on_retry=on_retry) if back_translate else None
+    back = make_backend(back_translate, on_retry=on_retry, clients=_clients) if back_translate else None
     # Shipped catalogs must cover the built-in English catalogs; entries for bfcl-eval's
     # experimental_bfcl wording are allowed (not stale) but not required.
     required = [u.key for u in instruction_units()]
@@ -709,7 +718,7 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
     gives pass^k (``ConversationRun.report``). ``batch=True``, an adaptive
     ``goal`` and ``max_cost`` are refused (``RunError``) before anything is
     sent. Model strings as for ``run``, plus the offline scripted models
-    ``fake/ground-truth`` and ``fake/hostile``.
+    ``fake/ground-truth``, ``fake/noisy`` (``fake/noisy:SEED``) and ``fake/hostile``.
     """
     if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
         raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
@@ -869,11 +878,18 @@ def _backend(spec: Any, name: str, **options: Any) -> Any:
     from promptgrid.translate._backends import make_backend
 
     if isinstance(spec, str):
-        return make_backend(spec, **options)
+        return make_backend(spec, clients=_clients, **options)
     if not (isinstance(getattr(spec, "name", None), str) and callable(getattr(spec, "translate", None))):
         raise TranslationError(f"{name} must be a backend spec (amazon, llm:MODEL, catalog[:PATH]) or an object with "
                                f"a name and translate(texts, source, target), not {type(spec).__name__}.")
     return spec
+
+
+def _clients(name: str, **options: Any) -> Any:
+    """A translation backend's model client, made as a run makes it (``llm:local/...``, ``llm:openai/x``)."""
+    from promptgrid.matrix.clients import make_client
+
+    return make_client(name, **options)
 
 
 def open_conversation_run(path: PathLike) -> ConversationRun:

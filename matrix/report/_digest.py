@@ -16,7 +16,7 @@ import shlex
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from promptgrid.display import escape_controls
@@ -128,6 +128,9 @@ class ModelDigest:
     parse_by_mode: tuple[tuple[str, int, int], ...] = ()
     """Per call mode (dimension order): (mode, answers that parse as calls, scored jobs); only when the model
     ran more than one call mode."""
+    adaptive: bool = False
+    """An adaptive run: each variant ran its own cells, so the spread above is not compared; the adaptive study's
+    best, worst and spread are (``meaning`` says so)."""
 
     @property
     def accuracy(self) -> float:
@@ -160,6 +163,8 @@ class ModelDigest:
             return (f"{pct(acc)}% of answers are correct: at this ceiling the variants can hardly be told apart; "
                     "a harder dataset would separate them.")
         spread = f" (best - worst variant {pct(self.spread)} pp)" if self.variants > 1 else ""
+        if self.adaptive and self.variants > 1:
+            spread = " (each ran its own cells: best, worst and spread are the adaptive study's, below)"
         most = f"; most failed answers {top}" if top else ""
         return f"{pct(acc)}% of answers are correct over {self.variants} variant(s){spread}{most}."
 
@@ -214,11 +219,15 @@ def _parse_by_mode(counts: dict[str, list[int]]) -> tuple[tuple[str, int, int], 
     return tuple((m, ok, n) for m, (ok, n) in sorted(counts.items(), key=lambda kv: (rank.get(kv[0], 99), kv[0])))
 
 
-def explain(rows: Rows, run_dir: str | os.PathLike[str]) -> str:
+def explain(rows: Rows, run_dir: str | os.PathLike[str], adaptive: Sequence[str] = ()) -> str:
     """The lines ``promptgrid run`` prints under its accuracy table: per model the top failure modes, what the
-    numbers mean and a small-sample note, then the next command (``promptgrid report RUN_DIR``)."""
+    numbers mean and a small-sample note, then the next command (``promptgrid report RUN_DIR``). ``adaptive``:
+    the models of an adaptive run, whose best, worst and spread are the adaptive study's (printed after these
+    lines), not their measured variants' over different case sets."""
     lines = [""]
     for d in digest(rows):
+        if d.model in adaptive:
+            d = replace(d, adaptive=True)
         lines.append(f"{d.model}: top failure modes (share of answers): {d.modes_line()}.")
         lines.append(f"  {_capital(d.meaning())}")
         if d.parse_by_mode:

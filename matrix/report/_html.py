@@ -155,10 +155,58 @@ def _label_pieces(text: str) -> list[tuple[str, bool]]:
     return [(p, bool(i % 2)) for i, p in enumerate(_LABEL_RE.split(text)) if p]
 
 
-def _card(data: ReportData, s: Sensitivity, points: Sequence[str]) -> dict[str, Any]:
-    def stat(key: str, value: str, ci: str = "", sub: str = "", label: str = "", wide: bool = False) -> dict[str, Any]:
-        return {"key": key, "value": value, "ci": ci, "sub": sub, "label": label, "wide": wide}
+def _stat(key: str, value: str, ci: str = "", sub: str = "", label: str = "", wide: bool = False) -> dict[str, Any]:
+    return {"key": key, "value": value, "ci": ci, "sub": sub, "label": label, "wide": wide}
 
+
+def _adaptive_card(data: ReportData, found: dict[str, Any], points: Sequence[str]) -> dict[str, Any]:
+    """An adaptive model's tiles: the goal's best, worst and spread (estimated or measured, as they were
+    obtained), the median variant where the goal estimates it, and the cells that ran; the headline in words and
+    what the cells every variant ran say come first among the points."""
+    from ._adaptive import _all_tied, names
+
+    def ci(e: dict[str, Any]) -> str:
+        return "" if e.get("low") is None or e.get("high") is None else ci_pct((e["low"], e["high"]))
+
+    def value(e: dict[str, Any], unit: str) -> str:
+        return "-" if e.get("value") is None else f"{pct(e['value'])}{unit}"
+
+    stats: list[dict[str, Any]] = []
+    b, w, s = found.get("best"), found.get("worst"), found.get("spread")
+    if b and w and s:
+        kind = b["accuracy"]["kind"]
+
+        def cells(e: dict[str, Any]) -> str:
+            n = e["accuracy"]["n"]
+            return f"estimated; {n:,} cells measured" if kind == "estimated" else f"measured on {n:,} cells"
+
+        if _all_tied(found):
+            stats.append(_stat("All variants tie", value(b["accuracy"], "%"), ci(b["accuracy"]), kind))
+        else:
+            stats += [_stat("Best variant", value(b["accuracy"], "%"), ci(b["accuracy"]),
+                            cells(b), label=names(found, "best"), wide=True),
+                      _stat("Worst variant", value(w["accuracy"], "%"), ci(w["accuracy"]),
+                            cells(w), label=names(found, "worst"),
+                            wide=True)]
+        stats.append(_stat("Spread", value(s, " pp"), ci(s), f"best − worst, {s['kind']}"))
+    median = (found.get("quantiles") or {}).get("p50")
+    if median and median.get("value") is not None:
+        stats.append(_stat("Median variant", value(median, "%"), ci(median), median["kind"]))
+    share = f"{100 * found['spent'] / found['product']:.0f}% of {found['product']:,}" if found.get("product") else ""
+    stats.append(_stat("Cells run", f"{found['spent']:,}", "", f"goal {found['goal']}; {share}"))
+    from ._adaptive import headline
+
+    return {"model": found["model"], "stats": stats,
+            "points": [_label_pieces(p) for p in [headline(found)[:1].upper() + headline(found)[1:], *points]]}
+
+
+def _card(data: ReportData, s: Sensitivity, points: Sequence[str]) -> dict[str, Any]:
+    from ._summary import adaptive_of
+
+    found = adaptive_of(data, s.model)
+    if found is not None:
+        return _adaptive_card(data, found, points)
+    stat = _stat
     stats = [
         stat("Mean accuracy", f"{pct(s.mean_accuracy)}%", ci_pct(s.mean_ci),
              f"{s.n_variants} variants, {s.n_cases} cases"),

@@ -13,7 +13,7 @@ from ._adaptive import adaptive_lines
 from ._format import pct, pval, with_ci
 from ._labels import shared_dimensions, short_label
 from ._model import FigureRef, ReportData
-from ._summary import methods_points, sample_notes, summary_points
+from ._summary import measured_share, methods_points, sample_notes, summary_points
 from ._tables import (
     Table,
     accuracy_table,
@@ -180,7 +180,12 @@ def console_table(data: ReportData) -> str:
             tabulate(list(c.rows), headers=list(c.headers), tablefmt="simple", colalign=align, disable_numparse=True),
             "",
         ]
+    adaptive = {r.get("model") for r in data.adaptive}
     for s in data.sensitivity:
+        if s.model in adaptive:  # the goal's best, worst and spread follow (adaptive study), not these
+            out.append(f"{s.model}: measured: {measured_share(data, s.model)}; each variant ran its own cells, so "
+                       "best, worst and spread are the adaptive study's below")
+            continue
         out.append(
             f"{s.model}: mean {with_ci(s.mean_accuracy, s.mean_ci)}; spread {pct(s.spread)} pp "
             f"[{pct(s.spread_ci[0])}, {pct(s.spread_ci[1])}] (worst {short_label(data, s.worst_variant)}, "

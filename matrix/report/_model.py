@@ -576,6 +576,12 @@ class ReportData:
         out: dict[str, Any] = {}
         for f in fields(self):
             out[f.name] = _jsonable(getattr(self, f.name))
+        adaptive = {r.get("model") for r in self.adaptive}
+        for s in out["sensitivity"]:  # an adaptive model's headline is under "adaptive"; say why these differ
+            if s["model"] in adaptive:
+                s["basis"] = ("each variant's own measured cells (an adaptive run: the variants ran different case "
+                              "sets); the best, worst and spread to compare variants by are this model's entry under "
+                              "'adaptive'")
         return out
 
 

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from ._adaptive import common_sentence, headline
 from ._digest import MIN_N, SampleNote, sample_note
 from ._format import ci_pct, ci_pp, pct, pp, with_ci
 from ._labels import DIMENSION_TITLES, short_label
 from ._model import ReportData, Sensitivity
 
-__all__ = ["methods_points", "sample_notes", "summary_points"]
+__all__ = ["adaptive_of", "measured_share", "methods_points", "sample_notes", "summary_points"]
+
+
+def adaptive_of(data: ReportData, model: str) -> dict[str, Any] | None:
+    """What the adaptive run found for ``model`` (``AdaptiveResult.to_dict()``), or None (a run of the product)."""
+    return next((dict(r) for r in data.adaptive if r.get("model") == model), None)
+
+
+def measured_share(data: ReportData, model: str) -> str:
+    """``358 of the 520 scored cells that ran are correct (68.8 %)``: the model's pooled measured accuracy."""
+    cells = [c for c in data.cells if c.model == model]
+    n, ok = sum(c.n for c in cells), sum(c.correct for c in cells)
+    return f"{ok:,} of the {n:,} scored cells that ran are correct ({pct(ok / n)} %)" if n else "no scored cell"
 
 
 def sample_notes(data: ReportData) -> dict[str, SampleNote]:
@@ -49,6 +63,9 @@ def _pct_ci(x: float, ci: tuple[float, float]) -> str:
 
 
 def _model_sentence(data: ReportData, s: Sensitivity) -> str:
+    found = adaptive_of(data, s.model)
+    if found is not None:  # the goal's estimate leads; the measured numbers over different case sets do not
+        return f"{s.model}: {headline(found)} Measured: {measured_share(data, s.model)}."
     conf = round(100 * data.settings.confidence)
     return (
         f"{s.model}: mean AST accuracy {_pct_ci(s.mean_accuracy, s.mean_ci)} over {s.n_variants} variants and "
@@ -66,6 +83,9 @@ def summary_points(data: ReportData) -> list[tuple[str, list[str]]]:
     notes = sample_notes(data)
     for s in data.sensitivity:
         points = ["S" + notes[s.model].sentence()[1:]] if s.model in notes else []  # "small sample: ..."
+        found = adaptive_of(data, s.model)
+        if found is not None:
+            points.insert(0, common_sentence(found))
         tests = [t for t in data.baseline_tests if t.model == s.model]
         if tests:
             sig = [t for t in tests if t.significant]

@@ -297,6 +297,8 @@ def test_the_command_line_runs_an_adaptive_study_and_prints_what_it_found(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "adaptive study:" in out and "goal uniform, seed 2: 30 of 1,196 jobs spent" in out
+    # fake/auto fails every one of these cells: a tie, named as one, and the spread in pp
+    assert "all variants tie at 0.0%" in out and "spread: 0.0 pp" in out and "best:" not in out
     assert main(["report", str(tmp_path / "r"), "--format", "json", "--out", str(tmp_path / "rep")]) == 0
     data = json.loads((tmp_path / "rep" / "report.json").read_text())
     (found,) = data["adaptive"]
@@ -326,3 +328,67 @@ def test_each_model_gets_its_budget_with_repeats_and_languages(tmp_path: Path) -
 
 def planted_score_any(response: str, variant: Any, case: Any) -> StandInVerdict:
     return StandInVerdict(int(case.id.split("_")[-1]) % 3 != 0)
+
+
+def test_run_adaptive_computes_once_per_state_of_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.matrix.running import findings
+
+    with answering_server() as srv:
+        asyncio.run(execute(_prep(tmp_path, srv.url, goal="distribution", budget=40), scorer=planted_score))
+        calls: list[bool] = []
+        real = findings.run_findings
+
+        def counted(record: Any, store: Any, *, trace: bool = True) -> Any:
+            calls.append(trace)
+            return real(record, store, trace=trace)
+
+        monkeypatch.setattr(findings, "run_findings", counted)
+        first = Run(tmp_path).adaptive()
+        again, other, untraced = Run(tmp_path).adaptive(), Run(tmp_path).adaptive(), Run(tmp_path).adaptive(trace=False)
+        assert calls == [True]  # one computation: later calls, other Run objects, trace=False reuse it
+        assert again[MODEL].to_dict() == first[MODEL].to_dict() == other[MODEL].to_dict()
+        assert untraced[MODEL].trace == [] and untraced[MODEL].best == first[MODEL].best
+        again[MODEL].variants.clear()  # what a caller gets is its own copy
+        assert Run(tmp_path).adaptive()[MODEL].variants and calls == [True]
+        asyncio.run(execute(_prep(tmp_path, srv.url, goal="distribution", budget=60), scorer=planted_score))
+    assert Run(tmp_path).adaptive()[MODEL].spent == 60 and calls == [True, True]  # the store changed: again
+
+
+def test_best_worst_fits_only_the_point_it_chooses_by_and_uniform_fits_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.matrix.running import findings
+
+    variants = [(v.id, v.label, v.dimensions()) for v in bfcl_variants(N_VARIANTS)]
+    outcomes = {(v, c, 0): c < PLANTED[v] * N_CASES for v in range(N_VARIANTS) for c in range(N_CASES)}
+    fits: list[tuple[int, bool, bool]] = []
+    real = findings._fitted
+
+    def spy(*args: Any, start: Any = None, point_only: bool = False) -> Any:
+        fits.append((args[4], point_only, start is not None))
+        return real(*args, start=start, point_only=point_only)
+
+    monkeypatch.setattr(findings, "_fitted", spy)
+    found = replay("m", "best-worst", variants, N_CASES, 1, outcomes, budget=80, rounds=4, seed=0)
+    assert len(found.trace) == 4 and len(fits) == 4 and all(point for _d, point, _s in fits)
+    assert [warm for _d, _p, warm in fits] == [False, True, True, False]  # the trace's fits start from the last
+    fits.clear()
+    replay("m", "uniform", variants, N_CASES, 1, outcomes, budget=80, rounds=4, seed=0)
+    assert fits == []
+    found = replay("m", "distribution", variants, N_CASES, 1, outcomes, budget=80, rounds=4, seed=0)
+    untraced = replay("m", "distribution", variants, N_CASES, 1, outcomes, budget=80, rounds=4, seed=0, trace=False)
+    assert found.variants == untraced.variants and found.spread == untraced.spread  # the same with or without
+
+
+def test_one_blas_thread_limits_blas_to_one_thread_and_restores_it() -> None:
+    import numpy  # noqa: F401  (loads numpy's BLAS, which threadpoolctl then finds)
+    from threadpoolctl import threadpool_info
+
+    from promptgrid.matrix.running.findings import one_blas_thread
+
+    def blas() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas()
+    with one_blas_thread():
+        assert all(n == 1 for n in blas())
+    assert blas() == before
