@@ -89,11 +89,50 @@ def answer(request: dict[str, Any]) -> str:
     return "I cannot help with that."
 
 
+def flood(steps: int) -> None:
+    """A native model answering ``steps`` steps of one turn with 64 ``echo`` calls of 900 KB each (57.6 MB a
+    step): prints the store's size and this process's peak memory."""
+    import asyncio
+    import resource
+
+    from promptgrid.matrix.clients import Completion
+    from promptgrid.matrix.conversations import load_conversations, run_conversations
+    from promptgrid.variants import Variant
+
+    class Flood:
+        takes_episode = True
+        name = "flood"
+
+        async def complete(self, messages: Any, params: Any, **_: Any) -> Completion:
+            arguments = json.dumps({"content": "x" * 900_000})
+            return Completion("", tool_calls=tuple(
+                {"id": f"c{i}", "type": "function", "function": {"name": "echo", "arguments": arguments}}
+                for i in range(64)))
+
+        async def aclose(self) -> None:
+            await asyncio.sleep(0)
+
+    run_dir = Path(tempfile.mkdtemp(prefix="pg-flood-"))
+    started = time.monotonic()
+    summary = run_conversations([Variant(call_mode="native")], load_conversations("bfcl:multi_turn_base", limit=1),
+                                models=["flood"], run_dir=run_dir, clients={"flood": Flood()}, step_limit=steps)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    store_mb = sum(p.stat().st_size for p in run_dir.iterdir()) / 1e6
+    print(f"flood: {summary.steps_sent} steps of 64 x 900 KB native calls in {time.monotonic() - started:.1f} s; "
+          f"run directory {store_mb:.1f} MB, peak resident memory {peak_mb:.0f} MB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--keep", type=Path, help="use this run directory and keep it")
+    parser.add_argument("--flood", type=int, metavar="STEPS",
+                        help="instead: answer STEPS steps with 64 native echo calls of 900 KB each; print the "
+                             "store's size and the peak memory")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT.parent))
+    if args.flood:
+        flood(args.flood)
+        return 0
     from promptgrid.matrix.testing.fake_server import FakeServer
 
     work = Path(tempfile.mkdtemp(prefix="pg-hostile-"))

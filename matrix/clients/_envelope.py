@@ -44,19 +44,41 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_INPUT_CHARS else text[:MAX_INPUT_CHARS + 1]
 
 
-def envelope(content: str | None, tool_calls: Sequence[Mapping[str, Any]] | None) -> str:
-    """The canonical JSON envelope of a native answer (see the module docstring)."""
+def envelope(content: str | None, tool_calls: Sequence[Mapping[str, Any]] | None, *,
+             max_chars: int | None = None) -> str:
+    """The canonical JSON envelope of a native answer (see the module docstring).
+
+    ``max_chars`` bounds the characters of the content and the calls' names and arguments together (a
+    conversation step's answer: ``MAX_STORED_ANSWER_CHARS``): the calls are kept in order while they fit, the
+    rest are dropped (``"truncated": true``); a first call that does not fit alone has its arguments cut to what
+    is left plus one character, so it still fails to decode instead of storing megabytes."""
     calls: list[dict[str, Any]] = []
+    budget = max_chars if max_chars is not None else -1
+    kept_content = _cut(content) if content else None
+    if kept_content is not None and budget >= 0:
+        kept_content = kept_content[:budget + 1]
+        budget = max(budget - len(kept_content), 0)
+    truncated = bool(tool_calls and len(tool_calls) > MAX_STORED_CALLS)
     for entry in list(tool_calls or ())[:MAX_STORED_CALLS]:
         fn = entry.get("function") if isinstance(entry, Mapping) else None
         fn = fn if isinstance(fn, Mapping) else {}
         name, arguments = fn.get("name"), fn.get("arguments")
         if isinstance(arguments, Mapping):  # an SDK that hands the decoded object: keep it as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append({"name": _cut(name) if isinstance(name, str) else None,
-                      "arguments": _cut(arguments) if isinstance(arguments, str) else None})
-    out: dict[str, Any] = {"content": _cut(content) if content else None, "tool_calls": calls}
-    if tool_calls and len(tool_calls) > MAX_STORED_CALLS:
+        call = {"name": _cut(name) if isinstance(name, str) else None,
+                "arguments": _cut(arguments) if isinstance(arguments, str) else None}
+        if budget >= 0:
+            size = len(call["name"] or "") + len(call["arguments"] or "")
+            if size > budget:
+                truncated = True
+                if not calls and isinstance(call["arguments"], str):
+                    call["arguments"] = call["arguments"][:max(budget - len(call["name"] or ""), 0) + 1]
+                    calls.append(call)
+                break
+            budget -= size
+        calls.append(call)
+    out: dict[str, Any] = {"content": kept_content, "tool_calls": calls}
+    if truncated:
         out["truncated"] = True
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 

@@ -146,14 +146,21 @@ def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | No
     return calls, not calls
 
 
+MAX_STORED_ANSWER_CHARS = 1_000_000
+"""Most characters of one step's answer that are stored and sent back in the transcript (the parsers' input
+bound): a longer text is cut to one character more, so it still fails to decode as too long; a native answer
+keeps its calls while their names and arguments fit (``clients.envelope(max_chars=...)``). Without it, 64 native
+calls of 900 KB a step grew the transcript and the store by 57.6 MB a step."""
+
+
 def stored_answer(completion: Any, variant: Variant) -> str:
     """What is stored of a model's answer, and read back as its message: the text, or, for a native variant, the
-    text and the tool calls in one envelope (``clients.envelope``)."""
+    text and the tool calls in one envelope (``clients.envelope``); at most ``MAX_STORED_ANSWER_CHARS``."""
     if variant.call_mode is CallMode.NATIVE:
         from promptgrid.matrix.clients import envelope
 
-        return envelope(completion.text, completion.tool_calls)
-    return completion.text or ""
+        return envelope(completion.text, completion.tool_calls, max_chars=MAX_STORED_ANSWER_CHARS)
+    return (completion.text or "")[:MAX_STORED_ANSWER_CHARS + 1]
 
 
 class Transcript:

@@ -15,6 +15,7 @@ import asyncio
 import copy
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -1066,3 +1067,40 @@ def test_a_run_directory_keeps_the_argument_rule_it_was_scored_under(tmp_path: P
         run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path, strict_arguments=True)
     again = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path)
     assert again.valid == 1 and again.steps_sent == 0
+
+
+class EchoFlood:
+    """A native model answering every step with 64 ``echo`` calls of 900 KB each (57.6 MB a step)."""
+
+    takes_episode = True
+    name = "flood"
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
+                       episode: EpisodeContext | None = None) -> Completion:
+        self.sent += 1
+        arguments = json.dumps({"content": "x" * 900_000})
+        calls = tuple({"id": f"c{i}", "type": "function", "function": {"name": "echo", "arguments": arguments}}
+                      for i in range(64))
+        return Completion("", tool_calls=calls)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    from promptgrid.matrix.conversations._episode import MAX_STORED_ANSWER_CHARS
+    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
+
+    client = EchoFlood()
+    summary = run_conversations([NATIVE], base[:1], models=["flood"], run_dir=tmp_path, clients={"flood": client},
+                                step_limit=5)
+    assert summary.finished == 1 and client.sent >= 5
+    with sqlite3.connect(tmp_path / CONVERSATION_STORE) as db:
+        sizes = [len(r) for (r,) in db.execute("SELECT response FROM steps")]
+    db.close()
+    assert sizes and max(sizes) <= MAX_STORED_ANSWER_CHARS + 10_000  # one call kept (900 KB), the rest dropped
+    assert (tmp_path / CONVERSATION_STORE).stat().st_size < 3 * MAX_STORED_ANSWER_CHARS * len(sizes)
