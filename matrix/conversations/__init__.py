@@ -29,8 +29,8 @@ Running models through conversations:
   results in the variant's form, held-out functions) and how an answer is
   decoded; ``_run``: episodes run concurrently, every answer stored as it
   arrives (``_store``: ``conversations.sqlite3``), resumed mid-episode without
-  re-sending; ``_fakes``: the scripted offline models ``fake/ground-truth`` and
-  ``fake/hostile``; ``_report``: pass^k (both definitions), paired
+  re-sending; ``_fakes``: the scripted offline models ``fake/ground-truth``,
+  ``fake/noisy`` and ``fake/hostile`` (``clients._scripted``'s); ``_report``: pass^k (both definitions), paired
   comparisons, accuracy by turn, first divergence, failure modes, the
   native-vs-prompt gap; ``_api``: ``run_conversation_config``,
   ``ConversationRun`` (``pg.run_conversations``, ``promptgrid run`` with a

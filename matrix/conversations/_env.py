@@ -65,7 +65,7 @@ on from the same state; if one does not, ``EnvironmentFailure``
 read the parent's environment variables; the simulated APIs themselves never
 touch the real file system. Workers are forked from a fork server, one per
 process (``_worker.py``), so a start costs a few milliseconds; where there
-is no ``fork`` each worker is a fresh interpreter (40-125 ms).
+is no ``fork`` each worker is a fresh interpreter (about 30 ms).
 
 A call that is refused, or that raises inside the method, is not an
 exception: it is a ``CallOutcome`` whose ``output`` is the error text the

@@ -1,26 +1,42 @@
 """The process behind ``Environment``: BFCL's API instances, driven by method name over a pipe.
 
-``Environment`` (``_env.py``) starts this file as a script, ``python -s -B
-_worker.py``, with a minimal environment (no API keys, ``PYTHONHASHSEED=0`` so
-that string sets iterate the same way in every start of the same episode),
-and talks to it over its standard input and output: each message is an 8-byte
-big-endian length and a pickle. The parent is trusted (this side unpickles
-with ``pickle``); the parent unpickles the replies with an unpickler that
-builds no object other than plain data, so even a subverted worker cannot
-make it run code.
+A worker is a process of its own per environment, made one of two ways:
 
-Until the first message arrives only the standard library is imported. That
-message (``init``) brings the parent's ``sys.path``, the classes with their
-modules, the initial configuration and the bounds. The worker then:
+- forked (the default where ``os.fork`` and descriptor passing exist: Linux,
+  macOS): ``Environment`` starts this file once per parent process as a *fork
+  server*, ``python -s -B _worker.py --fork-server FD``, with a minimal
+  environment (no API keys, ``PYTHONHASHSEED=0`` so that string sets iterate
+  the same way in every worker of the same episode). The server imports the
+  API modules (and ``_strptime``, which ``datetime.strptime`` imports on
+  first use) once, and then only forks: for each request it receives the two
+  pipe ends of a new worker over its unix socket (``SCM_RIGHTS``), forks, and
+  answers the child's process id. It never creates an instance, loads a
+  scenario or runs a method, so every fork starts from pristine modules (the
+  methods' default arguments included). It ends and reaps a child when the
+  parent asks (the child stays a zombie until then, so its id is never
+  reused while the parent may still signal it), and it exits, ending its
+  children, when its socket reaches end of input: the parent has exited;
+- spawned (the fallback): ``python -s -B _worker.py`` with that same
+  environment, talking over its standard input and output.
+
+Either way each message is an 8-byte big-endian length and a pickle. The
+parent is trusted (this side unpickles with ``pickle``); the parent unpickles
+the replies with an unpickler that builds no object other than plain data, so
+even a subverted worker cannot make it run code.
+
+The first message (``init``) brings the parent's ``sys.path``, the classes
+with their modules, the initial configuration and the bounds. The worker
+then:
 
 1. imports the API modules (each class's module under
-   ``bfcl_eval.eval_checker.multi_turn_eval.func_source_code``);
+   ``bfcl_eval.eval_checker.multi_turn_eval.func_source_code``; a forked
+   worker finds them imported);
 2. bounds itself: ``RLIMIT_AS`` (address space: a call that allocates past
    it gets ``MemoryError``), ``RLIMIT_FSIZE`` 0 (no file can be written),
    ``RLIMIT_NPROC`` 0 (no process can be started, where the kernel enforces
-   it for this user), ``RLIMIT_CORE`` 0; its working directory becomes ``/``
+   it for this user), ``RLIMIT_CORE`` 0; its working directory is ``/``
    and its standard input and output point at ``/dev/null`` (the protocol
-   uses duplicates of them), so nothing a method prints reaches the pipe;
+   uses other descriptors), so nothing a method prints reaches the pipe;
 3. creates the instances as bfcl-eval's ``execute_multi_turn_func_call``
    does: ``cls()``, then, unless the class is stateless (``MathAPI``),
    ``instance._load_scenario(copy.deepcopy(initial_config.get(name, {})),
@@ -32,14 +48,17 @@ modules, the initial configuration and the bounds. The worker then:
 
 Then it serves requests: ``call`` (one method, keyword arguments already
 validated by the parent), ``replay`` (several calls, after a restart),
-``state`` (every instance's public attributes as plain data), ``usage``
-(peak memory) and ``exit``. Every call runs under ``setitimer``: if the
-parent has not killed the worker at the time bound, ``SIGALRM``, left at its
-default action, ends it a moment later, even inside a C loop such as a
-huge integer power and even when the parent itself is gone.
+``state`` (every instance's public attributes as plain data, within the
+bounds ``init`` gave), ``usage`` (peak memory) and ``exit``. Every call runs
+under ``setitimer``: if the parent has not killed the worker at the time
+bound, ``SIGALRM``, left at its default action, ends it a moment later, even
+inside a C loop such as a huge integer power and even when the parent itself
+is gone. A forked worker also ends when its server does (``PR_SET_PDEATHSIG``
+on Linux).
 
 A call's result becomes the text bfcl-eval's executor gives the model: a
-``str`` as it is; a ``dict`` (exactly) as ``json.dumps(result)``, or
+``str`` as it is; a ``dict`` (exactly) as ``json.dumps(result)`` (with
+``ensure_ascii=False`` when ``init`` asks for UTF-8 results), or
 ``str(result)`` when it does not serialize (``Decimal`` values); anything
 else ``str(result)``; an exception, also one raised while converting,
 ``"Error during execution: " + str(exc)``. The text is cut at the output
@@ -54,13 +73,16 @@ import promptgrid: it runs in a fresh interpreter before ``sys.path`` is set.
 from __future__ import annotations
 
 import copy
+import gc
 import importlib
 import importlib.machinery
 import inspect
 import json
 import os
 import pickle
+import select
 import signal
+import socket
 import struct
 import sys
 from typing import Any
@@ -78,13 +100,25 @@ REFUSED = "refused"
 MEMORY = "memory"
 ERROR = "error"
 READY = "ready"
+STATE_TOO_LARGE = "state_too_large"
+
+FORK = b"F"
+"""A fork-server request: fork a worker on the two descriptors sent with it; the answer is its process id (a
+negative error number if the fork failed)."""
+END = b"E"
+"""A fork-server request without an answer: kill the child whose id follows; it is reaped within moments."""
+REAP_INTERVAL_S = 0.02
+"""How often the fork server looks for killed children to reap while there are some."""
+REQUEST = struct.Struct("!cq")
+"""A fork-server request: the kind and a number (a child's process id, or 0)."""
+ANSWER = struct.Struct("!q")
+PRELOADED = ("_strptime",)
+"""Modules the API methods import on first use (``datetime.strptime``), imported by the fork server once."""
 
 ALARM_GRACE_S = 0.5
 """How long after the time bound the worker ends itself if the parent has not killed it."""
 
 _ERROR_PREFIX = "Error during execution: "
-_PLAIN_DEPTH = 400
-"""Deepest state nesting turned into plain data (a simulated directory tree nested deeper is cut, marked)."""
 
 
 # --------------------------------------------------------------------------- framing
@@ -101,12 +135,21 @@ def read_exact(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def write_message(fd: int, message: Any) -> None:
+def encode(message: Any) -> bytes:
+    """``message`` as it goes over a pipe: the header and the pickle."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    data = memoryview(HEADER.pack(len(payload)) + payload)
+    return HEADER.pack(len(payload)) + payload
+
+
+def write_all(fd: int, encoded: bytes) -> None:
+    data = memoryview(encoded)
     while data:
         written = os.write(fd, data)
         data = data[written:]
+
+
+def write_message(fd: int, message: Any) -> None:
+    write_all(fd, encode(message))
 
 
 def read_message(fd: int) -> Any:
@@ -119,14 +162,15 @@ def read_message(fd: int) -> Any:
 
 # --------------------------------------------------------------------------- results as text
 
-def as_text(result: Any) -> str:
+def as_text(result: Any, ascii_results: bool = True) -> str:
     """The text bfcl-eval's ``execute_multi_turn_func_call`` makes of a method's return value (``type(...) ==``,
-    not ``isinstance``, as there: a dict subclass is ``str``-ed)."""
+    not ``isinstance``, as there: a dict subclass is ``str``-ed); ``ascii_results=False`` keeps non-ASCII
+    characters of a dict's JSON as they are instead of ``\\u`` escapes."""
     if type(result) == str:  # noqa: E721 -- exact type, as bfcl-eval tests it
         return result
     if type(result) == dict:  # noqa: E721
         try:
-            return json.dumps(result)
+            return json.dumps(result, ensure_ascii=ascii_results)
         except Exception:  # bfcl-eval: bare except around json.dumps
             return str(result)
     return str(result)
@@ -147,8 +191,16 @@ def cap(text: str, limit: int) -> str:
 
 # --------------------------------------------------------------------------- state as plain data
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """``value`` as data that pickles to builtins only and compares as bfcl-eval's state checker compares it.
+class StateTooLarge(Exception):
+    """The state is past one of the bounds of ``PlainState``; the message says which."""
+
+
+class PlainState:
+    """Turns the instances' attributes into data that pickles to builtins only and compares as bfcl-eval's state
+    checker compares it, within bounds: at most ``max_values`` values (scalars, containers and keys),
+    ``max_depth`` levels of containers and ``max_chars`` characters of text, counted as the data comes out
+    (a folder shared by several parents counts once per parent, as it is reported). Past a bound it raises
+    ``StateTooLarge`` at once, having built at most that much.
 
     GorillaFileSystem's ``Directory`` and ``File`` compare by name and contents
     (a directory's parent is not compared), so they become
@@ -156,28 +208,63 @@ def plain(value: Any, depth: int = 0) -> Any:
     ``{"type": "file", "name": ..., "content": ...}``. Containers keep their
     type (a tuple never equals a list in bfcl-eval's comparison either).
     """
-    if value is None or type(value) in (bool, int, float, str):
-        return value
-    for scalar in (bool, int, float, str):  # a subclass (an IntEnum, a str subclass) as its builtin value
-        if isinstance(value, scalar):
-            return scalar(value)
-    if depth > _PLAIN_DEPTH:
-        return {"type": "cut", "reason": f"nested deeper than {_PLAIN_DEPTH} levels"}
-    kind = type(value)
-    if kind.__name__ == "Directory" and hasattr(value, "contents"):
-        return {"type": "directory", "name": plain(value.name, depth + 1),
-                "contents": {plain(k, depth + 1): plain(v, depth + 1) for k, v in value.contents.items()}}
-    if kind.__name__ == "File" and hasattr(value, "content"):
-        return {"type": "file", "name": plain(value.name, depth + 1), "content": plain(value.content, depth + 1)}
-    if isinstance(value, dict):
-        return {plain(k, depth + 1): plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v, depth + 1) for v in value]
-    if isinstance(value, tuple):
-        return tuple(plain(v, depth + 1) for v in value)
-    if isinstance(value, (set, frozenset)):
-        return {plain(v, depth + 1) for v in value}
-    return {"type": "object", "class": f"{kind.__module__}.{kind.__qualname__}", "repr": repr(value)[:1000]}
+
+    def __init__(self, max_values: int, max_depth: int, max_chars: int) -> None:
+        self.max_values = max_values
+        self.max_depth = max_depth
+        self.max_chars = max_chars
+        self.values = 0
+        self.chars = 0
+
+    def _count(self, chars: int = 0) -> None:
+        self.values += 1
+        self.chars += chars
+        if self.values > self.max_values:
+            raise StateTooLarge(f"more than {self.max_values} values")
+        if self.chars > self.max_chars:
+            raise StateTooLarge(f"more than {self.max_chars} characters of text")
+
+    def _container(self, depth: int) -> None:
+        self._count()
+        if depth > self.max_depth:
+            raise StateTooLarge(f"containers nested more than {self.max_depth} levels deep")
+
+    def _mapping(self, items: Any, depth: int) -> dict[Any, Any]:
+        self._container(depth)
+        return {self.plain(k, depth + 1): self.plain(v, depth + 1) for k, v in items}
+
+    def plain(self, value: Any, depth: int = 1) -> Any:
+        """``value`` as plain data; ``depth`` is the nesting level it will have (the attribute's value: 1)."""
+        kind = type(value)
+        if value is None or kind is bool or kind is int or kind is float:
+            self._count()
+            return value
+        if kind is str:
+            self._count(len(value))
+            return value
+        for scalar in (bool, int, float, str):  # a subclass (an IntEnum, a str subclass) as its builtin value
+            if isinstance(value, scalar):
+                return self.plain(scalar(value), depth)
+        if kind.__name__ == "Directory" and hasattr(value, "contents"):
+            self._container(depth)
+            return {"type": "directory", "name": self.plain(value.name, depth + 1),
+                    "contents": self._mapping(value.contents.items(), depth + 1)}
+        if kind.__name__ == "File" and hasattr(value, "content"):
+            self._container(depth)
+            return {"type": "file", "name": self.plain(value.name, depth + 1),
+                    "content": self.plain(value.content, depth + 1)}
+        if isinstance(value, dict):
+            return self._mapping(value.items(), depth)
+        self._container(depth)
+        if isinstance(value, list):
+            return [self.plain(v, depth + 1) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.plain(v, depth + 1) for v in value)
+        if isinstance(value, (set, frozenset)):
+            return {self.plain(v, depth + 1) for v in value}
+        shown = repr(value)[:1000]
+        self._count(len(shown))
+        return {"type": "object", "class": f"{kind.__module__}.{kind.__qualname__}", "repr": shown}
 
 
 # --------------------------------------------------------------------------- the worker
@@ -193,6 +280,8 @@ class Worker:
     def __init__(self, init: dict[str, Any], classes: dict[str, type], limits: dict[str, bool]) -> None:
         self.time_limit_s: float = init["time_limit_s"]
         self.max_output_chars: int = init["max_output_chars"]
+        self.ascii_results: bool = init.get("ascii_results", True)
+        self.state_bounds: tuple[int, int, int] = tuple(init["state_bounds"])
         self.limits = limits
         self.instances: dict[str, Any] = {}
         self.methods: dict[str, str] = {}
@@ -202,10 +291,8 @@ class Worker:
                 instance._load_scenario(copy.deepcopy(init["initial_config"].get(name, {})),
                                         long_context=init["long_context"])
             self.instances[name] = instance
-            public = {member for member, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
-                      if not member.startswith("_")}
-            for method in init["doc_names"].get(name, ()):
-                if method in public:
+            for method in init["doc_names"].get(name, ()):  # as inspect.getmembers(instance, ismethod) finds them
+                if not method.startswith("_") and inspect.ismethod(getattr(instance, method, None)):
                     self.methods[method] = name
 
     @staticmethod
@@ -226,7 +313,7 @@ class Worker:
         signal.setitimer(signal.ITIMER_REAL, self.time_limit_s + ALARM_GRACE_S)
         try:
             try:
-                text, ok = as_text(method(**arguments)), True
+                text, ok = as_text(method(**arguments), self.ascii_results), True
             except MemoryError:
                 raise
             except Exception as exc:
@@ -236,7 +323,9 @@ class Worker:
         return (OK, ok, cap(text, self.max_output_chars))
 
     def state(self) -> dict[str, dict[str, Any]]:
-        return {name: {key: plain(value) for key, value in vars(instance).items() if not key.startswith("_")}
+        """Raises ``StateTooLarge`` past the bounds ``init`` gave."""
+        reader = PlainState(*self.state_bounds)
+        return {name: {key: reader.plain(value) for key, value in vars(instance).items() if not key.startswith("_")}
                 for name, instance in self.instances.items()}
 
 
@@ -288,6 +377,7 @@ class Guard:
     """
 
     def __init__(self, entries: list[str]) -> None:
+        self.entries = list(entries)
         folders = [entry for entry in entries if os.path.isdir(entry)]
         self.folders = tuple(os.path.join(os.path.abspath(folder), "") for folder in folders)
         self.archives = frozenset(os.path.abspath(entry) for entry in entries if os.path.isfile(entry))
@@ -352,19 +442,18 @@ def peak_kib(status: int | None) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
 
 
-def serve() -> None:
-    proto_in, proto_out = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    os.chdir("/")
-    sys.dont_write_bytecode = True
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 5 * _PLAIN_DEPTH))
+_PREPARED_GUARD: list[Guard] = []
+"""The fork server's ``Guard`` for its ``sys.path``, built once for the workers it forks."""
+
+
+def serve(proto_in: int, proto_out: int) -> None:
+    """Read ``init`` from ``proto_in``, set the worker up, then answer requests until ``exit`` or end of input."""
     init = read_message(proto_in)
     if not isinstance(init, dict):
         return
-    sys.path[:] = list(init["sys_path"])
+    if sys.path != init["sys_path"]:  # a forked worker has the server's, which is the same
+        sys.path[:] = list(init["sys_path"])
+    sys.setrecursionlimit(max(1000, 3 * int(init["state_bounds"][1]) + 200))
     phase = "import"
     try:
         classes = Worker.import_classes(init)
@@ -379,33 +468,189 @@ def serve() -> None:
                                   getattr(exc, "name", None) if phase == "import" else None, phase))
         return
     status = _open_status()  # before the guard, which refuses opens: read again by offset for every "usage"
-    sys.addaudithook(Guard(sys.path))
+    guard = _PREPARED_GUARD[0] if _PREPARED_GUARD and _PREPARED_GUARD[0].entries == sys.path else Guard(sys.path)
+    sys.addaudithook(guard)
     write_message(proto_out, (READY, dict(worker.methods), worker.limits))
     while True:
         message = read_message(proto_in)
         if message is None or message[0] == "exit":
             return
         kind = message[0]
+        out_of_memory = False
         try:
             if kind == "call":
                 reply: Any = worker.call(message[1], message[2])
             elif kind == "replay":
                 reply = ("replayed", [worker.call(name, arguments) for name, arguments in message[1]])
             elif kind == "state":
-                reply = ("state", worker.state())
+                try:
+                    reply = ("state", worker.state())
+                except StateTooLarge as exc:
+                    reply = (STATE_TOO_LARGE, str(exc))
             elif kind == "usage":
                 reply = ("usage", peak_kib(status))
             else:
                 reply = (ERROR, "ValueError", f"unknown request {kind!r}", None, "serve")
             write_message(proto_out, reply)
         except MemoryError:
+            out_of_memory = True  # answered below, once the traceback (and the half-built data) is gone
+        except RecursionError as exc:  # a state too deep to pickle
+            write_message(proto_out, (ERROR, "RecursionError", describe_exception(exc), None, "serve"))
+        if out_of_memory:
+            reply = None
             try:
                 write_message(proto_out, (MEMORY, "the call needed more memory than the bound"))
             finally:
                 os._exit(3)
-        except RecursionError as exc:  # a state too deep to pickle
-            write_message(proto_out, (ERROR, "RecursionError", describe_exception(exc), None, "serve"))
+
+
+def _quiet_stdio() -> tuple[int, int]:
+    """Duplicates of standard input and output for the protocol; the originals then point at ``/dev/null``."""
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    return proto_in, proto_out
+
+
+def _prepare() -> None:
+    os.chdir("/")
+    sys.dont_write_bytecode = True
+
+
+# --------------------------------------------------------------------------- the fork server
+
+def _receive_exact(control: socket.socket, size: int, first: bytes) -> bytes | None:
+    data = first
+    while len(data) < size:
+        more = control.recv(size - len(data))
+        if not more:
+            return None
+        data += more
+    return data
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:  # already ended (a zombie until reaped)
+        pass
+
+
+def _reaped(pid: int, block: bool) -> bool:
+    try:
+        return os.waitpid(pid, 0 if block else os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
+
+
+def _find_prctl() -> Any:
+    """Linux's ``prctl`` through ``ctypes``, or None (another system, or no ``ctypes``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return None
+
+
+def _die_with_parent(prctl: Any) -> None:
+    """Linux: this process gets ``SIGKILL`` when the process that forked it (the fork server) ends."""
+    if prctl is not None:
+        try:
+            prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:  # the worker still ends at end of input on its pipe
+            pass
+
+
+def _child(control: socket.socket, server: int, fds: list[int], prctl: Any) -> None:
+    """The forked worker: never returns into the server's loop. The objects the server froze stay frozen (the
+    garbage collector never scans them, so their pages stay shared with the server)."""
+    try:
+        control.close()
+        _die_with_parent(prctl)
+        if os.getppid() != server:  # the server ended between the fork and the line above
+            os._exit(0)
+        serve(fds[0], fds[1])
+    except BaseException:  # noqa: BLE001 - a worker's failure is seen by the parent as its pipe closing
+        pass
+    finally:
+        os._exit(0)
+
+
+def fork_server(control_fd: int) -> None:
+    """Import the API modules the parent names, then fork a worker per request until the parent goes away."""
+    control = socket.socket(fileno=control_fd)
+    setup = read_message(control_fd)
+    if not isinstance(setup, dict):
+        return
+    sys.path[:] = list(setup["sys_path"])
+    for module in list(setup["modules"]) + list(PRELOADED):
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001 - a forked worker imports it again and reports the error
+            pass
+    prctl = _find_prctl()
+    _PREPARED_GUARD.append(Guard(sys.path))
+    gc.collect()
+    gc.freeze()  # objects made so far are never scanned, so a fork's pages stay shared
+    server = os.getpid()
+    write_message(control_fd, (READY, server))
+    children: set[int] = set()  # forked, not yet killed
+    dying: set[int] = set()  # killed, not yet reaped
+    try:
+        while True:
+            dying = {pid for pid in dying if not _reaped(pid, block=False)}
+            if dying and not select.select([control], [], [], REAP_INTERVAL_S)[0]:
+                continue
+            data, fds = b"", list[int]()
+            try:
+                data, fds, _flags, _address = socket.recv_fds(control, REQUEST.size, 2)
+                request = _receive_exact(control, REQUEST.size, data) if data else None
+            except OSError:
+                request = None
+            if request is None:
+                for fd in fds:
+                    os.close(fd)
+                return
+            kind, number = REQUEST.unpack(request)
+            if kind == END:
+                if number in children:
+                    children.discard(number)
+                    _kill(number)
+                    dying.add(number)
+            elif kind == FORK and len(fds) == 2:
+                try:
+                    pid = os.fork()
+                except OSError as exc:
+                    pid = -abs(exc.errno or 1)
+                if pid == 0:
+                    _child(control, server, fds, prctl)
+                if pid > 0:
+                    children.add(pid)
+                control.sendall(ANSWER.pack(pid))
+            else:
+                control.sendall(ANSWER.pack(-22))  # EINVAL
+            for fd in fds:
+                os.close(fd)
+    finally:
+        for pid in children:
+            _kill(pid)
+        for pid in children | dying:
+            _reaped(pid, block=True)
+
+
+def main(argv: list[str]) -> None:
+    _prepare()
+    if len(argv) == 2 and argv[0] == "--fork-server":
+        fork_server(int(argv[1]))
+        return
+    proto_in, proto_out = _quiet_stdio()
+    serve(proto_in, proto_out)
 
 
 if __name__ == "__main__":
-    serve()
+    main(sys.argv[1:])

@@ -99,6 +99,18 @@ def test_calls_are_parsed_with_positional_arguments_named_by_the_doc(text: str, 
     assert parse_call(text, FILES_DOCS) == expected
 
 
+def test_positional_arguments_bind_by_the_methods_signature_not_the_docs_order() -> None:
+    """TravelAPI's doc lists insurance_cost before booking_id; the method (and bfcl-eval's eval) takes booking_id
+    third."""
+    docs = functions_for(["TravelAPI"], python_hint=False)
+    assert list(next(d for d in docs if d["name"] == "purchase_insurance")["parameters"]["properties"])[2:4] == [
+        "insurance_cost", "booking_id"]
+    parsed = parse_call("purchase_insurance('t', 'comprehensive', 'b1', 50.0, card_id='c')", docs, ["TravelAPI"])
+    assert parsed == ToolCall("purchase_insurance", {"access_token": "t", "insurance_type": "comprehensive",
+                                                     "booking_id": "b1", "insurance_cost": 50.0, "card_id": "c"})
+    assert parse_call("purchase_insurance('t', 'comprehensive', 'b1')", docs).arguments["booking_id"] == "b1"
+
+
 def test_lists_and_dicts_are_literals() -> None:
     docs = functions_for(["TicketAPI", "MathAPI"], python_hint=False)
     assert parse_call("edit_ticket(ticket_id=1, updates={'priority': 2})", docs) == ToolCall(

@@ -14,10 +14,15 @@ system) are refused or bounded, and the episode goes on.
 from __future__ import annotations
 
 import copy
+import gc
 import importlib
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -36,7 +41,9 @@ from promptgrid.matrix.conversations import (
     functions_for,
     load_conversations,
 )
+from promptgrid.matrix.conversations import _env as env_module
 from promptgrid.matrix.conversations import _worker as worker_module
+from promptgrid.matrix.conversations._env import EnvironmentFailure
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
 
@@ -152,6 +159,11 @@ def test_ticket_ids_may_be_strings_as_in_bfcl_evals_own_scenarios(base: list[Con
         closed, = env.run(entry.ground_truth[3])
         assert closed.ok and "closed successfully" in closed.output
         wrong, = env.run([call("close_ticket", ticket_id=1.5)])
+        assert wrong.refused is None and wrong.argument_problem  # the default rule: the method decides
+    with Environment(["TicketAPI"], entry.initial_config, strict_arguments=True) as env:
+        closed, = env.run(entry.ground_truth[3])
+        assert closed.ok and "closed successfully" in closed.output and closed.argument_problem is None
+        wrong, = env.run([call("close_ticket", ticket_id=1.5)])
         assert wrong.refused == Refusal.BAD_ARGUMENTS.value
 
 
@@ -212,6 +224,12 @@ def files() -> Any:
         yield env
 
 
+@pytest.fixture(scope="module")
+def strict_files() -> Any:
+    with Environment(["GorillaFileSystem", "TwitterAPI"], FILES, strict_arguments=True) as env:
+        yield env
+
+
 @pytest.mark.parametrize("name", ["_load_scenario", "__class__", "__init__", "__dict__", "__getattribute__",
                                   "_navigate_to_directory", "__import__", "_"])
 def test_private_and_dunder_names_are_refused(files: Environment, name: str) -> None:
@@ -234,7 +252,7 @@ def test_an_unknown_name_gets_a_suggestion(files: Environment) -> None:
     assert "Did you mean 'mkdir'?" in refused.output
 
 
-@pytest.mark.parametrize(("tool_call", "fragment"), [
+DOC_PROBLEMS = [
     (call("cd", folder=1), "argument 'folder' must be a string, not an integer"),
     (call("cd", folder=None), "argument 'folder' must not be null"),
     (call("ls", a="yes"), "argument 'a' must be a boolean, not a string"),
@@ -245,15 +263,62 @@ def test_an_unknown_name_gets_a_suggestion(files: Environment) -> None:
     (call("cd", folder="docs", extra=1), "cd has no parameter 'extra'"),
     (call("cd", folder="docs", __class__="x"), "cd has no parameter '__class__'"),
     (call("cd"), "cd is missing the required argument 'folder'"),
+    (call("cd", folder={"__class__": {"__init__": {"__globals__": {}}}}), "must be a string, not an object"),
+]
+
+
+@pytest.mark.parametrize(("tool_call", "fragment"), [
+    *DOC_PROBLEMS,
     (ToolCall("cd", "folder=docs"), "the arguments of cd must be an object"),  # type: ignore[arg-type]
     (ToolCall("cd", {1: "docs"}), "keys must be strings"),  # type: ignore[dict-item]
 ])
-def test_arguments_that_do_not_validate_against_the_doc_are_refused(files: Environment, tool_call: ToolCall,
-                                                                    fragment: str) -> None:
-    before = files.state()
+def test_under_the_strict_rule_arguments_that_do_not_validate_against_the_doc_are_refused(
+        strict_files: Environment, tool_call: ToolCall, fragment: str) -> None:
+    before = strict_files.state()
+    refused, = strict_files.run([tool_call])
+    assert refused.refused == Refusal.BAD_ARGUMENTS.value and fragment in refused.output, refused.output
+    assert strict_files.state() == before
+
+
+@pytest.mark.parametrize(("tool_call", "fragment"), DOC_PROBLEMS)
+def test_by_default_the_method_decides_and_the_strict_rule_is_noted(files: Environment, tool_call: ToolCall,
+                                                                  fragment: str) -> None:
+    ran, = files.run([tool_call])
+    assert ran.refused is None and ran.argument_problem is not None and fragment in ran.argument_problem
+
+
+def test_an_unknown_keyword_gives_bfcl_evals_type_error_text_by_default(files: Environment) -> None:
+    ran, = files.run([call("cd", folder="a", evil=1)])
+    assert (ran.ok, ran.refused) == (False, None)
+    assert ran.output == "Error during execution: GorillaFileSystem.cd() got an unexpected keyword argument 'evil'"
+    missing, = files.run([call("cd")])
+    assert missing.output == ("Error during execution: GorillaFileSystem.cd() missing 1 required positional "
+                              "argument: 'folder'")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_positional_arguments_bind_by_the_methods_signature(strict: bool) -> None:
+    with Environment(["GorillaFileSystem", "TravelAPI"], FILES, strict_arguments=strict) as env:
+        moved, tail = env.run([ToolCall("cd", {}, ("alice",)), ToolCall("tail", {"lines": 1}, ("notes.txt",))])
+        assert moved.ok and moved.call == ToolCall("cd", {"folder": "alice"})
+        assert tail.ok and "line two" in tail.output and tail.call.arguments == {"file_name": "notes.txt", "lines": 1}
+        # The doc lists insurance_cost before booking_id; the method takes booking_id third, as Python binds it.
+        insured, = env.run([ToolCall("purchase_insurance", {}, ("token", "comprehensive", "booking_1", 50.0, "c"))])
+        assert insured.call.arguments["booking_id"] == "booking_1" and insured.call.arguments["insurance_cost"] == 50.0
+
+
+@pytest.mark.parametrize(("tool_call", "fragment"), [
+    (ToolCall("cd", {}, ("a", "b")), "cd('a', 'b') cannot be bound: cd takes at most 1 positional argument (folder), "
+                                     "2 given"),
+    (ToolCall("cd", {"folder": "a"}, ("b",)), "cd('b', folder='a') cannot be bound: argument 'folder' is given twice"),
+    (ToolCall("pwd", {}, (1,)), "pwd(1) cannot be bound: pwd takes at most 0 positional arguments, 1 given"),
+    (ToolCall("cd", {}, ({1, 2},)), "type set"),
+])
+def test_a_positional_call_that_cannot_be_bound_is_refused_naming_the_call(files: Environment, tool_call: ToolCall,
+                                                                           fragment: str) -> None:
     refused, = files.run([tool_call])
     assert refused.refused == Refusal.BAD_ARGUMENTS.value and fragment in refused.output, refused.output
-    assert files.state() == before
+    assert refused.output.startswith("Error during execution: ")
 
 
 def test_an_optional_parameter_may_be_null_and_an_integer_is_a_number(files: Environment) -> None:
@@ -282,7 +347,6 @@ def _nested(depth: int) -> list[Any]:
     (list(range(20_000)), "more than 10000 values"),
     (_nested(MAX_ARGUMENT_DEPTH + 1), "nested more than"),
     (_nested(200_000), "nested more than"),
-    ({"__class__": {"__init__": {"__globals__": {}}}}, "must be a string, not an object"),
 ])
 def test_arguments_that_are_not_bounded_json_data_are_refused_without_a_crash(files: Environment, value: Any,
                                                                               fragment: str) -> None:
@@ -409,15 +473,329 @@ def test_the_workers_audit_hook_allows_imports_and_nothing_else(tmp_path: Path) 
             guard(event, args)
 
 
+# --------------------------------------------------------------------------- bounds of a step, an episode, the state
+
+def _doubling_tree(rounds: int) -> list[ToolCall]:
+    """A GorillaFileSystem answer whose state doubles every round while the worker stays small: ``cp`` shares the
+    folder objects, so ``rounds`` rounds make 2 ** rounds copies of the first folder in the reported state."""
+    calls = [call("mkdir", dir_name="l0"), call("cd", folder="l0"), call("touch", file_name="f.txt"),
+             call("cd", folder="..")]
+    for k in range(rounds):
+        calls += [call("mkdir", dir_name=f"l{k + 1}"), call("cp", source=f"l{k}", destination=f"l{k + 1}"),
+                  call("mv", source=f"l{k}", destination=f"m{k}"), call("cp", source=f"m{k}", destination=f"l{k + 1}")]
+    return calls
+
+
+EMPTY_HOME = {"GorillaFileSystem": {"root": {"alice": {"type": "directory", "contents": {}}}}}
+
+
+def test_a_state_past_its_bounds_is_an_environment_failure_at_once() -> None:
+    """Issue 31: 64 calls then 60 (about 5 KB) make 2 ** 30 folders in the reported state; it used to stop the run
+    with 'could not report its state (out of memory)'."""
+    calls = _doubling_tree(30)
+    assert len(calls) == 124 and len(json.dumps([[c.name, c.arguments] for c in calls])) < 6000
+    with Environment(["GorillaFileSystem"], EMPTY_HOME) as env:
+        outcomes = env.run(calls[:64]) + env.run(calls[64:])
+        assert all(o.ok for o in outcomes), [o.output for o in outcomes if not o.ok]
+        started = time.monotonic()
+        with pytest.raises(EnvironmentFailure, match="max_state_values=100000") as failure:
+            env.state()
+        assert failure.value.reason == "state_too_large" and time.monotonic() - started < 5.0
+        assert env.usage().peak_memory_mb < 256
+        assert env.run([call("pwd")])[0].ok  # the worker itself is unharmed
+
+
+def test_a_state_within_its_bounds_is_reported_whole_and_the_bounds_can_be_raised() -> None:
+    with Environment(["GorillaFileSystem"], EMPTY_HOME) as env:
+        env.run(_doubling_tree(5))
+        state = env.state()
+    folder = state["GorillaFileSystem"]["root"]["contents"]["l5"]
+    for level in range(4, -1, -1):  # every level holds the level below twice, as l{k} and m{k}
+        assert folder["contents"][f"l{level}"] == {**folder["contents"][f"m{level}"], "name": f"l{level}"}
+        folder = folder["contents"][f"l{level}"]
+    assert folder["contents"] == {"f.txt": {"type": "file", "name": "f.txt", "content": ""}}
+    with Environment(["GorillaFileSystem"], EMPTY_HOME, max_state_values=200) as env:
+        env.run(_doubling_tree(5))
+        with pytest.raises(EnvironmentFailure, match="more than 200 values"):
+            env.state()
+    with Environment(["GorillaFileSystem"], EMPTY_HOME, max_state_depth=10) as env:
+        env.run(_doubling_tree(5))
+        with pytest.raises(EnvironmentFailure, match="nested more than 10 levels"):
+            env.state()
+    with Environment(["GorillaFileSystem"], FILES, max_state_chars=10) as env:
+        with pytest.raises(EnvironmentFailure, match="more than 10 characters"):
+            env.state()
+
+
+def test_running_out_of_memory_while_reporting_the_state_is_an_environment_failure() -> None:
+    with Environment(["GorillaFileSystem"], EMPTY_HOME, memory_limit_mb=64, max_state_values=10 ** 9,
+                     max_state_chars=10 ** 12) as env:
+        calls = _doubling_tree(30)
+        env.run(calls[:64])
+        env.run(calls[64:])
+        with pytest.raises(EnvironmentFailure, match="memory_limit_mb=64") as failure:
+            env.state()
+    assert failure.value.reason == "out_of_memory"
+
+
+def test_the_arguments_of_a_step_are_bounded_in_bytes() -> None:
+    """64 native echo calls of 900 KB each would carry 57.6 MB in one step: all but the first are refused."""
+    content = "x" * 900_000
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        outcomes = env.run([call("echo", content=content, file_name=f"f{i}.txt") for i in range(64)])
+        assert outcomes[0].ok
+        assert {o.refused for o in outcomes[1:]} == {Refusal.STEP_ARGUMENT_BYTES.value}
+        assert "more than 1048576 bytes" in outcomes[1].output and outcomes[1].output.startswith("Error during")
+        small, = env.run([call("echo", content="y", file_name="next.txt")])  # the next step has its own budget
+        assert small.ok and env.usage().peak_memory_mb < 100
+    with Environment(["GorillaFileSystem"], FILES, max_step_argument_bytes=200) as env:
+        first, second = env.run([call("touch", file_name="a" * 60), call("touch", file_name="b" * 120)])
+        assert first.ok and second.refused == Refusal.STEP_ARGUMENT_BYTES.value
+
+
+@needs_mpmath
+def test_a_step_is_bounded_in_environment_time() -> None:
+    """Eight huge powers in one answer: the first stopped at time_limit_s, the second when the step's time runs
+    out, the rest not run (it took 8 x (5 s + a restart) before the step bound)."""
+    with Environment(["MathAPI", "GorillaFileSystem"], FILES, time_limit_s=0.4, step_time_limit_s=0.6) as env:
+        env.run([call("mkdir", dir_name="kept")])
+        started = time.monotonic()
+        outcomes = env.run([call("power", base=10, exponent=10 ** 8)] * 8)
+        elapsed = time.monotonic() - started
+        assert [o.refused for o in outcomes] == ["time_limit"] + ["step_time_limit"] * 7
+        assert "stopped when the step's environment time (0.6 s) ran out" in outcomes[1].output
+        assert "is spent; this call was not run" in outcomes[2].output
+        assert elapsed < 3.0
+        ls, = env.run([call("ls")])  # the next step runs, on the state before the powers
+        assert ls.ok and "kept" in ls.output
+
+
+@needs_mpmath
+def test_an_episode_is_bounded_in_environment_time() -> None:
+    with Environment(["MathAPI"], {}, time_limit_s=0.3, step_time_limit_s=0.5, episode_time_limit_s=1.0) as env:
+        started = time.monotonic()
+        with pytest.raises(EnvironmentFailure, match="episode_time_limit_s") as failure:
+            for _ in range(10):
+                env.run([call("power", base=10, exponent=10 ** 8)])
+        assert failure.value.reason == "episode_time_limit" and time.monotonic() - started < 4.0
+        with pytest.raises(EnvironmentFailure, match="episode_time_limit_s"):
+            env.run([call("mean", numbers=[1, 2])])
+
+
+@needs_mpmath
+def test_a_replay_that_gives_another_result_is_an_environment_failure() -> None:
+    """MessageAPI seeded with null draws other message ids in the restarted worker: the episode cannot go on."""
+    with Environment(["MessageAPI", "MathAPI"], {"MessageAPI": {"random_seed": None}}, time_limit_s=0.3) as env:
+        env.run([call("message_login", user_id="USR001"), call("send_message", receiver_id="USR002", message="hi")])
+        with pytest.raises(EnvironmentFailure, match="gave another result") as failure:
+            env.run([call("power", base=10, exponent=10 ** 8)])
+        assert env.usage().starts == 2  # reporting usage after the failure starts no third worker
+    assert failure.value.reason == "replay_differs"
+
+
+def test_a_worker_that_cannot_be_started_again_is_an_environment_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        env.run([call("mkdir", dir_name="kept")])
+        process = env._process
+        assert process is not None
+
+        def refuse(first: bytes) -> None:
+            raise RunError("no more processes")
+
+        monkeypatch.setattr(env_module, "_new_process", refuse)
+        os.kill(process.pid, signal.SIGKILL)
+        with pytest.raises(EnvironmentFailure, match="could not be started again: no more processes") as failure:
+            env.run([call("ls")])
+    assert failure.value.reason == "worker_failed"
+
+
+def test_results_may_keep_non_ascii_characters() -> None:
+    config = {"GorillaFileSystem": {"root": {"alice": {"type": "directory", "contents": {
+        "café.txt": {"type": "file", "content": "crème"}}}}}}
+    with Environment(["GorillaFileSystem"], config, ascii_results=False) as env:
+        cat, ls = env.run([call("cat", file_name="café.txt"), call("ls")])
+    assert cat.output == '{"file_content": "crème"}' and ls.output == '{"current_directory_content": ["café.txt"]}'
+
+
+# --------------------------------------------------------------------------- the fork server
+
+needs_fork_server = pytest.mark.skipif(not env_module._FORK_SERVER, reason="workers are spawned on this system")
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def _gone(pid: int, wait_s: float = 5.0) -> bool:
+    """Ended within ``wait_s``: no such process, or a zombie no one has reaped yet."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            if "State:\tZ" in Path(f"/proc/{pid}/status").read_text(encoding="ascii"):
+                return True
+        except OSError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
+def _reaped(pid: int) -> bool:
+    """No such process within a few seconds (not even a zombie)."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _children(pid: int) -> dict[int, str]:
+    """``pid``'s children and their states (R, S, Z, ...), from /proc."""
+    states = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text(encoding="ascii")
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            if fields.get("PPid", "").strip() == str(pid):
+                states[int(entry.name)] = fields["State"].split()[0]
+    return states
+
+
+def _server() -> Any:
+    servers = [server for server in env_module._SERVERS.values() if server.usable()]
+    assert len(servers) == 1
+    return servers[0]
+
+
+@needs_fork_server
+def test_workers_are_forked_from_one_server_and_start_in_milliseconds() -> None:
+    Environment(["GorillaFileSystem"], FILES).close()  # the server is running from here on
+    starts = []
+    pids = set()
+    for _ in range(10):
+        with Environment(["GorillaFileSystem", "TwitterAPI"], FILES) as env:
+            assert env._process is not None
+            pids.add(_parent_of(env._process.pid))
+            starts.append(env.usage().start_seconds)
+    assert sorted(starts)[5] < 0.03  # a fresh interpreter took 40-125 ms
+    if Path("/proc").exists():
+        assert pids == {_server().process.pid}
+
+
+@needs_fork_server
+def test_every_fork_starts_from_pristine_modules() -> None:
+    """A method that changes its shared default list (TwitterAPI.post_tweet's mentions=[]) changes it in that
+    worker only: the server never runs a method."""
+    config = {"TwitterAPI": {"username": "alice", "password": "pw", "authenticated": True}}
+    with Environment(["TwitterAPI"], config) as env:
+        env.run([call("post_tweet", content="first"), call("mention", tweet_id=0, mentioned_usernames=["bob"])])
+        assert env.state()["TwitterAPI"]["tweets"][0]["mentions"] == ["bob"]
+    with Environment(["TwitterAPI"], config) as env:
+        env.run([call("post_tweet", content="second")])
+        assert env.state()["TwitterAPI"]["tweets"][0]["mentions"] == []
+
+
+@needs_fork_server
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
+def test_ended_workers_are_reaped_and_forgotten_ones_too() -> None:
+    Environment(["GorillaFileSystem"], FILES).close()
+    server = _server().process.pid
+    before = _children(server)  # other tests' environments still open
+    for _ in range(5):
+        Environment(["GorillaFileSystem"], FILES).close()
+    forgotten = [Environment(["GorillaFileSystem"], FILES) for _ in range(3)]
+    pids = [env._process.pid for env in forgotten if env._process is not None]
+    del forgotten
+    gc.collect()
+    with Environment(["GorillaFileSystem"], FILES) as env:  # its fork ends the forgotten ones first
+        assert env._process is not None
+        assert all(_reaped(pid) for pid in pids)
+        children = _children(server)  # no zombie left: only workers of open environments
+        assert env._process.pid in children and set(children) <= set(before) | {env._process.pid}
+        pid = env._process.pid
+    assert _reaped(pid) and set(_children(server)) <= set(before)
+
+
+@needs_fork_server
+def test_a_dead_server_is_replaced_and_the_episode_goes_on() -> None:
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        env.run([call("mkdir", dir_name="kept")])
+        old = _server().process
+        old.kill()
+        old.wait()
+        if sys.platform.startswith("linux"):  # its workers end with it
+            assert env._process is not None and _gone(env._process.pid)
+            crashed, = env.run([call("pwd")])
+            assert crashed.refused == Refusal.CRASHED.value
+        ls, = env.run([call("ls")])
+        assert ls.ok and "kept" in ls.output
+        assert _server().process.pid != old.pid
+
+
+@needs_fork_server
+def test_the_server_ends_when_its_parent_does(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys\n"
+        "from promptgrid.matrix.conversations import Environment, _env\n"
+        "env = Environment(['GorillaFileSystem'], {})\n"
+        "print(next(iter(_env._SERVERS.values())).process.pid, env._process.pid, flush=True)\n"
+        "os._exit(0)  # no atexit, no close: the server sees its socket end\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    server, worker = (int(pid) for pid in done.stdout.split())
+    assert _gone(server, wait_s=10) and _gone(worker, wait_s=10)
+
+
+@needs_fork_server
+def test_environments_may_be_started_from_many_threads_at_once() -> None:
+    def episode(index: int) -> str:
+        outputs = []
+        for _ in range(5):
+            with Environment(["GorillaFileSystem"], FILES) as env:
+                outputs.append(env.run([call("mkdir", dir_name=f"d{index}"), call("ls")])[1].output)
+        assert len(set(outputs)) == 1
+        return outputs[0]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(episode, range(16)))
+    assert all(f'"d{index}"' in output for index, output in enumerate(results))
+
+
+def test_where_there_is_no_fork_server_each_worker_is_a_fresh_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env_module, "_FORK_SERVER", False)
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        assert isinstance(env._process, env_module._Spawned)
+        outcomes = env.run([call("cd", folder="docs"), call("touch", file_name="new.txt")])
+        assert all(o.ok for o in outcomes)
+        assert env.state()["GorillaFileSystem"]["root"]["contents"]["docs"]["contents"]["new.txt"]["content"] == ""
+        process = env._process
+    assert process.popen.poll() is not None
+
+
 # --------------------------------------------------------------------------- life cycle and set-up errors
 
 def test_close_ends_the_worker_and_the_environment_refuses_further_use() -> None:
     env = Environment(["GorillaFileSystem"], FILES)
     process = env._process
-    assert process is not None and process.poll() is None
+    assert process is not None and not _gone(process.pid, wait_s=0)
     env.close()
     env.close()
-    assert process.poll() is not None
+    assert _reaped(process.pid)
     with pytest.raises(RunError, match="closed"):
         env.run([call("pwd")])
 
@@ -430,7 +808,9 @@ def test_unknown_classes_and_unusable_bounds_are_errors() -> None:
     with pytest.raises(DatasetError, match="no environment class"):
         Environment([], {})
     for bound in ({"time_limit_s": 0}, {"memory_limit_mb": 1}, {"max_calls_per_step": 0},
-                  {"max_output_chars": 2.5}, {"time_limit_s": float("nan")}):
+                  {"max_output_chars": 2.5}, {"time_limit_s": float("nan")}, {"max_step_argument_bytes": 0},
+                  {"step_time_limit_s": 0}, {"episode_time_limit_s": -1.0}, {"max_state_values": 0},
+                  {"max_state_depth": 5000}, {"max_state_chars": -1}):
         with pytest.raises(RunError, match=next(iter(bound))):
             Environment(["GorillaFileSystem"], {}, **bound)
 
