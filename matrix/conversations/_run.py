@@ -412,12 +412,13 @@ def _step_keys(store: ConversationStore) -> bool:
 
 def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> None:
     """A run directory is scored under one argument rule: its finished episodes are reused on resume, so a run
-    under the other rule would mix verdicts of both. The rule is recorded by the first run (a store without it
-    was written before the rule was an option, under the strict rule)."""
+    under the other rule would mix verdicts of both. The rule is recorded by the first run; a store without it
+    that holds episodes was written before the rule was an option, under the strict rule (one with steps only
+    has no verdict to mix: a step's answer is reused only where the transcript up to it is the same)."""
     wanted = "strict" if strict_arguments else "bfcl"
     recorded = store.meta("argument_rule")
     if recorded is None:
-        recorded = wanted if store.step_count() == 0 else "strict"
+        recorded = wanted if store.episode_count() == 0 else "strict"
         store.set_meta("argument_rule", recorded)
     if recorded != wanted:
         flag = "with --strict-arguments" if recorded == "strict" else "without --strict-arguments"

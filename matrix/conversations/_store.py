@@ -213,6 +213,10 @@ class ConversationStore:
     def step_count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
 
+    @_guarded
+    def episode_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0])
+
     # -------------------------------------------------------------- episodes
 
     @_guarded
