@@ -7,7 +7,7 @@ translations one can trust:
 - units (:mod:`._units`): what is translatable and its key;
 - protected spans (:mod:`._protect`): masked before a translator sees the
   text, restored and verified after;
-- backends (:mod:`._backends`): Amazon Translate, any LLM through litellm,
+- backends (:mod:`._backends`): Amazon Translate, any model ``promptgrid run`` takes,
   reviewed catalogs (:mod:`._catalogs`), behind one ``translate`` protocol;
 - the translation store (:mod:`._store`): each (source, target, backend)
   translated once;
@@ -22,6 +22,7 @@ from promptgrid.errors import CatalogError, TranslationError, TranslationStoreEr
 from ._backends import CatalogBackend, TranslationBackend, make_backend
 from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_catalog, load_catalogs, shipped_catalogs
 from ._check import CheckCode, TranslationCheck, back_translation_similarity, check_translation, detect_language
+from ._errors import TranslationInputError
 from ._localization import CatalogLocalization, default_localization
 from ._pipeline import LanguageSummary, TranslateReport, UnitResult, segment, translate_units
 from ._protect import Masked, Span, SpanKind, find_spans, mask, unmask
@@ -47,6 +48,7 @@ __all__ = [
     "TranslationCatalog",
     "TranslationCheck",
     "TranslationError",
+    "TranslationInputError",
     "TranslationStore",
     "TranslationStoreError",
     "Unit",

@@ -35,7 +35,8 @@ from typing import Any
 from promptgrid.errors import MissingTranslationError, TranslationError
 
 from ._backends import TranslationBackend
-from ._check import CheckCode, TranslationCheck, check_translation
+from ._check import CheckCode, TranslationCheck
+from ._memo import memo
 from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
 from ._units import Unit
@@ -171,10 +172,27 @@ def translate_units(
     *,
     source_lang: str = "en",
     batch_size: int = 50,
-    checker: Callable[..., TranslationCheck] = check_translation,
+    checker: Callable[..., TranslationCheck] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TranslateReport:
-    """Translate ``units`` into each target; see the module docstring."""
+    """Translate ``units`` into each target; see the module docstring. ``checker``: ``check_translation``'s
+    signature (default: it, its results kept between commands by :mod:`._memo`)."""
+    kept = None
+    if checker is None:
+        kept = memo()
+        checker = kept.check
+    try:
+        return _translate_units(units, targets, backend, store, source_lang=source_lang, batch_size=batch_size,
+                                checker=checker, progress=progress)
+    finally:
+        if kept is not None:
+            kept.flush()
+
+
+def _translate_units(units: Sequence[Unit], targets: Sequence[str], backend: TranslationBackend,
+                     store: TranslationStore, *, source_lang: str, batch_size: int,
+                     checker: Callable[..., TranslationCheck], progress: Callable[[str], None] | None
+                     ) -> TranslateReport:
     results: list[UnitResult] = []
     sent: list[tuple[str, str]] = []
     by_source: dict[str, list[Unit]] = {}
@@ -241,9 +259,11 @@ def _require_coverage(backend: TranslationBackend, targets: Sequence[str]) -> No
     uncovered = [t for t in targets if not covers(t)]
     if uncovered:
         have = ", ".join(getattr(backend, "languages", ())) or "none"
+        describe = getattr(backend, "describe", None)
+        what = describe() if callable(describe) else f"the {backend.name} catalogs"
         raise MissingTranslationError(
-            f"the {backend.name} backend has no translations into {', '.join(uncovered)} "
-            f"(its catalogs cover: {have}); translate with a machine backend (--backend amazon or "
+            f"{what} have no translations into {', '.join(uncovered)} "
+            f"(they cover: {have}); translate with a machine backend (--backend amazon or "
             f"--backend llm:MODEL, e.g. llm:openai/gpt-4o-mini) or write a catalog file and pass "
             f"--backend catalog:PATH (format: translate/catalogs/de.yaml)")
 

@@ -133,8 +133,9 @@ def _check_translation(args: argparse.Namespace) -> int:
 def _add_endpoint_options(p: argparse.ArgumentParser, command: str) -> None:
     """--api-base as ``promptgrid run`` declares it, and --api-key-env: the server of a ``--backend llm:MODEL``."""
     add_flags(p, PlanOptions, command, only=("api_base",))
+    flag = "--back-translate" if command == "check-translations" else "--backend"
     p.add_argument("--api-key-env", default=None, metavar="VAR",
-                   help="with --backend llm:MODEL: the NAME of the environment variable holding the server's key "
+                   help=f"with {flag} llm:MODEL: the NAME of the environment variable holding the server's key "
                    "(as api_key_env in a run config); never the key itself")
 
 

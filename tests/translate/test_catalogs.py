@@ -53,6 +53,9 @@ def test_load_and_look_up_by_source(tmp_path: Path) -> None:
         ("language: !!python/name:os.system\nunits: {}\n", r":1: tag !!python/name:os.system is not allowed"),
         ("language: de\nunits: {? [a]\n : {source: x, text: y}}\n", r":2: a key must be a plain string"),
         ("language: de\nunits: &u {a: *u}\n", r":2: an alias refers to a value that contains it"),
+        ("language: de\nunits:\n  a.b: {source: x, text: y}\n  a.b: {source: x, text: z}\n",
+         r":4: key 'a.b' appears twice"),
+        ("language: de\nunits:\n  a.b: {source: x, text: y}\n  c: [unclosed\n", r":5: invalid YAML"),
         ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"{k}: &{k} [{', '.join([f'*{p}'] * 10)}]\n" for p, k in zip("abcdef", "bcdefg", strict=True)),
          r"aliases \(\*name\) would expand the file"),

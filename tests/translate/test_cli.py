@@ -48,11 +48,12 @@ def test_translate_with_the_catalog_backend_is_offline_and_cached(tmp_path: Path
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
     units, translated, from_catalog, stored, missing, failed = (int(x) for x in rows["de"])
     assert units == 37 + 138 and from_catalog == units and translated == stored == missing == failed == 0
-    assert "0 unit(s) translated (0 unique string(s) sent), 350 taken from catalogs, 0 already stored" in out
+    assert "350 unit(s) taken from the shipped catalogs, 0 already stored" in out
+    assert "sent" not in out and "catalog catalogs" not in out  # a look-up sends nothing
     code, out, _ = run(argv, capsys)
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:2] in ("de", "ja")}
     assert [int(x) for x in rows["ja"]][1:4] == [0, 0, 175]
-    assert "0 taken from catalogs, 350 already stored" in out
+    assert "0 unit(s) taken from the shipped catalogs, 350 already stored" in out
 
 
 def test_translate_into_a_language_without_catalog_or_backend_exits_2(tmp_path: Path,
@@ -92,7 +93,7 @@ def test_translate_user_catalog_becomes_overrides(tmp_path: Path, capsys: pytest
     code, out, _ = run(["translate", "--to", "de", "--backend", f"catalog:{mine}", "--what", "instructions",
                         "--store", str(store_path)], capsys)
     assert code == 1  # the user catalog lacks most units: reported as missing
-    assert "no translation in the catalogs" in out
+    assert f"no translation in the catalog file(s) {mine}" in out
     loc = translate.default_localization(store_path)
     assert loc.instruction("You are an expert in composing functions.", "de", "classic.persona") == \
         "Du bist ein Profi im Zusammenstellen von Funktionsaufrufen."

@@ -100,7 +100,8 @@ def test_catalog_backend_refuses_a_language_it_has_no_catalog_for(store: Any) ->
     units = [Unit("classic.persona", UnitKind.INSTRUCTIONS, "You are an expert in composing functions.")]
     backend = CatalogBackend(shipped_catalogs())
     assert backend.covers("de-DE") and not backend.covers("ko") and "ja" in backend.languages
-    with pytest.raises(MissingTranslationError, match="no translations into ko, sv .*catalogs cover: de, es"):
+    with pytest.raises(MissingTranslationError,
+                       match="the shipped catalogs have no translations into ko, sv .*they cover: de, es"):
         translate_units(units, ["de", "ko", "sv"], backend, store)
     assert store.get(units[0].source, "de", "catalog") is None  # refused before anything was done
 

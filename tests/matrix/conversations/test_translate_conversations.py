@@ -318,8 +318,8 @@ def test_cli_translates_conversations_and_checks_them(tmp_path: Any, monkeypatch
     assert main(check) == 1
     printed = capsys.readouterr().out
     assert "protected_changed" in printed and "turn 1:" in printed and "multi_turn_base_0_de" in printed
-    # only English conversations: nothing to check is an error, not a pass
-    assert main(["check-translations", "--dataset", f"jsonl:{source}"]) == 1
+    # only English conversations: nothing to check is an error, not a pass (bad input: exit 2)
+    assert main(["check-translations", "--dataset", f"jsonl:{source}"]) == 2
     assert "holds no translated conversations" in capsys.readouterr().err
 
 
