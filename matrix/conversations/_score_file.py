@@ -28,7 +28,10 @@ the others are scored.
 from __future__ import annotations
 
 import json
+import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 from promptgrid.safeio import read_json_lines
@@ -83,20 +86,41 @@ def _trajectory(result: Any, conversation: Conversation, return_format: str, too
             for turn in result]
 
 
+SCORING_THREADS = 4
+"""Lines scored at a time. Scoring a line is mostly waiting on its environments' worker processes (which run on
+the other cores), so a few threads overlap that waiting; the lines are written in input order."""
+
+
 def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[str], *, name: str,
                               conversations: Sequence[Conversation], errors: IO[str], return_format: str = "python",
-                              tool_call_tag: bool = False, strict_arguments: bool = False) -> tuple[int, int, int]:
+                              tool_call_tag: bool = False, strict_arguments: bool = False,
+                              threads: int = SCORING_THREADS) -> tuple[int, int, int]:
     """Score every line of ``source`` into ``sink``; returns (scored, valid, failed lines).
 
-    Lines are read with ``promptgrid.safeio.read_json_lines`` (bounded). Each
-    entry's ground truth is run once, however many lines name it.
-    ``strict_arguments`` chooses the argument rule (``check_conversation``);
-    each scored line records it (``argument_rule``).
+    Lines are read with ``promptgrid.safeio.read_json_lines`` (bounded) and
+    scored ``threads`` at a time, written in input order. Each entry's ground
+    truth is run once, however many lines name it. ``strict_arguments``
+    chooses the argument rule (``check_conversation``); each scored line
+    records it (``argument_rule``).
     """
     by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
-    truths: dict[str, GroundTruthRun] = {}
-    scored = valid = failed = 0
-    for line in read_json_lines(source, objects=True):
+    truths: dict[str, Future[GroundTruthRun]] = {}
+    lock = threading.Lock()
+
+    def truth_of(conversation: Conversation) -> GroundTruthRun:
+        with lock:
+            future = truths.get(conversation.id)
+            mine = future is None
+            if future is None:
+                future = truths[conversation.id] = Future()
+        if mine:
+            try:
+                future.set_result(run_ground_truth(conversation))
+            except BaseException as exc:  # every line of the entry gets the same failure
+                future.set_exception(exc)
+        return future.result()
+
+    def score(line: Any) -> tuple[int, dict[str, Any] | None, Any, str | None]:
         try:
             if line.error is not None:
                 raise _LineError(line.error)
@@ -107,18 +131,24 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
                 raise _LineError(f"id {entry!r} is not an entry of the dataset")
             trajectory = _trajectory(record.get("result", record.get("response")), conversation, return_format,
                                      tool_call_tag)
-            truth = truths.get(conversation.id)
-            if truth is None:
-                truth = truths[conversation.id] = run_ground_truth(conversation)
-            verdict = check_conversation(conversation, trajectory, ground_truth=truth,
+            verdict = check_conversation(conversation, trajectory, ground_truth=truth_of(conversation),
                                          strict_arguments=strict_arguments)
         except (_LineError, EnvironmentFailure) as exc:
             # An environment that cannot go on (a state beyond the bounds, a replay that differs, the episode's
             # environment time spent) costs this line only, as a malformed line does.
-            failed += 1
             what = f"the environment could not score it ({exc.reason}): " if isinstance(exc, EnvironmentFailure) else ""
-            print(f"promptgrid: {name}:{line.number}: {what}{exc}; line skipped.", file=errors)
-            continue
+            return line.number, None, None, f"{what}{exc}"
+        return line.number, record, verdict, None
+
+    scored = valid = failed = 0
+
+    def emit(done: tuple[int, dict[str, Any] | None, Any, str | None]) -> None:
+        nonlocal scored, valid, failed
+        number, record, verdict, problem = done
+        if problem is not None or record is None:
+            failed += 1
+            print(f"promptgrid: {name}:{number}: {problem}; line skipped.", file=errors)
+            return
         out = dict(record)
         found = verdict.to_dict()
         found.pop("id", None)
@@ -126,4 +156,13 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
         sink.write(json.dumps(out, ensure_ascii=False) + "\n")
         scored += 1
         valid += verdict.valid
+
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="score-file") as pool:
+        pending: deque[Future[tuple[int, dict[str, Any] | None, Any, str | None]]] = deque()
+        for line in read_json_lines(source, objects=True):
+            pending.append(pool.submit(score, line))
+            while len(pending) > 2 * threads:
+                emit(pending.popleft().result())
+        while pending:
+            emit(pending.popleft().result())
     return scored, valid, failed

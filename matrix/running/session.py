@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 from typing_extensions import Unpack
 
-from promptgrid.errors import RunError, closest
+from promptgrid.errors import RunError, StoreError, closest
 from promptgrid.matrix.clients import provider_of
 from promptgrid.providers import CallError, RetryPolicy, one_line
 from promptgrid.records import Case
@@ -359,21 +359,61 @@ def prepare(config: RunConfig, *, grid: Grid | None = None) -> Prepared:
     return Prepared(config, grid.name, variants, cases, renderer, identity)
 
 
-def _clients(config: RunConfig | None, redactor: Any, models: Iterable[ModelSpec] | None = None) -> dict[str, Any]:
-    """A client per model of ``config`` (or of ``models``), loaded and checked (credentials named)."""
-    from promptgrid.matrix.clients import make_client
-
-    out = {}
+def _clients(config: RunConfig | None, redactor: Any, models: Iterable[ModelSpec] | None = None, *,
+             deferred: bool = False) -> dict[str, Any]:
+    """A client per model of ``config`` (or of ``models``), loaded and checked (credentials named); ``deferred``:
+    each made (and loaded) only when something uses it (a run with nothing to send)."""
+    out: dict[str, Any] = {}
     for spec in (models if models is not None else config.models if config is not None else ()):
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             raise RunError(f"model {spec.name}: api_key_env {spec.api_key_env} is not set in the environment. "
                            f"Export it first: export {spec.api_key_env}=...")
-        out[spec.name] = make_client(spec.name, api_base=spec.api_bases, api_key_env=spec.api_key_env,
-                                     redactor=redactor, constraints=spec.constraints)
-        load = getattr(out[spec.name], "load", None)
-        if callable(load):
-            load()  # a local model loads before the clock starts, and fails now if it cannot
+        out[spec.name] = _DeferredClient(spec, redactor) if deferred else _client(spec, redactor)
     return out
+
+
+def _client(spec: ModelSpec, redactor: Any) -> Any:
+    from promptgrid.matrix.clients import make_client
+
+    client = make_client(spec.name, api_base=spec.api_bases, api_key_env=spec.api_key_env, redactor=redactor,
+                         constraints=spec.constraints)
+    load = getattr(client, "load", None)
+    if callable(load):
+        load()  # a local model loads before the clock starts, and fails now if it cannot
+    return client
+
+
+class _DeferredClient:
+    """A model's client made on first use: a rerun with nothing to send never imports litellm or loads a local
+    model. Every attribute is the real client's, made then."""
+
+    def __init__(self, spec: ModelSpec, redactor: Any) -> None:
+        self._spec, self._redactor = spec, redactor
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = _client(self._spec, self._redactor)
+        return getattr(self._made, name)
+
+    async def aclose(self) -> None:
+        if self._made is not None:
+            await self._made.aclose()
+
+
+def _nothing_to_send(prep: Prepared, run_dir: Path, *, retry_errors: bool, batch: Any) -> bool:
+    """Whether every job of this invocation's plan has a result in the run directory's store already (an
+    adaptive goal, a batch run and ``retry_errors`` are never idle: they decide what to send as they go)."""
+    if retry_errors or batch is not None or prep.config.goal is not None or not (run_dir / STORE_FILE).is_file():
+        return False
+    plan = Plan.of(_invocation(prep, append=False, retry_errors=False))
+    if plan is None:
+        return False
+    try:
+        with RunStore(run_dir, readonly=True) as store:
+            return sum(pending for _jobs, pending in plan_status(store, plan).values()) == 0
+    except StoreError:
+        return False  # the run itself reports what is wrong with the store
 
 
 # --------------------------------------------------------------------------- run
@@ -680,14 +720,19 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     config = prep.config
     run_dir = Path(config.run_dir)
     redactor = Redactor()
-    if scorer is None:
-        from promptgrid.languages import preload_model
-        from promptgrid.matrix.scoring import score as scorer
-
-        preload_model()  # beside the clients' imports (litellm: seconds); _warm_up waits for it
     with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
-        the_clients = dict(clients) if clients is not None else _clients(config, redactor)
+        # A rerun whose every job has a result sends nothing: it loads no model, imports no provider library and
+        # scores no warm-up answer (each client is made only if something asks for it).
+        idle = clients is None and _nothing_to_send(prep, run_dir, retry_errors=retry_errors, batch=batch)
+        if scorer is None:
+            from promptgrid.matrix.scoring import score as scorer
+
+            if not idle:
+                from promptgrid.languages import preload_model
+
+                preload_model()  # beside the clients' imports (litellm: seconds); _warm_up waits for it
+        the_clients = dict(clients) if clients is not None else _clients(config, redactor, deferred=idle)
         if batch is not None and backends is None:
             backends = batch_backends(config.models, the_clients, retry=config.retry_policy())
         store = RunStore(run_dir, create=True)
@@ -695,7 +740,8 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
         _write_run_json(prep, invocation)
         threshold = gc.get_threshold()
         try:
-            _warm_up(scorer, prep)
+            if not idle:
+                _warm_up(scorer, prep)
             # Everything loaded so far (modules, cases, caches, the language-id model) lives until
             # the end: take it out of the cyclic GC's reach, so the collections that litellm's
             # many short-lived objects trigger do not rescan it on every call.

@@ -66,13 +66,11 @@ def test_an_environment_that_cannot_go_on_costs_its_line_only(tmp_path: Path, mo
     from promptgrid.matrix.conversations._env import EnvironmentFailure
 
     real = _score_file.check_conversation
-    calls = {"n": 0}
 
-    def second_line_explodes(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == 2:
+    def second_line_explodes(conversation: Any, *args: Any, **kwargs: Any) -> Any:
+        if conversation.id == "multi_turn_base_1":  # line 2 (lines are scored concurrently, written in order)
             raise EnvironmentFailure("the state of GorillaFileSystem has more than 100000 nodes", "state_too_large")
-        return real(*args, **kwargs)
+        return real(conversation, *args, **kwargs)
 
     monkeypatch.setattr(_score_file, "check_conversation", second_line_explodes)
     out = tmp_path / "scored.jsonl"

@@ -120,3 +120,25 @@ def test_second_writer_is_refused(tmp_path: Path) -> None:
         with pytest.raises(RunError, match="in use by promptgrid pid"):
             RunLock(tmp_path).acquire()
     RunLock(tmp_path).acquire().release()  # free again once released
+
+
+def test_a_rerun_with_nothing_to_send_makes_no_client_and_scores_no_warm_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid.matrix import clients as clients_module
+    from promptgrid.matrix.running import session
+
+    with answering_server() as srv:
+        prep = prepared(config(tmp_path, api_base=srv.url), bfcl_variants(2), numbered_cases(3))
+        assert asyncio.run(execute(prep, scorer=stand_in_score)).sent == 6
+
+        def no_client(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a rerun with nothing to send made a client")
+
+        def no_warm_up(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a rerun with nothing to send scored a warm-up answer")
+
+        monkeypatch.setattr(clients_module, "make_client", no_client)
+        monkeypatch.setattr(session, "_warm_up", no_warm_up)
+        again = asyncio.run(execute(prepared(config(tmp_path, api_base=srv.url), bfcl_variants(2),
+                                             numbered_cases(3)), scorer=stand_in_score))
+        assert again.sent == 0 and len(srv.requests()) == 6
