@@ -163,15 +163,28 @@ class _LangidModel:
 
     def __init__(self) -> None:
         import numpy as np
-        from langid import langid as _langid
 
-        identifier = _langid.LanguageIdentifier.from_modelstring(_langid.model, norm_probs=True)
         self.np = np
-        self.classes = [str(c) for c in identifier.nb_classes]
-        self.nextmove = identifier.tk_nextmove  # array.array: (state << 8) + byte -> state
-        self.output = identifier.tk_output  # state -> feature indices it completes
-        self.ptc = identifier.nb_ptc  # features x languages, log P(feature | language)
-        self.pc = identifier.nb_pc  # log P(language)
+        arrays = _cached_arrays()
+        if arrays is None:
+            from langid import langid as _langid
+
+            identifier = _langid.LanguageIdentifier.from_modelstring(_langid.model, norm_probs=True)
+            self.classes = [str(c) for c in identifier.nb_classes]
+            self.nextmove = identifier.tk_nextmove  # array.array: (state << 8) + byte -> state
+            self.output = identifier.tk_output  # state -> feature indices it completes
+            self.ptc = identifier.nb_ptc  # features x languages, log P(feature | language)
+            self.pc = identifier.nb_pc  # log P(language)
+            _store_arrays(self)
+        else:
+            import array
+
+            self.classes = [str(c) for c in arrays["classes"]]
+            self.nextmove = array.array("q", arrays["nextmove"].astype(np.int64).tobytes())
+            states, offsets, features = arrays["out_states"], arrays["out_offsets"], arrays["out_features"]
+            self.output = {int(state): tuple(int(f) for f in features[offsets[i]:offsets[i + 1]])
+                           for i, state in enumerate(states)}
+            self.ptc, self.pc = arrays["ptc"], arrays["pc"]
         self.n_states = len(self.nextmove) >> 8
         self.subsets: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
@@ -202,6 +215,80 @@ class _LangidModel:
         scores = states_score.take(visited, axis=0).sum(0) + priors
         best = int(scores.argmax())
         return langs[best], float(1.0 / np.exp(scores - scores[best]).sum())
+
+
+def _arrays_path() -> Any:
+    """Where the decoded model is kept: ``$XDG_CACHE_HOME/promptgrid/langid-<key>.npz``, the key naming the
+    langid file it was decoded from (path, size, modification time) and this format; None where langid is
+    absent."""
+    import hashlib
+    import os
+    from pathlib import Path
+
+    try:
+        from langid import langid as _langid
+    except ImportError:
+        return None
+    source = Path(_langid.__file__)
+    try:
+        stat = source.stat()
+    except OSError:
+        return None
+    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|1".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "promptgrid"
+    return cache / f"langid-{key}.npz"
+
+
+def _cached_arrays() -> Any:
+    """The decoded model from the cache (a plain ``.npz``, read without pickle), or None: absent, unreadable or
+    damaged, when the model is decoded from langid's own string (bz2 and pickle: about 1.3 s) and cached."""
+    import numpy as np
+
+    path = _arrays_path()
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in _ARRAY_NAMES}
+    except Exception:  # noqa: BLE001 - any damage: decode the model again
+        return None
+    offsets, states = arrays["out_offsets"], arrays["out_states"]
+    if len(offsets) != len(states) + 1 or arrays["ptc"].ndim != 2 or len(arrays["classes"]) != arrays["ptc"].shape[1]:
+        return None
+    return arrays
+
+
+_ARRAY_NAMES = ("classes", "nextmove", "out_states", "out_offsets", "out_features", "ptc", "pc")
+
+
+def _store_arrays(model: _LangidModel) -> None:
+    """Keep the decoded model for the next process (written atomically; a cache that cannot be written is
+    skipped)."""
+    import os
+    import tempfile
+
+    np = model.np
+    path = _arrays_path()
+    if path is None:
+        return
+    states = sorted(model.output)
+    features = [list(model.output[state]) for state in states]
+    offsets = np.cumsum([0, *(len(f) for f in features)])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".langid-", suffix=".npz")
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, classes=np.array(model.classes), nextmove=np.frombuffer(model.nextmove, dtype=np.int64)
+                     if model.nextmove.itemsize == 8 else np.array(model.nextmove, dtype=np.int64),
+                     out_states=np.array(states, dtype=np.int64), out_offsets=offsets.astype(np.int64),
+                     out_features=np.array([f for fs in features for f in fs], dtype=np.int64),
+                     ptc=np.asarray(model.ptc), pc=np.asarray(model.pc))
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except (OSError, UnboundLocalError):
+            pass
 
 
 def identify_language(text: str, candidates: Iterable[str] = DEFAULT_LANGUAGES) -> tuple[str, float]:

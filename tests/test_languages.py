@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,20 @@ def test_import_is_lazy() -> None:
             "print(sorted(m for m in ('langid', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_decoded_model_is_cached_and_read_back_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptgrid import languages
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    decoded = languages._LangidModel()  # from langid's own string; kept in the cache
+    (cached_file,) = (tmp_path / "promptgrid").glob("langid-*.npz")
+    again = languages._LangidModel()  # from the cache
+    assert again.classes == decoded.classes and list(again.nextmove) == list(decoded.nextmove)
+    assert again.output == {k: tuple(v) for k, v in decoded.output.items()}
+    langs = ("de", "en", "hi", "ja", "zh")
+    texts = ("Das ist ein schöner Tag.", "The weather is nice today.", "यह एक वाक्य है", "これは文です", "这是一个句子")
+    for text in texts:
+        assert again.classify(text, langs) == decoded.classify(text, langs)
+    cached_file.write_bytes(b"not a numpy archive")  # damage: decoded again, never an error
+    assert languages._LangidModel().classes == decoded.classes
