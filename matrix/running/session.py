@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 from typing_extensions import Unpack
 
-from promptgrid.errors import RunError, StoreError, closest
+from promptgrid.errors import PromptgridError, RunError, StoreError, closest
 from promptgrid.matrix.clients import provider_of
 from promptgrid.providers import CallError, RetryPolicy, one_line
 from promptgrid.records import Case
@@ -57,7 +57,16 @@ from .config import (
 )
 from .options import check_keywords, declared
 from .plan import MAX_JOBS, check_plan_size
-from .store import STORE_FILE, UNSUPPORTED, RunLock, RunStore, disk_full_errors, disk_full_stop, stored_records
+from .store import (
+    LOCK_FILE,
+    STORE_FILE,
+    UNSUPPORTED,
+    RunLock,
+    RunStore,
+    disk_full_errors,
+    disk_full_stop,
+    stored_records,
+)
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Plan", "Prepared", "RunIdentity", "build_config", "check_run_dir",
            "execute", "has_store", "is_run_config", "last_invocation", "make_renderer", "model_counts", "plan_status",
@@ -714,12 +723,38 @@ async def execute(prep: Prepared, *, progress: bool = False, progress_stream: Te
     """
     from promptgrid.matrix.clients import Redactor
 
+    config = prep.config
+    run_dir = Path(config.run_dir)
+    redactor = Redactor()
+    made_here = not run_dir.exists()
+    try:
+        return await _execute_locked(prep, run_dir, redactor, progress=progress, progress_stream=progress_stream,
+                                     retry_errors=retry_errors, scorer=scorer, clients=clients, started=started,
+                                     append=append, batch=batch, backends=backends)
+    except PromptgridError:
+        if made_here:
+            _remove_if_empty(run_dir)  # bad input (an unknown model, a missing key) leaves no run directory
+        raise
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Remove a run directory this invocation made and left holding nothing but its lock file."""
+    try:
+        if {p.name for p in run_dir.iterdir()} <= {LOCK_FILE}:
+            (run_dir / LOCK_FILE).unlink(missing_ok=True)
+            run_dir.rmdir()
+    except OSError:
+        pass
+
+
+async def _execute_locked(prep: Prepared, run_dir: Path, redactor: Any, *, progress: bool,
+                          progress_stream: TextIO | None, retry_errors: bool, scorer: Any,
+                          clients: Mapping[str, Any] | None, started: Callable[[Any], None] | None, append: bool,
+                          batch: BatchMode | None, backends: Mapping[str, Any] | None) -> Any:
     from .progress import Progress
     from .runner import Runner
 
     config = prep.config
-    run_dir = Path(config.run_dir)
-    redactor = Redactor()
     with disk_full_errors(run_dir), RunLock(run_dir):
         check_run_dir(prep, append=append)
         # A rerun whose every job has a result sends nothing: it loads no model, imports no provider library and

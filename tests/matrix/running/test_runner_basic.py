@@ -142,3 +142,15 @@ def test_a_rerun_with_nothing_to_send_makes_no_client_and_scores_no_warm_up(
         again = asyncio.run(execute(prepared(config(tmp_path, api_base=srv.url), bfcl_variants(2),
                                              numbered_cases(3)), scorer=stand_in_score))
         assert again.sent == 0 and len(srv.requests()) == 6
+
+
+@pytest.mark.parametrize("dataset", ["mini:en", "mini-mt:en"])
+def test_bad_input_is_rc_2_and_leaves_no_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        dataset: str) -> None:
+    from promptgrid.matrix.cli import main
+
+    run_dir = tmp_path / "new"
+    assert main(["run", "call_modes", "--dataset", dataset, "--limit", "1", "--model", "fake/nosuch",
+                 "--run-dir", str(run_dir)]) == 2
+    assert "unknown fake model 'fake/nosuch'" in capsys.readouterr().err
+    assert not run_dir.exists()
