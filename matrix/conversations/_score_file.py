@@ -137,7 +137,7 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
             # An environment that cannot go on (a state beyond the bounds, a replay that differs, the episode's
             # environment time spent) costs this line only, as a malformed line does.
             what = f"the environment could not score it ({exc.reason}): " if isinstance(exc, EnvironmentFailure) else ""
-            return line.number, None, None, f"{what}{exc}"
+            return line.number, None, None, f"{what}{str(exc).rstrip('.')}"
         return line.number, record, verdict, None
 
     scored = valid = failed = 0
