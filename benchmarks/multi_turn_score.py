@@ -45,7 +45,8 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn
 data = Path(bfcl_eval.__file__).parent / "data"
 category = sys.argv[1]
 entries = {e["id"]: e for e in map(json.loads, open(data / f"BFCL_v4_{category}.json"))}
-truth = {e["id"]: e["ground_truth"] for e in map(json.loads, open(data / "possible_answer" / f"BFCL_v4_{category}.json"))}
+answers = data / "possible_answer" / f"BFCL_v4_{category}.json"
+truth = {e["id"]: e["ground_truth"] for e in map(json.loads, open(answers))}
 
 def decode(text):
     text = text.strip("`\n ")

@@ -652,6 +652,16 @@ def _prepare(function: Callable[..., Any], grid: Grid | PathLike | RunConfig, da
                        f"not {type(grid).__name__}.")
     check_keywords(options, RunOptions, f"{function.__name__}()", also=function.__kwdefaults__ or ())
     config = build_config(grid, dataset, **options)
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    if is_conversation_dataset(config.dataset):  # the dataset may come from a run config: checked once built
+        name = function.__name__
+        raise RunError(f"{config.dataset} is a conversation dataset: {name}() runs single-turn datasets and "
+                       f"pg.run_conversations() conversations (the two runners are not merged yet). Call "
+                       f"pg.run_conversations(grid, {config.dataset!r}, ...) with the same options (models, "
+                       f"run_dir, limit, repeats, ...; it resumes by itself; batch, goal and max_cost are not "
+                       f"available for conversations), or promptgrid run GRID --dataset {config.dataset}, which "
+                       "takes both kinds.")
     return prepare(config, grid=grid if isinstance(grid, Grid) else None)
 
 
@@ -666,8 +676,11 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
 
     ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
     path or ``RunConfig`` (its values are the defaults of the options).
-    ``dataset``: a dataset spec (``mini``, ``mini:de,ja``, ``bfcl:<category>``,
-    ``jsonl:PATH``). The options below (``RunOptions``) choose the models and
+    ``dataset``: a single-turn dataset spec (``mini``, ``mini:de,ja``, ``bfcl:<category>``,
+    ``jsonl:PATH``). A conversation dataset (``bfcl:multi_turn_*``, ``mini-mt``,
+    a ``jsonl:`` file of conversations) is a ``RunError`` saying to call
+    ``run_conversations`` with the same options: the two runners are not
+    merged yet (``promptgrid run`` takes both). The options below (``RunOptions``) choose the models and
     the jobs and say how they are sent; a keyword that is none of them is a
     ``RunError`` naming the closest. ``retry_errors`` sends again the calls
     that ended in an error before (errors are final otherwise).
@@ -700,7 +713,8 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
 async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
                append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
                batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
-    """``run``, awaited in the caller's event loop (same options, same result)."""
+    """``run``, awaited in the caller's event loop (same options, same result; single-turn datasets only, as
+    ``run``: a conversation dataset is a ``RunError`` pointing at ``run_conversations``)."""
     prep = _prepare(arun, grid, dataset, options)
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install the optional in-process local model (promptgrid[local]).
 #
-# Why from source: prebuilt llama-cpp-python wheels, and a default source build
+# Why from source: PyPI carries no llama-cpp-python wheel at all (sdists only: checked for
+# 0.3.36 with `pip download --only-binary=:all:`; the project's own wheel index is not a
+# registry these machines reach), and a default source build
 # (GGML_NATIVE=ON), enable host-specific instructions (AMX, ...) that segfault on
 # the virtualized CPUs we run on. We pin the instruction sets explicitly instead:
 # AVX2 always; AVX-512 only where the CPU reports avx512f (turning it on for a CPU
@@ -35,8 +37,10 @@ else
         if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then PROMPTGRID_AVX512=ON; else PROMPTGRID_AVX512=OFF; fi
     fi
     echo "building llama-cpp-python with AVX2=ON AVX512=${PROMPTGRID_AVX512} (AMX off, native off)"
+    build_started=$SECONDS
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_AVX512=${PROMPTGRID_AVX512} -DLLAVA_BUILD=OFF" \
         "$PYTHON" -m pip install --no-cache-dir --force-reinstall --no-deps --no-binary llama-cpp-python "$LLAMA_REQ"
+    echo "llama-cpp-python built in $((SECONDS - build_started)) s"
     # llama-cpp-python's own dependencies (numpy, jinja2, diskcache, typing-extensions), normally
     # (with the lock they are installed already, at their locked versions: nothing to do):
     "$PYTHON" -m pip install "$LLAMA_REQ"

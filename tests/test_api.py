@@ -321,3 +321,35 @@ def test_check_conversation_translations_refuses_what_is_not_a_spec_with_a_typed
 
     with pytest.raises(TranslationError, match="must be a dataset spec or a list of them"):
         pg.check_conversation_translations(datasets)
+
+
+@pytest.mark.parametrize("dataset", ["mini-mt:en", "bfcl:multi_turn_base", "jsonl"])
+def test_run_of_a_conversation_dataset_says_to_call_run_conversations(tmp_path: Path, dataset: str) -> None:
+    """Before: pg.run("bfcl_v4", "mini-mt:en", ...) raised "unknown dataset 'mini-mt:en'. Did you mean 'mini'?"
+    although ``promptgrid run`` runs it. Now a RunError names run_conversations, before anything is written; a
+    run config naming the dataset is caught the same way."""
+    if dataset == "jsonl":  # a jsonl: file of conversations is recognised by its first record
+        path = tmp_path / "conversations.jsonl"
+        path.write_text('{"id": "c1", "question": [], "involved_classes": ["MathAPI"]}\n', encoding="utf-8")
+        dataset = f"jsonl:{path}"
+    run_dir = tmp_path / "r"
+    for call in (lambda: pg.run("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=run_dir, limit=1),
+                 lambda: asyncio.run(pg.arun("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=run_dir)),
+                 lambda: pg.run(pg.RunConfig(grid="bfcl_v4", dataset=dataset, run_dir=run_dir,
+                                             models=(pg.ModelSpec("fake/ground-truth"),)))):
+        with pytest.raises(pg.RunError) as caught:
+            call()
+        message = str(caught.value)
+        assert f"{dataset} is a conversation dataset" in message
+        assert f"pg.run_conversations(grid, {dataset!r}, ...)" in message and "same options" in message
+        assert "Did you mean 'mini'" not in message
+    assert not run_dir.exists()
+
+
+def test_load_dataset_of_a_conversation_spec_says_how_to_run_and_load_it() -> None:
+    for spec in ("mini-mt", "mini-mt:de,ja", "bfcl:multi_turn_miss_func"):
+        with pytest.raises(pg.DatasetError) as caught:
+            pg.load_dataset(spec)
+        message = str(caught.value)
+        assert f"{spec!r} is a conversation dataset" in message and "Did you mean" not in message
+        assert f"pg.run_conversations(GRID, {spec!r}, ...)" in message and "load_conversations" in message

@@ -139,10 +139,18 @@ def _add_endpoint_options(p: argparse.ArgumentParser, command: str) -> None:
                    "(as api_key_env in a run config); never the key itself")
 
 
-def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True, bfcl_data: bool = True) -> None:
-    """--dataset, and the run option --bfcl-data (``bfcl_data=False``: the command adds it with the others)."""
+_SINGLE_TURN_HELP = "single-turn: mini, mini:de,ja, bfcl:<category>, bfcl:format_sensitivity, jsonl:PATH"
+_CONVERSATIONS_HELP = ("conversations: bfcl:multi_turn_base (_miss_func, _miss_param, _long_context), mini-mt, "
+                       "mini-mt:de,ja, jsonl:PATH of conversations")
+
+
+def _add_dataset_options(p: argparse.ArgumentParser, required: bool = True, bfcl_data: bool = True,
+                         conversations: bool = True) -> None:
+    """--dataset, and the run option --bfcl-data (``bfcl_data=False``: the command adds it with the others);
+    ``conversations``: the command takes conversation datasets too (its help names them)."""
+    forms = f"{_SINGLE_TURN_HELP}; {_CONVERSATIONS_HELP}" if conversations else _SINGLE_TURN_HELP
     p.add_argument("--dataset", required=required, metavar="DS",
-                   help="mini, mini:de,ja, bfcl:<category>, bfcl:format_sensitivity or jsonl:PATH")
+                   help=f"{forms} (promptgrid datasets lists them)")
     if bfcl_data:
         add_flags(p, PlanOptions, only=("bfcl_data",))
 
@@ -157,8 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grids", help="list built-in grids")
     p.set_defaults(handler=_grids)
 
-    p = sub.add_parser("datasets", help="list datasets")
-    p.add_argument("--bfcl-data", metavar="PATH", default=None)
+    p = sub.add_parser("datasets", help="list the datasets: single-turn ones and conversations")
+    add_flags(p, PlanOptions, only=("bfcl_data",))
     p.set_defaults(handler=_datasets)
 
     p = sub.add_parser("grid", help="inspect a grid")
@@ -168,7 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print a JSON array")
     g.set_defaults(handler=_grid_show)
 
-    p = sub.add_parser("render", help="render the prompts of a grid over a dataset")
+    p = sub.add_parser("render", help="render the prompts of a grid over a dataset",
+                       description="Print the prompts each variant of GRID sends for the cases of --dataset. For a "
+                       "conversation dataset (bfcl:multi_turn_*, mini-mt, a jsonl: file of conversations), each "
+                       "conversation in full as each variant sends it, along the ground truth's calls and their "
+                       "results.")
     p.add_argument("grid")
     _add_dataset_options(p)
     p.add_argument("--variant", action="append", default=[], metavar="ID")
@@ -195,7 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the method decides, as in bfcl-eval)")
     p.set_defaults(handler=_score_file)
 
-    p = sub.add_parser("run", help="run models x variants x cases")
+    p = sub.add_parser("run", help="run models x variants x cases (or conversations)",
+                       description="Send every (model, variant, case, repeat) not yet answered in the run directory, "
+                       "score and store the answers; running it again resumes. With a conversation dataset "
+                       "(bfcl:multi_turn_*, mini-mt, a jsonl: file of conversations; promptgrid datasets lists "
+                       "them) each (model, variant, conversation, repeat) is an episode taken through its user "
+                       "turns, the calls run against stateful APIs (docs/conversations.md).")
     p.add_argument("grid", help="grid name/path, or a run CONFIG.yaml")
     _add_dataset_options(p, required=False, bfcl_data=False)
     add_flags(p, RunOptions, "run")
@@ -204,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send the new calls through each model's batch API (OpenAI-compatible files + batches: "
                         "openai/, azure/, hosted_vllm/; Bedrock batch inference) at the batch price; results within "
                         "the provider's window (24 h). Re-running the same command, or promptgrid status RUN_DIR, "
-                        "collects; a killed run resumes without sending a job twice")
+                        "collects; a killed run resumes without sending a job twice (single-turn datasets: a "
+                        "conversation's steps depend on the answers before them)")
     p.add_argument("--no-wait", action="store_true",
                    help="with --batch: return once the batches are submitted instead of polling until they end")
     p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
@@ -265,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", default=None, metavar="GRID",
                    help="grid name/path or run CONFIG.yaml: start RUN_DIR from these options, as promptgrid run "
                         "--run-dir RUN_DIR does")
-    _add_dataset_options(p, required=False, bfcl_data=False)
+    _add_dataset_options(p, required=False, bfcl_data=False, conversations=False)
     add_flags(p, PlanOptions, "export-batch")
     p.add_argument("--append", action="store_true",
                    help="with --grid: combine another grid or dataset into RUN_DIR on purpose")

@@ -31,10 +31,19 @@ def cmd_grids(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
+    """Both kinds of dataset, each under a heading saying what a case is and which calls run it."""
+    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
     from promptgrid.matrix.datasets import list_datasets
 
-    rows = [[name, description] for name, description in list_datasets(bfcl_data=args.bfcl_data).items()]
-    print(tabulate(rows, headers=["dataset", "description"], tablefmt="simple", maxcolwidths=[None, 100]))
+    sections = [
+        ("Single-turn datasets: one prompt, one answer per case (pg.run).", list_datasets(bfcl_data=args.bfcl_data)),
+        ("Conversations: several user turns, the calls run against stateful APIs (pg.run_conversations; "
+         "docs/conversations.md).", list_conversation_datasets(bfcl_data=args.bfcl_data)),
+    ]
+    for number, (heading, listing) in enumerate(sections):
+        rows = [[name, description] for name, description in listing.items()]
+        print(("\n" if number else "") + heading)
+        print(tabulate(rows, headers=["dataset", "description"], tablefmt="simple", maxcolwidths=[None, 100]))
     return 0
 
 

@@ -474,7 +474,9 @@ def _load_bfcl(category: str, limit: int | None, bfcl_data: str | os.PathLike[st
 def _load_mini_mt(languages: str | None, limit: int | None, bfcl_data: str | os.PathLike[str] | None
                   ) -> list[Conversation]:
     """The ``mini-mt`` conversations: all languages, or those of ``languages`` (``"de,ja"``), in file order
-    (template by template), at most ``limit``. The set and its file are ``_mini_mt``'s (imported here, one way)."""
+    (template by template), at most ``limit``: with several languages, ``limit`` distinct templates while there
+    are enough, the language taking turns, as ``--limit`` picks ``mini``'s questions (``_limited``). The set and
+    its file are ``_mini_mt``'s (imported here, one way)."""
     from ._mini_mt import DATA_FILE, MINI_MT_LANGUAGES, parse_languages
 
     wanted = MINI_MT_LANGUAGES if languages is None else parse_languages(languages)
@@ -482,7 +484,23 @@ def _load_mini_mt(languages: str | None, limit: int | None, bfcl_data: str | os.
         raise DatasetError(f"the mini-mt data file {DATA_FILE} is missing; reinstall promptgrid or regenerate it "
                            "(python -m promptgrid.matrix.conversations._mini_mt --write).")
     conversations = [c for c in _load_jsonl(str(DATA_FILE), None, bfcl_data) if c.language in wanted]
-    return conversations if limit is None else conversations[:limit]
+    return _limited(conversations, limit)
+
+
+def _limited(conversations: list[Conversation], limit: int | None) -> list[Conversation]:
+    """At most ``limit`` conversations, in their order: the first ``limit`` when they are in one language; in
+    several, ``limit`` distinct templates while there are enough, each in one language, the language taking
+    turns from template to template (``Dataset.select``'s rule for ``mini``: ``datasets._model.spread``), so a
+    short run never takes one conversation in several languages before every template is in."""
+    if limit is None:
+        return conversations
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise DatasetError(f"limit={limit!r} must be a whole number of conversations (0 or more), or None.")
+    if len({c.language for c in conversations}) <= 1:
+        return conversations[:limit]
+    from ..datasets._model import spread
+
+    return spread(conversations, limit, language=lambda c: c.language, group=lambda c: c.template or c.id)
 
 
 def _load_jsonl(path: str, limit: int | None, bfcl_data: str | os.PathLike[str] | None) -> list[Conversation]:
@@ -538,6 +556,46 @@ def _raise(problems: list[str], where: str, hint: str) -> None:
                                   *(f"  {problem}" for problem in problems)]))
 
 
+_CATEGORY_NOTES = {
+    "multi_turn_base": "user turns against stateful API classes (file system, messaging, trading, travel, ...), "
+                       "scored by the state and results the calls leave",
+    "multi_turn_miss_func": "as multi_turn_base, a function held out until a later turn",
+    "multi_turn_miss_param": "as multi_turn_base, a turn lacking a parameter the model must ask for",
+    "multi_turn_long_context": "as multi_turn_base, the environments loaded with long-context state",
+}
+
+
+def list_conversation_datasets(bfcl_data: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Conversation dataset spec -> one-line description, for ``promptgrid datasets`` (beside
+    ``datasets.list_datasets``' single-turn ones).
+
+    The four BFCL multi-turn categories are listed when bfcl-eval's data has them; otherwise one
+    ``bfcl:multi_turn_<...>`` line says why not and how to make them available.
+    """
+    from ..datasets._bfcl import _prefix
+    from ._mini_mt import _TEMPLATES, MINI_MT_LANGUAGES
+
+    out: dict[str, str] = {}
+    try:
+        present = _prefix(_source(bfcl_data))[1]
+    except DatasetError as exc:
+        present, reason = set(), str(exc)
+    else:
+        reason = "no multi-turn categories found in bfcl-eval's data (bfcl-eval before V3?)"
+    categories = [category for category in CONVERSATION_CATEGORIES if category in present]
+    for category in categories:
+        out[f"bfcl:{category}"] = f"BFCL {category}: {_CATEGORY_NOTES[category]} (bfcl-eval's data files)"
+    if not categories:
+        out["bfcl:multi_turn_<...>"] = f"BFCL's multi-turn categories: not available here. {reason}"
+    out["mini-mt"] = (f"built-in: {len(_TEMPLATES)} conversations of 2 to 5 user turns on TravelAPI, MessageAPI "
+                      f"and TicketAPI, each in {', '.join(MINI_MT_LANGUAGES)} with localized state "
+                      f"({len(_TEMPLATES) * len(MINI_MT_LANGUAGES)} in all)")
+    out["mini-mt:LANG[,LANG...]"] = "mini-mt restricted to some languages, e.g. mini-mt:de,ja"
+    out["jsonl:PATH"] = ("your own conversations, one JSON object per line, the first with involved_classes "
+                         "(docs/conversations.md)")
+    return out
+
+
 def dataset_files(spec: str) -> list[Path]:
     """The files a spec reads, as ``load_conversations`` finds them (``jsonl:`` path stripped and ``~``-expanded,
     ``mini-mt``'s data file): the inputs an output must not overwrite. BFCL's files (inside bfcl-eval) are not
@@ -555,8 +613,9 @@ def dataset_files(spec: str) -> list[Path]:
 def select_conversations(spec: str, *, cases: Iterable[str] | None = None, limit: int | None = None,
                          bfcl_data: str | os.PathLike[str] | None = None) -> list[Conversation]:
     """The conversations of ``spec`` whose ids are in ``cases`` (all when None or empty), in file order, at most
-    ``limit``: what ``run``, ``--dry-run`` and ``render`` take from a conversation dataset. An id the dataset does
-    not have raises ``DatasetError`` naming it (with the closest id), so a typo never selects nothing."""
+    ``limit`` (picked as ``_limited`` does when they are in several languages): what ``run``, ``--dry-run`` and
+    ``render`` take from a conversation dataset. An id the dataset does not have raises ``DatasetError`` naming it
+    (with the closest id), so a typo never selects nothing."""
     if not cases:
         return load_conversations(spec, limit=limit, bfcl_data=bfcl_data)  # the loader stops at the limit
     from ..datasets._model import _unknown
@@ -565,7 +624,7 @@ def select_conversations(spec: str, *, cases: Iterable[str] | None = None, limit
     wanted = list(dict.fromkeys(cases))
     _unknown("case", wanted, (c.id for c in conversations), spec)
     picked = [c for c in conversations if c.id in set(wanted)]
-    return picked if limit is None else picked[:limit]
+    return _limited(picked, limit)
 
 
 def load_conversations(spec: str, *, limit: int | None = None,

@@ -53,12 +53,27 @@ def _unknown_spec(spec: str) -> DatasetError:
     return DatasetError(f"unknown dataset {spec!r}.{hint} Valid forms: {', '.join(SPEC_FORMS)}.")
 
 
+def _conversation_spec(spec: str) -> DatasetError:
+    """The error for a conversation dataset given where a single-turn one is read (``promptgrid.matrix.conversations``
+    loads and runs it; this package does not import it: conversations build on datasets, not the other way)."""
+    return DatasetError(f"{spec!r} is a conversation dataset (several user turns, the calls run against stateful "
+                        f"APIs), not a single-turn one. Run it with promptgrid run GRID --dataset {spec} or "
+                        f"pg.run_conversations(GRID, {spec!r}, ...); load it with "
+                        f"promptgrid.matrix.conversations.load_conversations({spec!r}). promptgrid datasets lists "
+                        "both kinds.")
+
+
 def load_dataset(spec: str, *, bfcl_data: str | os.PathLike[str] | None = None) -> Dataset:
-    """Load the dataset a spec names (see the module docstring for the forms)."""
+    """Load the dataset a spec names (see the module docstring for the forms).
+
+    A conversation dataset (``mini-mt``, ``bfcl:multi_turn_*``) is a ``DatasetError`` saying how to run it.
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise DatasetError(f"no dataset given. Valid forms: {', '.join(SPEC_FORMS)}.")
     spec = spec.strip()
     kind, sep, arg = spec.partition(":")
+    if kind.strip() == "mini-mt" or (kind == "bfcl" and arg.strip().startswith("multi_turn")):
+        raise _conversation_spec(spec)
     if kind == "mini":
         if not sep:
             return Dataset(name="mini", cases=_load_mini(), description=_describe_mini())

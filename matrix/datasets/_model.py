@@ -8,14 +8,17 @@ case up behave the same whichever loader made them.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 from promptgrid.errors import DatasetError, closest
 from promptgrid.records import Case
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "spread"]
+
+T = TypeVar("T")
 
 # How many unknown names an error lists before it says "and N more".
 _MAX_LISTED = 10
@@ -145,12 +148,18 @@ def _spread(cases: tuple[Case, ...], limit: int) -> tuple[Case, ...]:
     question once and the languages take turns (``--limit 2`` on ``mini``:
     the first question in en, the second in de).
     """
-    rank = {lang: i for i, lang in enumerate(dict.fromkeys(c.language for c in cases))}
+    return tuple(spread(cases, limit, language=lambda c: c.language, group=lambda c: c.group or c.id))
+
+
+def spread(items: Sequence[T], limit: int, *, language: Callable[[T], str], group: Callable[[T], str]) -> list[T]:
+    """``limit`` of ``items`` by ``_spread``'s rule, for any record with a language and a group (a question and
+    its translations; a conversation template and its languages: ``mini-mt``'s ``--limit``), in ``items``' order."""
+    rank = {lang: i for i, lang in enumerate(dict.fromkeys(language(item) for item in items))}
     by_group: dict[str, list[int]] = {}
-    for pos, case in enumerate(cases):
-        by_group.setdefault(case.group or case.id, []).append(pos)
+    for pos, item in enumerate(items):
+        by_group.setdefault(group(item), []).append(pos)
     order = []
     for g, positions in enumerate(by_group.values()):
-        positions.sort(key=lambda pos: (rank[cases[pos].language] - g) % len(rank))  # stable: ties keep order
+        positions.sort(key=lambda pos: (rank[language(items[pos])] - g) % len(rank))  # stable: ties keep order
         order += [(r, g, pos) for r, pos in enumerate(positions)]
-    return tuple(cases[pos] for pos in sorted(pos for _r, _g, pos in sorted(order)[:limit]))
+    return [items[pos] for pos in sorted(pos for _r, _g, pos in sorted(order)[:limit])]

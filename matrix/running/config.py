@@ -261,9 +261,10 @@ _POSITIVE: Mapping[str, Any] = {"minimum": 0, "strict": True}
 
 # How --limit picks cases (Dataset.select): on a multilingual dataset, distinct questions, not one question
 # in N languages.
-_LIMIT_HELP = ("N cases: the first N of a one-language dataset; on a multilingual one (mini, mini:de,ja) "
-               "N distinct questions, the language taking turns (the 1st question in the 1st language, the "
-               "2nd in the 2nd, ...); beyond the number of questions, further languages of each")
+_LIMIT_HELP = ("N cases (or conversations): the first N of a one-language dataset; on a multilingual one (mini, "
+               "mini:de,ja, mini-mt) N distinct questions (mini-mt: conversation templates), the language taking "
+               "turns (the 1st question in the 1st language, the 2nd in the 2nd, ...); beyond the number of "
+               "questions, further languages of each")
 
 
 class PlanOptions(TypedDict, total=False):
@@ -281,7 +282,8 @@ class PlanOptions(TypedDict, total=False):
     """Where bfcl-eval's data is, for ``bfcl:`` datasets: a wheel, a folder or a gorilla checkout (default: the
     installed bfcl-eval, or ``$PROMPTGRID_BFCL_DATA``)."""
     limit: Annotated[int | None, Option("--limit", "N", help=_LIMIT_HELP, bounds=_AT_LEAST_1, file=True)]
-    """The first N cases; on a multilingual dataset N distinct questions, the language taking turns."""
+    """The first N cases (or conversations); on a multilingual dataset (``mini``, ``mini-mt``) N distinct
+    questions (conversation templates), the language taking turns."""
     cases: Annotated[Iterable[str] | None, Option("--case", "ID", many=True, file=True)]
     """Only these case ids."""
     variants: Annotated[Iterable[str] | None, Option("--variant", "ID", many=True, file=True)]

@@ -47,7 +47,8 @@ def test_limit_help_says_how_cases_are_picked(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "on a multilingual one (mini, mini:de,ja) N distinct questions" in text
+    assert "on a multilingual one (mini, mini:de,ja, mini-mt) N distinct questions (mini-mt: conversation " \
+           "templates)" in text
 
 
 @pytest.fixture(scope="module")

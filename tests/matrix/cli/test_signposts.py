@@ -41,3 +41,39 @@ def test_export_takes_o_for_output(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["export", str(run.path), "-o", str(out)]) == 0
     assert len([json.loads(line) for line in out.read_text().splitlines()]) == 4
     assert f"exported 4 jobs to {out}" in capsys.readouterr().err
+
+
+def test_datasets_lists_the_conversation_datasets_beside_the_single_turn_ones(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `promptgrid datasets` listed no bfcl:multi_turn_*, no mini-mt and no jsonl: form for conversations."""
+    pytest.importorskip("bfcl_eval")
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    single, _sep, conversations = out.partition("\nConversations:")
+    assert out.startswith("Single-turn datasets:") and conversations
+    assert "bfcl:simple_python" in single and "mini:LANG[,LANG...]" in single and "multi_turn" not in single
+    names = [line.split()[0] for line in conversations.splitlines()[3:] if line and not line.startswith(" ")]
+    assert names == ["bfcl:multi_turn_base", "bfcl:multi_turn_miss_func", "bfcl:multi_turn_miss_param",
+                     "bfcl:multi_turn_long_context", "mini-mt", "mini-mt:LANG[,LANG...]", "jsonl:PATH"]
+    assert "pg.run_conversations" in conversations and "docs/conversations.md" in conversations
+    assert main(["datasets", "--bfcl-data", "/nowhere"]) == 0
+    out = capsys.readouterr().out
+    assert "bfcl:multi_turn_<...>" in out and "not available here" in out and "mini-mt" in out
+
+
+@pytest.mark.parametrize("command", ["run", "render", "score-file"])
+def test_run_and_render_help_name_the_conversation_datasets(command: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "bfcl:multi_turn_base (_miss_func, _miss_param, _long_context), mini-mt, mini-mt:de,ja" in text
+    assert "promptgrid datasets lists them" in text and "mini, mini:de,ja" in text
+
+
+def test_export_batch_help_names_single_turn_datasets_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["export-batch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    dataset_help = text[text.index("--dataset DS single-turn"):text.index("--bfcl-data PATH bfcl-eval")]
+    assert "single-turn: mini" in dataset_help and "conversations" not in dataset_help

@@ -84,6 +84,24 @@ def test_limit_takes_the_first_conversations() -> None:
         load_conversations("bfcl:multi_turn_base", limit=-1)
 
 
+def test_list_conversation_datasets_with_and_without_bfcl_data() -> None:
+    """``promptgrid datasets`` lists these beside the single-turn ones (before: none of them)."""
+    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
+
+    listing = list_conversation_datasets()
+    assert list(listing) == ["bfcl:multi_turn_base", "bfcl:multi_turn_miss_func", "bfcl:multi_turn_miss_param",
+                             "bfcl:multi_turn_long_context", "mini-mt", "mini-mt:LANG[,LANG...]", "jsonl:PATH"]
+    assert "24 conversations" in listing["mini-mt"] and "(216 in all)" in listing["mini-mt"]
+    assert "en, de, es, fr, it, ja, zh, hi, pt" in listing["mini-mt"] and "involved_classes" in listing["jsonl:PATH"]
+    for spec in listing:
+        if "<" not in spec and "LANG" not in spec and "PATH" not in spec:
+            assert load_conversations(spec, limit=1), spec  # every spec listed loads
+    without = list_conversation_datasets(bfcl_data="/nowhere")
+    assert [k for k in without if k.startswith("bfcl")] == ["bfcl:multi_turn_<...>"]
+    assert "not available here" in without["bfcl:multi_turn_<...>"] and "/nowhere" in without["bfcl:multi_turn_<...>"]
+    assert "mini-mt" in without and "jsonl:PATH" in without
+
+
 # --------------------------------------------------------------------------- call strings
 
 @pytest.mark.parametrize(("text", "expected"), [

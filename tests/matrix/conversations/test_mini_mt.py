@@ -126,6 +126,31 @@ def test_load_all_or_some_languages() -> None:
     assert not is_conversation_dataset("mini")
 
 
+def test_limit_takes_distinct_templates_the_language_taking_turns_as_on_mini() -> None:
+    """Before: --limit 3 on mini-mt was mini_mt_1 in en, de and es (file order: template by template). Now, as
+    ``--limit`` on ``mini``, N distinct templates while there are enough, the language rotating; then more
+    languages of each; one language: the first N."""
+    from promptgrid.matrix.conversations._dataset import select_conversations
+    from promptgrid.matrix.datasets import load_dataset
+
+    assert [c.id for c in load_conversations("mini-mt", limit=3)] == ["mini_mt_1_en", "mini_mt_2_de", "mini_mt_3_es"]
+    mini = [case.language for case in load_dataset("mini").select(limit=9)]
+    assert [c.language for c in load_conversations("mini-mt", limit=9)] == mini == list(LANGS)
+    assert [c.id for c in load_conversations("mini-mt:de,ja", limit=3)] == ["mini_mt_1_de", "mini_mt_2_ja",
+                                                                            "mini_mt_3_de"]
+    taken = load_conversations("mini-mt", limit=TEMPLATES + 1)
+    assert len({c.template for c in taken}) == TEMPLATES and len(taken) == TEMPLATES + 1
+    assert [c.id for c in taken][:2] == ["mini_mt_1_en", "mini_mt_1_de"]  # file order; template 1 twice
+    assert len(load_conversations("mini-mt", limit=10_000)) == TEMPLATES * len(LANGS)
+    assert load_conversations("mini-mt", limit=0) == []
+    # --case with --limit (run, render): the same rule over the picked conversations
+    picked = ["mini_mt_1_en", "mini_mt_1_de", "mini_mt_2_en", "mini_mt_2_de"]
+    assert [c.id for c in select_conversations("mini-mt", cases=picked, limit=2)] == ["mini_mt_1_en", "mini_mt_2_de"]
+    assert [c.id for c in select_conversations("mini-mt:en", limit=2)] == ["mini_mt_1_en", "mini_mt_2_en"]
+    with pytest.raises(DatasetError, match="limit=-1 must be a whole number"):
+        select_conversations("mini-mt", cases=picked, limit=-1)
+
+
 @pytest.mark.parametrize("spec, words", [
     ("mini-mt:xx", ["'xx'", "en, de, es, fr, it, ja, zh, hi, pt"]),
     ("mini-mt:de,jp", ["'jp' (did you mean 'ja'?)", "en, de, es, fr, it, ja, zh, hi, pt"]),
