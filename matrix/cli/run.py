@@ -73,7 +73,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: TextIO) -> int:
     """``promptgrid run`` with a conversation dataset: run (or, with ``--dry-run``, count) the episodes, print the
-    summary and the report's console table. Exit 1 when every episode run ended in an error."""
+    summary and the report's console table. Exit 1 when every episode run ended in an error or a model was
+    stopped (an unauthorised key, an unknown model, a Retry-After above the cap), as a single-turn run."""
     from promptgrid.matrix.conversations import run_conversation_config
 
     if args.dry_run:
@@ -83,8 +84,9 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
         variants = load_grid(config.grid).select(config.variants)
         conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
                                              bfcl_data=config.bfcl_data)
-        from promptgrid.matrix.conversations._run import check_episodes
+        from promptgrid.matrix.conversations._run import check_episodes, check_run_dir_kind
 
+        check_run_dir_kind(config.run_dir)  # the dry run says now what the run would refuse
         episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,
                                   max_jobs=config.max_jobs)
         turns = sum(len(c.turns) for c in conversations)
@@ -103,6 +105,11 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
     errors = [r for r in s.results if r.error]
     if errors:
         print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
+    for model, why in s.halted.items():  # its other episodes were not sent: unfinished, resumed by the next run
+        print(f"model {escape_controls(model)} stopped: {escape_controls(why)}", file=out)
+    if s.not_run:
+        print(f"{s.not_run:,} episode(s) not run because their model was stopped (not stored; the same command "
+              "runs them once the cause is fixed)", file=out)
     broken = [r for r in s.results if r.failure_mode == "environment_failure"]
     if broken:
         detail = str((broken[0].details.get("environment_failure") or {}).get("detail", ""))
@@ -110,7 +117,7 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
               "again)", file=out)
     if s.finished:
         out.write(run.report().console())
-    return EXIT_CALLS_FAILED if s.errors and not s.finished else 0
+    return EXIT_CALLS_FAILED if s.halted or (s.errors and not s.finished) else 0
 
 
 def exit_code(summary: RunSummary) -> int:

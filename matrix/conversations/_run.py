@@ -22,22 +22,36 @@ depends on the answer before it; a batch round per step is a later
 change). A failed call is sent again as the run's ``RetryPolicy`` allows
 (a retryable error or a timeout; the wait its backoff gives); one that keeps
 failing, or a fatal error, ends its episode with ``error`` set; the episode
-is not scored and the next run resumes it.
+is not scored and the next run resumes it. As in a single-turn run, an error
+every later call would repeat (an unauthorised key, an unknown model, a
+Retry-After still above the cap after one capped wait) stops the model: its
+other episodes are left unfinished, not stored (``summary.halted``,
+``summary.not_run``), the other models go on; a model's first call goes alone,
+so that costs one request per model, not one per episode.
+
+What a single-turn run guarantees, a conversation run keeps: it takes the run
+directory's ``RunLock`` (a second run into it stops at once with a
+``RunError``), refuses a directory that holds a single-turn study, redacts
+every answer (``Redactor.exact``, text and native envelope) before it is
+stored, and on a full disk stops, every task cancelled, with a
+``StoreFullError`` that says what was kept and what will be sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from promptgrid.display import escape_controls
-from promptgrid.errors import RunError
+from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
@@ -102,6 +116,11 @@ class ConversationRunSummary:
     """Of ``finished``, episodes ended by an ``EnvironmentFailure`` (stored as failed, not run again)."""
     wall_s: float = 0.0
     stopped: str | None = None
+    halted: dict[str, str] = field(default_factory=dict)
+    """Models stopped after an error every later call would repeat (an unauthorised key, an unknown model, a
+    Retry-After above the cap after one capped wait), model -> why; their other episodes were not run."""
+    not_run: int = 0
+    """Episodes left unfinished (not stored, resumed by the next run) because their model was stopped."""
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
 
@@ -154,6 +173,14 @@ class _StepKeys:
         return h.hexdigest()
 
 
+_HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
+"""Errors every later call to the same model would repeat (as the single-turn runner's): the model is stopped."""
+
+
+class _ModelStopped(Exception):
+    """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
+
+
 class _Episodes:
     """The shared state of one run: store, ground truths, in-flight requests, counters."""
 
@@ -169,6 +196,14 @@ class _Episodes:
         self.strict_arguments = strict_arguments  # the strict argument rule: the episode's environment and the check
         self.timeouts = dict(timeouts)  # seconds per call, per model (600 for a model not in it)
         self.redact = redact  # errors are stored and printed: no key or URL credential in them
+        # Answers too, by exact value only (a pattern could eat answer text), before they are stored, so the
+        # transcript is built from the same redacted text in the first run and on resume.
+        self.redact_answer: Callable[[str], str] = getattr(redact, "exact", redact)
+        self.halted: dict[str, str] = {}  # model -> why it gets no more calls (summary.halted)
+        self.proven: set[str] = set()  # models whose first call ended without stopping them
+        self.probes: dict[str, asyncio.Lock] = {}  # until then, one call of the model at a time
+        self.lost_answers = 0  # answers received that a full disk did not take (sent again by the next run)
+        self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
         self.env_options, self.summary = dict(env_options), summary
         self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
         self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
@@ -203,7 +238,11 @@ class _Episodes:
         self.in_flight[key] = future
         try:
             step = await self._send(client, model, params, transcript, context)
-            self.store.add_step(key, model, step)
+            try:
+                self.store.add_step(key, model, step)
+            except StoreFullError:
+                self.lost_answers += 1
+                raise
             self.summary.steps_sent += 1
             future.set_result(step)
         except BaseException as exc:
@@ -226,24 +265,71 @@ class _Episodes:
             kwargs["request"] = transcript.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
-        attempts = 0
+        # A model's first call goes alone: a bad key or an unknown model costs one request, not one per episode
+        # in flight. Once a call of the model ended without stopping it, its calls go concurrently.
+        gate = None
+        if model not in self.proven:
+            gate = self.probes.setdefault(model, asyncio.Lock())
+            await gate.acquire()
+            if model in self.proven:
+                gate.release()
+                gate = None
+        try:
+            completion, latency = await self._attempts(client, model, params, transcript, kwargs)
+        except CallError:
+            if model not in self.halted:
+                self.proven.add(model)
+            raise
+        finally:
+            if gate is not None:
+                gate.release()
+        self.proven.add(model)
+        exact = self.redact_answer
+        return StoredStep(exact(stored_answer(_redacted(completion, exact), context.variant)),
+                          completion.finish_reason, completion.input_tokens, completion.output_tokens,
+                          completion.cost_usd, latency)
+
+    async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+                        kwargs: Mapping[str, Any]) -> tuple[Any, float]:
+        """The completion (and its latency) of one step, sent as the retry policy allows. A rate limit whose
+        Retry-After is still above the policy's cap after one capped wait, or an error every later call would
+        repeat (``_HALTING``), stops the model (the single-turn runner's rule); ``_ModelStopped`` when it was
+        stopped before or while this step waited."""
+        attempts = capped = 0
         while True:
+            if model in self.halted:
+                raise _ModelStopped(model)
             attempts += 1
             started = time.perf_counter()
             try:
                 completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
                                                     self.timeouts.get(model, 600.0))
-                break
+                return completion, time.perf_counter() - started
             except asyncio.TimeoutError:
                 error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
             except CallError as exc:
                 error = exc
-            if not error.retryable or not self.retry.allows(attempts, error.kind):
-                raise error from None
-            await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
-        latency = time.perf_counter() - started
-        return StoredStep(stored_answer(completion, context.variant), completion.finish_reason,
-                          completion.input_tokens, completion.output_tokens, completion.cost_usd, latency)
+            beyond = self._beyond_cap(error)
+            if error.retryable and not (beyond and capped) and self.retry.allows(attempts, error.kind):
+                capped += beyond
+                await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
+                continue
+            if model not in self.halted and (error.kind in _HALTING or beyond or _no_endpoint_left(error)):
+                self.halted[model] = self._halt_reason(error, attempts)
+            raise error from None
+
+    def _beyond_cap(self, error: CallError) -> bool:
+        """A rate limit whose Retry-After is longer than the run may wait (the policy's ``retry_after_cap``)."""
+        return error.kind is ErrorKind.RATE_LIMIT and (error.retry_after or 0.0) > self.retry.retry_after_cap
+
+    def _halt_reason(self, error: CallError, attempts: int) -> str:
+        message = self.redact(error.message)
+        if error.kind is ErrorKind.RATE_LIMIT:
+            return (f"rate limited: the server asked to wait {error.retry_after:g} s (Retry-After), more than the "
+                    f"retry-after cap of {self.retry.retry_after_cap:g} s; gave up after {attempts} attempts. Run "
+                    "again later, or raise --retry-after-cap (retry_after_cap) to wait longer. Last error: "
+                    + message)
+        return f"{error.kind.value} error: {message}"
 
     async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
                   conversation: Conversation, repeat: int) -> EpisodeResult:
@@ -369,6 +455,34 @@ def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn:
         valid=False, failure_mode=TurnFailureMode.ENVIRONMENT_FAILURE.value, **base,
         details={"environment_failure": {"reason": reason, "turn": turn, "step": step, "detail": detail},
                  "environment": dict(env_usage), "final_answers": list(final_answers)})
+
+
+def _redacted(completion: Any, exact: Callable[[str], str]) -> Any:
+    """``completion`` with the known secrets replaced in its text and its tool calls' names and arguments (before
+    the stored answer is cut to its bound, so no key is cut in two and kept in part)."""
+    text, calls = getattr(completion, "text", None), getattr(completion, "tool_calls", None)
+    new_text = exact(text) if isinstance(text, str) else text
+    new_calls = tuple(_redacted_call(call, exact) for call in calls) if calls else calls
+    if new_text == text and (not calls or list(new_calls or ()) == list(calls)):
+        return completion
+    from types import SimpleNamespace
+
+    return SimpleNamespace(text=new_text, tool_calls=new_calls)  # what stored_answer reads
+
+
+def _redacted_call(call: Any, exact: Callable[[str], str]) -> Any:
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(fn, Mapping):
+        return call
+    return {**call, "function": {**fn, **{k: exact(v) for k in ("name", "arguments")
+                                          if isinstance(v := fn.get(k), str)}}}
+
+
+def _no_endpoint_left(error: CallError) -> bool:
+    """Whether every endpoint of a model with replicas was dropped (the router's ``NoEndpointLeft``)."""
+    from promptgrid.matrix.clients._router import NoEndpointLeft
+
+    return isinstance(error, NoEndpointLeft)
 
 
 def _answer_text(stored: str, variant: Variant) -> str:
@@ -514,15 +628,11 @@ async def arun_conversations(
         from promptgrid.matrix.running.session import make_renderer
 
         renderer = make_renderer(variants)
-    made = dict(clients or {})
-    for model in models:
-        if model not in made:
-            made[model] = make_conversation_client(model)
     if retry_policy is None:
         retry_policy = _default_retry_policy(retries)
     summary = ConversationRunSummary(str(run_dir))
     started = time.perf_counter()
-    with ConversationStore(run_dir, create=True) as store:
+    with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
         store.verify()  # a damaged row stops the run before anything is written
         _check_argument_rule(store, strict_arguments)
         store.add_variants(episode_variants(variants))
@@ -530,6 +640,10 @@ async def arun_conversations(
         if describe:
             for key, value in describe.items():
                 store.set_meta(key, value)
+        made = dict(clients or {})  # made once the directory is this run's (a refused run makes none)
+        for model in models:
+            if model not in made:
+                made[model] = make_conversation_client(model)
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
                           timeouts={m: float((timeouts or {}).get(m, 600.0)) for m in models},
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
@@ -537,6 +651,7 @@ async def arun_conversations(
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
                           strict_arguments=strict_arguments)
         summary.episodes = len(models) * len(conversations) * len(variants) * repeats
+        summary.halted = state.halted
         finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
                     for r in store.episodes(models=models) if r.valid is not None}
 
@@ -554,7 +669,11 @@ async def arun_conversations(
 
         async def one(model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
             result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
-            store.add_episode(result)
+            try:
+                store.add_episode(result)
+            except StoreFullError:
+                state.lost_episodes += 1
+                raise
             summary.results.append(result)
             if progress is not None:
                 done = len(summary.results)
@@ -573,15 +692,26 @@ async def arun_conversations(
 
         async def worker(model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
             for item in items:  # workers of one model share its iterator: concurrency episodes at a time
-                await one(model, *item)
+                try:
+                    await one(model, *item)
+                except _ModelStopped:  # left unfinished, not stored: the next run resumes it
+                    summary.not_run += 1
+                if model in state.halted:
+                    return
 
-        workers = [worker(model, items) for model in models
-                   for items in [todo(model)] for _ in range(gate_sizes.get(model, 4))]
+        plans = {model: todo(model) for model in models}
+        tasks = [asyncio.ensure_future(worker(model, plans[model])) for model in models
+                 for _ in range(gate_sizes.get(model, 4))]
         try:
-            await asyncio.gather(*workers)
+            await _all(tasks)
+            for model in state.halted:  # what its stopped workers did not take: unfinished, for the next run
+                summary.not_run += sum(1 for _ in plans[model])
         except (asyncio.CancelledError, KeyboardInterrupt):
             summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
             raise
+        except StoreFullError:
+            summary.stopped = "disk_full"
+            raise _disk_full_stop(summary, state) from None
         finally:
             summary.wall_s = time.perf_counter() - started
             for result in summary.results:
@@ -596,6 +726,63 @@ async def arun_conversations(
                 if aclose is not None:
                     await aclose()
     return summary
+
+
+async def _all(tasks: Sequence[asyncio.Future[None]]) -> None:
+    """Wait for every task; when one fails, cancel the others and wait for them (no task left running or
+    unretrieved), then raise its error."""
+    try:
+        await asyncio.gather(*tasks)
+    except Exception:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _disk_full_stop(summary: ConversationRunSummary, state: _Episodes) -> StoreFullError:
+    """The error a conversation run stopped by a full disk ends with: what was kept, what was not, what to do.
+    Nothing is spilled to another file: an answer the store could not take is sent again by the next run."""
+    kept = f"the {summary.steps_sent} answer(s) this run stored are kept and not sent again"
+    if state.lost_answers:
+        kept += (f"; {state.lost_answers} answer(s) received as the disk filled could not be stored and will be "
+                 "sent again")
+    if state.lost_episodes:
+        kept += (f"; {state.lost_episodes} finished episode(s) could not be recorded: the next run scores them "
+                 "again from their stored answers")
+    return StoreFullError(f"disk full at {summary.run_dir}: the conversation run stopped (calls in flight were "
+                          f"cancelled); {kept}. Free space and re-run the same command to resume.")
+
+
+@contextlib.contextmanager
+def _run_dir_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """The run directory's lock (``RunLock``, as a single-turn run takes it): a second run into the directory while
+    one writes it stops at once with a ``RunError``, before anything is sent. Under it, a directory that holds a
+    single-turn study is refused (its report, status and export would show one kind only)."""
+    from promptgrid.matrix.running.store import RunLock, disk_full_errors
+
+    path = Path(run_dir)
+    with disk_full_errors(path):
+        lock = RunLock(path).acquire()
+    try:
+        check_run_dir_kind(path)
+        yield
+    finally:
+        lock.release()
+
+
+def check_run_dir_kind(run_dir: str | os.PathLike[str]) -> None:
+    """A ``RunError`` when ``run_dir`` holds a single-turn study (``store.sqlite3`` or ``run.json``): a conversation
+    run is never stored beside one (its report, status and export would show one kind only)."""
+    from promptgrid.matrix.running.session import RUN_JSON
+    from promptgrid.matrix.running.store import STORE_FILE
+
+    path = Path(run_dir)
+    found = [name for name in (STORE_FILE, RUN_JSON) if (path / name).exists()]
+    if found:
+        raise RunError(f"{path} holds a single-turn study ({', '.join(found)}); a conversation run cannot be stored "
+                       "beside it (its report, status and export would show one kind only). Give this run another "
+                       "--run-dir.")
 
 
 def run_conversations(*args: Any, **kwargs: Any) -> ConversationRunSummary:

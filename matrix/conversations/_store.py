@@ -24,7 +24,8 @@ or newer file is left as it was; and every SQLite failure (a corrupt file,
 "database is locked", a full disk) is a ``StoreError`` naming the file and
 what to do, never a sqlite3 traceback.
 
-A single-turn run's ``store.sqlite3`` is a different file; the two never mix.
+A single-turn run's ``store.sqlite3`` is a different file; the two never mix: a run of either kind refuses a
+directory that holds the other (``_run.check_run_dir_kind``, ``session.check_run_dir``).
 """
 
 from __future__ import annotations

@@ -494,6 +494,8 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     this run selects is stored. So the same command, a larger ``limit``, fewer
     ``variants``, more models or repeats resume or extend the directory, and
     an earlier command after ``append`` is the same again.
+    A directory that holds a conversation study (``conversations.sqlite3``) is
+    refused whatever ``append`` says: the two kinds are never stored together.
     Raises ``RunError`` naming ``run.json`` and both grids (datasets), and
     ``StoreError`` for a damaged store (also with ``append``): a run never
     writes into a store it cannot read. No store, or the empty file of a run
@@ -501,6 +503,12 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     """
     identity = prep.identity
     run_dir = Path(prep.config.run_dir)
+    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
+
+    if (run_dir / CONVERSATION_STORE).exists():  # also with append: the kinds cannot be combined
+        raise RunError(f"{run_dir} holds a conversation study ({CONVERSATION_STORE}); a single-turn run cannot be "
+                       "stored beside it (its report, status and export would show one kind only). Give this run "
+                       "another --run-dir.")
     if identity is None or not has_store(run_dir):
         return
     with RunStore(run_dir, readonly=True) as store:  # opening checks the file: damage stops an append too

@@ -397,7 +397,7 @@ def test_hostile_model_is_contained_and_bounded(tmp_path: Path, monkeypatch: pyt
     assert sorted(os.listdir(tmp_path)) == ["run"]
     assert "conversations.sqlite3" in os.listdir(tmp_path / "run")
     assert set(os.listdir(tmp_path / "run")) <= {"conversations.sqlite3", "conversations.sqlite3-wal",
-                                                 "conversations.sqlite3-shm"}
+                                                 "conversations.sqlite3-shm", "run.lock"}
 
 
 # --------------------------------------------------------------------------- 5. refusals
@@ -472,9 +472,10 @@ def test_conversation_datasets_are_recognised(tmp_path: Path, base: list[Convers
 
 def test_a_fatal_error_ends_every_episode_unscored_and_a_later_run_resumes_them(
         tmp_path: Path, base: list[Conversation]) -> None:
-    client = Failing(ErrorKind.AUTH)
+    client = Failing(ErrorKind.BAD_REQUEST)  # fatal for its call; an auth error stops the model (test_guarantees)
     summary = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, clients={GT: client})
     assert (summary.episodes, summary.errors, summary.finished, summary.valid, summary.steps_sent) == (4, 4, 0, 0, 0)
+    assert not summary.halted and summary.not_run == 0
     for r in summary.results:
         assert r.valid is None and r.error is not None and "bad key" in r.error and r.error.startswith("turn 0, step 0")
         assert r.turns == () and r.failure_mode is None

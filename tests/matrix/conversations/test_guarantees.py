@@ -1,0 +1,315 @@
+"""What a single-turn run guarantees, a conversation run keeps: one run per run directory (``RunLock``), answers
+redacted before they are stored, exported or printed, no mixing of the two kinds in one directory, a model stopped
+after an unauthorised key or a Retry-After above the cap, and a clean, true stop on a full disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptgrid.errors import RunError, StoreFullError
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.clients._base import Completion
+from promptgrid.matrix.conversations import (
+    Conversation,
+    ConversationStore,
+    EpisodeContext,
+    ScriptedClient,
+    load_conversations,
+    run_conversations,
+)
+from promptgrid.providers import ErrorKind, RetryPolicy, call_error
+from promptgrid.variants import Variant
+
+pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
+
+GT = "fake/ground-truth"
+PROMPT = Variant()
+NATIVE = Variant(call_mode="native")
+CONVERSATION_RUN = ["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--variant", "native", "--variant",
+                    "json->json,False", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def base() -> list[Conversation]:
+    return load_conversations("bfcl:multi_turn_base", limit=3)
+
+
+class Counting:
+    """Answers as ``fake/ground-truth``, counting the calls (optionally held at the first until ``release``)."""
+
+    takes_episode = True
+
+    def __init__(self, hold: bool = False) -> None:
+        self.inner = ScriptedClient(GT)
+        self.name = GT
+        self.calls = 0
+        self.hold = hold
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Any = None,
+                       episode: EpisodeContext | None = None) -> Completion:
+        self.calls += 1
+        if self.hold:
+            self.hold = False
+            self.entered.set()
+            await asyncio.to_thread(self.release.wait, 30)
+        return await self.inner.complete(messages, params, request=request, episode=episode)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Failing:
+    """Every call fails with ``kind`` (and ``retry_after``); counts the attempts."""
+
+    takes_episode = True
+
+    def __init__(self, kind: ErrorKind, retry_after: float | None = None) -> None:
+        self.name = "bad"
+        self.kind, self.retry_after = kind, retry_after
+        self.attempts = 0
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Any = None,
+                       episode: EpisodeContext | None = None) -> Completion:
+        self.attempts += 1
+        await asyncio.sleep(0.01)  # the other episodes of the model are started meanwhile
+        raise call_error(self.kind, "401 Unauthorized: invalid key" if self.kind is ErrorKind.AUTH else "slow down",
+                         retry_after=self.retry_after)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class QuietEnv:
+    """An environment that runs nothing (the tests here are about the runner, not the simulated APIs)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def run(self, calls: Any) -> list[Any]:
+        from promptgrid.matrix.conversations._env import CallOutcome
+
+        return [CallOutcome(call, True, "ok") for call in calls]
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def usage(self) -> Any:
+        from promptgrid.matrix.conversations._env import EnvironmentUsage
+
+        return EnvironmentUsage(1, 0.0, 0, 0, 1.0, {})
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- 1. one run per run directory
+
+def test_a_second_run_into_a_run_directory_in_use_stops_at_once_and_pays_nothing(
+        tmp_path: Path, base: list[Conversation], capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    first = Counting(hold=True)
+    box: dict[str, Any] = {}
+
+    def run_first() -> None:
+        box["summary"] = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=run_dir,
+                                           clients={GT: first})
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    try:
+        assert first.entered.wait(30)  # the first run holds the directory, its first call in flight
+        second = Counting()
+        with pytest.raises(RunError, match="in use by promptgrid pid"):
+            run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=run_dir, clients={GT: second})
+        assert second.calls == 0
+        # The CLI: exit 2 with the message, nothing sent.
+        assert main([*CONVERSATION_RUN, "--model", GT, "--limit", "2", "--run-dir", str(run_dir)]) == 2
+        assert "is in use by promptgrid pid" in capsys.readouterr().err
+    finally:
+        first.release.set()
+        thread.join(60)
+    summary = box["summary"]
+    assert (summary.finished, summary.valid, summary.errors) == (4, 4, 0)
+    with ConversationStore(run_dir) as store:
+        assert store.step_count() == summary.steps_sent == first.calls  # every answer paid once, stored once
+    again = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=run_dir, clients={GT: Counting()})
+    assert again.skipped == 4 and again.steps_sent == 0  # the lock is released when the run ends
+
+
+# --------------------------------------------------------------------------- 2. redaction of answers
+
+def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
+        tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+
+    key = "zz-guard-echoed-7f3a9c1d5e2b"
+    monkeypatch.setenv("GUARD_ENDPOINT_VALUE", key)  # a name that does not look secret: --api-key-env names it
+    monkeypatch.setattr(_run, "Environment", QuietEnv)
+    run_dir = tmp_path / "run"
+    config = tmp_path / "run.yaml"  # JSON is YAML
+    args = ["run", str(config), "--no-progress"]
+    with FakeServer.thread(FakeScript(answer="prose", echo_auth_in_answer=True)) as srv:
+        config.write_text(json.dumps({
+            "grid": "call_modes", "dataset": "bfcl:multi_turn_base", "limit": 2, "run_dir": str(run_dir),
+            "variants": ["native", "json->json,False"],
+            "models": [{"name": "openai/x", "api_base": srv.url, "api_key_env": "GUARD_ENDPOINT_VALUE",
+                        "concurrency": 1}]}), encoding="utf-8")
+        assert main(args) == 0
+        capfd.readouterr()  # the summary printed (checked with the export's output below)
+        sent = len(srv.requests())
+        assert sent > 0
+        with ConversationStore(run_dir) as store:
+            assert store.step_count() == sent
+            answers = [row[0] for row in store.db.execute("SELECT response FROM steps")]
+        assert all("[REDACTED]" in a for a in answers)  # the echo happened, and was redacted (text and envelope)
+        assert any(a.startswith("{") for a in answers) and any(not a.startswith("{") for a in answers)
+        # Resume: the transcript is rebuilt from the same redacted text, so every step's key is found again.
+        db = sqlite3.connect(run_dir / "conversations.sqlite3")
+        db.execute("DELETE FROM episodes")
+        db.commit()
+        db.close()
+        assert main(args) == 0
+        assert len(srv.requests()) == sent  # nothing sent again
+    assert main(["export", str(run_dir)]) == 0
+    exported = capfd.readouterr()
+    assert "[REDACTED]" in exported.out  # the final answers are in the export
+    assert main(["export", str(run_dir), "--output", str(tmp_path / "episodes.jsonl")]) == 0
+    output = capfd.readouterr()
+    files = [p for p in [*run_dir.iterdir(), tmp_path / "episodes.jsonl"] if p.is_file()]
+    assert len(files) >= 3
+    found = [p.name for p in files if key.encode() in p.read_bytes()]
+    assert found == []
+    assert key not in exported.out + exported.err + output.out + output.err
+
+
+# --------------------------------------------------------------------------- 3. one kind per run directory
+
+def test_single_turn_and_conversation_runs_do_not_mix_in_one_directory(
+        tmp_path: Path, base: list[Conversation], capsys: pytest.CaptureFixture[str]) -> None:
+    conversations = tmp_path / "conversations"
+    assert main([*CONVERSATION_RUN, "--model", GT, "--limit", "1", "--run-dir", str(conversations)]) == 0
+    before = sorted(p.name for p in conversations.iterdir())
+    capsys.readouterr()
+    single = ["run", "bfcl_v4", "--dataset", "mini", "--model", "fake/auto", "--limit", "1", "--no-progress"]
+    for extra in ([], ["--append"], ["--dry-run"]):
+        assert main([*single, "--run-dir", str(conversations), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "holds a conversation study" in err and "another --run-dir" in err, err
+    assert sorted(p.name for p in conversations.iterdir()) == before  # no store.sqlite3, no run.json
+
+    single_dir = tmp_path / "single"
+    assert main([*single, "--run-dir", str(single_dir)]) == 0
+    before = sorted(p.name for p in single_dir.iterdir())
+    capsys.readouterr()
+    for extra in ([], ["--dry-run"]):
+        assert main([*CONVERSATION_RUN, "--model", GT, "--limit", "1", "--run-dir", str(single_dir), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "holds a single-turn study" in err and "another --run-dir" in err, err
+    client = Counting()
+    with pytest.raises(RunError, match="holds a single-turn study"):
+        run_conversations([PROMPT], base[:1], models=[GT], run_dir=single_dir, clients={GT: client})
+    assert client.calls == 0
+    assert sorted(p.name for p in single_dir.iterdir()) == before  # no conversations.sqlite3
+
+
+# --------------------------------------------------------------------------- 4. a model stopped, the others go on
+
+def test_an_unauthorised_key_costs_one_request_per_model_and_the_other_model_goes_on(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    bad, good = Failing(ErrorKind.AUTH), Counting()
+    summary = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
+                                clients={"bad": bad, GT: good}, concurrency=4)
+    assert bad.attempts == 1  # 6 episodes of the model, one request
+    assert list(summary.halted) == ["bad"] and "invalid key" in summary.halted["bad"]
+    assert (summary.episodes, summary.errors, summary.not_run) == (12, 1, 5)
+    assert (summary.finished, summary.valid) == (6, 6)  # the other model's episodes all ran
+    with ConversationStore(tmp_path) as store:
+        stored = store.episodes(models=["bad"])
+    assert len(stored) == 1 and stored[0].valid is None  # the rest unfinished, not stored
+    # Fixed, the same run resumes every episode of the stopped model.
+    later = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
+                              clients={"bad": Counting(), GT: Counting()})
+    assert (later.skipped, later.finished, later.valid, later.errors, later.not_run) == (6, 12, 12, 0, 0)
+    assert not later.halted
+
+
+def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
+        waits.append(delay)
+        return await real_sleep(0)
+
+    bad = Failing(ErrorKind.RATE_LIMIT, retry_after=100000.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
+        summary = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
+                                    clients={"bad": bad, GT: Counting()}, concurrency=4,
+                                    retry_policy=RetryPolicy(max_attempts=4, retry_after_cap=120.0))
+    # One capped wait, then the model stops (not one wait per episode); the 0.01 s are the client's own.
+    assert [w for w in waits if w >= 1] == [120.0] and bad.attempts == 2
+    assert "Retry-After" in summary.halted["bad"] and "retry-after cap of 120 s" in summary.halted["bad"]
+    assert (summary.errors, summary.not_run, summary.finished, summary.valid) == (1, 5, 6, 6)
+
+
+def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+
+    monkeypatch.setattr(_run, "Environment", QuietEnv)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-0000")
+    with FakeServer.thread(FakeScript(status=401)) as srv:
+        code = main([*CONVERSATION_RUN, "--model", "openai/x", "--api-base", srv.url, "--limit", "3",
+                     "--run-dir", str(tmp_path / "run")])
+        assert len(srv.requests()) == 1  # 2 variants x 3 conversations, one request
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "model openai/x stopped: auth error" in out and "5 episode(s) not run" in out, out
+
+
+# --------------------------------------------------------------------------- 5. a full disk
+
+def test_a_full_disk_stops_the_run_cleanly_with_a_true_message_and_a_rerun_resumes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    real = ConversationStore.add_step
+    stored = [0]
+
+    def add_step(self: ConversationStore, *args: Any) -> None:
+        if stored[0] >= 3:
+            raise StoreFullError(f"disk full at {self.run_dir} (database or disk is full).")
+        stored[0] += 1
+        real(self, *args)
+
+    run_dir = tmp_path / "run"
+    args = [*CONVERSATION_RUN, "--model", GT, "--limit", "2", "--run-dir", str(run_dir), "--no-progress"]
+    with monkeypatch.context() as patch:
+        patch.setattr(ConversationStore, "add_step", add_step)
+        assert main(args) == 2
+    out, err = capfd.readouterr()
+    assert "disk full at" in err and "the conversation run stopped" in err
+    assert "the 3 answer(s) this run stored are kept" in err
+    assert "could not be stored and will be sent again" in err
+    assert "spill" not in err.lower()  # nothing is spilled: no claim that it was
+    assert "Traceback" not in out + err and "Task exception" not in out + err
+    with ConversationStore(run_dir) as store:
+        assert store.step_count() == 3 and store.episode_count() == 0
+    assert main(args) == 0  # the disk has room again: the same command resumes
+    out = capfd.readouterr().out
+    assert "4 finished" in out and "3 read back from the store" in out, out
+    with ConversationStore(run_dir) as store:
+        assert store.episode_count() == 4 and all(e.valid for e in store.episodes())
