@@ -153,14 +153,14 @@ keeps its calls while their names and arguments fit (``clients.envelope(max_char
 calls of 900 KB a step grew the transcript and the store by 57.6 MB a step."""
 
 
-def stored_answer(completion: Any, variant: Variant) -> str:
+def stored_answer(completion: Any, variant: Variant, *, max_chars: int = MAX_STORED_ANSWER_CHARS) -> str:
     """What is stored of a model's answer, and read back as its message: the text, or, for a native variant, the
-    text and the tool calls in one envelope (``clients.envelope``); at most ``MAX_STORED_ANSWER_CHARS``."""
+    text and the tool calls in one envelope (``clients.envelope``); at most ``max_chars`` characters of it."""
     if variant.call_mode is CallMode.NATIVE:
         from promptgrid.matrix.clients import envelope
 
-        return envelope(completion.text, completion.tool_calls, max_chars=MAX_STORED_ANSWER_CHARS)
-    return (completion.text or "")[:MAX_STORED_ANSWER_CHARS + 1]
+        return envelope(completion.text, completion.tool_calls, max_chars=max_chars)
+    return (completion.text or "")[:max_chars + 1]
 
 
 class Transcript:

@@ -67,7 +67,7 @@ from ._check import (
 )
 from ._dataset import Conversation
 from ._env import Environment, EnvironmentFailure
-from ._episode import EpisodeContext, Transcript, decode_answer, stored_answer
+from ._episode import MAX_STORED_ANSWER_CHARS, EpisodeContext, Transcript, decode_answer, stored_answer
 from ._mini_mt import ascii_results_for
 from ._records import EpisodeResult, TurnResult
 from ._store import ConversationStore, StoredStep
@@ -188,8 +188,10 @@ class _Episodes:
                  timeouts: Mapping[str, float], redact: Callable[[str], str], env_options: Mapping[str, Any],
                  summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
                  dedupe: bool = False, legacy_keys: bool = False,
-                 make_env: Callable[..., Any] = Environment, strict_arguments: bool = False) -> None:
+                 make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
+                 max_answer_chars: int = MAX_STORED_ANSWER_CHARS) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
+        self.max_answer_chars = max_answer_chars  # most characters of an answer stored (and sent back)
         self.dedupe = dedupe  # byte-identical requests share an answer (--dedupe-requests)
         self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
         self.make_env = make_env
@@ -285,7 +287,8 @@ class _Episodes:
                 gate.release()
         self.proven.add(model)
         exact = self.redact_answer
-        return StoredStep(exact(stored_answer(_redacted(completion, exact), context.variant)),
+        return StoredStep(exact(stored_answer(_redacted(completion, exact), context.variant,
+                                              max_chars=self.max_answer_chars)),
                           completion.finish_reason, completion.input_tokens, completion.output_tokens,
                           completion.cost_usd, latency)
 
@@ -576,6 +579,7 @@ async def arun_conversations(
     strict_arguments: bool = False,
     max_jobs: int | None = None,
     make_env: Callable[..., Any] | None = None,
+    max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -589,6 +593,8 @@ async def arun_conversations(
     and after what wait a failed call is sent again (``RunConfig.retry_policy()``); default: ``retries``
     retries after the backoff 0.5 s, 1 s, 2 s, ... (at most 60 s), or a longer Retry-After (at most 120 s).
     ``env_options``: ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
+    ``max_answer_chars``: most characters of one step's answer stored and sent back (``MAX_STORED_ANSWER_CHARS``,
+    the parsers' input bound; ``_episode.stored_answer``).
     ``describe``: what the run was started with (grid, dataset), kept in the
     store. Raises ``RunError`` for what cannot be run (batch, an adaptive
     goal, no models or variants, bad repeats or concurrency) before anything
@@ -649,7 +655,7 @@ async def arun_conversations(
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
                           summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
-                          strict_arguments=strict_arguments)
+                          strict_arguments=strict_arguments, max_answer_chars=max_answer_chars)
         summary.episodes = len(models) * len(conversations) * len(variants) * repeats
         summary.halted = state.halted
         finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
