@@ -210,6 +210,7 @@ class _Episodes:
         self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
         self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
         self.on_sent = on_sent
+        self.progress: Any = None  # the run's progress stream: a line for every slow step (SLOW_STEP_S)
 
     async def truth(self, conversation: Conversation) -> GroundTruthRun:
         future = self.truths.get(conversation.id)
@@ -255,6 +256,11 @@ class _Episodes:
             del self.in_flight[key]
         if self.on_sent is not None:
             self.on_sent(self.summary.steps_sent)  # the step is committed: a hook that kills here loses nothing
+        if self.progress is not None and step.latency_s >= SLOW_STEP_S:
+            # A slow model (a local one on a small machine: seconds a step) is seen to move between episodes.
+            print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
+                  f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
+                  f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
         return step, True
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
@@ -527,6 +533,10 @@ def _step_keys(store: ConversationStore) -> bool:
     return keys != STEP_KEYS
 
 
+SLOW_STEP_S = 2.0
+"""A step whose answer took at least this long gets its own progress line (besides the line per episode)."""
+
+
 def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> None:
     """A run directory is scored under one argument rule: its finished episodes are reused on resume, so a run
     under the other rule would mix verdicts of both. The rule is recorded by the first run; a store without it
@@ -656,6 +666,7 @@ async def arun_conversations(
                           summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
                           strict_arguments=strict_arguments, max_answer_chars=max_answer_chars)
+        state.progress = progress
         summary.episodes = len(models) * len(conversations) * len(variants) * repeats
         summary.halted = state.halted
         finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r

@@ -1112,3 +1112,18 @@ def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript
         kept = max(len(r) for (r,) in db.execute("SELECT response FROM steps"))
     db.close()
     assert 2_700_000 < kept <= 3_010_000  # the bound is raisable: three 900 KB calls kept
+
+
+def test_a_slow_step_gets_its_own_progress_line(tmp_path: Path, base: list[Conversation],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from promptgrid.matrix.conversations import _run
+
+    monkeypatch.setattr(_run, "SLOW_STEP_S", 0.0)  # every step counts as slow
+    stream = io.StringIO()
+    run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path, progress=stream)
+    lines = stream.getvalue().splitlines()
+    steps = [line for line in lines if "turn 0, step 0: answered in" in line]
+    assert steps and "multi_turn_base_0" in steps[0] and "steps sent so far" in steps[0]
+    assert lines[-1].startswith("[1/1]")  # the episode's own line comes after its steps
