@@ -31,15 +31,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import importlib.util
 import io
 import json
 import os
 import sys
 import tempfile
-import types
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,11 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from promptgrid.matrix.conversations import ScriptedClient, load_conversations, run_conversations  # noqa: E402
 from promptgrid.variants import Variant  # noqa: E402
-from support.bfcl import load_bfcl_modules  # noqa: E402
+from support.bfcl import bfcl_environment, prompting_handler_class  # noqa: E402
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 GT = "fake/ground-truth"
-_ABSENT = object()
 
 
 @dataclass
@@ -83,65 +80,6 @@ class _Recorder:
 
     async def aclose(self) -> None:
         return None
-
-
-def _execute(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def prompting_handler_class() -> Any:
-    """bfcl-eval's ``OpenAICompletionsHandler``, its files executed under private names with the stand-ins of
-    ``support.bfcl`` (and ``overrides``' ``final`` when it is not installed) present only while they run."""
-    loaded = load_bfcl_modules("bfcl_eval.model_handler.utils")
-    if loaded is None:
-        raise SystemExit("bfcl-eval is not installed (pip install --no-deps bfcl-eval)")
-    spec = importlib.util.find_spec("bfcl_eval")
-    assert spec is not None and spec.submodule_search_locations
-    handlers = Path(next(iter(spec.submodule_search_locations))) / "model_handler"
-    temporary: dict[str, types.ModuleType] = {"bfcl_eval.model_handler.utils": loaded[0]}
-    if importlib.util.find_spec("overrides") is None:
-        overrides = types.ModuleType("overrides")
-        overrides.final = lambda f: f  # type: ignore[attr-defined]  # a marker only
-        temporary["overrides"] = overrides
-    names = (*temporary, "bfcl_eval.model_handler.base_handler")
-    saved = {name: sys.modules.get(name, _ABSENT) for name in names}
-    sys.modules.update(temporary)
-    try:
-        base = _execute(handlers / "base_handler.py", "_promptgrid_transcripts_base_handler")
-        sys.modules["bfcl_eval.model_handler.base_handler"] = base
-        module = _execute(handlers / "api_inference" / "openai_completion.py", "_promptgrid_transcripts_openai")
-    finally:
-        for name, old in saved.items():
-            if old is _ABSENT:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
-    return module.OpenAICompletionsHandler
-
-
-@contextlib.contextmanager
-def bfcl_environment() -> Iterator[None]:
-    """A temporary ``BFCL_PROJECT_ROOT`` (bfcl-eval makes folders under it) and a dummy OpenAI key (its client
-    is built, never used)."""
-    names = ("BFCL_PROJECT_ROOT", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_DEFAULT_HEADERS")
-    old = {name: os.environ.get(name) for name in names}
-    with tempfile.TemporaryDirectory(prefix="bfcl-root-") as root:
-        os.environ["BFCL_PROJECT_ROOT"] = root
-        os.environ["OPENAI_API_KEY"] = "offline-transcripts-key"
-        os.environ.pop("OPENAI_BASE_URL", None)
-        os.environ.pop("OPENAI_DEFAULT_HEADERS", None)
-        try:
-            yield
-        finally:
-            for name, value in old.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def bfcl_requests(handler_class: Any, entry: Mapping[str, Any],

@@ -20,9 +20,13 @@ Tests import it as ``support.bfcl``; the benchmarks, which run as scripts, put
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import sys
+import tempfile
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +100,64 @@ def _execute(base: Path, name: str) -> types.ModuleType:
     package, *parts = name.split(".")
     if package != "bfcl_eval" or not parts:
         raise ValueError(f"not a module inside bfcl_eval: {name!r}")
-    path = base.joinpath(*parts).with_suffix(".py")
-    spec = importlib.util.spec_from_file_location("_promptgrid_" + name.replace(".", "_"), path)
+    return _execute_file(base.joinpath(*parts).with_suffix(".py"), "_promptgrid_" + name.replace(".", "_"))
+
+
+def _execute_file(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def prompting_handler_class() -> Any:
+    """bfcl-eval's ``OpenAICompletionsHandler``, its files executed under private names with the stand-ins of
+    ``support.bfcl`` (and ``overrides``' ``final`` when it is not installed) present only while they run."""
+    loaded = load_bfcl_modules("bfcl_eval.model_handler.utils")
+    if loaded is None:
+        raise SystemExit("bfcl-eval is not installed (pip install --no-deps bfcl-eval)")
+    spec = importlib.util.find_spec("bfcl_eval")
+    assert spec is not None and spec.submodule_search_locations
+    handlers = Path(next(iter(spec.submodule_search_locations))) / "model_handler"
+    temporary: dict[str, types.ModuleType] = {"bfcl_eval.model_handler.utils": loaded[0]}
+    if importlib.util.find_spec("overrides") is None:
+        overrides = types.ModuleType("overrides")
+        overrides.final = lambda f: f  # type: ignore[attr-defined]  # a marker only
+        temporary["overrides"] = overrides
+    names = (*temporary, "bfcl_eval.model_handler.base_handler")
+    saved = {name: sys.modules.get(name, _ABSENT) for name in names}
+    sys.modules.update(temporary)
+    try:
+        base = _execute_file(handlers / "base_handler.py", "_promptgrid_bfcl_eval_model_handler_base_handler")
+        sys.modules["bfcl_eval.model_handler.base_handler"] = base
+        module = _execute_file(handlers / "api_inference" / "openai_completion.py",
+                               "_promptgrid_bfcl_eval_model_handler_api_inference_openai_completion")
+    finally:
+        for name, old in saved.items():
+            if old is _ABSENT:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+    return module.OpenAICompletionsHandler
+
+
+@contextlib.contextmanager
+def bfcl_environment() -> Iterator[None]:
+    """A temporary ``BFCL_PROJECT_ROOT`` (bfcl-eval makes folders under it) and a dummy OpenAI key (its client
+    is built, never used)."""
+    names = ("BFCL_PROJECT_ROOT", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_DEFAULT_HEADERS")
+    old = {name: os.environ.get(name) for name in names}
+    with tempfile.TemporaryDirectory(prefix="bfcl-root-") as root:
+        os.environ["BFCL_PROJECT_ROOT"] = root
+        os.environ["OPENAI_API_KEY"] = "offline-reference-key"
+        os.environ.pop("OPENAI_BASE_URL", None)
+        os.environ.pop("OPENAI_DEFAULT_HEADERS", None)
+        try:
+            yield
+        finally:
+            for name, value in old.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -23,13 +23,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
-import sys
-import tempfile
-import types
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -37,44 +31,7 @@ from promptgrid.matrix.conversations import Conversation, first_turn_messages, l
 from promptgrid.matrix.conversations._render import DEFAULT_VARIANT, first_turn_case
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant, load_grid
-from support.bfcl import load_bfcl_modules
-
-_ABSENT = object()
-
-
-def _execute(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _handler_class() -> Any:
-    """bfcl-eval's ``OpenAICompletionsHandler``, its module and ``base_handler`` loaded privately."""
-    (model_utils,) = load_bfcl_modules("bfcl_eval.model_handler.utils")  # None was ruled out by the caller
-    spec = importlib.util.find_spec("bfcl_eval")
-    assert spec is not None and spec.submodule_search_locations
-    handlers = Path(next(iter(spec.submodule_search_locations))) / "model_handler"
-    temporary: dict[str, types.ModuleType] = {"bfcl_eval.model_handler.utils": model_utils}
-    if importlib.util.find_spec("overrides") is None:
-        overrides = types.ModuleType("overrides")
-        overrides.final = lambda f: f  # type: ignore[attr-defined]  # a marker only: no behaviour
-        temporary["overrides"] = overrides
-    saved = {name: sys.modules.get(name, _ABSENT) for name in (*temporary, "bfcl_eval.model_handler.base_handler")}
-    sys.modules.update(temporary)
-    try:
-        base = _execute(handlers / "base_handler.py", "_promptgrid_bfcl_eval_model_handler_base_handler")
-        sys.modules["bfcl_eval.model_handler.base_handler"] = base
-        openai_module = _execute(handlers / "api_inference" / "openai_completion.py",
-                                 "_promptgrid_bfcl_eval_model_handler_api_inference_openai_completion")
-    finally:
-        for name, old in saved.items():
-            if old is _ABSENT:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
-    return openai_module.OpenAICompletionsHandler
+from support.bfcl import bfcl_environment, prompting_handler_class
 
 
 @pytest.fixture(scope="module")
@@ -83,29 +40,16 @@ def bfcl_first_requests() -> Iterator[dict[str, list[dict[str, str]]]]:
     if importlib.util.find_spec("bfcl_eval") is None:
         pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval)")
     pytest.importorskip("openai")
-    names = ("BFCL_PROJECT_ROOT", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_DEFAULT_HEADERS")
-    old = {name: os.environ.get(name) for name in names}
-    with tempfile.TemporaryDirectory(prefix="bfcl-root-") as root:
-        os.environ["BFCL_PROJECT_ROOT"] = root  # bfcl-eval creates folders under it when imported
-        os.environ["OPENAI_API_KEY"] = "offline-test-key"  # the client is built, never used
-        os.environ.pop("OPENAI_BASE_URL", None)
-        os.environ.pop("OPENAI_DEFAULT_HEADERS", None)
-        try:
-            from bfcl_eval.utils import load_dataset_entry
+    with bfcl_environment():  # a temporary BFCL_PROJECT_ROOT and a dummy key: the client is built, never used
+        from bfcl_eval.utils import load_dataset_entry
 
-            handler = _handler_class()("gpt-test", 0.001, "gpt-test", False)
-            requests = {}
-            for entry in load_dataset_entry("multi_turn_base"):
-                inference_data = handler._pre_query_processing_prompting(entry)
-                inference_data = handler.add_first_turn_message_prompting(inference_data, entry["question"][0])
-                requests[entry["id"]] = inference_data["message"]
-            yield requests
-        finally:
-            for name, value in old.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        handler = prompting_handler_class()("gpt-test", 0.001, "gpt-test", False)
+        requests = {}
+        for entry in load_dataset_entry("multi_turn_base"):
+            inference_data = handler._pre_query_processing_prompting(entry)
+            inference_data = handler.add_first_turn_message_prompting(inference_data, entry["question"][0])
+            requests[entry["id"]] = inference_data["message"]
+        yield requests
 
 
 @pytest.fixture(scope="module")
