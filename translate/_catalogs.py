@@ -31,11 +31,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from promptgrid.errors import CatalogError
 from promptgrid.languages import lookup_languages
-from promptgrid.variants._yaml import MAX_ALIAS_NODES, MAX_YAML_BYTES, YamlNode, compose_yaml, plain, read_yaml_text
+from promptgrid.variants._yaml import compose_yaml, plain, read_yaml_text
 
 from ._units import UnitKind
 
@@ -78,23 +76,10 @@ class TranslationCatalog:
     shipped: bool = False
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML has it: the shipped catalogs (600 KB) compose in 0.02 s instead of 0.35 s."""
-
-
 def _read(text: str, where: str) -> tuple[Any, dict[str, int]]:
     """The catalog's plain value and the line (1-based) of each key under ``units:``, from one parse with the
     bounds of ``promptgrid.variants._yaml.compose_yaml`` (size, tags, keys, aliases; errors name the line)."""
-    if len(text) > MAX_YAML_BYTES or _LOADER is yaml.SafeLoader:
-        node = compose_yaml(text, where, CatalogError)
-    else:
-        try:
-            raw = yaml.compose(text, Loader=_LOADER)
-        except yaml.YAMLError:
-            raw = None  # the pure-Python loader says what is wrong, and where, as every YAML file's error does
-            node = compose_yaml(text, where, CatalogError)
-        else:
-            node = None if raw is None else _bounded(raw, where)
+    node = compose_yaml(text, where, CatalogError)
     if node is None:
         return None, {}
     lines: dict[str, int] = {}
@@ -102,45 +87,6 @@ def _read(text: str, where: str) -> tuple[Any, dict[str, int]]:
     if units is not None and isinstance(units.value, dict):
         lines = {str(key): child.key_line for key, child in units.value.items()}
     return plain(node), lines
-
-
-def _bounded(raw: yaml.Node, where: str) -> YamlNode:
-    """``compose_yaml``'s checks on a composed graph (tags, scalar keys, aliases within the budget)."""
-    from promptgrid.variants import _yaml as bounds
-
-    expanded = bounds._check(raw, where, CatalogError, {}, set())
-    if expanded - bounds._count_distinct(raw) > MAX_ALIAS_NODES:
-        raise CatalogError(f"{where}: aliases (*name) would expand the file to {expanded:,} values "
-                           f"(at most {MAX_ALIAS_NODES:,} more than written). Write the values out or use fewer "
-                           "aliases.")
-    loader = yaml.SafeLoader("")
-    try:
-        return _wrap(raw, where, loader)
-    finally:
-        loader.dispose()
-
-
-def _wrap(node: yaml.Node, where: str, loader: yaml.SafeLoader) -> YamlNode:
-    """``promptgrid.variants._yaml``'s wrapping (values with their lines; a key given twice is an error), its
-    scalars built by one loader (a loader per scalar took 0.17 s of the shipped catalogs' 0.22 s)."""
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, YamlNode] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in out:
-                raise CatalogError(f"{where}:{key_node.start_mark.line + 1}: key {key!r} appears twice.")
-            out[key] = _wrap(value_node, where, loader)
-            out[key].key_line = key_node.start_mark.line + 1
-        return YamlNode(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return YamlNode([_wrap(n, where, loader) for n in node.value], line)
-    try:
-        return YamlNode(loader.construct_object(node, deep=True), line)
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date like 2024-13-45, an int past 4300 digits
-        problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise CatalogError(f"{where}:{line}: cannot read value {node.value[:40]!r}: {problem}. "
-                           "Quote the value.") from None
 
 
 def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | None = None,
