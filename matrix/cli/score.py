@@ -91,11 +91,14 @@ def cmd_score_file(args: argparse.Namespace) -> int:
         inputs.append(Path(args.dataset.removeprefix("jsonl:").strip()).expanduser())
     if args.output:
         check_output(args.output, inputs=inputs)  # before any work
-    if args.dataset.startswith("bfcl:multi_turn_"):
+    from promptgrid.matrix.conversations import is_conversation_dataset
+
+    if is_conversation_dataset(args.dataset):  # BFCL's multi-turn categories, mini-mt, a jsonl: of conversations
         return _score_conversations(args, path if not from_stdin else None, inputs)
     if getattr(args, "strict_arguments", False):
-        return _bad_argument("--strict-arguments applies to multi-turn datasets (bfcl:multi_turn_*) only; "
-                             f"{args.dataset} is scored by comparing calls with its possible answers.")
+        return _bad_argument("--strict-arguments applies to conversation datasets (bfcl:multi_turn_*, mini-mt, "
+                             f"a jsonl: file of conversations) only; {args.dataset} is scored by comparing calls "
+                             "with its possible answers.")
     dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
     cases = {c.id: c for c in dataset.cases}
     variants = variant_index(args.grid)

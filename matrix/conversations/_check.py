@@ -311,7 +311,7 @@ def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env
     with ExitStack() as stack:
         env = _open(stack, make_env, conversation, strict_arguments)
         for index, turn in enumerate(conversation.ground_truth):
-            outcomes = env.run(list(turn)) if turn else []
+            outcomes = _run(env, list(turn), then_state=True) if turn else []
             outputs.append(tuple(outcome.output for outcome in outcomes))
             states.append(env.state() if turn else None)
             refused += [f"{index}: {_show(outcome.call)}: {outcome.refused}" for outcome in outcomes
@@ -384,8 +384,12 @@ def _score(conversation: Conversation, model_turns: Sequence[Sequence[Step]], *,
         env = _open(stack, make_env, conversation, strict_arguments)
         for index, steps in enumerate(model_turns):
             try:
-                outcomes = [outcome for step in steps if _calls_of(step)
-                            for outcome in env.run(list(_calls_of(step)))]
+                with_calls = [list(_calls_of(step)) for step in steps if _calls_of(step)]
+                # The state check after the turn's last step is known now: its state comes with that step's calls.
+                checks_state = bool(expected[index]) and bool(with_calls) and \
+                    (step_limit is None or len(with_calls) <= step_limit)
+                outcomes = [outcome for number, calls in enumerate(with_calls)
+                            for outcome in _run(env, calls, then_state=checks_state and number == len(with_calls) - 1)]
                 disputed = disputed or any(getattr(outcome, "argument_problem", None) for outcome in outcomes)
                 model_outputs.extend(outcome.output for outcome in outcomes)
                 verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]),
@@ -408,6 +412,14 @@ def _open(stack: ExitStack, make_env: Callable[..., _Env], conversation: Convers
                    long_context=conversation.long_context, **extra)
     stack.callback(env.close)
     return env
+
+
+def _run(env: _Env, calls: list[ToolCall], *, then_state: bool) -> Sequence[CallOutcome]:
+    """``env.run(calls)``; an ``Environment`` is asked for its state in the same exchange when ``then_state`` (the
+    state check that follows: one exchange with the worker per turn). A caller's ``make_env`` need not know it."""
+    if isinstance(env, Environment):
+        return env.run(calls, then_state=then_state)
+    return env.run(calls)
 
 
 def _calls_of(step: Step) -> Sequence[ToolCall]:

@@ -108,7 +108,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import DatasetError, MissingDependencyError, PromptgridError, RunError, closest
-from promptgrid.templates import BFCL_INSTALL_HINT, BfclSource, find_bfcl
+from promptgrid.templates import BFCL_DATA_ENV, BFCL_INSTALL_HINT, BfclSource, find_bfcl
 
 from ..datasets._bfcl import _PYTHON_HINT, _read_jsonl
 from ..scoring.parse._pyast import POSITIONAL
@@ -277,8 +277,18 @@ class EnvironmentUsage:
 
 # --------------------------------------------------------------------------- function docs
 
+_BFCL_SOURCES: dict[tuple[Any, ...], BfclSource] = {}
+
+
 def _bfcl(bfcl_data: str | os.PathLike[str] | None) -> BfclSource:
+    # Found once per (argument, $PROMPTGRID_BFCL_DATA): every environment of a run asks (1,000 for a score-file).
+    key = (None if bfcl_data is None else os.fspath(bfcl_data), os.environ.get(BFCL_DATA_ENV))
+    found = _BFCL_SOURCES.get(key)
+    if found is not None:
+        return found
     source = find_bfcl(bfcl_data, error=DatasetError)
+    if source is not None:
+        _BFCL_SOURCES[key] = source
     if source is None:
         raise DatasetError(f"BFCL's multi-turn function docs are read from bfcl-eval, and no bfcl-eval was found. "
                            f"{BFCL_INSTALL_HINT}.")
@@ -354,8 +364,19 @@ def _functions(source: BfclSource, classes: Sequence[str], missing: Iterable[str
 
 # --------------------------------------------------------------------------- method signatures
 
-@lru_cache(maxsize=len(ENVIRONMENT_CLASSES))
+_SIGNATURES_LOCK = threading.Lock()
+
+
 def _class_signatures(name: str) -> Mapping[str, tuple[str, ...] | None]:
+    """``_read_class_signatures`` for one thread at a time: CPython 3.11's ``ast.parse`` run in several threads at
+    once can fail (``SystemError: AST constructor recursion depth mismatch``), as episodes' first environments
+    do when they start together."""
+    with _SIGNATURES_LOCK:
+        return _read_class_signatures(name)
+
+
+@lru_cache(maxsize=len(ENVIRONMENT_CLASSES))
+def _read_class_signatures(name: str) -> Mapping[str, tuple[str, ...] | None]:
     """Per method of class ``name``, its parameters that a positional argument can fill, in order (``self`` left
     out); ``None`` for a method whose signature has other kinds (``*args``, keyword-only, positional-only), which
     no BFCL class has. Read with ``ast`` from the installed bfcl-eval module's source: nothing is imported here."""
@@ -590,6 +611,9 @@ def _worker_environment() -> dict[str, str]:
 _FORK_SERVER = sys.platform != "win32" and hasattr(os, "fork") and hasattr(socket, "send_fds") and \
     hasattr(socket, "AF_UNIX")
 """Whether workers are forked from a fork server (Linux, macOS); if not, each is a fresh interpreter."""
+_RESET = protocol.encode(("reset",))
+_MAX_IDLE_WORKERS = 16
+"""Workers kept between environments per fork server (a study's concurrency is rarely higher; more are ended)."""
 _SERVER_TIMEOUT_S = 30.0
 """How long an answer of the fork server may take (a fork takes milliseconds) before it is taken for dead."""
 
@@ -641,6 +665,8 @@ class _Forked(_Process):
         self.to_worker = to_worker
         self.from_worker = from_worker
         self._open = True
+        self.reset_pending = False
+        """A ``reset`` was sent when the worker went back to the pool: its answer comes before the next ``init``'s."""
 
     def _close_pipes(self) -> bool:
         if not self._open:
@@ -685,6 +711,8 @@ class _ForkServer:
         self.lock = threading.Lock()
         self.pending: list[int] = []
         self.broken = False
+        self.idle: dict[int, list[_Forked]] = {}
+        """Workers that ended an environment with ``reset``, by their memory bound, for the next environment."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
@@ -761,6 +789,28 @@ class _ForkServer:
             raise OSError(-pid, f"the fork server could not fork: {os.strerror(-pid)}")
         return _Forked(self, pid, to_write, from_read), first[sent:]
 
+    def take(self, memory_limit_bytes: int) -> _Forked | None:
+        """An idle worker with this memory bound (its ``reset`` answer still to read), or None."""
+        with self.lock:
+            workers = self.idle.get(memory_limit_bytes)
+            if not workers or not self.usable():
+                return None
+            try:
+                self._reap_pending()  # forgotten environments' workers, as a fork would
+            except OSError:
+                return None
+            return workers.pop()
+
+    def give_back(self, worker: _Forked, memory_limit_bytes: int) -> None:
+        """Keep a worker that was sent ``reset`` for the next environment (at most ``_MAX_IDLE_WORKERS``)."""
+        with self.lock:
+            workers = self.idle.setdefault(memory_limit_bytes, [])
+            if self.usable() and sum(len(w) for w in self.idle.values()) < _MAX_IDLE_WORKERS:
+                worker.reset_pending = True
+                workers.append(worker)
+                return
+        worker.end()
+
     def end(self, pid: int) -> None:
         try:
             with self.lock:
@@ -822,9 +872,21 @@ def _close_fork_servers() -> None:
         server.close()
 
 
-def _new_process(first: bytes) -> tuple[_Process, bytes]:
-    """A new worker, forked where a fork server can run, else spawned, and the part of the ``first`` message
-    (``protocol.encode``-d) it has not been sent yet; raises ``RunError`` when no worker can start."""
+def _new_process(first: bytes, memory_limit_bytes: int, reuse: bool = True) -> tuple[_Process, bytes]:
+    """A worker, and the part of the ``first`` message (``protocol.encode``-d) it has not been sent yet: one that
+    ended an environment and put its state back (``reuse``; its ``reset_pending`` answer is read first), else one
+    forked where a fork server can run, else spawned. Raises ``RunError`` when no worker can start."""
+    if reuse and _FORK_SERVER and sys.executable:
+        sys_path = [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)]
+        with _SERVERS_LOCK:
+            server = _SERVERS.get((sys.executable, tuple(sorted(_worker_environment().items())), tuple(sys_path)))
+        idle = server.take(memory_limit_bytes) if server is not None else None
+        if idle is not None:
+            try:
+                protocol.write_all(idle.to_worker, first)
+                return idle, b""
+            except OSError:  # it ended (its reset failed): a fresh one below
+                idle.end()
     if not sys.executable:
         raise RunError("the environment needs a Python interpreter to start its worker, and sys.executable "
                        "is empty in this process.")
@@ -903,6 +965,8 @@ class Environment:
         self._process: _Process | None = None
         self._selector: selectors.BaseSelector | None = None
         self._closed = False
+        self._in_sync = False  # the worker has answered every request sent (it may go back to the pool)
+        self._prefetched: Any = None  # the reply to a state request sent with the last step (run(then_state=))
         self.classes = tuple(_check_classes(classes))
         if not isinstance(initial_config, Mapping):
             raise DatasetError(f"initial_config must be an object (class -> state), not {type(initial_config)}.")
@@ -931,7 +995,8 @@ class Environment:
         self.max_state_values = int(max_state_values)
         self.max_state_depth = int(max_state_depth)
         self.max_state_chars = int(max_state_chars)
-        self._initial_config = copy.deepcopy(dict(initial_config))
+        self._initial_config = dict(initial_config)  # copied by the first start's message (below), which restarts reuse
+        self._init_message: bytes | None = None
         source = _bfcl(bfcl_data)
         self._doc_names = {name: [doc["name"] for doc in _class_docs(source, name)] for name in self.classes}
         self._parameters: dict[str, Mapping[str, Any]] = {}
@@ -967,14 +1032,22 @@ class Environment:
         """The names of the functions this environment runs (documented public methods of its classes)."""
         return tuple(self._methods)
 
-    def run(self, calls: Sequence[ToolCall]) -> list[CallOutcome]:
+    def run(self, calls: Sequence[ToolCall], *, then_state: bool = False) -> list[CallOutcome]:
         """Run one step's calls in order; one ``CallOutcome`` per call, in the same order (see the module
         docstring for what is refused and why). The calls past ``max_calls_per_step``, past
         ``max_step_argument_bytes`` of arguments or after the step's ``step_time_limit_s`` are refused unrun.
         Raises ``EnvironmentFailure`` when the episode's ``episode_time_limit_s`` is spent, a replay after a
-        restart gives another result, or the worker cannot be started again."""
+        restart gives another result, or the worker cannot be started again.
+
+        The step's calls go to the worker together and their results come back in order, each under the bounds
+        it would have had alone: call *k*'s time starts when call *k-1*'s result arrives. Where one hits a bound
+        (the worker is stopped) the calls after it go one at a time to the restarted worker, and where the step's
+        time runs out between two results the worker is stopped and restarted, so no call runs that would not
+        have been sent. ``then_state=True`` asks for the state in the same exchange, for a ``state()`` that
+        follows this step (the usual case: the state check after a turn's last step)."""
         if self._closed:
             raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
+        self._prefetched = None
         began = time.monotonic()
         left = self.episode_time_limit_s - self._episode_seconds
         if left <= 0:
@@ -982,26 +1055,100 @@ class Environment:
         self._step = _Step(began + self.step_time_limit_s, began + left, self.max_step_argument_bytes)
         try:
             self._ensure_open()
-            outcomes = []
-            for index, call in enumerate(calls):
-                if index >= self.max_calls_per_step:
-                    outcomes.append(_refused(call, Refusal.TOO_MANY_CALLS,
-                                             f"more than {self.max_calls_per_step} calls in one step; this one was "
-                                             "not run"))
-                    continue
-                now = time.monotonic()
-                if now >= self._step.episode_deadline:
-                    raise self._episode_spent()
-                if now >= self._step.deadline:
-                    outcomes.append(_refused(call, Refusal.STEP_TIME_LIMIT,
-                                             f"the step's environment time ({self.step_time_limit_s:g} s) is spent; "
-                                             "this call was not run"))
-                    continue
-                outcomes.append(self._run_one(call))
-            return outcomes
+            return self._run_step(list(calls), then_state)
         finally:
             self._step = None
             self._episode_seconds += time.monotonic() - began
+
+    def _run_step(self, calls: list[Any], then_state: bool) -> list[CallOutcome]:
+        step = self._step
+        assert step is not None
+        outcomes: list[CallOutcome | None] = [None] * len(calls)
+        planned: list[tuple[int, _Planned]] = []
+        for index, call in enumerate(calls):
+            if index >= self.max_calls_per_step:
+                outcomes[index] = _refused(call, Refusal.TOO_MANY_CALLS, f"more than {self.max_calls_per_step} "
+                                           "calls in one step; this one was not run")
+                continue
+            plan = self._plan(call)
+            if isinstance(plan, CallOutcome):
+                outcomes[index] = plan
+            else:
+                planned.append((index, plan))
+        if planned and self._process is not None:
+            state = protocol.encode(("state",)) if then_state else b""
+            sent = time.monotonic()
+            try:
+                protocol.write_all(self._process.to_worker, b"".join(plan.message for _i, plan in planned) + state)
+            except OSError:
+                self._in_sync = False
+                planned_left = planned  # the worker is gone: each call below meets it as one would alone
+            else:
+                planned_left, clean = self._pipelined(planned, outcomes, sent)
+                if clean and then_state:
+                    self._prefetch_state()
+            for index, plan in planned_left:  # one at a time, as alone, on the restarted worker
+                outcomes[index] = self._send_one(plan, outcomes, index)
+        elif planned:
+            for index, plan in planned:
+                outcomes[index] = self._send_one(plan, outcomes, index)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _pipelined(self, planned: list[tuple[int, _Planned]], outcomes: list[CallOutcome | None],
+                   started: float) -> tuple[list[tuple[int, _Planned]], bool]:
+        """Read the results of calls sent together; returns the calls still to run one at a time (the worker was
+        stopped before their turn), and whether the same worker answered every call (then a request sent after
+        them is answered next)."""
+        step = self._step
+        assert step is not None
+        process = self._process
+        for position, (index, plan) in enumerate(planned):
+            if started >= step.episode_deadline:
+                self._note_peak_of_busy_worker()
+                self._kill()
+                raise self._episode_spent()
+            if started >= step.deadline:
+                # Alone, this call would not have been sent: the worker, which may be running it, is stopped and
+                # rebuilt by replay on next use; this call and the ones after it are refused unrun.
+                self._kill()
+                for later, rest in planned[position:]:
+                    outcomes[later] = _refused(rest.call, Refusal.STEP_TIME_LIMIT,
+                                               f"the step's environment time ({self.step_time_limit_s:g} s) is "
+                                               "spent; this call was not run")
+                return [], False
+            outcomes[index] = self._finish(plan, started)
+            if self._process is not process or not self._in_sync:  # a bound was hit: the rest one at a time
+                return planned[position + 1:], False
+            started = time.monotonic()
+        return [], True
+
+    def _send_one(self, plan: _Planned, outcomes: list[CallOutcome | None], index: int) -> CallOutcome:
+        """One planned call sent alone (the deadlines checked first, as for any call)."""
+        step = self._step
+        assert step is not None
+        now = time.monotonic()
+        if now >= step.episode_deadline:
+            raise self._episode_spent()
+        if now >= step.deadline:
+            return _refused(plan.call, Refusal.STEP_TIME_LIMIT, f"the step's environment time "
+                                                                f"({self.step_time_limit_s:g} s) is spent; this "
+                                                                "call was not run")
+        self._ensure_open()
+        assert self._process is not None
+        try:
+            protocol.write_all(self._process.to_worker, plan.message)
+        except OSError:
+            self._in_sync = False
+        return self._finish(plan, now)
+
+    def _prefetch_state(self) -> None:
+        """The reply to the ``state`` request sent after the step's calls, kept for ``state()``. A worker that
+        could not build it is stopped now (the next use restarts it and replays its calls)."""
+        reply = self._reply(time.monotonic() + max(_STATE_TIMEOUT_S, self.time_limit_s))
+        if isinstance(reply, tuple) and reply[0] in ("state", protocol.STATE_TOO_LARGE):
+            self._prefetched = reply
+        else:
+            self._kill()
 
     def _episode_spent(self) -> EnvironmentFailure:
         return EnvironmentFailure(f"the episode's environment time ({self.episode_time_limit_s:g} s, "
@@ -1018,8 +1165,10 @@ class Environment:
         turned into data; past one it raises ``EnvironmentFailure`` (``state_too_large``) at once, having built at
         most that much. Also ``EnvironmentFailure`` when the worker runs out of memory building the state
         (``out_of_memory``) or does not answer (``worker_failed``)."""
-        self._ensure_open()
-        reply = self._request(("state",), time.monotonic() + max(_STATE_TIMEOUT_S, self.time_limit_s))
+        reply, self._prefetched = self._prefetched, None
+        if reply is None:
+            self._ensure_open()
+            reply = self._request(("state",), time.monotonic() + max(_STATE_TIMEOUT_S, self.time_limit_s))
         if isinstance(reply, tuple) and reply[0] == "state":
             return reply[1]
         where = f"the environment of {', '.join(self.classes)}"
@@ -1049,6 +1198,21 @@ class Environment:
         if self._closed:
             return
         self._closed = True
+        process = self._process
+        if isinstance(process, _Forked) and self._in_sync:
+            # Back to its fork server's pool: it puts its pristine state back while this process goes on, and
+            # the next environment reads its answer to the reset first (``_start``).
+            self._process = None
+            if self._selector is not None:
+                self._selector.close()
+                self._selector = None
+            try:
+                protocol.write_all(process.to_worker, _RESET)
+            except OSError:
+                process.end()
+                return
+            process.server.give_back(process, self.memory_limit_mb * 1024 * 1024)
+            return
         self._kill()
 
     def __del__(self) -> None:  # a forgotten close must not leave a process behind
@@ -1061,7 +1225,8 @@ class Environment:
 
     # ----------------------------------------------------------------- one call
 
-    def _run_one(self, call: Any) -> CallOutcome:
+    def _plan(self, call: Any) -> CallOutcome | _Planned:
+        """A call made ready to send (its message encoded, the step's argument bytes counted), or its refusal."""
         name = getattr(call, "name", None)
         arguments = getattr(call, "arguments", None)
         if not isinstance(name, str) or not name:
@@ -1086,10 +1251,16 @@ class Environment:
                                 f"the calls of this step carry more than {self.max_step_argument_bytes} bytes of "
                                 "arguments with this one; it was not run")
             step.bytes_left -= len(message)
-        started = time.monotonic()
+        return _Planned(call, name, given, argument_problem, message)
+
+    def _finish(self, plan: _Planned, started: float) -> CallOutcome:
+        """The outcome of a call sent at ``started`` (or whose turn in the worker began then): its reply read
+        within the call's bounds; past one, the worker is stopped and restarted, the call refused."""
+        call, name, given, argument_problem = plan.call, plan.name, plan.given, plan.argument_problem
+        step = self._step
         bound = started + self.time_limit_s
         deadline = min(bound, step.deadline, step.episode_deadline) if step is not None else bound
-        reply = self._request(message, deadline)
+        reply = self._reply(deadline)
         seconds = time.monotonic() - started
         if isinstance(reply, tuple) and reply[0] == protocol.OK and len(reply) == 3:
             _kind, ok, output = reply
@@ -1144,35 +1315,52 @@ class Environment:
 
     # ----------------------------------------------------------------- the process
 
-    def _start(self) -> None:
+    def _start(self, reuse: bool = True) -> None:
         if not _bfcl_installed():
             raise MissingDependencyError("BFCL's multi-turn environments", "pip install --no-deps bfcl-eval")
         started = time.monotonic()
-        init = {
-            "sys_path": [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)],
-            "classes": list(self.classes),
-            "modules": {name: f"{_BACKEND}.{ENVIRONMENT_CLASSES[name][0]}" for name in self.classes},
-            "stateless": sorted(_STATELESS),
-            "initial_config": self._initial_config,
-            "long_context": self.long_context,
-            "doc_names": self._doc_names,
-            "memory_limit_bytes": self.memory_limit_mb * 1024 * 1024,
-            "time_limit_s": self.time_limit_s,
-            "max_output_chars": self.max_output_chars,
-            "ascii_results": self.ascii_results,
-            "state_bounds": (self.max_state_values, self.max_state_depth, self.max_state_chars),
-        }
-        self._process, unsent = _new_process(protocol.encode(init))
+        if self._init_message is None:
+            # Encoded once: the pickle is this environment's own copy of the initial state (a caller's later change
+            # to its dict changes nothing here), and every restart sends the same bytes.
+            self._init_message = protocol.encode({
+                "sys_path": [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)],
+                "classes": list(self.classes),
+                "modules": {name: f"{_BACKEND}.{ENVIRONMENT_CLASSES[name][0]}" for name in self.classes},
+                "stateless": sorted(_STATELESS),
+                "initial_config": self._initial_config,
+                "long_context": self.long_context,
+                "doc_names": self._doc_names,
+                "memory_limit_bytes": self.memory_limit_mb * 1024 * 1024,
+                "time_limit_s": self.time_limit_s,
+                "max_output_chars": self.max_output_chars,
+                "ascii_results": self.ascii_results,
+                "state_bounds": (self.max_state_values, self.max_state_depth, self.max_state_chars),
+            })
+            self._initial_config = {}  # not needed again: the message holds it
+        memory = self.memory_limit_mb * 1024 * 1024
+        self._process, unsent = _new_process(self._init_message, memory, reuse=reuse)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._process.from_worker, selectors.EVENT_READ)
+        reused = getattr(self._process, "reset_pending", False)
+        if reused:  # its answer to the reset comes first; any other answer: it ended, and a fresh one starts
+            self._process.reset_pending = False  # type: ignore[attr-defined]
+            if self._reply(started + _START_TIMEOUT_S) != ("reset", True):
+                self._kill()
+                self._start(reuse=False)
+                return
         self._starts += 1
         reply = self._request(unsent, started + _START_TIMEOUT_S)
         self._start_seconds += time.monotonic() - started
         if isinstance(reply, tuple) and reply[0] == protocol.READY:
             self._methods = dict(reply[1])
             self._bounds = dict(reply[2])
+            self._in_sync = True
             return
         self._kill()
+        if reused:  # a worker that could not take this init after all: a fresh one says what is wrong
+            self._starts -= 1
+            self._start(reuse=False)
+            return
         if isinstance(reply, tuple) and reply[0] == protocol.ERROR and len(reply) == 5:
             _kind, error, message, module, phase = reply
             if phase == "load":
@@ -1223,7 +1411,19 @@ class Environment:
             protocol.write_all(self._process.to_worker,
                                message if isinstance(message, bytes) else protocol.encode(message))
         except OSError:  # BrokenPipeError: the worker is gone
+            self._in_sync = False
             return _ENDED
+        return self._reply(deadline)
+
+    def _reply(self, deadline: float) -> Any:
+        """The worker's next reply, ``_TIMEOUT`` or ``_ENDED``; after either of those the worker is out of step
+        (a reply may still come) and is never reused."""
+        reply = self._read_reply(deadline)
+        if reply is _TIMEOUT or reply is _ENDED:
+            self._in_sync = False
+        return reply
+
+    def _read_reply(self, deadline: float) -> Any:
         header = self._receive(protocol.HEADER.size, deadline)
         if not isinstance(header, bytes):
             return header
@@ -1294,6 +1494,18 @@ class Environment:
             raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
         if self._process is None:
             self._restart()
+
+
+@dataclass
+class _Planned:
+    """A call ready to send: the call (positional arguments bound), its name, a copy of its keyword arguments,
+    what the strict rule finds wrong with them, and its encoded ``call`` message."""
+
+    call: Any
+    name: str
+    given: dict[str, Any]
+    argument_problem: str | None
+    message: bytes
 
 
 @dataclass

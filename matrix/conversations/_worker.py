@@ -73,6 +73,7 @@ import promptgrid: it runs in a fresh interpreter before ``sys.path`` is set.
 from __future__ import annotations
 
 import copy
+import decimal
 import gc
 import importlib
 import importlib.machinery
@@ -80,11 +81,15 @@ import inspect
 import json
 import os
 import pickle
+import random
 import select
 import signal
 import socket
 import struct
 import sys
+import threading
+import types
+import warnings
 from typing import Any
 
 try:  # POSIX only; Environment needs it, importing this module must not
@@ -446,35 +451,80 @@ _PREPARED_GUARD: list[Guard] = []
 """The fork server's ``Guard`` for its ``sys.path``, built once for the workers it forks."""
 
 
-def serve(proto_in: int, proto_out: int) -> None:
-    """Read ``init`` from ``proto_in``, set the worker up, then answer requests until ``exit`` or end of input."""
-    init = read_message(proto_in)
-    if not isinstance(init, dict):
-        return
-    if sys.path != init["sys_path"]:  # a forked worker has the server's, which is the same
-        sys.path[:] = list(init["sys_path"])
-    sys.setrecursionlimit(max(1000, 3 * int(init["state_bounds"][1]) + 200))
-    phase = "import"
-    try:
-        classes = Worker.import_classes(init)
-        limits = bound_self(init["memory_limit_bytes"])
-        phase = "load"
-        worker = Worker(init, classes, limits)
-    except MemoryError:
-        write_message(proto_out, (MEMORY, "the initial state does not fit in the memory bound"))
-        return
-    except BaseException as exc:  # an import or scenario error: reported, then the worker ends
-        write_message(proto_out, (ERROR, type(exc).__name__, describe_exception(exc),
-                                  getattr(exc, "name", None) if phase == "import" else None, phase))
-        return
-    status = _open_status()  # before the guard, which refuses opens: read again by offset for every "usage"
-    guard = _PREPARED_GUARD[0] if _PREPARED_GUARD and _PREPARED_GUARD[0].entries == sys.path else Guard(sys.path)
-    sys.addaudithook(guard)
-    write_message(proto_out, (READY, dict(worker.methods), worker.limits))
+def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
+    """Read ``init`` from ``proto_in``, set the worker up, then answer requests until ``exit`` or end of input.
+
+    ``reusable`` (a forked worker on Linux): a ``reset`` request ends the environment instead; the worker puts
+    its pristine state back (``Pristine``), answers ``("reset", True)`` and reads the next ``init``, or answers
+    ``("reset", False, why)`` and ends when it cannot show that it did."""
+    pristine: Pristine | None = None
+    limits: dict[str, bool] | None = None
+    memory_limit = None
+    status = clear_refs = None
+    guarded = False
+    while True:
+        init = read_message(proto_in)
+        if not isinstance(init, dict):
+            return
+        if sys.path != init["sys_path"]:  # a forked worker has the server's, which is the same
+            sys.path[:] = list(init["sys_path"])
+        sys.setrecursionlimit(max(1000, 3 * int(init["state_bounds"][1]) + 200))
+        phase = "import"
+        try:
+            classes = Worker.import_classes(init)
+            if limits is None:
+                memory_limit = init["memory_limit_bytes"]
+                limits = bound_self(memory_limit)
+            elif init["memory_limit_bytes"] != memory_limit:  # the parent pools workers by their bound
+                return
+            if reusable and pristine is None:
+                try:
+                    pristine = Pristine()
+                except Unrestorable:
+                    reusable = False
+            elif pristine is not None:
+                pristine.take_new_modules()
+            phase = "load"
+            worker: Worker | None = Worker(init, classes, limits)
+        except MemoryError:
+            write_message(proto_out, (MEMORY, "the initial state does not fit in the memory bound"))
+            return
+        except BaseException as exc:  # an import or scenario error: reported, then the worker ends
+            write_message(proto_out, (ERROR, type(exc).__name__, describe_exception(exc),
+                                      getattr(exc, "name", None) if phase == "import" else None, phase))
+            return
+        if not guarded:
+            status = _open_status()  # before the guard, which refuses opens: read again by offset for "usage"
+            clear_refs = _open_clear_refs() if reusable else None
+            guard = _PREPARED_GUARD[0] if _PREPARED_GUARD and _PREPARED_GUARD[0].entries == sys.path \
+                else Guard(sys.path)
+            sys.addaudithook(guard)
+            guarded = True
+        assert worker is not None
+        write_message(proto_out, (READY, dict(worker.methods), worker.limits))
+        ending = _answer(worker, proto_in, proto_out, status)
+        used = list(classes.values())
+        worker = None
+        if ending != "reset":
+            return
+        if pristine is None or clear_refs is None:
+            write_message(proto_out, ("reset", False, "this worker is not reusable"))
+            return
+        try:
+            pristine.restore(used)
+            os.write(clear_refs, b"5")  # the peak resident memory starts over (VmHWM), as in a fresh worker
+        except Exception as exc:  # noqa: BLE001 - Unrestorable, or a restore that failed: this worker ends
+            write_message(proto_out, ("reset", False, f"{type(exc).__name__}: {exc}"[:300]))
+            return
+        write_message(proto_out, ("reset", True))
+
+
+def _answer(worker: Worker, proto_in: int, proto_out: int, status: int | None) -> str:
+    """Answer one environment's requests; returns ``"exit"`` or ``"reset"`` (end of input counts as exit)."""
     while True:
         message = read_message(proto_in)
-        if message is None or message[0] == "exit":
-            return
+        if message is None or message[0] in ("exit", "reset"):
+            return "exit" if message is None else str(message[0])
         kind = message[0]
         out_of_memory = False
         try:
@@ -502,6 +552,283 @@ def serve(proto_in: int, proto_out: int) -> None:
                 write_message(proto_out, (MEMORY, "the call needed more memory than the bound"))
             finally:
                 os._exit(3)
+
+
+def _open_clear_refs() -> int | None:
+    """A descriptor on ``/proc/self/clear_refs`` (Linux), where writing ``5`` resets the peak resident memory; None
+    where there is none (then the worker is not reused: its peak could not start over)."""
+    try:
+        return os.open("/proc/self/clear_refs", os.O_WRONLY)
+    except OSError:
+        return None
+
+
+# --------------------------------------------------------------------------- reuse: the pristine state put back
+
+_ATOMS = frozenset({str, bytes, int, float, complex, bool, type(None), range, type(Ellipsis), type(NotImplemented)})
+_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type,
+                property, classmethod, staticmethod, types.MethodDescriptorType, types.WrapperDescriptorType,
+                types.GetSetDescriptorType, types.MemberDescriptorType)
+_CLASS_KEYS_SKIPPED = frozenset({"__dict__", "__weakref__", "_abc_impl"})
+"""Class attributes not compared: the instance-dict and weak-reference slots (fixed by the class), and ``abc``'s
+cache of subclass checks (it changes on ``isinstance`` and holds no state a method can see)."""
+REUSE_PREFIXES = ("bfcl_eval",)
+"""The modules whose state a reused worker snapshots and puts back: bfcl-eval's (the API classes and what they
+import from their package)."""
+
+
+class Unrestorable(Exception):
+    """The worker cannot show that it put its state back; it ends instead of serving another environment."""
+
+
+def _immutable(value: Any, depth: int = 0) -> bool:
+    kind = type(value)
+    if kind in _ATOMS:
+        return True
+    if kind in (tuple, frozenset) and depth < 16:
+        return all(_immutable(item, depth + 1) for item in value)
+    return False
+
+
+def _put_back(current: Any, fresh: Any) -> None:
+    """``current`` (the original object, still bound) given ``fresh``'s contents in place, so every other
+    reference to it (a name imported into another module, an alias in a default) sees the restored contents."""
+    kind = type(current)
+    if kind is not type(fresh):
+        raise Unrestorable(f"a {kind.__name__} came back as a {type(fresh).__name__}")
+    if kind in (list, bytearray):
+        current[:] = fresh
+    elif kind in (dict, set):
+        current.clear()
+        current.update(fresh)
+    elif hasattr(current, "__dict__") and not hasattr(kind, "__slots__"):
+        vars(current).clear()
+        vars(current).update(vars(fresh))
+    else:
+        raise Unrestorable(f"a {kind.__name__} cannot be restored in place")
+
+
+class _Namespace:
+    """One namespace (a module's globals, a class's attributes, a function's defaults) as it was: every binding by
+    identity, and the contents of its mutable values as one pickle (so values that share objects still share them
+    after a restore)."""
+
+    def __init__(self, label: str, bindings: dict[str, Any], skipped: frozenset[str] = frozenset()) -> None:
+        self.label = label
+        self.skipped = skipped
+        self.bindings = {key: value for key, value in bindings.items() if key not in skipped}
+        self.data_keys = [key for key, value in self.bindings.items()
+                          if not isinstance(value, _BY_IDENTITY) and not _immutable(value)]
+        try:
+            self.blob = pickle.dumps([self.bindings[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - any failure to pickle means: cannot be compared or restored
+            raise Unrestorable(f"{label} holds a value that cannot be copied ({type(exc).__name__})") from None
+
+    def changed(self, bindings: dict[str, Any]) -> bool:
+        current = {key: value for key, value in bindings.items() if key not in self.skipped}
+        if current.keys() != self.bindings.keys():
+            return True
+        if any(current[key] is not value for key, value in self.bindings.items()):
+            return True
+        try:
+            return pickle.dumps([current[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL) \
+                != self.blob
+        except Exception:  # noqa: BLE001 - a value that no longer pickles has changed
+            return True
+
+    def restore(self, set_item: Any, del_item: Any, bindings: dict[str, Any]) -> None:
+        for key in [key for key in bindings if key not in self.bindings and key not in self.skipped]:
+            del_item(key)
+        for key, value in self.bindings.items():
+            if bindings.get(key, _MISSING) is not value:
+                set_item(key, value)
+        for key, fresh in zip(self.data_keys, pickle.loads(self.blob), strict=True):
+            _put_back(self.bindings[key], fresh)
+
+
+_MISSING = object()
+
+
+class _Function:
+    """A function's mutable parts: its defaults (by identity, and their mutable values' contents), keyword-only
+    defaults, code and attributes."""
+
+    def __init__(self, label: str, function: types.FunctionType) -> None:
+        self.function = function
+        self.code = function.__code__
+        self.defaults = function.__defaults__
+        self.kwdefaults = function.__kwdefaults__
+        defaults = {str(index): value for index, value in enumerate(self.defaults or ())}
+        self.parts = _Namespace(label, {**defaults, **{f"kw:{key}": value
+                                                        for key, value in (self.kwdefaults or {}).items()}})
+        self.attributes = _Namespace(label + ".__dict__", dict(vars(function)))
+
+    def _bindings(self) -> dict[str, Any]:
+        defaults = {str(index): value for index, value in enumerate(self.function.__defaults__ or ())}
+        return {**defaults, **{f"kw:{key}": value for key, value in (self.function.__kwdefaults__ or {}).items()}}
+
+    def changed(self) -> bool:
+        function = self.function
+        return function.__code__ is not self.code or function.__defaults__ is not self.defaults \
+            or function.__kwdefaults__ is not self.kwdefaults or self.parts.changed(self._bindings()) \
+            or self.attributes.changed(dict(vars(function)))
+
+    def restore(self) -> None:
+        function = self.function
+        function.__code__ = self.code
+        function.__defaults__ = self.defaults
+        function.__kwdefaults__ = self.kwdefaults
+        if self.kwdefaults is not None:  # the same dict object: its entries put back in place below
+            self.kwdefaults.clear()
+            self.kwdefaults.update({key[3:]: value for key, value in self.parts.bindings.items()
+                                    if key.startswith("kw:")})
+        for key, fresh in zip(self.parts.data_keys, pickle.loads(self.parts.blob), strict=True):
+            _put_back(self.parts.bindings[key], fresh)
+        attributes = vars(function)
+        self.attributes.restore(attributes.__setitem__, attributes.__delitem__, dict(attributes))
+
+
+class _Module:
+    """A module's globals, the classes it defines (their attributes) and the functions it defines (module-level
+    and in those classes)."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        name = module.__name__
+        self.module = module
+        namespace = vars(module)
+        self.globals = _Namespace(name, dict(namespace), frozenset({"__builtins__"}))
+        self.classes: list[tuple[type, _Namespace]] = []
+        self.functions: list[_Function] = []
+        self.reaches = {_module_of(value) for value in namespace.values()} - {None, name}
+        """The other watched modules whose functions, classes or module object this one's globals hold: code of
+        this module can change their state, so they are checked with it."""
+        for key, value in list(namespace.items()):
+            if isinstance(value, types.FunctionType) and value.__module__ == name:
+                self.functions.append(_Function(f"{name}.{key}", value))
+            elif isinstance(value, type) and value.__module__ == name:
+                attributes = dict(vars(value))
+                self.classes.append((value, _Namespace(f"{name}.{key}", attributes, _CLASS_KEYS_SKIPPED)))
+                for attribute, member in attributes.items():
+                    for function in _functions_of(member):
+                        self.functions.append(_Function(f"{name}.{key}.{attribute}", function))
+
+    def restore_if_changed(self) -> bool:
+        """Put back whatever changed; says whether anything had."""
+        changed = False
+        namespace = vars(self.module)
+        if self.globals.changed(namespace):
+            self.globals.restore(namespace.__setitem__, namespace.__delitem__, dict(namespace))
+            changed = True
+        for cls, attributes in self.classes:
+            current = dict(vars(cls))
+            if attributes.changed(current):
+                attributes.restore(lambda key, value, cls=cls: setattr(cls, key, value),
+                                   lambda key, cls=cls: delattr(cls, key), current)
+                changed = True
+        for function in self.functions:
+            if function.changed():
+                function.restore()
+                changed = True
+        return changed
+
+
+def _module_of(value: Any) -> str | None:
+    name = value.__name__ if isinstance(value, types.ModuleType) else \
+        getattr(value, "__module__", None) if isinstance(value, (types.FunctionType, type)) else None
+    return name if isinstance(name, str) and name.startswith(REUSE_PREFIXES) else None
+
+
+def _functions_of(member: Any) -> list[types.FunctionType]:
+    if isinstance(member, (staticmethod, classmethod)):
+        member = member.__func__
+    if isinstance(member, property):
+        return [f for f in (member.fget, member.fset, member.fdel) if isinstance(f, types.FunctionType)]
+    return [member] if isinstance(member, types.FunctionType) else []
+
+
+class Pristine:
+    """The state of this (forked) worker before its first environment, put back after each one so that the next
+    environment starts as a fresh fork would.
+
+    Taken when the first ``init`` has imported the classes and before any instance exists: every module under
+    ``REUSE_PREFIXES`` (globals, class attributes, functions' defaults, code and attributes; a module imported by
+    a later ``init`` is taken when it is imported, before its classes run), the global ``random`` generator,
+    ``decimal``'s context, ``mpmath``'s precision, ``warnings``' filters, the signal handlers, the modules loaded,
+    the threads and the working directory. ``restore`` puts back the first five and checks the rest; where
+    something cannot be put back or checked (a value that cannot be copied, a module imported while a method
+    ran, a thread left running, a handler or directory changed) it raises ``Unrestorable`` and the worker ends.
+    """
+
+    def __init__(self) -> None:
+        self.modules: dict[str, _Module] = {}
+        self.take_new_modules()
+        self.random_state = random.getstate()
+        self.decimal_context = decimal.getcontext().copy()
+        self.warning_filters = list(warnings.filters)
+        self.signals = {number: signal.getsignal(number) for number in _WATCHED_SIGNALS}
+        self.cwd = os.getcwd()
+        self.threads = threading.active_count()
+        self.mpmath = self._mpmath()
+
+    @staticmethod
+    def _mpmath() -> tuple[int, bool] | None:
+        mpmath = sys.modules.get("mpmath")
+        context = getattr(mpmath, "mp", None)
+        return None if context is None else (context.prec, context.pretty)
+
+    def take_new_modules(self) -> None:
+        """Snapshot the watched modules imported since the last call (by an ``init``, before any method ran)."""
+        for name, module in list(sys.modules.items()):
+            if name not in self.modules and name.startswith(REUSE_PREFIXES) and isinstance(module, types.ModuleType):
+                self.modules[name] = _Module(module)
+        self.loaded = set(sys.modules)
+
+    def reach(self, classes: Any) -> list[_Module]:
+        """The watched modules code of ``classes`` can change: theirs (and their bases'), and every watched module
+        those hold a function, class or module object of, transitively."""
+        todo = [base.__module__ for cls in classes for base in cls.__mro__]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in self.modules:
+                continue
+            seen.add(name)
+            todo.extend(self.modules[name].reaches)
+        return [self.modules[name] for name in sorted(seen)]
+
+    def restore(self, classes: Any = None) -> int:
+        """Put the state back (see the class docstring) and say how many modules had changed. ``classes``: the
+        classes whose instances ran since the last restore (their ``reach``); None checks every watched module."""
+        new = set(sys.modules) - self.loaded
+        if new:
+            raise Unrestorable(f"module {sorted(new)[0]} was imported while an environment ran")
+        if threading.active_count() != self.threads:
+            raise Unrestorable("a thread is still running")
+        if {number: signal.getsignal(number) for number in _WATCHED_SIGNALS} != self.signals:
+            raise Unrestorable("a signal handler changed")
+        if os.getcwd() != self.cwd:
+            raise Unrestorable("the working directory changed")
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            raise Unrestorable("a trace or profile function is set")
+        modules = self.modules.values() if classes is None else self.reach(classes)
+        changed = sum(module.restore_if_changed() for module in modules)
+        if random.getstate() != self.random_state:
+            random.setstate(self.random_state)
+        decimal.setcontext(self.decimal_context.copy())
+        if list(warnings.filters) != self.warning_filters:
+            warnings.filters[:] = self.warning_filters  # type: ignore[index]  # the module's own list, in place
+            mutated = getattr(warnings, "_filters_mutated", None)  # as filterwarnings does: the C cache starts over
+            if mutated is not None:
+                mutated()
+        if self.mpmath is not None:
+            context = sys.modules["mpmath"].mp
+            context.prec, context.pretty = self.mpmath
+        return changed
+
+
+_WATCHED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGALRM", "SIGXFSZ", "SIGTERM", "SIGINT", "SIGPIPE",
+                                                            "SIGCHLD", "SIGHUP", "SIGUSR1", "SIGUSR2")
+                         if hasattr(signal, name))
 
 
 def _quiet_stdio() -> tuple[int, int]:
@@ -574,7 +901,7 @@ def _child(control: socket.socket, server: int, fds: list[int], prctl: Any) -> N
         _die_with_parent(prctl)
         if os.getppid() != server:  # the server ended between the fork and the line above
             os._exit(0)
-        serve(fds[0], fds[1])
+        serve(fds[0], fds[1], reusable=True)
     except BaseException:  # noqa: BLE001 - a worker's failure is seen by the parent as its pipe closing
         pass
     finally:

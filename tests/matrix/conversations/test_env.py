@@ -599,7 +599,7 @@ def test_a_worker_that_cannot_be_started_again_is_an_environment_failure(monkeyp
         process = env._process
         assert process is not None
 
-        def refuse(first: bytes) -> None:
+        def refuse(first: bytes, *args: object, **kwargs: object) -> None:
             raise RunError("no more processes")
 
         monkeypatch.setattr(env_module, "_new_process", refuse)
@@ -727,7 +727,37 @@ def test_ended_workers_are_reaped_and_forgotten_ones_too() -> None:
         children = _children(server)  # no zombie left: only workers of open environments
         assert env._process.pid in children and set(children) <= set(before) | {env._process.pid}
         pid = env._process.pid
-    assert _reaped(pid) and set(_children(server)) <= set(before)
+    # Closed, it waits in its server's pool for the next environment (it puts its state back first).
+    assert set(_children(server)) <= set(before) | {pid}
+    assert pid in [worker.pid for workers in _server().idle.values() for worker in workers]
+
+
+@needs_fork_server
+def test_a_closed_environment_s_worker_serves_the_next_one_from_its_pristine_state() -> None:
+    """The worker goes back to the pool and the next environment gets it, with the modules' state put back (the
+    default list TwitterAPI.post_tweet changed; the rest is tested on ``Pristine`` itself)."""
+    config = {"TwitterAPI": {"username": "alice", "password": "pw", "authenticated": True}}
+    with Environment(["TwitterAPI", "MathAPI"], config) as env:
+        assert env._process is not None
+        first = env._process.pid
+        env.run([call("post_tweet", content="first"), call("mention", tweet_id=0, mentioned_usernames=["bob"]),
+                 call("square_root", number=2, precision=5)])
+        assert env.state()["TwitterAPI"]["tweets"][0]["mentions"] == ["bob"]
+    with Environment(["TwitterAPI", "MathAPI"], config) as env:
+        assert env._process is not None and env._process.pid == first
+        assert env.usage().starts == 1
+        env.run([call("post_tweet", content="second")])
+        assert env.state()["TwitterAPI"]["tweets"][0]["mentions"] == []
+
+
+@needs_fork_server
+def test_a_worker_stopped_by_a_bound_is_not_reused() -> None:
+    with Environment(["GorillaFileSystem"], FILES, time_limit_s=0.2) as env:
+        assert env._process is not None
+        env._process.end()  # as when a bound stops it: the environment is no longer in step with it
+        env._in_sync = False
+        gone = env._process.pid
+    assert gone not in [worker.pid for workers in _server().idle.values() for worker in workers]
 
 
 @needs_fork_server
@@ -795,7 +825,11 @@ def test_close_ends_the_worker_and_the_environment_refuses_further_use() -> None
     assert process is not None and not _gone(process.pid, wait_s=0)
     env.close()
     env.close()
-    assert _reaped(process.pid)
+    assert env._process is None
+    # Ended, or (a forked worker) back in its server's pool for the next environment.
+    pooled = [worker for workers in getattr(getattr(process, "server", None), "idle", {}).values()
+              for worker in workers]
+    assert process in pooled or _reaped(process.pid)
     with pytest.raises(RunError, match="closed"):
         env.run([call("pwd")])
 

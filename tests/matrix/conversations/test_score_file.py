@@ -116,7 +116,7 @@ def test_strict_arguments_is_refused_for_a_single_turn_dataset(tmp_path: Path,
     path = tmp_path / "lines.jsonl"
     path.write_text('{"variant_id": "x", "case_id": "y", "response": "[]"}\n')
     assert main(["score-file", str(path), "--dataset", "mini", "--strict-arguments"]) == 2
-    assert "--strict-arguments applies to multi-turn datasets" in capsys.readouterr().err
+    assert "--strict-arguments applies to conversation datasets" in capsys.readouterr().err
 
 
 def test_a_prompt_variants_answer_keeps_its_positional_arguments() -> None:
@@ -129,3 +129,17 @@ def test_a_prompt_variants_answer_keeps_its_positional_arguments() -> None:
     step, ended = decode_answer(variant, "[sort('final_report.pdf'), cd(folder='x')]", None, [])
     assert step == (ToolCall("sort", {}, ("final_report.pdf",)), ToolCall("cd", {"folder": "x"})) and not ended
     assert decode_step("[sort('final_report.pdf')]") == (ToolCall("sort", {}, ("final_report.pdf",)),)
+
+
+def test_mini_mt_result_lines_are_scored_as_conversations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every conversation dataset is scored as conversations (the built-in mini-mt too, not only bfcl:multi_turn_*)."""
+    conversations = load_conversations("mini-mt:de", limit=2)
+    lines = [{"id": c.id, "result": [[[{call.name: dict(call.arguments)} for call in turn]] if turn else
+                                     [[]] for turn in c.ground_truth]} for c in conversations]
+    path = tmp_path / "mini.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "scored.jsonl"
+    assert main(["score-file", str(path), "--dataset", "mini-mt:de", "--output", str(out)]) == 0
+    scored = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [s["valid"] for s in scored] == [True, True] and all("turns" in s for s in scored)
+    assert "scored 2 line(s): 2 correct" in capsys.readouterr().err
