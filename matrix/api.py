@@ -6,6 +6,7 @@
     cases = pg.load_dataset("mini:en")              # -> list[Case]
     for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages, request
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)   # -> Run
+    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> ConversationRun
     run = pg.open_run("runs/x")                     # read-only, also on a read-only copy
     rows = run.results()                            # list[ResultRow] (pg.load_results: also a JSONL export)
     table = run.accuracy()                          # list[AccuracyRow], 95% intervals
@@ -20,8 +21,10 @@ printed (``run(..., progress=True)`` draws a progress line on stderr). The
 ``promptgrid`` command is a thin layer over these functions and the modules
 they call (``promptgrid.matrix.running.session``).
 
-``run`` and ``arun`` take the options of ``promptgrid run``; a run that
-stops early (``max_cost`` reached, interrupted, a model halted by an error
+``run`` and ``arun`` take the options of ``promptgrid run`` and any dataset:
+a conversation dataset (``bfcl:multi_turn_*``, ``mini-mt``, a ``jsonl:``
+file of conversations) is run by the conversation runner and gives a
+``ConversationRun``. A run that stops early (``max_cost`` reached, interrupted, a model halted by an error
 every call would repeat, such as a bad key) is a result, not an exception:
 see ``Run.summary``. ``run`` also works where an event loop is already
 running (Jupyter): it then runs on a worker thread and waits for it.
@@ -34,6 +37,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +57,7 @@ from promptgrid.errors import (
     ReportError,
     RunError,
 )
+from promptgrid.matrix.conversations import ConversationRun  # run's return type; light (no report, no environment)
 from promptgrid.matrix.running.config import PlanOptions, RunConfig, RunOptions
 from promptgrid.matrix.running.options import check_keywords, takes_options
 from promptgrid.matrix.running.results import ResultRow, read_results
@@ -72,7 +77,6 @@ from promptgrid.variants import Grid, Variant, load_grid
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     import pandas as pd
 
-    from promptgrid.matrix.conversations import ConversationRun
     from promptgrid.matrix.conversations._localize import ConversationChecks, ConversationTranslations
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
@@ -104,7 +108,8 @@ def load_dataset(spec: str, *, bfcl_data: PathLike | None = None) -> list[Case]:
 
     ``bfcl_data``: where bfcl-eval's data is (a wheel, a folder or a gorilla
     checkout; default: the installed bfcl-eval or ``$PROMPTGRID_BFCL_DATA``).
-    Raises ``DatasetError``.
+    Raises ``DatasetError``, also for a conversation dataset (``mini-mt``, ``bfcl:multi_turn_*``): its message
+    says to run it with ``run`` and load it with ``promptgrid.matrix.conversations.load_conversations``.
     """
     from promptgrid.matrix.datasets import load_dataset as _load
 
@@ -645,24 +650,20 @@ def _dataset_functions(dataset: str, bfcl_data: Any) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- running
 
 
-def _prepare(function: Callable[..., Any], grid: Grid | PathLike | RunConfig, dataset: str | None,
-             options: RunOptions) -> Prepared:
+def _config(function: Callable[..., Any], grid: Grid | PathLike | RunConfig, dataset: str | None,
+            options: RunOptions) -> RunConfig:
     if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
         raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
                        f"not {type(grid).__name__}.")
     check_keywords(options, RunOptions, f"{function.__name__}()", also=function.__kwdefaults__ or ())
-    config = build_config(grid, dataset, **options)
+    return build_config(grid, dataset, **options)
+
+
+def _conversations(config: RunConfig) -> bool:
+    """Whether the config's dataset is a conversation dataset (it may come from a run config: asked once built)."""
     from promptgrid.matrix.conversations import is_conversation_dataset
 
-    if is_conversation_dataset(config.dataset):  # the dataset may come from a run config: checked once built
-        name = function.__name__
-        raise RunError(f"{config.dataset} is a conversation dataset: {name}() runs single-turn datasets and "
-                       f"pg.run_conversations() conversations (the two runners are not merged yet). Call "
-                       f"pg.run_conversations(grid, {config.dataset!r}, ...) with the same options (models, "
-                       f"run_dir, limit, repeats, ...; it resumes by itself; batch, goal and max_cost are not "
-                       f"available for conversations), or promptgrid run GRID --dataset {config.dataset}, which "
-                       "takes both kinds.")
-    return prepare(config, grid=grid if isinstance(grid, Grid) else None)
+    return is_conversation_dataset(config.dataset)
 
 
 _RUN_OPTIONS_DOC = "Options (``RunOptions``: the flags of ``promptgrid run``, and most of them run config keys):"
@@ -671,16 +672,14 @@ _RUN_OPTIONS_DOC = "Options (``RunOptions``: the flags of ``promptgrid run``, an
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
         append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
-        batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
+        batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run | ConversationRun:
     """Send every (model, variant, case, repeat) not yet answered in the run directory, score and store the answers.
 
     ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
     path or ``RunConfig`` (its values are the defaults of the options).
-    ``dataset``: a single-turn dataset spec (``mini``, ``mini:de,ja``, ``bfcl:<category>``,
-    ``jsonl:PATH``). A conversation dataset (``bfcl:multi_turn_*``, ``mini-mt``,
-    a ``jsonl:`` file of conversations) is a ``RunError`` saying to call
-    ``run_conversations`` with the same options: the two runners are not
-    merged yet (``promptgrid run`` takes both). The options below (``RunOptions``) choose the models and
+    ``dataset``: any dataset spec: single-turn (``mini``, ``mini:de,ja``, ``bfcl:<category>``,
+    ``jsonl:PATH``) or conversations (``bfcl:multi_turn_*``, ``mini-mt``, ``mini-mt:LANGS``, a ``jsonl:``
+    file of conversations). The options below (``RunOptions``) choose the models and
     the jobs and say how they are sent; a keyword that is none of them is a
     ``RunError`` naming the closest. ``retry_errors`` sends again the calls
     that ended in an error before (errors are final otherwise).
@@ -699,8 +698,23 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
     input (``RunError``, ``GridError``, ``DatasetError``, ...). Inside a
     running event loop it runs on a worker thread; Ctrl-C (KeyboardInterrupt)
     while waiting stops it cleanly (``summary.stopped == "interrupted"``).
+
+    A conversation dataset is run episode by episode (``promptgrid.matrix.conversations``) and gives a
+    ``ConversationRun``: ``.path``, ``.summary`` (``ConversationRunSummary``), ``.results()`` (the
+    episodes), ``.to_pandas()`` (one row per episode, per-turn columns), ``.spend()``, ``.report()`` (pass^k,
+    per turn, failure modes). The options mean what they mean above (``concurrency``: episodes at a time per
+    model; ``rpm``/``tpm``: every step is paced; ``max_cost``: no new step once the run directory's spend
+    reaches it, unfinished episodes stored and resumed by the next call, ``summary.stopped == "max_cost"``);
+    ``goal``/``budget`` plan (variant, conversation, repeat) episodes as a single-turn run plans jobs
+    (``.adaptive()`` says what the goal found); ``batch`` is refused (``RunError``) before anything is sent;
+    ``retry_errors`` and ``append`` change nothing (an episode that ended in an error is always run again, and a
+    conversation run directory keeps every variant's episodes); nothing goes to ``run.json``. Ctrl-C stops it with
+    ``KeyboardInterrupt`` (every answer received is stored; calling it again resumes).
     """
-    prep = _prepare(run, grid, dataset, options)
+    config = _config(run, grid, dataset, options)
+    if _conversations(config):
+        return _run_conversations(config, grid, batch=batch, progress=progress)
+    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     mode = _batch_mode(batch, batch_wait, batch_poll_s)
     try:
         asyncio.get_running_loop()
@@ -712,36 +726,74 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
                append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
-               batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
-    """``run``, awaited in the caller's event loop (same options, same result; single-turn datasets only, as
-    ``run``: a conversation dataset is a ``RunError`` pointing at ``run_conversations``)."""
-    prep = _prepare(arun, grid, dataset, options)
+               batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run | ConversationRun:
+    """``run``, awaited in the caller's event loop (same options, same result: a ``Run``, or a
+    ``ConversationRun`` for a conversation dataset)."""
+    config = _config(arun, grid, dataset, options)
+    if _conversations(config):
+        from promptgrid.matrix.conversations import arun_conversation_config
+
+        return await arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
+                                              progress=sys.stderr if progress else None)
+    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))
 
 
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, batch: bool = False,
-                      **options: Unpack[RunOptions]) -> ConversationRun:
+                      progress: bool = False, **options: Unpack[RunOptions]) -> ConversationRun:
     """Take every (model, variant, conversation, repeat) of a conversation dataset through its turns; store, score.
 
-    ``dataset``: ``bfcl:multi_turn_base`` (``_miss_func``, ``_miss_param``,
-    ``_long_context``) or ``jsonl:PATH`` of conversations
+    What ``run`` does with a conversation dataset (kept for code written before ``run`` took them), and a
+    ``DatasetError`` for a single-turn one. ``dataset``: ``bfcl:multi_turn_base`` (``_miss_func``,
+    ``_miss_param``, ``_long_context``), ``mini-mt`` or ``jsonl:PATH`` of conversations
     (docs/conversations.md). Every answer is stored as it arrives, so calling
     it again resumes mid-episode and sends nothing twice. ``--repeats k``
-    gives pass^k (``ConversationRun.report``). ``batch=True``, an adaptive
-    ``goal`` and ``max_cost`` are refused (``RunError``) before anything is
-    sent. Model strings as for ``run``, plus the offline scripted models
-    ``fake/ground-truth``, ``fake/noisy`` (``fake/noisy:SEED``) and ``fake/hostile``.
+    gives pass^k (``ConversationRun.report``). ``batch=True`` is refused (``RunError``) before anything is
+    sent; an adaptive ``goal`` plans episodes; ``rpm``/``tpm`` pace every step and
+    ``max_cost`` caps the run directory's spend, as in a single-turn run. Model strings as for ``run``, plus
+    the offline scripted models ``fake/ground-truth``, ``fake/noisy`` (``fake/noisy:SEED``) and ``fake/hostile``.
     """
-    if not isinstance(grid, (Grid, RunConfig, str, os.PathLike)):
-        raise RunError(f"grid must be a Grid, a grid name or path, a run-config path or a RunConfig, "
-                       f"not {type(grid).__name__}.")
-    check_keywords(options, RunOptions, "run_conversations()", also=("batch",))
-    from promptgrid.matrix.conversations import run_conversation_config
+    config = _config(run_conversations, grid, dataset, options)
+    return _run_conversations(config, grid, batch=batch, progress=progress)
 
-    config = build_config(grid, dataset, **options)
-    return run_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch)
+
+def _run_conversations(config: RunConfig, grid: Grid | PathLike | RunConfig, *, batch: bool,
+                       progress: bool) -> ConversationRun:
+    """Run a conversation config (``run``, ``run_conversations``): in a new event loop, or, where one is running
+    already (Jupyter), in a new loop on a worker thread, waited for; Ctrl-C while waiting cancels the run there
+    (every answer received is stored) and is raised here as ``KeyboardInterrupt``."""
+    from promptgrid.matrix.conversations import arun_conversation_config
+
+    def start() -> Any:
+        return arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
+                                        progress=sys.stderr if progress else None)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        result: ConversationRun = asyncio.run(start())
+        return result
+    started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+
+    async def main() -> ConversationRun:
+        task = asyncio.ensure_future(start())
+        started.append((asyncio.get_running_loop(), task))
+        done: ConversationRun = await task
+        return done
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
+        future = pool.submit(asyncio.run, main())
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            for loop, task in started:
+                with contextlib.suppress(RuntimeError):  # the loop already finished
+                    loop.call_soon_threadsafe(task.cancel)
+            with contextlib.suppress(BaseException):
+                future.result()
+            raise
 
 
 def translate_conversations(

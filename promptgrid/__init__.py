@@ -10,6 +10,8 @@ called)::
     cases = pg.load_dataset("mini:en")              # -> list[Case]
     for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)
+    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> ConversationRun
+    mt.to_pandas(); mt.report()                     # one row per episode; pass^k, per turn, failure modes
     run = pg.open_run("runs/x")                     # also on a read-only copy
     rows = run.results()                            # list[ResultRow]
     table = run.accuracy()                          # per model x variant, with 95% intervals
@@ -60,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "promptgrid.matrix.running.config",
     "ModelSpec": "promptgrid.matrix.running.config",
     "Run": "promptgrid.matrix.api",
+    "ConversationRun": "promptgrid.matrix.conversations",
+    "ConversationRunSummary": "promptgrid.matrix.conversations",
     "RunSummary": "promptgrid.matrix.running.runner",
     "RunStatus": "promptgrid.matrix.running.session",
     "ExportSummary": "promptgrid.matrix.running.exchange",
@@ -190,6 +194,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.api import (
         translate_conversations as translate_conversations,
     )
+    from promptgrid.matrix.conversations import ConversationRun as ConversationRun
+    from promptgrid.matrix.conversations import ConversationRunSummary as ConversationRunSummary
     from promptgrid.matrix.report import ReportResult as ReportResult
     from promptgrid.matrix.running.config import ModelSpec as ModelSpec
     from promptgrid.matrix.running.config import RunConfig as RunConfig

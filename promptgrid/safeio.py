@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from promptgrid.errors import InputLimitError, OutputError
 
@@ -258,6 +258,16 @@ def check_size(stream: Any, where: str, limit: int) -> None:
         raise file_too_large(where, limit)
 
 
+@overload
+def bounded_lines(stream: Iterable[bytes], *, max_line_bytes: int | None = None, max_file_bytes: int | None = None,
+                  name: str | os.PathLike[str] | None = None) -> Iterator[bytes]: ...
+@overload
+def bounded_lines(stream: Iterable[str], *, max_line_bytes: int | None = None, max_file_bytes: int | None = None,
+                  name: str | os.PathLike[str] | None = None) -> Iterator[str]: ...
+@overload
+def bounded_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: int | None = None,
+                  max_file_bytes: int | None = None,
+                  name: str | os.PathLike[str] | None = None) -> Iterator[bytes | str]: ...
 def bounded_lines(stream: Iterable[bytes] | Iterable[str], *, max_line_bytes: int | None = None,
                   max_file_bytes: int | None = None,
                   name: str | os.PathLike[str] | None = None) -> Iterator[bytes | str]:

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Lint and type checks, as CI runs them (.ci/run, before the tests).
 #
-#   bash scripts/lint.sh          # ruff check over the tree, mypy over the public API
+#   bash scripts/lint.sh          # ruff check over the tree, mypy over the whole library
 #
 # ruff: the rule set is in pyproject.toml ([tool.ruff.lint]).
-# mypy: the public API -- the `promptgrid` package's own modules, `promptgrid.matrix.api` and the
-# modules of the records they return ([tool.mypy] in pyproject.toml lists them). The package is
-# assembled from five top-level folders (pyproject's package-dir), which mypy cannot follow
-# through the editable install's import hook; so it reads a tree of links laid out as the
-# installed package is (.mypy-src/promptgrid/{matrix,templates,translate,variants}).
+# mypy: the whole library -- every module of the installed `promptgrid` package, settings in
+# [tool.mypy] in pyproject.toml (tests and scripts are not checked). The package is assembled
+# from five top-level folders (pyproject's package-dir), which mypy cannot follow through the
+# editable install's import hook; so it reads a tree of links laid out as the installed
+# package is (.mypy-src/promptgrid/{matrix,templates,translate,variants}).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"

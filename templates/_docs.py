@@ -45,7 +45,7 @@ import enum
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from promptgrid.variants import DocFormat
@@ -301,7 +301,10 @@ def _xml_docs(functions: Sequence[Mapping[str, Any]], flavour: DocFlavour) -> st
 
 # --------------------------------------------------------------------------- entry point
 
-_RENDERERS = {DocFormat.JSON: _json_docs, DocFormat.PYTHON: _python_docs, DocFormat.XML: _xml_docs}
+# Keyed by str: a DocFormat member hashes and compares as its value, so the value looks it up too.
+_RENDERERS: dict[str, Callable[[Sequence[Mapping[str, Any]], DocFlavour], str]] = {
+    DocFormat.JSON: _json_docs, DocFormat.PYTHON: _python_docs, DocFormat.XML: _xml_docs,
+}
 
 
 def _dedupe_hints(functions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

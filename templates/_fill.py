@@ -48,7 +48,7 @@ def split_placeholders(text: str) -> tuple[tuple[str, str | None, str], ...]:
     return tuple(parts)
 
 
-class CatalogText(dict):  # type: ignore[type-arg]
+class CatalogText(dict[str, str]):
     """A catalog's strings: a dict whose keys are also attributes.
 
     Templates write ``text.persona``; Jinja tries attribute access before

@@ -233,7 +233,7 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             raise _too_big(what, value.bit_length(), MAX_EXPONENT_BITS, "bits")
         return value
 
-    def concat(self, parts: Iterable[str]) -> str:  # type: ignore[override]
+    def concat(self, parts: Iterable[str]) -> str:
         """Join output pieces (the prompt, blocks, macros, captures, ``~``), refusing past ``max_chars``.
 
         A list is measured before it is joined; a generator (a render's output) is taken 32 pieces at a
@@ -323,7 +323,7 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             self._width(args[0], what)
         elif name == "expandtabs":
             tab = args[0] if args else kwargs.get("tabsize", 8)
-            self._width(tab, what, len(s), s.count("\t" if isinstance(s, str) else b"\t"))
+            self._width(tab, what, len(s), s.count("\t") if isinstance(s, str) else s.count(b"\t"))
         elif name == "replace" and len(args) >= 2:
             self._check_replace(s, args[0], args[1], args[2] if len(args) > 2 else -1, what)
         elif name == "join" and args:
@@ -335,9 +335,13 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
             self._width(longest, what, 0, len(s))
 
     def _check_replace(self, s: Any, old: Any, new: Any, count: Any, what: str) -> None:
-        if not (isinstance(s, (str, bytes)) and isinstance(old, type(s)) and isinstance(new, type(s))):
+        # old and new must be of s's own type; one branch per type, so that the types of count() line up
+        if isinstance(s, str) and isinstance(old, type(s)) and isinstance(new, type(s)):
+            n = len(s) + 1 if not old else s.count(old)
+        elif isinstance(s, bytes) and isinstance(old, type(s)) and isinstance(new, type(s)):
+            n = len(s) + 1 if not old else s.count(old)
+        else:
             return
-        n = len(s) + 1 if not old else s.count(old)
         if type(count) is int and count >= 0:
             n = min(n, count)
         size = len(s) + n * (len(new) - len(old))
@@ -445,7 +449,7 @@ def _size(value: Any, budget: int, seen: dict[int, int] | None = None) -> int:
             total += _size(k, budget - total, seen) + _size(v, budget - total, seen)
         return total
     if isinstance(value, jinja2.utils.Namespace):
-        return _size(dict(value._Namespace__attrs), budget, seen)  # type: ignore[attr-defined]
+        return _size(dict(value._Namespace__attrs), budget, seen)
     ident = id(value)
     if ident not in seen:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -324,26 +325,75 @@ def test_check_conversation_translations_refuses_what_is_not_a_spec_with_a_typed
 
 
 @pytest.mark.parametrize("dataset", ["mini-mt:en", "bfcl:multi_turn_base", "jsonl"])
-def test_run_of_a_conversation_dataset_says_to_call_run_conversations(tmp_path: Path, dataset: str) -> None:
-    """Before: pg.run("bfcl_v4", "mini-mt:en", ...) raised "unknown dataset 'mini-mt:en'. Did you mean 'mini'?"
-    although ``promptgrid run`` runs it. Now a RunError names run_conversations, before anything is written; a
-    run config naming the dataset is caught the same way."""
+def test_run_and_arun_run_a_conversation_dataset(tmp_path: Path, dataset: str) -> None:
+    """Before: pg.run("bfcl_v4", "mini-mt:en", ...) raised "unknown dataset 'mini-mt:en'" (then a RunError pointing
+    at run_conversations) although ``promptgrid run`` runs it. Now pg.run, pg.arun and a RunConfig naming the
+    dataset run it through the conversation runner and give a ConversationRun."""
+    pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
+    from promptgrid.matrix.conversations import conversation_to_record, load_conversations
+
     if dataset == "jsonl":  # a jsonl: file of conversations is recognised by its first record
         path = tmp_path / "conversations.jsonl"
-        path.write_text('{"id": "c1", "question": [], "involved_classes": ["MathAPI"]}\n', encoding="utf-8")
+        records = [conversation_to_record(c) for c in load_conversations("mini-mt:en", limit=2)]
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         dataset = f"jsonl:{path}"
-    run_dir = tmp_path / "r"
-    for call in (lambda: pg.run("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=run_dir, limit=1),
-                 lambda: asyncio.run(pg.arun("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=run_dir)),
-                 lambda: pg.run(pg.RunConfig(grid="bfcl_v4", dataset=dataset, run_dir=run_dir,
-                                             models=(pg.ModelSpec("fake/ground-truth"),)))):
-        with pytest.raises(pg.RunError) as caught:
-            call()
-        message = str(caught.value)
-        assert f"{dataset} is a conversation dataset" in message
-        assert f"pg.run_conversations(grid, {dataset!r}, ...)" in message and "same options" in message
-        assert "Did you mean 'mini'" not in message
-    assert not run_dir.exists()
+    variant = ["python->python,False"]
+    first = pg.run("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=tmp_path / "r", limit=2,
+                   variants=variant)
+    assert isinstance(first, pg.ConversationRun) and first.path == tmp_path / "r"
+    assert isinstance(first.summary, pg.ConversationRunSummary)
+    assert (first.summary.episodes, first.summary.valid, first.summary.errors) == (2, 2, 0)
+    again = asyncio.run(pg.arun("bfcl_v4", dataset, models=["fake/ground-truth"], run_dir=tmp_path / "r", limit=2,
+                                variants=variant))
+    assert isinstance(again, pg.ConversationRun) and again.summary.skipped == 2 and again.summary.steps_sent == 0
+    config = pg.RunConfig(grid="bfcl_v4", dataset=dataset, run_dir=tmp_path / "c", limit=1, variants=tuple(variant),
+                          models=(pg.ModelSpec("fake/ground-truth"),))
+    from_config = pg.run(config)
+    assert isinstance(from_config, pg.ConversationRun) and from_config.summary.valid == 1
+
+
+def test_a_conversation_run_offers_the_run_methods(tmp_path: Path) -> None:
+    pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
+    pytest.importorskip("pandas")
+    run = pg.run("call_modes", "mini-mt:en", models=["fake/ground-truth"], limit=2, run_dir=tmp_path)
+    assert isinstance(run, pg.ConversationRun) and run.path == tmp_path
+    episodes = run.results()
+    assert episodes == run.episodes() and len(episodes) == len(pg.load_grid("call_modes")) * 2
+    frame = run.to_pandas()
+    assert len(frame) == len(episodes)
+    assert list(frame[["model", "variant_id", "conversation_id", "repeat"]].itertuples(index=False, name=None)) == \
+        [(e.model, e.variant_id, e.conversation_id, e.repeat) for e in episodes]
+    assert frame["valid"].dtype == "boolean" and frame["valid"].all()
+    assert set(frame["conversation_id"]) == {"mini_mt_1_en", "mini_mt_2_en"}
+    assert set(frame["call_mode"]) == {"prompt", "native", "constrained"}
+    assert (frame["turns"] == [len(e.turns) for e in episodes]).all() and frame["turns"].min() >= 2
+    most = frame["turns"].max()
+    assert [c for c in frame.columns if c.startswith("turn_")] == [
+        f"turn_{i}_{name}" for i in range(most) for name in ("valid", "failure_mode", "steps", "calls")]
+    assert frame["turn_0_valid"].all() and (frame["turn_0_steps"] >= 1).all()
+    assert frame["stopped"].isna().all() and run.spend() == 0.0
+    report = run.report()
+    assert "conversation report" in report.console() and report.to_dict()["finished"] == len(episodes)
+    opened = pg.open_conversation_run(tmp_path)
+    assert opened.summary is None and len(opened.to_pandas()) == len(episodes)
+
+
+def test_a_conversation_run_inside_a_running_event_loop(tmp_path: Path) -> None:
+    pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
+
+    async def notebook_cell() -> object:
+        return pg.run("bfcl_v4", "mini-mt:en", models=["fake/ground-truth"], run_dir=tmp_path, limit=1,
+                      variants=["python->python,False"])
+
+    run = asyncio.run(notebook_cell())
+    assert isinstance(run, pg.ConversationRun) and run.summary.valid == 1
+
+
+def test_run_refuses_batch_and_goal_for_a_conversation_dataset_before_writing(tmp_path: Path) -> None:
+    for options, named in (({"batch": True}, "batch"), ({"goal": "best-worst"}, "--budget")):
+        with pytest.raises(pg.RunError, match=named):
+            pg.run("bfcl_v4", "mini-mt:en", models=["fake/ground-truth"], run_dir=tmp_path / "r", **options)
+    assert not (tmp_path / "r" / "conversations.sqlite3").exists()
 
 
 def test_load_dataset_of_a_conversation_spec_says_how_to_run_and_load_it() -> None:
@@ -352,4 +402,4 @@ def test_load_dataset_of_a_conversation_spec_says_how_to_run_and_load_it() -> No
             pg.load_dataset(spec)
         message = str(caught.value)
         assert f"{spec!r} is a conversation dataset" in message and "Did you mean" not in message
-        assert f"pg.run_conversations(GRID, {spec!r}, ...)" in message and "load_conversations" in message
+        assert f"pg.run(GRID, {spec!r}, models=[...])" in message and "load_conversations" in message

@@ -24,7 +24,7 @@ from ._catalogs import CatalogEntry, CatalogIndex, TranslationCatalog, load_cata
 from ._check import CheckCode, TranslationCheck, back_translation_similarity, check_translation, detect_language
 from ._errors import TranslationInputError
 from ._localization import CatalogLocalization, default_localization
-from ._pipeline import LanguageSummary, TranslateReport, UnitResult, segment, translate_units
+from ._pipeline import LanguageSummary, TargetSummary, TranslateReport, UnitResult, segment, translate_units
 from ._protect import Masked, Span, SpanKind, find_spans, mask, unmask
 from ._store import StoredTranslation, TranslationStore, default_store_path, source_hash
 from ._units import Unit, UnitKind, description_units, english_catalog, instruction_catalog_names, instruction_units
@@ -43,6 +43,7 @@ __all__ = [
     "Span",
     "SpanKind",
     "StoredTranslation",
+    "TargetSummary",
     "TranslateReport",
     "TranslationBackend",
     "TranslationCatalog",

@@ -91,7 +91,7 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @lru_cache(maxsize=1)
 def system_prompt() -> str:
     """The translator instruction (``translate/prompts/llm.yaml``; prompt text lives in data files)."""
-    text = resources.files("promptgrid.translate").joinpath("prompts", "llm.yaml").read_text(encoding="utf-8")
+    text = resources.files("promptgrid.translate").joinpath("prompts").joinpath("llm.yaml").read_text(encoding="utf-8")
     return str(yaml.safe_load(text)["system"])
 
 

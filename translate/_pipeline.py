@@ -41,7 +41,8 @@ from ._protect import Masked, mask, unmask
 from ._store import TranslationStore
 from ._units import Unit
 
-__all__ = ["LanguageSummary", "Segmented", "TranslateReport", "UnitResult", "segment", "translate_units"]
+__all__ = ["LanguageSummary", "Segmented", "TargetSummary", "TranslateReport", "UnitResult", "segment",
+           "translate_units"]
 
 _FENCE_RE = re.compile(r"```.*?```", re.S)
 _PREFIX_RE = re.compile(r"^(\s*(?:#{1,6}\s+|[-*+•]\s+|\d+[.)]\s+|>\s*)?)(.*?)(\s*)$", re.S)
@@ -120,7 +121,7 @@ class UnitResult:
 
 
 @dataclass(frozen=True)
-class LanguageSummary:
+class TargetSummary:
     """Counts of units for one target language of a :func:`translate_units` call.
 
     ``translated``: by the backend now; ``from_catalog``: taken from a catalog now;
@@ -137,6 +138,11 @@ class LanguageSummary:
     failed: int
 
 
+LanguageSummary = TargetSummary
+"""The former name of ``TargetSummary``, an alias kept for code that imports it (a report's
+``promptgrid.matrix.report.LanguageSummary`` is the record named ``LanguageSummary``)."""
+
+
 @dataclass(frozen=True)
 class TranslateReport:
     """All unit results of one ``translate_units`` call, and the (target, text) pairs sent to a machine backend."""
@@ -145,13 +151,13 @@ class TranslateReport:
     results: tuple[UnitResult, ...]
     sent: tuple[tuple[str, str], ...] = ()
 
-    def summary(self) -> tuple[LanguageSummary, ...]:
+    def summary(self) -> tuple[TargetSummary, ...]:
         """What happened per target language, in the order asked for."""
         out = []
         for target in dict.fromkeys(r.target for r in self.results):
             mine = [r for r in self.results if r.target == target]
             count = Counter(r.status for r in mine)
-            out.append(LanguageSummary(target, len(mine), count["new"], count["catalog"], count["cached"],
+            out.append(TargetSummary(target, len(mine), count["new"], count["catalog"], count["cached"],
                                        count["missing"], sum(r.status != "missing" and not r.ok for r in mine)))
         return tuple(out)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -223,7 +223,7 @@ def find_spans(text: str, names: Iterable[str] = ()) -> list[Span]:
             taken[i] = True
         spans.append(Span(start, end, text[start:end], kind))
 
-    def add_all(pattern: re.Pattern[str], kind: SpanKind, keep=None) -> None:  # type: ignore[no-untyped-def]
+    def add_all(pattern: re.Pattern[str], kind: SpanKind, keep: Callable[[str], bool] | None = None) -> None:
         for m in _url_matches(text) if pattern is _URL_RE else pattern.finditer(text):
             group = m.lastgroup or 0  # a named group, where there is one, is the span
             if keep is None or keep(m.group(group)):

@@ -91,13 +91,16 @@ _COLUMNS = {
     "overrides": {"source_sha256", "target", "source", "text", "created_at", "ok", "problems", "details", "kind",
                   "keys", "origin"},
 }
+# SQLite's primary result codes (sqlite3.h), compared with an error's ``sqlite_errorcode & 0xFF``. The
+# sqlite3 module names them only from Python 3.11 (as it sets ``sqlite_errorcode``); promptgrid runs on 3.10.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _FIX = "Give --store a file that promptgrid translate wrote, or a new path; move this file aside"
 
 
 def _store_error(path: Path, exc: BaseException) -> TranslationStoreError:
     """The one-line error for a SQLite (or stored value) failure on the translation store at ``path``."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError \
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError \
             or isinstance(exc, _BadRow):
         return TranslationStoreError(f"translation store {path} is corrupt, truncated or not a SQLite file "
                                      f"({str(exc)[:200]}). {_FIX}.")

@@ -274,7 +274,9 @@ def _python_name_ok(name: str) -> bool:
 def _call_rule(b: _Builder, f: Mapping[str, Any], fmt: ReturnFormat, hint: str) -> str | None:
     """The rule for one call of ``f`` in ``fmt``, or ``None`` when ``fmt`` cannot write it."""
     name = str(f.get("name", ""))
-    params = f.get("parameters") if isinstance(f.get("parameters"), Mapping) else {}
+    params = f.get("parameters")
+    if not isinstance(params, Mapping):
+        params = {}
     props = properties_of(params)
     req = required_params(params)
     ws = b.prim("ws")

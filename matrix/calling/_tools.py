@@ -79,7 +79,9 @@ def tool_schemas(functions: Sequence[Mapping[str, Any]]) -> ToolSchemas:
     by_original = {original: safe for safe, original in names.items()}
     tools = []
     for f in functions:
-        params = f.get("parameters") if isinstance(f.get("parameters"), Mapping) else {}
+        params = f.get("parameters")
+        if not isinstance(params, Mapping):
+            params = {}
         schema = parameter_schema({**params, "type": "dict"})
         schema.pop("description", None)
         schema.setdefault("properties", {})
@@ -171,7 +173,8 @@ def read_tool_calls(tool_calls: Sequence[Any] | None, name_map: Mapping[str, str
     for i, entry in enumerate(tool_calls):
         fn = entry.get("function") if isinstance(entry, Mapping) else None
         name = fn.get("name") if isinstance(fn, Mapping) else None
-        if not isinstance(name, str) or (isinstance(entry, Mapping) and entry.get("type", "function") != "function"):
+        # fn is a Mapping only when entry is one
+        if not (isinstance(fn, Mapping) and isinstance(name, str)) or entry.get("type", "function") != "function":
             return ToolCalls(None, ToolCallFailure.NOT_A_CALL, f"tool call {i}: not a function call with a name")
         shown = name[:80]
         if name not in name_map:

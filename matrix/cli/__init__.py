@@ -74,6 +74,12 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from promptgrid.matrix.conversations import is_conversation_run
+
+    if is_conversation_run(args.run_dir):  # episodes with their steps (inspect.cmd_export_conversations)
+        from .inspect import cmd_export_conversations
+
+        return cmd_export_conversations(args)
     from .run import cmd_export
 
     return cmd_export(args)
@@ -176,15 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print a JSON array")
     g.set_defaults(handler=_grid_show)
 
-    p = sub.add_parser("render", help="render the prompts of a grid over a dataset",
+    p = sub.add_parser("render", help="render the prompts of a grid over a dataset, or a conversation run's episodes",
                        description="Print the prompts each variant of GRID sends for the cases of --dataset. For a "
                        "conversation dataset (bfcl:multi_turn_*, mini-mt, a jsonl: file of conversations), each "
                        "conversation in full as each variant sends it, along the ground truth's calls and their "
-                       "results.")
-    p.add_argument("grid")
-    _add_dataset_options(p)
+                       "results. Given a conversation run's directory instead of GRID, its episodes as they "
+                       "happened: per turn the user message, each answer of the model, the calls it decoded to and "
+                       "their outputs, and the turn's verdict (--model, --variant, --case, --repeat, --limit choose "
+                       "the episodes; --dataset only says where to read the run's conversations if they moved).")
+    p.add_argument("grid", metavar="GRID|RUN_DIR")
+    _add_dataset_options(p, required=False)
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--case", action="append", default=[], metavar="ID")
+    p.add_argument("--model", action="append", default=[], metavar="M", help="RUN_DIR: this model's episodes only")
+    p.add_argument("--repeat", action="append", default=[], type=int, metavar="R",
+                   help="RUN_DIR: this repeat's episodes only")
     add_flags(p, PlanOptions, only=("limit",))
     p.add_argument("--jsonl", action="store_true",
                    help="one JSON object per line, with the tools / response_format / grammar of native and "
@@ -252,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "shows (default: the all-defaults variant)")
     p.add_argument("--format", default=None, choices=["md", "csv", "latex", "html", "json", "all"],
                    help="files to write (default: print the table only, unless --out is given: all)")
+    p.add_argument("--episode", action="append", default=None, metavar="CONVERSATION[#REPEAT]",
+                   help="conversation runs: show this conversation's episodes in conversations.html (repeatable; "
+                        "default: per variant its first failed and first valid episode)")
+    p.add_argument("--transcripts", type=int, default=None, metavar="N",
+                   help="conversation runs: at most N transcripts in conversations.html (default 12; 0: none)")
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("status", help="where a run directory stands; polls and collects its batches",

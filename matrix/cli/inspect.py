@@ -1,7 +1,11 @@
-"""Handlers of the commands that need no model: grids, datasets, grid show, render.
+"""Handlers of the commands that need no model: grids, datasets, grid show, render, and the export of a
+conversation run.
 
 They import only variants, templates and datasets (``render`` is
 ``promptgrid.render``), so they start fast (no litellm, no matplotlib).
+``render RUN_DIR`` and ``export RUN_DIR`` of a conversation run print its
+episodes as they happened, rebuilt by ``conversations._export`` (nothing is
+sent to a model).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -17,7 +22,7 @@ from tabulate import tabulate
 from promptgrid.display import escape_controls
 from promptgrid.variants import builtin_grids, load_grid
 
-__all__ = ["cmd_datasets", "cmd_grid_show", "cmd_grids", "cmd_render"]
+__all__ = ["cmd_datasets", "cmd_export_conversations", "cmd_grid_show", "cmd_grids", "cmd_render"]
 
 
 def cmd_grids(args: argparse.Namespace) -> int:
@@ -130,7 +135,75 @@ def _render_conversations(args: argparse.Namespace, grid: Any, labels: Mapping[s
     return 0
 
 
+def _render_run(args: argparse.Namespace, run_dir: Path) -> int:
+    """``render RUN_DIR`` of a conversation run: the chosen episodes as they happened (``transcript_text``; with
+    ``--jsonl`` one object per episode with its ``transcript_record``)."""
+    from promptgrid.errors import RunError
+    from promptgrid.matrix.conversations._export import (
+        iter_transcripts,
+        json_line,
+        select_episodes,
+        transcript_record,
+        transcript_text,
+    )
+    from promptgrid.matrix.conversations._store import ConversationStore
+
+    if args.store:
+        raise RunError("--store is for rendering a grid over a dataset: render RUN_DIR rebuilds the prompts the "
+                       "way the run's grid makes them, from the shipped catalogs.")
+    with ConversationStore(run_dir) as store:
+        episodes, labels = store.episodes(), dict(store.meta("labels", {}))
+    chosen = select_episodes(episodes, models=args.model, variants=args.variant, cases=args.case,
+                             repeats=args.repeat, labels=labels, limit=args.limit)
+    if not chosen:
+        print(f"{run_dir} has no episode stored yet.", file=sys.stderr)
+        return 0
+    conversations = None
+    if args.dataset:  # where to read the conversations when the store's dataset cannot be read where it says
+        from promptgrid.matrix.conversations._dataset import select_conversations
+
+        conversations = select_conversations(args.dataset, cases=sorted({e.conversation_id for e in chosen}),
+                                             bfcl_data=args.bfcl_data)
+    out = sys.stdout
+    for transcript in iter_transcripts(run_dir, chosen, conversations=conversations, bfcl_data=args.bfcl_data,
+                                       labels=labels):
+        if args.jsonl:
+            e = transcript.episode
+            out.write(json_line({"variant_id": e.variant_id, "case_id": e.conversation_id, "label": transcript.label,
+                                 "trajectory": "run", "model": e.model, "repeat": e.repeat, "valid": e.valid,
+                                 "failure_mode": e.failure_mode, "transcript": transcript_record(transcript)}))
+        else:
+            out.write(transcript_text(transcript) + "\n")
+    return 0
+
+
+def cmd_export_conversations(args: argparse.Namespace) -> int:
+    """``promptgrid export`` of a conversation run: one JSON line per episode, ``EpisodeResult.to_dict()`` plus
+    its ``transcript`` (``conversations._export``), to ``--output`` or standard output."""
+    from promptgrid.matrix.conversations._export import export_records, json_line
+    from promptgrid.matrix.conversations._store import CONVERSATION_STORE, ConversationStore
+    from promptgrid.safeio import atomic_output
+
+    run_dir = Path(args.run_dir)
+    with ConversationStore(run_dir) as store:
+        episodes = store.episodes()  # a damaged store is an error before anything is written
+    lines = (json_line(record) for record in export_records(run_dir, episodes))
+    if args.output:
+        with atomic_output(args.output, inputs=[run_dir / CONVERSATION_STORE]) as fh:  # checked first; "-": stdout
+            fh.writelines(lines)
+        print(f"exported {len(episodes)} episodes to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.writelines(lines)
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
+    from promptgrid.matrix.conversations import is_conversation_run
+
+    target = Path(args.grid)
+    if is_conversation_run(target):
+        return _render_run(args, target)
+    _check_grid_options(args, target)
     from promptgrid.matrix.api import render
     from promptgrid.matrix.datasets import load_dataset
 
@@ -160,3 +233,19 @@ def cmd_render(args: argparse.Namespace) -> int:
             out.write(escape_controls(_request_summary(prompt.request)))
             out.write("\n")
     return 0
+
+
+def _check_grid_options(args: argparse.Namespace, target: Path) -> None:
+    """``render GRID``: --dataset is needed; --model and --repeat choose episodes of a run directory only."""
+    from promptgrid.errors import RunError
+    from promptgrid.matrix.running.store import STORE_FILE
+
+    if target.is_dir() and (target / STORE_FILE).is_file():
+        raise RunError(f"{target} holds a single-turn run: render RUN_DIR shows a conversation run's episodes. "
+                       f"promptgrid export {target} writes this run's answers.")
+    if args.model or args.repeat:
+        raise RunError("--model and --repeat choose the episodes of a conversation run: give its run directory "
+                       "(render RUN_DIR), not a grid.")
+    if not args.dataset:
+        raise RunError("render GRID needs --dataset DS (the cases to render); or give a conversation run's "
+                       "directory to see its episodes (render RUN_DIR).")

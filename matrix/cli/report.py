@@ -23,6 +23,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if is_conversation_run(run_dir):
         return conversation_report_cli(run_dir, args)
+    if getattr(args, "episode", None) or getattr(args, "transcripts", None) is not None:
+        from promptgrid.errors import ReportError
+
+        raise ReportError("--episode and --transcripts are for conversation runs (their conversations.html); "
+                          f"{args.run_dir} is a single-turn run.")
     if args.format is None and args.out is None:
         formats: set[str] = set()
     else:
@@ -42,8 +47,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
-    """``promptgrid report DIR`` of a conversation run: the console summary; ``--format md|json`` (or ``--out``)
-    also writes ``conversations.md`` / ``conversations.json`` (other formats are single-turn only)."""
+    """``promptgrid report DIR`` of a conversation run: the console summary; ``--format md|json|html|all`` (or
+    ``--out``, which means all) also writes ``conversations.md``, ``conversations.json`` and ``conversations.html``
+    (the page: figures, the tables, transcripts of chosen episodes, ``--episode``/``--transcripts``). Other
+    formats are single-turn only."""
     import json
 
     from promptgrid.errors import OutputError, ReportError
@@ -52,9 +59,14 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     from promptgrid.safeio import atomic_output
 
     fmt = args.format
-    if fmt not in (None, "all", "md", "json"):
-        raise ReportError(f"a conversation run's report is written as md or json, not {fmt}: use --format md or "
-                          "--format json.")
+    if fmt not in (None, "all", "md", "json", "html"):
+        raise ReportError(f"a conversation run's report is written as md, json or html, not {fmt}: use --format md, "
+                          "json, html or all.")
+    wanted, limit = getattr(args, "episode", None), getattr(args, "transcripts", None)
+    html = fmt in ("all", "html") or (fmt is None and args.out is not None)
+    if (wanted or limit is not None) and not html:
+        raise ReportError("--episode and --transcripts choose the transcripts of conversations.html: add --format "
+                          "html (or all).")
     run = open_conversation_run(run_dir)
     episodes, variants = run.episodes(), run.variants()  # read once for both reports (as run.report() reads them)
     report = conversation_report(episodes, variants, labels=run.labels())
@@ -69,11 +81,7 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out) if args.out else run_dir / "report"
     if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out} is a file; give a directory for conversations.md and conversations.json.")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create {out}: {exc.strerror or exc}") from None
+        raise OutputError(f"--out {out} is a file; give a directory for the conversations.* files.")
     texts = {}
     if fmt in (None, "all", "md"):
         texts["conversations.md"] = report.to_markdown() + ("" if languages is None else
@@ -82,12 +90,25 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
         data = report.to_dict()
         data["languages"] = None if languages is None else languages.to_dict()
         texts["conversations.json"] = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    if html:  # built before anything is written: a bad --episode writes nothing
+        from promptgrid.matrix.conversations._html import conversation_run_html
+        from promptgrid.matrix.conversations._transcript import MAX_TRANSCRIPTS
+
+        texts["conversations.html"] = conversation_run_html(
+            run_dir, report=report, languages=languages, results=episodes, transcripts=wanted,
+            max_transcripts=MAX_TRANSCRIPTS if limit is None else limit)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {out}: {exc.strerror or exc}") from None
     written = []
     for name, text in texts.items():
         with atomic_output(out / name) as fh:  # a file that cannot be written is an OutputError, nothing half-done
             fh.write(text)
         written.append(out / name)
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if out / "conversations.html" in written:
+        print(f"open {out / 'conversations.html'}", file=sys.stderr)
     return 0
 
 

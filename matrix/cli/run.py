@@ -68,13 +68,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise RunError("--no-wait and --poll apply to a batch run: add --batch.")
     run = api.run(config, progress=not args.no_progress, retry_errors=args.retry_errors, append=args.append,
                   batch=args.batch, batch_wait=not args.no_wait, batch_poll_s=args.poll)
+    assert isinstance(run, Run), "a conversation dataset was sent to run_conversations_cli above"
     return print_run(run, sys.stdout, sys.stderr)
 
 
 def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: TextIO) -> int:
     """``promptgrid run`` with a conversation dataset: run (or, with ``--dry-run``, count) the episodes, print the
-    summary and the report's console table. Exit 1 when every episode run ended in an error or a model was
-    stopped (an unauthorised key, an unknown model, a Retry-After above the cap), as a single-turn run."""
+    summary and the report's console table. Exit codes as a single-turn run's: 3 when ``--max-cost`` stopped
+    it (its unfinished episodes stored, resumed by the same command with a higher cap), else 1 when every
+    episode run ended in an error or a model was stopped (an unauthorised key, an unknown model, a Retry-After
+    above the cap), else 0."""
     from promptgrid.matrix.conversations import run_conversation_config
 
     if args.dry_run:
@@ -94,22 +97,33 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
               f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
               "model, variant and repeat, at least one model call each (a conversation's steps are known only "
               "as it runs).", file=out)
+        if config.goal is not None and config.budget is not None:
+            product = episodes // max(1, len(config.models))
+            print(f"adaptive plan (goal {config.goal}): at most {min(config.budget, product):,} of the product's "
+                  f"{product:,} episodes per model; which ones its rounds choose depends on their verdicts.",
+                  file=out)
         return 0
     run = run_conversation_config(config, batch=args.batch, progress=None if args.no_progress else sys.stderr)
     s = run.summary
     failed_env = (f" ({s.environment_failures:,} ended by an environment failure)" if s.environment_failures
                   else "")
+    unfinished = f", {s.unfinished:,} left unfinished by --max-cost" if s.unfinished else ""
     print(f"{s.episodes:,} episodes: {s.finished:,} finished{failed_env} ({s.skipped:,} already in the store), "
-          f"{s.valid:,} valid, {s.errors:,} ended in an error; {s.steps_sent:,} steps sent, {s.steps_stored:,} read "
-          f"back from the store; {s.wall_s:.1f} s. Stored in {config.run_dir}.", file=out)
-    errors = [r for r in s.results if r.error]
+          f"{s.valid:,} valid, {s.errors:,} ended in an error{unfinished}; {s.steps_sent:,} steps sent, "
+          f"{s.steps_stored:,} read back from the store; spent ${s.spend:.4f}; {s.wall_s:.1f} s. Stored in "
+          f"{config.run_dir}.", file=out)
+    if s.stopped == "max_cost":
+        print(f"stopped: the run directory's spend reached --max-cost ${s.max_cost:.4f} (now ${run.spend():.4f}); "
+              f"{s.unfinished:,} episode(s) stored unfinished and {s.not_run:,} not started. Raise --max-cost and "
+              "run the same command to continue.", file=sys.stderr)
+    errors = [r for r in s.results if r.error and not r.details.get("stopped")]
     if errors:
         print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
     for model, why in s.halted.items():  # its other episodes were not sent: unfinished, resumed by the next run
         print(f"model {escape_controls(model)} stopped: {escape_controls(why)}", file=out)
-    if s.not_run:
-        print(f"{s.not_run:,} episode(s) not run because their model was stopped (not stored; the same command "
-              "runs them once the cause is fixed)", file=out)
+    if s.not_run and s.halted:
+        print(f"{s.not_run:,} episode(s) not run because their model or the run was stopped (not stored; the same "
+              "command runs them once the cause is fixed)", file=out)
     broken = [r for r in s.results if r.failure_mode == "environment_failure"]
     if broken:
         detail = str((broken[0].details.get("environment_failure") or {}).get("detail", ""))
@@ -117,6 +131,16 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
               "again)", file=out)
     if s.finished:
         out.write(run.report().console())
+    for model, why in s.planned.items():
+        print(f"model {escape_controls(model)}: the adaptive plan stopped before its budget: {escape_controls(why)}.",
+              file=sys.stderr)
+    found = run.adaptive() if s.goal is not None else {}
+    if found:  # what the goal found, as a single-turn run prints it
+        from promptgrid.matrix.report._adaptive import adaptive_console
+
+        print(adaptive_console([r.to_dict() for r in found.values()]), file=out, end="")
+    if s.stopped == "max_cost":
+        return EXIT_MAX_COST
     return EXIT_CALLS_FAILED if s.halted or (s.errors and not s.finished) else 0
 
 

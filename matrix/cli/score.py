@@ -161,7 +161,7 @@ def _accuracy_line(n: int, correct: int) -> str:
     """
     if n == 0:
         return "no line was scored"
-    from promptgrid.matrix.report.stats import DEFAULT_CONFIDENCE, wilson_interval
+    from promptgrid.matrix.report._wilson import DEFAULT_CONFIDENCE, wilson_interval
 
     lo, hi = wilson_interval(correct, n, DEFAULT_CONFIDENCE)
     return (f"scored {n} line(s): {correct} correct, accuracy {100 * correct / n:.1f}% "

@@ -538,7 +538,9 @@ def _completion(output: Mapping[str, Any], json_mode: bool, where: str) -> Compl
                 continue
             calls.append({"id": block.get("id"), "type": "function",
                           "function": {"name": block.get("name"), "arguments": arguments}})
-    usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+    usage = output.get("usage")
+    if not isinstance(usage, Mapping):
+        usage = {}
     stop = output.get("stop_reason")
     finish = _FINISH.get(stop, stop) if isinstance(stop, str) else None
     if json_mode and finish == "tool_calls" and not calls:

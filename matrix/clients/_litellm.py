@@ -106,6 +106,8 @@ class LiteLLMClient:
         self._endpoints.update({split_query(url)[0].rstrip("/"): redact_url(url) for url in self.api_bases})
         self._direct = redact_url(self.api_base)  # the endpoint of every call without a Router (worked out once)
         # What every call without a Router is sent to: the endpoint without its query, which goes as extra_query.
+        self._base: str | None
+        self._query: dict[str, str]
         self._base, self._query = split_query(self.api_base) if self.api_base else (None, {})
         self._router: Any = None
         if len(self.api_bases) > 1:

@@ -32,9 +32,12 @@ Running models through conversations:
   re-sending; ``_fakes``: the scripted offline models ``fake/ground-truth``,
   ``fake/noisy`` and ``fake/hostile`` (``clients._scripted``'s); ``_report``: pass^k (both definitions), paired
   comparisons, accuracy by turn, first divergence, failure modes, the
-  native-vs-prompt gap; ``_api``: ``run_conversation_config``,
-  ``ConversationRun`` (``pg.run_conversations``, ``promptgrid run`` with a
-  conversation dataset).
+  native-vs-prompt gap; ``_html``: ``conversation_html`` / ``conversation_run_html``, the
+  report as one HTML page with figures (``_figures``) and transcripts of chosen episodes
+  rebuilt from the store (``_transcript``); ``_api``: ``run_conversation_config``
+  (``arun_conversation_config``), ``ConversationRun`` (what ``pg.run`` and
+  ``promptgrid run`` give for a conversation dataset; ``episodes_frame`` its
+  ``to_pandas``).
 """
 
 from __future__ import annotations
@@ -63,8 +66,20 @@ _EXPORTS: dict[str, str] = {
     "ScriptedClient": "._fakes",
     "Transcript": "._episode",
     "TurnResult": "._records",
+    "arun_conversation_config": "._api",
     "arun_conversations": "._run",
+    "episodes_frame": "._api",
     "conversation_report": "._report",
+    "conversation_html": "._html",
+    "conversation_run_html": "._html",
+    "EpisodeTranscript": "._transcript",
+    "choose_episodes": "._transcript",
+    "episode_transcripts": "._transcript",
+    "export_records": "._export",
+    "iter_transcripts": "._export",
+    "select_episodes": "._export",
+    "transcript_record": "._export",
+    "transcript_text": "._export",
     "decode_answer": "._episode",
     "is_conversation_dataset": "._api",
     "make_conversation_client": "._run",
@@ -104,6 +119,8 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._api import ConversationRun as ConversationRun
+    from ._api import arun_conversation_config as arun_conversation_config
+    from ._api import episodes_frame as episodes_frame
     from ._api import is_conversation_dataset as is_conversation_dataset
     from ._api import open_conversation_run as open_conversation_run
     from ._api import render_conversation as render_conversation
@@ -137,10 +154,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._episode import Transcript as Transcript
     from ._episode import decode_answer as decode_answer
     from ._episode import results_message as results_message
+    from ._export import export_records as export_records
+    from ._export import iter_transcripts as iter_transcripts
+    from ._export import select_episodes as select_episodes
+    from ._export import transcript_record as transcript_record
+    from ._export import transcript_text as transcript_text
     from ._fakes import ATTACKS as ATTACKS
     from ._fakes import CANARY as CANARY
     from ._fakes import SCRIPTED_MODELS as SCRIPTED_MODELS
     from ._fakes import ScriptedClient as ScriptedClient
+    from ._html import conversation_html as conversation_html
+    from ._html import conversation_run_html as conversation_run_html
     from ._records import EpisodeResult as EpisodeResult
     from ._records import TurnResult as TurnResult
     from ._render import first_turn_messages as first_turn_messages
@@ -157,6 +181,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._store import CONVERSATION_STORE as CONVERSATION_STORE
     from ._store import ConversationStore as ConversationStore
     from ._store import is_conversation_run as is_conversation_run
+    from ._transcript import EpisodeTranscript as EpisodeTranscript
+    from ._transcript import choose_episodes as choose_episodes
+    from ._transcript import episode_transcripts as episode_transcripts
 
 __all__ = [
     "ATTACKS",
@@ -175,9 +202,21 @@ __all__ = [
     "ScriptedClient",
     "Transcript",
     "TurnResult",
+    "arun_conversation_config",
     "arun_conversations",
     "conversation_report",
+    "conversation_html",
+    "conversation_run_html",
+    "EpisodeTranscript",
+    "choose_episodes",
+    "episode_transcripts",
+    "export_records",
+    "iter_transcripts",
+    "select_episodes",
+    "transcript_record",
+    "transcript_text",
     "decode_answer",
+    "episodes_frame",
     "is_conversation_dataset",
     "is_conversation_run",
     "make_conversation_client",

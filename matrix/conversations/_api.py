@@ -1,30 +1,40 @@
-"""The library entry points of a conversation run: ``run_conversations`` and ``open_conversation_run``.
+"""The library entry points of a conversation run: ``run_conversation_config`` and ``ConversationRun``.
 
-``promptgrid run GRID --dataset bfcl:multi_turn_base ...`` comes here when
-the dataset is a conversation dataset (``is_conversation_dataset``): BFCL's
-multi-turn categories, or a ``jsonl:`` file whose first record has
+``promptgrid run GRID --dataset bfcl:multi_turn_base ...``, ``pg.run`` and
+``pg.arun`` come here when the dataset is a conversation dataset
+(``is_conversation_dataset``): BFCL's multi-turn categories, ``mini-mt``
+(``mini-mt:LANGS``), or a ``jsonl:`` file whose first record has
 ``involved_classes``. The run options are the ``RunOptions`` of a
-single-turn run; those that do not apply to conversations are refused before
-anything is sent (``--batch``, ``--goal``/``--budget``, ``--max-cost``),
-and the others mean what they mean there (models with their parameters,
-timeout and concurrency, repeats, limit, cases, variants, run directory).
+single-turn run; the one that does not apply to conversations is refused
+before anything is sent (``--batch``), and the others mean what they mean
+there (models with their parameters, timeout, concurrency, ``rpm``/``tpm``,
+repeats, limit, cases, variants, run directory, ``--max-cost`` for the whole
+run directory, and ``--goal``/``--budget``/``--rounds``/``--seed``: an
+adaptive study whose cells are (variant, conversation, repeat) episodes,
+planned by the single-turn planner, see ``_run``; ``ConversationRun.adaptive``
+says what it found).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from promptgrid.errors import InputLimitError, RunError
+from promptgrid.errors import InputLimitError, MissingDependencyError, RunError
 from promptgrid.safeio import read_json_lines
 
 from ._records import EpisodeResult
 from ._store import CONVERSATION_STORE, ConversationStore
 
-__all__ = ["ConversationRun", "is_conversation_dataset", "open_conversation_run", "render_conversation",
-           "run_conversation_config"]
+if TYPE_CHECKING:  # pragma: no cover - types only
+    import pandas as pd
+
+__all__ = ["ConversationRun", "arun_conversation_config", "episodes_frame", "is_conversation_dataset",
+           "open_conversation_run", "render_conversation", "run_conversation_config"]
 
 
 def is_conversation_dataset(spec: str) -> bool:
@@ -60,18 +70,44 @@ _SNIFF_SLACK = 1_000_000  # bytes of blank lines before the first line that reco
 
 
 class ConversationRun:
-    """A conversation run directory: its episodes, its variants, its report. Read from the store each time."""
+    """A conversation run directory: its episodes, its variants, its report. Read from the store each time.
+
+    What ``pg.run``/``pg.arun`` return for a conversation dataset (``pg.open_conversation_run`` opens one), with
+    the methods of a single-turn ``Run`` where they mean something for episodes: ``path``, ``summary``,
+    ``results()`` (the episodes), ``to_pandas()`` (one row per episode, with per-turn columns), ``spend()``,
+    ``adaptive()`` (what an adaptive goal found) and ``report()`` (the ``ConversationReport``: pass^k, per turn,
+    failure modes, native - prompt).
+    """
 
     def __init__(self, run_dir: str | os.PathLike[str], summary: Any = None) -> None:
         self.path = Path(run_dir)
         if not (self.path / CONVERSATION_STORE).is_file():
             raise RunError(f"{self.path} holds no conversation run ({CONVERSATION_STORE} is missing).")
         self.summary = summary
-        """The ``ConversationRunSummary`` of the run that returned this object (``None`` when opened)."""
+        """The ``ConversationRunSummary`` of the run that returned this object (``None`` when opened): episodes,
+        finished, valid, errors, ``unfinished``, steps sent and read back, ``spend``, ``stopped`` (None, or
+        ``"max_cost"`` when the cost cap stopped it), ``halted`` (model -> why), ``not_run``."""
 
     def episodes(self, *, models: Sequence[str] | None = None) -> list[EpisodeResult]:
+        """Every stored episode (of ``models`` when given), in (model, variant, conversation, repeat) order;
+        an unfinished one has ``valid`` ``None``."""
         with ConversationStore(self.path) as store:
             return store.episodes(models=models)
+
+    def results(self, *, models: Sequence[str] | None = None) -> list[EpisodeResult]:
+        """``episodes()``: the unit of a conversation run's results is the episode (``Run.results`` gives jobs)."""
+        return self.episodes(models=models)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The stored episodes as a pandas DataFrame, one row per episode (``episodes_frame``; pandas is optional:
+        ``MissingDependencyError`` naming the ``pandas`` extra without it)."""
+        return episodes_frame(self.episodes(), self.variants(), self.labels())
+
+    def spend(self) -> float:
+        """USD recorded for every step stored in the run directory (unknown prices count 0): what ``max_cost``
+        caps."""
+        with ConversationStore(self.path) as store:
+            return store.spend()
 
     def variants(self) -> dict[str, dict[str, str]]:
         with ConversationStore(self.path) as store:
@@ -80,6 +116,23 @@ class ConversationRun:
     def meta(self) -> dict[str, Any]:
         with ConversationStore(self.path) as store:
             return {key: store.meta(key) for key in ("grid", "dataset", "models")}
+
+    def adaptive(self, *, trace: bool = True) -> dict[str, Any]:
+        """What the latest run's adaptive goal (``goal``/``budget``) found, per model: a
+        ``findings.AdaptiveResult``, as a single-turn ``Run.adaptive`` gives it (the best and worst variant, the
+        spread, every variant's accuracy, the quantiles, each ``measured`` or ``estimated`` with its interval;
+        the episodes spent against the product; with ``trace``, the estimates after each round). Its planner is
+        replayed against the stored episodes (``_run.conversation_findings``). ``{}`` when the latest run into
+        the directory ran every episode."""
+        from ._run import conversation_findings
+
+        with ConversationStore(self.path) as store:
+            plan = store.meta("plan")
+            if not plan or not plan.get("goal"):
+                return {}
+            episodes = store.episodes(models=plan.get("models") or ())
+            dimensions, labels = store.variants(), dict(store.meta("labels", {}))
+        return conversation_findings(plan, episodes, dimensions, labels, trace=trace)
 
     def report(self, *, k: int | None = None, confidence: float = 0.95) -> Any:
         """The ``ConversationReport`` of every stored episode (``_report.conversation_report``)."""
@@ -108,10 +161,50 @@ def open_conversation_run(path: str | os.PathLike[str]) -> ConversationRun:
     return ConversationRun(path)
 
 
-def _refuse_single_turn_options(config: Any) -> None:
-    if config.max_cost is not None:
-        raise RunError("--max-cost is not available for conversation datasets yet: a conversation's cost is only "
-                       "known as it goes. Limit the run with --limit and --repeats instead.")
+FRAME_TURN_COLUMNS = ("valid", "failure_mode", "steps", "calls")
+"""Per user turn ``i``, the columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps`` and
+``turn_{i}_calls`` of ``episodes_frame`` (``TurnResult``'s fields)."""
+
+
+def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]] | None = None,
+                   labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """``episodes`` as a pandas DataFrame, one row per episode (``ConversationRun.to_pandas``).
+
+    Columns: the ``EpisodeResult`` fields but ``turns`` and ``details``, in their order (``model``,
+    ``variant_id``, ``conversation_id``, ``category``, ``repeat``, ``valid``, ``failure_mode``, ``steps``,
+    ``sent``, tokens, ``cost_usd``, ``latency_s``, ``error``, ``language``, ``template``); then ``label`` (the
+    grid's label of the variant), ``dimensions`` (its dimension values, ``variants``), ``call_mode``,
+    ``turns`` (user turns scored), ``stopped`` (``"max_cost"`` for an episode the cost cap left unfinished,
+    else ``None``), and the per-turn columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps``,
+    ``turn_{i}_calls`` for every turn index any episode has (missing where an episode has fewer turns, or
+    none: unfinished, an environment failure). ``valid`` and ``turn_{i}_valid`` are nullable booleans (``<NA>``:
+    unfinished or not scored). No episode: an empty frame with the fixed columns.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise MissingDependencyError("ConversationRun.to_pandas() (episodes as a pandas DataFrame)",
+                                     "pip install 'promptgrid[pandas]' (or pip install pandas)") from None
+    variants, labels = variants or {}, labels or {}
+    fields = [f.name for f in dataclasses.fields(EpisodeResult) if f.name not in ("turns", "details")]
+    most = max((len(e.turns) for e in episodes), default=0)
+    per_turn = [f"turn_{i}_{name}" for i in range(most) for name in FRAME_TURN_COLUMNS]
+    columns = [*fields, "label", "dimensions", "call_mode", "turns", "stopped", *per_turn]
+    records = []
+    for e in episodes:
+        row: dict[str, Any] = {name: getattr(e, name) for name in fields}
+        dims = dict(variants.get(e.variant_id, {}))
+        row.update(label=labels.get(e.variant_id, e.variant_id), dimensions=dims,
+                   call_mode=dims.get("call_mode", "prompt"), turns=len(e.turns),
+                   stopped=e.details.get("stopped"))
+        for turn in e.turns:
+            for name in FRAME_TURN_COLUMNS:
+                row[f"turn_{turn.index}_{name}"] = getattr(turn, name)
+        records.append(row)
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    for column in ("valid", *(c for c in per_turn if c.endswith("_valid"))):
+        frame[column] = frame[column].astype("boolean")
+    return frame
 
 
 def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
@@ -121,16 +214,25 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). ``progress``: a text
     stream for a line per finished episode. Raises ``RunError``
     (and the loaders' ``GridError``/``DatasetError``) before anything is sent for what cannot be run.
+    Every option of the config applies as in a single-turn run, ``rpm``/``tpm`` per model, ``max_cost``
+    for the run directory and an adaptive ``goal`` (its ``budget``, ``rounds`` and ``plan_seed``) included
+    (``arun_conversations``). Not in a running event loop (``asyncio.run``):
+    there, await ``arun_conversation_config``.
     """
+    return asyncio.run(arun_conversation_config(config, grid=grid, batch=batch, progress=progress))
+
+
+async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
+                                   progress: Any = None) -> ConversationRun:
+    """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here)."""
     from promptgrid.matrix.running.session import _clients, make_renderer
     from promptgrid.variants import load_grid
 
     from ._dataset import select_conversations
     from ._fakes import SCRIPTED_MODELS, ScriptedClient
-    from ._run import _check_options, check_episodes, run_conversations
+    from ._run import _check_options, arun_conversations, check_episodes
 
-    _check_options(batch, config.goal)
-    _refuse_single_turn_options(config)
+    _check_options(batch, config.goal, config.budget, config.rounds)
     grid = grid if grid is not None else load_grid(config.grid)
     variants = grid.select(config.variants)
     conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
@@ -151,14 +253,16 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     redactor = Redactor()  # one per run, shared by the clients and the runner's stored errors
     clients.update(_clients(None, redactor, others))
     model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
-    summary = run_conversations(
+    summary = await arun_conversations(
         variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
         repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
         model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
         clients=clients, renderer=renderer, retries=config.max_retries, retry_policy=config.retry_policy(),
         step_limit=config.max_steps, max_jobs=config.max_jobs, dedupe_requests=config.dedupe_requests,
-        strict_arguments=config.strict_arguments,
-        progress=progress, redactor=redactor,
+        strict_arguments=config.strict_arguments, goal=config.goal, budget=config.budget, rounds=config.rounds,
+        seed=config.plan_seed,
+        rpm={spec.name: spec.rpm for spec in config.models}, tpm={spec.name: spec.tpm for spec in config.models},
+        max_cost=config.max_cost, progress=progress, redactor=redactor,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 

@@ -462,8 +462,8 @@ def _judge_turn(
             return failed(TurnFailureMode.IRRELEVANCE_VIOLATED, ErrorCode.MULTI_TURN_IRRELEVANCE_DECODER_SUCCESS)
         return TurnVerdict(index, True, None, ErrorCode.VALID, details)
 
-    model_calls = [outcome.call for outcome in outcomes]
-    missing_calls, extra_calls = _call_differences(model_calls, truth_calls)
+    def call_differences() -> tuple[list[str], list[str]]:  # for a failed turn's details only
+        return _call_differences([outcome.call for outcome in outcomes], truth_calls)
 
     def cause(otherwise: TurnFailureMode) -> TurnFailureMode:
         if decode_failures:
@@ -478,12 +478,14 @@ def _judge_turn(
         raise ValueError(f"the ground-truth run has no state after turn {index}, which has ground-truth calls")
     differences = _state_differences(model_env.state(), truth_state)
     if differences:
+        missing_calls, extra_calls = call_differences()
         details.update(state_differences=differences, missing_calls=missing_calls, extra_calls=extra_calls)
         shape = TurnFailureMode.EXTRA_STATE_CHANGE if extra_calls and not missing_calls \
             else TurnFailureMode.WRONG_END_STATE
         return failed(cause(shape), ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
     missing = _missing_results(model_outputs, truth_outputs)
     if missing:
+        missing_calls, extra_calls = call_differences()
         details.update(missing_results=missing, missing_calls=missing_calls, extra_calls=extra_calls)
         return failed(cause(TurnFailureMode.MISSING_RESULT), ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH)
     return TurnVerdict(index, True, None, ErrorCode.VALID, details)

@@ -477,13 +477,11 @@ def _load_mini_mt(languages: str | None, limit: int | None, bfcl_data: str | os.
     (template by template), at most ``limit``: with several languages, ``limit`` distinct templates while there
     are enough, the language taking turns, as ``--limit`` picks ``mini``'s questions (``_limited``). The set and
     its file are ``_mini_mt``'s (imported here, one way)."""
-    from ._mini_mt import DATA_FILE, MINI_MT_LANGUAGES, parse_languages
+    from ._mini_mt import MINI_MT_LANGUAGES, data_file, parse_languages
 
     wanted = MINI_MT_LANGUAGES if languages is None else parse_languages(languages)
-    if not DATA_FILE.is_file():  # pragma: no cover - a broken install
-        raise DatasetError(f"the mini-mt data file {DATA_FILE} is missing; reinstall promptgrid or regenerate it "
-                           "(python -m promptgrid.matrix.conversations._mini_mt --write).")
-    conversations = [c for c in _load_jsonl(str(DATA_FILE), None, bfcl_data) if c.language in wanted]
+    path = data_file()  # DatasetError when missing (a broken install), naming scripts/build_mini_mt.py
+    conversations = [c for c in _load_jsonl(str(path), None, bfcl_data) if c.language in wanted]
     return _limited(conversations, limit)
 
 
@@ -573,7 +571,7 @@ def list_conversation_datasets(bfcl_data: str | os.PathLike[str] | None = None) 
     ``bfcl:multi_turn_<...>`` line says why not and how to make them available.
     """
     from ..datasets._bfcl import _prefix
-    from ._mini_mt import _TEMPLATES, MINI_MT_LANGUAGES
+    from ._mini_mt import MINI_MT_LANGUAGES, template_ids
 
     out: dict[str, str] = {}
     try:
@@ -587,9 +585,10 @@ def list_conversation_datasets(bfcl_data: str | os.PathLike[str] | None = None) 
         out[f"bfcl:{category}"] = f"BFCL {category}: {_CATEGORY_NOTES[category]} (bfcl-eval's data files)"
     if not categories:
         out["bfcl:multi_turn_<...>"] = f"BFCL's multi-turn categories: not available here. {reason}"
-    out["mini-mt"] = (f"built-in: {len(_TEMPLATES)} conversations of 2 to 5 user turns on TravelAPI, MessageAPI "
+    templates = len(template_ids())
+    out["mini-mt"] = (f"built-in: {templates} conversations of 2 to 5 user turns on TravelAPI, MessageAPI "
                       f"and TicketAPI, each in {', '.join(MINI_MT_LANGUAGES)} with localized state "
-                      f"({len(_TEMPLATES) * len(MINI_MT_LANGUAGES)} in all)")
+                      f"({templates * len(MINI_MT_LANGUAGES)} in all)")
     out["mini-mt:LANG[,LANG...]"] = "mini-mt restricted to some languages, e.g. mini-mt:de,ja"
     out["jsonl:PATH"] = ("your own conversations, one JSON object per line, the first with involved_classes "
                          "(docs/conversations.md)")

@@ -64,8 +64,13 @@ on from the same state; if one does not, ``EnvironmentFailure``
 (``replay_differs``). The worker cannot write files, start processes or
 read the parent's environment variables; the simulated APIs themselves never
 touch the real file system. Workers are forked from a fork server, one per
-process (``_worker.py``), so a start costs a few milliseconds; where there
-is no ``fork`` each worker is a fresh interpreter (about 30 ms).
+process (``_worker.py``). A closed environment's worker (one in step with its
+environment: no bound hit, every request answered) goes back to its server's
+pool: it puts its modules' state back in place (``_worker.Pristine``) and
+serves the next environment with the same memory bound, so a start costs a
+fraction of a millisecond; one that cannot show it restored everything ends,
+and the next environment gets a fresh fork. Where there is no ``fork`` each
+worker is a fresh interpreter (about 30 ms).
 
 A call that is refused, or that raises inside the method, is not an
 exception: it is a ``CallOutcome`` whose ``output`` is the error text the
@@ -94,7 +99,7 @@ import io
 import math
 import os
 import pickle
-import selectors
+import select
 import socket
 import subprocess
 import sys
@@ -612,6 +617,10 @@ _FORK_SERVER = sys.platform != "win32" and hasattr(os, "fork") and hasattr(socke
     hasattr(socket, "AF_UNIX")
 """Whether workers are forked from a fork server (Linux, macOS); if not, each is a fresh interpreter."""
 _RESET = protocol.encode(("reset",))
+_PIPELINE_BYTES = 16_384
+"""The most a step's calls may carry to go to the worker together: well inside a pipe's buffer (64 KiB on Linux,
+16 KiB at least elsewhere), so the write never waits on a worker that is itself waiting to write results. A step
+with more goes one call at a time."""
 _MAX_IDLE_WORKERS = 16
 """Workers kept between environments per fork server (a study's concurrency is rarely higher; more are ended)."""
 _SERVER_TIMEOUT_S = 30.0
@@ -793,7 +802,9 @@ class _ForkServer:
         """An idle worker with this memory bound (its ``reset`` answer still to read), or None."""
         with self.lock:
             workers = self.idle.get(memory_limit_bytes)
-            if not workers or not self.usable():
+            # Not usable(): its poll() is a system call per environment; a server that died took its workers
+            # with it, which the first write to one shows (then a fresh fork is asked for, and fails over).
+            if not workers or self.broken or self.owner != os.getpid():
                 return None
             try:
                 self._reap_pending()  # forgotten environments' workers, as a fork would
@@ -805,7 +816,8 @@ class _ForkServer:
         """Keep a worker that was sent ``reset`` for the next environment (at most ``_MAX_IDLE_WORKERS``)."""
         with self.lock:
             workers = self.idle.setdefault(memory_limit_bytes, [])
-            if self.usable() and sum(len(w) for w in self.idle.values()) < _MAX_IDLE_WORKERS:
+            if not self.broken and self.owner == os.getpid() and \
+                    sum(len(w) for w in self.idle.values()) < _MAX_IDLE_WORKERS:
                 worker.reset_pending = True
                 workers.append(worker)
                 return
@@ -872,14 +884,24 @@ def _close_fork_servers() -> None:
         server.close()
 
 
+_SYS_PATH: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
+
+
+def _sys_path() -> tuple[str, ...]:
+    """``sys.path`` as absolute paths (the worker's), worked out again only when ``sys.path`` changes."""
+    now = tuple(sys.path)
+    if not _SYS_PATH or _SYS_PATH[0][0] != now:
+        _SYS_PATH[:] = [(now, tuple(os.path.abspath(entry) for entry in now if isinstance(entry, str)))]
+    return _SYS_PATH[0][1]
+
+
 def _new_process(first: bytes, memory_limit_bytes: int, reuse: bool = True) -> tuple[_Process, bytes]:
     """A worker, and the part of the ``first`` message (``protocol.encode``-d) it has not been sent yet: one that
     ended an environment and put its state back (``reuse``; its ``reset_pending`` answer is read first), else one
     forked where a fork server can run, else spawned. Raises ``RunError`` when no worker can start."""
     if reuse and _FORK_SERVER and sys.executable:
-        sys_path = [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)]
         with _SERVERS_LOCK:
-            server = _SERVERS.get((sys.executable, tuple(sorted(_worker_environment().items())), tuple(sys_path)))
+            server = _SERVERS.get((sys.executable, tuple(sorted(_worker_environment().items())), _sys_path()))
         idle = server.take(memory_limit_bytes) if server is not None else None
         if idle is not None:
             try:
@@ -892,7 +914,7 @@ def _new_process(first: bytes, memory_limit_bytes: int, reuse: bool = True) -> t
                        "is empty in this process.")
     environment = _worker_environment()
     if _FORK_SERVER:
-        sys_path = [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)]
+        sys_path = list(_sys_path())
         error: Exception | None = None
         for _attempt in range(2):  # a server that died since the last worker is replaced once
             try:
@@ -963,10 +985,10 @@ class Environment:
         strict_arguments: bool = False,
     ) -> None:
         self._process: _Process | None = None
-        self._selector: selectors.BaseSelector | None = None
         self._closed = False
         self._in_sync = False  # the worker has answered every request sent (it may go back to the pool)
         self._prefetched: Any = None  # the reply to a state request sent with the last step (run(then_state=))
+        self._inbox = bytearray()  # bytes read from the worker ahead of the reply being read
         self.classes = tuple(_check_classes(classes))
         if not isinstance(initial_config, Mapping):
             raise DatasetError(f"initial_config must be an object (class -> state), not {type(initial_config)}.")
@@ -1075,7 +1097,8 @@ class Environment:
                 outcomes[index] = plan
             else:
                 planned.append((index, plan))
-        if planned and self._process is not None:
+        batch = sum(len(plan.message) for _index, plan in planned)
+        if planned and self._process is not None and batch <= _PIPELINE_BYTES:
             state = protocol.encode(("state",)) if then_state else b""
             sent = time.monotonic()
             try:
@@ -1199,13 +1222,10 @@ class Environment:
             return
         self._closed = True
         process = self._process
-        if isinstance(process, _Forked) and self._in_sync:
+        if isinstance(process, _Forked) and self._in_sync and not self._inbox:
             # Back to its fork server's pool: it puts its pristine state back while this process goes on, and
             # the next environment reads its answer to the reset first (``_start``).
             self._process = None
-            if self._selector is not None:
-                self._selector.close()
-                self._selector = None
             try:
                 protocol.write_all(process.to_worker, _RESET)
             except OSError:
@@ -1338,9 +1358,8 @@ class Environment:
             })
             self._initial_config = {}  # not needed again: the message holds it
         memory = self.memory_limit_mb * 1024 * 1024
+        self._inbox = bytearray()
         self._process, unsent = _new_process(self._init_message, memory, reuse=reuse)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._process.from_worker, selectors.EVENT_READ)
         reused = getattr(self._process, "reset_pending", False)
         if reused:  # its answer to the reset comes first; any other answer: it ended, and a fresh one starts
             self._process.reset_pending = False  # type: ignore[attr-defined]
@@ -1439,25 +1458,27 @@ class Environment:
             return _ENDED
 
     def _receive(self, size: int, deadline: float) -> Any:
-        assert self._process is not None and self._selector is not None
+        """``size`` bytes from the worker, from what was read ahead first (a worker writes the results of calls
+        sent together at once), else read as they come, as much as is there; ``_TIMEOUT`` or ``_ENDED``."""
+        assert self._process is not None
         fd = self._process.from_worker
-        chunks: list[bytes] = []
-        missing = size
-        while missing > 0:
+        inbox = self._inbox
+        while len(inbox) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return _TIMEOUT
-            if not self._selector.select(remaining):
+            if not _readable(fd, remaining):
                 continue
             try:
-                chunk = os.read(fd, min(missing, 1 << 20))
+                chunk = os.read(fd, max(size - len(inbox), 1 << 16))
             except OSError:
                 return _ENDED
             if not chunk:
                 return _ENDED
-            chunks.append(chunk)
-            missing -= len(chunk)
-        return b"".join(chunks)
+            inbox += chunk
+        data = bytes(inbox[:size])
+        del inbox[:size]
+        return data
 
     def _note_peak(self) -> None:
         if self._process is None:
@@ -1482,10 +1503,8 @@ class Environment:
                     self._peak_kib = max(self._peak_kib, int(fields[1]))
 
     def _kill(self) -> None:
+        self._inbox = bytearray()
         process, self._process = self._process, None
-        if self._selector is not None:
-            self._selector.close()
-            self._selector = None
         if process is not None:
             process.end()
 
@@ -1494,6 +1513,20 @@ class Environment:
             raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
         if self._process is None:
             self._restart()
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` can be read (data, or its end) within ``timeout_s``: one ``poll`` (no descriptor of its own
+    to create and close, as a selector has, and no limit on the descriptor's number, as ``select`` has)."""
+    poll = getattr(select, "poll", None)
+    if poll is None:  # pragma: no cover - no poll(): select's descriptor limit applies
+        return bool(select.select([fd], [], [], timeout_s)[0])
+    poller = poll()
+    poller.register(fd, select.POLLIN)
+    try:
+        return bool(poller.poll(max(0, math.ceil(timeout_s * 1000))))
+    except InterruptedError:  # pragma: no cover - retried by PEP 475; kept for older systems
+        return False
 
 
 @dataclass

@@ -62,7 +62,7 @@ computed; every ``ci`` is ``[low, high]``)::
                            "in_language", "share", "detected": [{"language", "count"}]}]
     }
 
-    PASSK = {"name", "definition", "k", "entries", "value", "ci"}   (as in _report.py)
+    PASSK = {"name", "definition", "k", "entries", "value", "ci"}   (PassK.named(), as in _report.py)
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ import numpy as np
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, with_ci
 from promptgrid.matrix.report._matrix import Resampler
-from promptgrid.matrix.report._model import _jsonable
+from promptgrid.matrix.report._model import PassK, _jsonable
 
 from ._records import EpisodeResult
 from ._report import (
@@ -88,28 +88,31 @@ from ._report import (
     UNFINISHED_NOTE,
     FailureModeCount,
     Interval,
-    PassHatK,
+    ReportSection,
     _boot_means,
     _failure_modes,
     _fraction_ci,
+    _grid,
     _masked_mean,
     _mode_order,
     _model_data,
     _pass_k_arrays,
     _resolve_k,
     _safe,
-    _table,
+    _section,
+    _summary_dict,
     _variant_scores,
     _VariantScores,
     check_inputs,
+    sections_markdown,
 )
 
 __all__ = [
     "MIN_ANSWER_LETTERS",
     "AnswerLanguage",
     "LanguageGap",
+    "LanguageConversationSummary",
     "LanguageReport",
-    "LanguageSummary",
     "answer_judgeable",
     "language_report",
     "translation_level",
@@ -144,8 +147,12 @@ def answer_judgeable(text: str | None, min_letters: int = MIN_ANSWER_LETTERS) ->
 
 
 @dataclass(frozen=True)
-class LanguageSummary:
-    """One (model, variant, language): episodes, accuracy, both pass^k and the failure modes."""
+class LanguageConversationSummary:
+    """One (model, variant, language): episodes, accuracy, both pass^k and the failure modes.
+
+    The per-language counterpart of ``_report.VariantConversationSummary`` (a single-turn report's
+    ``LanguageSummary`` is another record: one model x variant over all its languages, MASSIVE-Agents Table 2).
+    """
 
     model: str
     variant_id: str
@@ -157,10 +164,14 @@ class LanguageSummary:
     valid: int
     accuracy: float
     accuracy_ci: Interval
-    pass_k_tau: PassHatK
-    pass_k_ticket: PassHatK
+    pass_k_tau: PassK
+    pass_k_ticket: PassK
     failed: int
     failure_modes: tuple[FailureModeCount, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data, both pass^k as ``PassK.named()`` (``PASSK`` in the module docstring)."""
+        return _summary_dict(self)
 
 
 @dataclass(frozen=True)
@@ -219,7 +230,7 @@ class LanguageReport:
     episodes: int
     finished: int
     unfinished: int
-    summaries: tuple[LanguageSummary, ...]
+    summaries: tuple[LanguageConversationSummary, ...]
     against_baseline: tuple[LanguageGap, ...]
     answer_language: tuple[AnswerLanguage, ...]
 
@@ -231,7 +242,7 @@ class LanguageReport:
             "languages": list(self.languages), "unfinished_note": UNFINISHED_NOTE,
             "pass_k_names": {"tau_bench": TAU_BENCH_PASS_K, "ticket_bench": TICKET_BENCH_PASS_K},
             "episodes": self.episodes, "finished": self.finished, "unfinished": self.unfinished,
-            "summaries": _jsonable(self.summaries), "against_baseline": _jsonable(self.against_baseline),
+            "summaries": [s.to_dict() for s in self.summaries], "against_baseline": _jsonable(self.against_baseline),
             "answer_language": [a.to_dict() for a in self.answer_language],
         }
 
@@ -243,49 +254,59 @@ class LanguageReport:
 
     def to_markdown(self) -> str:
         """The section as Markdown: one GitHub table per part, a line under each saying what it shows."""
-        conf = f"{100 * self.confidence:g}%"
-        name = self._names()
-        out = ["## Conversations per language", "",
-               f"Languages: {', '.join(self.languages)}; baseline {self.baseline}. {self.finished:,} finished "
-               f"episodes, {self.unfinished:,} unfinished (counted, not scored). k = {self.k}. Intervals: {conf}.",
-               ""]
+        out = ["## Conversations per language", "", self.overview(), ""]
+        return "\n".join(out + sections_markdown(self.sections()))
 
-        out += ["### Accuracy and pass^k per language", ""]
+    def overview(self) -> str:
+        """The line under the section's title: the languages, the baseline, episodes, k, the intervals."""
+        return (f"Languages: {', '.join(self.languages)}; baseline {self.baseline}. {self.finished:,} finished "
+                f"episodes, {self.unfinished:,} unfinished (counted, not scored). k = {self.k}. Intervals: "
+                f"{100 * self.confidence:g}%.")
+
+    def sections(self) -> tuple[ReportSection, ...]:
+        """The section's parts, each a table (or the sentence said in its place) and the note under it: what
+        ``to_markdown`` writes and the HTML page shows."""
+        name = self._names()
+        out: list[ReportSection] = []
         rows = [[s.model, name[s.variant_id], s.language, fmt_num(s.entries), fmt_num(s.episodes),
                  fmt_num(s.unfinished), with_ci(s.accuracy, s.accuracy_ci),
                  _fraction_ci(s.pass_k_tau.value, s.pass_k_tau.ci),
                  _fraction_ci(s.pass_k_ticket.value, s.pass_k_ticket.ci)] for s in self.summaries]
-        out += [_table(["model", "variant", "language", "entries", "episodes", "unfinished", "accuracy %",
-                        TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K], rows, [False] * 3 + [True] * 6), "",
-                f"_Accuracy: valid / finished episodes (Wilson interval). Entries: the language's conversations "
-                f"with a finished repeat; {TAU_BENCH_PASS_K} and {TICKET_BENCH_PASS_K} as in the conversation "
-                f"report, k = {self.k}, bootstrap intervals over conversations._", ""]
+        out.append(_section(
+            "lang-accuracy", "Accuracy and pass^k per language",
+            _grid(["model", "variant", "language", "entries", "episodes", "unfinished", "accuracy %",
+                   TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K], rows, [False] * 3 + [True] * 6),
+            note=f"Accuracy: valid / finished episodes (Wilson interval). Entries: the language's conversations "
+                 f"with a finished repeat; {TAU_BENCH_PASS_K} and {TICKET_BENCH_PASS_K} as in the conversation "
+                 f"report, k = {self.k}, bootstrap intervals over conversations."))
 
-        out += [f"### Points against {self.baseline}", ""]
+        table = None
         if self.against_baseline:
             rows = [[g.model, name[g.variant_id], g.language, fmt_num(g.templates), pct(g.baseline_rate),
                      pct(g.language_rate), with_ci(g.diff, g.diff_ci, signed=True)] for g in self.against_baseline]
-            out += [_table(["model", "variant", "language", "templates", f"{self.baseline} %", "language %",
-                            "diff pp"], rows, [False] * 3 + [True] * 4), ""]
-        else:
-            out += [f"No language to compare with {self.baseline} (no finished episode in {self.baseline}, or no "
-                    "other language).", ""]
-        out += [f"_Per template finished in both languages (same model and variant): pass rate in the language "
-                f"minus pass rate in {self.baseline}, mean over templates in percentage points, paired bootstrap "
-                f"interval over templates._", ""]
+            table = _grid(["model", "variant", "language", "templates", f"{self.baseline} %", "language %",
+                           "diff pp"], rows, [False] * 3 + [True] * 4)
+        out.append(_section(
+            "lang-baseline", f"Points against {self.baseline}", table,
+            empty=f"No language to compare with {self.baseline} (no finished episode in {self.baseline}, or no "
+                  "other language).",
+            note=f"Per template finished in both languages (same model and variant): pass rate in the language "
+                 f"minus pass rate in {self.baseline}, mean over templates in percentage points, paired bootstrap "
+                 f"interval over templates."))
 
-        out += ["### Final answers in the user's language", ""]
         rows = [[a.model, name[a.variant_id], a.language, fmt_num(a.answers), fmt_num(a.judged),
                  fmt_num(a.in_language), pct(a.share),
                  ", ".join(f"{lang} {n}" for lang, n in a.detected) or DASH] for a in self.answer_language]
-        out += [_table(["model", "variant", "language", "answers", "judged", "in language", "share %",
-                        "detected"], rows, [False] * 3 + [True] * 4 + [False]), "",
-                f"_Turns of finished episodes ended by an answer; judged: those with at least "
-                f"{self.min_answer_letters} letters that are not a call list or structured data; share: judged "
-                f"answers detected (script, then langid) as the conversation's language._", ""]
+        out.append(_section(
+            "lang-answers", "Final answers in the user's language",
+            _grid(["model", "variant", "language", "answers", "judged", "in language", "share %", "detected"],
+                  rows, [False] * 3 + [True] * 4 + [False]),
+            note=f"Turns of finished episodes ended by an answer; judged: those with at least "
+                 f"{self.min_answer_letters} letters that are not a call list or structured data; share: judged "
+                 f"answers detected (script, then langid) as the conversation's language."))
 
-        out += ["### Failure modes per language", ""]
         modes = _mode_order({m.mode for s in self.summaries for m in s.failure_modes})
+        table = None
         if modes:
             rows = []
             for s in self.summaries:
@@ -293,13 +314,13 @@ class LanguageReport:
                 rows.append([s.model, name[s.variant_id], s.language, fmt_num(s.failed)]
                             + [f"{of_mode[m].count:,} ({pct(of_mode[m].share)}%)" if m in of_mode else DASH
                                for m in modes])
-            out += [_table(["model", "variant", "language", "failed"] + modes, rows,
-                           [False] * 3 + [True] * (len(modes) + 1)), "",
-                    "_Failed episodes by the failure mode of their first failed turn (count, share of the failed)._",
-                    ""]
-        else:
-            out += ["No failed episode.", ""]
-        return "\n".join(out)
+            table = _grid(["model", "variant", "language", "failed"] + modes, rows,
+                          [False] * 3 + [True] * (len(modes) + 1))
+        out.append(_section(
+            "lang-failures", "Failure modes per language", table, empty="No failed episode.",
+            note="Failed episodes by the failure mode of their first failed turn (count, share of the failed)."
+            if modes else ""))
+        return tuple(out)
 
     def console(self) -> str:
         """A few plain lines: per (model, variant), accuracy per language with the points against the baseline."""
@@ -308,7 +329,7 @@ class LanguageReport:
         answers = {(a.model, a.variant_id, a.language): a for a in self.answer_language}
         out = [f"per language ({', '.join(self.languages)}; baseline {self.baseline}): accuracy %, points against "
                f"{self.baseline} paired by template, final answers in the user's language"]
-        groups: dict[tuple[str, str], list[LanguageSummary]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[LanguageConversationSummary]] = defaultdict(list)
         for s in self.summaries:
             groups[(s.model, s.variant_id)].append(s)
         for (model, vid), rows in groups.items():
@@ -367,8 +388,9 @@ def language_report(
         has = md.trials > 0
         tau, ticket = _pass_k_arrays(md.correct, md.trials, k)
         scores.update(((model, lang, vid), sc)
-                      for vid, sc in zip(md.vids, _variant_scores(md, has, tau, ticket, k, confidence), strict=True))
-    summaries: list[LanguageSummary] = []
+                      for vid, sc in zip(md.vids, _variant_scores(md, has, tau, ticket, k, confidence, language=lang),
+                                         strict=True))
+    summaries: list[LanguageConversationSummary] = []
     answers: list[AnswerLanguage] = []
     for model in models:
         for vid in order:
@@ -389,10 +411,10 @@ def language_report(
         against_baseline=tuple(gaps), answer_language=tuple(answers))
 
 
-def _summary(sc: _VariantScores, model: str, vid: str, lang: str, level: str) -> LanguageSummary:
+def _summary(sc: _VariantScores, model: str, vid: str, lang: str, level: str) -> LanguageConversationSummary:
     """One (model, variant, language) from its scores in the model's data restricted to the language."""
     failed, modes = _failure_modes(sc.episodes)
-    return LanguageSummary(
+    return LanguageConversationSummary(
         model=model, variant_id=vid, level=level, language=lang, entries=sc.entries, episodes=sc.finished,
         unfinished=len(sc.episodes) - sc.finished, valid=sc.valid, accuracy=sc.accuracy,
         accuracy_ci=sc.accuracy_ci, pass_k_tau=sc.pass_k_tau, pass_k_ticket=sc.pass_k_ticket, failed=failed,

@@ -96,7 +96,7 @@ cannot be computed is ``null``; every ``ci`` is ``[low, high]``)::
                                          "diff", "diff_ci"}}]
     }
 
-    PASSK = {"name", "definition", "k", "entries", "value", "ci"}
+    PASSK = {"name", "definition", "k", "entries", "value", "ci"}   (PassK.named())
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -114,7 +114,14 @@ from promptgrid.display import escape_controls
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
 from promptgrid.matrix.report._matrix import Resampler, ci_of
-from promptgrid.matrix.report._model import _jsonable
+from promptgrid.matrix.report._model import (
+    TAU_BENCH_DEFINITION,
+    TAU_BENCH_PASS_K,
+    TICKET_BENCH_DEFINITION,
+    TICKET_BENCH_PASS_K,
+    PassK,
+    _jsonable,
+)
 from promptgrid.matrix.report._tables import Table, markdown_table
 
 from ._check import TurnFailureMode
@@ -133,17 +140,20 @@ __all__ = [
     "NativeGapOverall",
     "NativeGapPair",
     "PassHatK",
+    "ReportSection",
     "TurnAccuracy",
     "TurnPosition",
     "VariantComparison",
     "VariantConversationSummary",
     "conversation_report",
+    "sections_markdown",
 ]
 
-TAU_BENCH_PASS_K = "pass^k (tau-bench, C(c,k)/C(n,k))"
-"""The name of tau-bench's pass^k: mean over entries of C(c, k) / C(n, k)."""
-TICKET_BENCH_PASS_K = "pass^k (Ticket-Bench, (c/n)^k)"
-"""The name of Ticket-Bench's pass^k: mean over entries of (c / n) ** k."""
+PassHatK = PassK
+"""An alias of ``promptgrid.matrix.report.PassK``, the one pass^k record, which single-turn and conversation
+reports share (this module's own record had the name before; ``entries`` reads on, a property, but construct a
+``PassK``: its fields are ``PassK``'s). ``TAU_BENCH_PASS_K`` and ``TICKET_BENCH_PASS_K`` are defined with it and
+re-exported here."""
 MAX_ALL_PAIRS = 8
 """Up to this many variants of a model, every pair is compared; beyond, each variant against the first only."""
 
@@ -160,9 +170,52 @@ def _safe(text: str) -> str:
     return escape_controls(str(text))
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
-    return markdown_table(Table("", "", tuple(str(h) for h in headers),
-                                tuple(tuple(str(c) for c in row) for row in rows), tuple(numeric)))
+def _grid(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> Table:
+    """A section's table (its key, title and note are the section's: ``_section`` sets them)."""
+    return Table("", "", tuple(str(h) for h in headers), tuple(tuple(str(c) for c in row) for row in rows),
+                 tuple(numeric))
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """One part of a conversation (or language) report, as each writer shows it: ``to_markdown`` and the HTML page.
+
+    ``key``: a stable id (the page's anchor); ``table``: ``None`` when there is nothing to tabulate, ``empty`` is
+    then the sentence shown in its place (``""``: nothing). ``note`` says what the table shows and stands under it;
+    ``glossary``: (code, meaning) pairs listed after the note (the failure modes').
+    """
+
+    key: str
+    title: str
+    table: Table | None
+    empty: str = ""
+    note: str = ""
+    glossary: tuple[tuple[str, str], ...] = ()
+
+
+def _section(key: str, title: str, table: Table | None, *, empty: str = "", note: str = "",
+             glossary: tuple[tuple[str, str], ...] = ()) -> ReportSection:
+    """A section whose table carries the section's key, title and note (the HTML table shows them)."""
+    if table is not None:
+        table = Table(key, title, table.headers, table.rows, table.numeric, note)
+    return ReportSection(key, title, table, empty, note, glossary)
+
+
+def sections_markdown(sections: Sequence[ReportSection]) -> list[str]:
+    """The lines of ``sections`` in Markdown: a ``###`` title, the GitHub table (or the sentence said in its
+    place), the note in italics, the glossary as a list; a blank line after each."""
+    out: list[str] = []
+    for s in sections:
+        out += [f"### {s.title}", ""]
+        if s.table is not None:
+            out += [markdown_table(s.table), ""]
+        elif s.empty:
+            out += [s.empty, ""]
+        if s.note:
+            out += [f"_{s.note}_", ""]
+        if s.glossary:
+            out += [f"- `{code}`: {meaning}" for code, meaning in s.glossary] + [""]
+    return out
 
 
 def _fraction_ci(x: float, ci: Interval) -> str:
@@ -177,20 +230,14 @@ def _fraction_ci(x: float, ci: Interval) -> str:
 # ----------------------------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True)
-class PassHatK:
-    """One pass^k estimate: ``value`` is the mean over ``entries`` of the definition's per-entry value.
-
-    ``name`` is ``TAU_BENCH_PASS_K`` or ``TICKET_BENCH_PASS_K``; ``definition`` the per-entry formula;
-    ``ci`` the percentile bootstrap interval over the model's conversations.
-    """
-
-    name: str
-    definition: str
-    k: int
-    entries: int
-    value: float
-    ci: Interval
+def _summary_dict(record: Any) -> dict[str, Any]:
+    """A summary record (one with ``pass_k_tau`` and ``pass_k_ticket``) as JSON data: ``_jsonable`` fields, each
+    pass^k as ``PassK.named()`` (the record already names its model, variant and language)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        out[f.name] = value.named() if isinstance(value, PassK) else _jsonable(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -212,12 +259,16 @@ class VariantConversationSummary:
     valid: int
     accuracy: float
     accuracy_ci: Interval
-    pass_k_tau: PassHatK
-    pass_k_ticket: PassHatK
+    pass_k_tau: PassK
+    pass_k_ticket: PassK
     mean_steps: float
     cost_usd: float | None
     cost_unknown: int
     latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data, both pass^k as ``PassK.named()`` (``PASSK`` in the module docstring)."""
+        return _summary_dict(self)
 
 
 @dataclass(frozen=True)
@@ -236,10 +287,14 @@ class ModelConversationSummary:
     valid: int
     accuracy: float
     accuracy_ci: Interval
-    pass_k_tau: PassHatK
-    pass_k_ticket: PassHatK
+    pass_k_tau: PassK
+    pass_k_ticket: PassK
     cost_usd: float | None
     latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data, both pass^k as ``PassK.named()`` (``PASSK`` in the module docstring)."""
+        return _summary_dict(self)
 
 
 @dataclass(frozen=True)
@@ -423,7 +478,7 @@ class ConversationReport:
             "pass_k_names": {"tau_bench": TAU_BENCH_PASS_K, "ticket_bench": TICKET_BENCH_PASS_K},
             "episodes": self.episodes, "finished": self.finished, "unfinished": self.unfinished,
             "unfinished_note": UNFINISHED_NOTE,
-            "variants": _jsonable(self.variants), "models": _jsonable(self.models),
+            "variants": [v.to_dict() for v in self.variants], "models": [m.to_dict() for m in self.models],
             "comparisons": _jsonable(self.comparisons), "turn_accuracy": _jsonable(self.turn_accuracy),
             "divergence": [d.to_dict() for d in self.divergence],
             "failure_modes": _jsonable(self.failure_modes), "native_gap": _jsonable(self.native_gap),
@@ -435,55 +490,64 @@ class ConversationReport:
 
     def to_markdown(self) -> str:
         """The report as Markdown: one GitHub table per section, a line under each saying what it shows."""
-        conf = f"{100 * self.confidence:g}%"
-        k = self.k
-        out = ["## Conversation runs", "",
-               f"{self.episodes:,} episodes: {self.finished:,} finished, {self.unfinished:,} unfinished. "
-               f"{UNFINISHED_NOTE} k = {k}. Intervals: {conf}. {_safe(self._rules())}.", ""]
+        out = ["## Conversation runs", "", self.overview(), ""]
+        return "\n".join(out + sections_markdown(self.sections()))
 
-        out += ["### Accuracy and pass^k per variant", ""]
+    def overview(self) -> str:
+        """The line under the report's title: episodes, unfinished ones, k, the intervals, the argument rules."""
+        return (f"{self.episodes:,} episodes: {self.finished:,} finished, {self.unfinished:,} unfinished. "
+                f"{UNFINISHED_NOTE} k = {self.k}. Intervals: {100 * self.confidence:g}%. {_safe(self._rules())}.")
+
+    def sections(self) -> tuple[ReportSection, ...]:
+        """The report's sections, each a table (or the sentence said in its place) and the note under it: what
+        ``to_markdown`` writes and the HTML page (``_html.conversation_html``) shows."""
+        k = self.k
+        out: list[ReportSection] = []
         rows = [[v.model, self._name(v.variant_id), v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
                  fmt_num(v.unfinished), with_ci(v.accuracy, v.accuracy_ci),
                  _fraction_ci(v.pass_k_tau.value, v.pass_k_tau.ci),
                  _fraction_ci(v.pass_k_ticket.value, v.pass_k_ticket.ci), fmt_num(v.mean_steps, 1),
                  fmt_num(v.cost_usd, 4), fmt_num(v.latency_s, 1)] for v in self.variants]
-        out += [_table(["model", "variant", "call mode", "entries", "episodes", "unfinished", "accuracy %",
-                        TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, "steps/episode", "cost USD", "latency s"], rows,
-                       [False, False, False] + [True] * 9), "",
-                f"_Accuracy: valid / finished episodes (Wilson interval). An entry is a conversation with a "
-                f"finished repeat; c of its n finished repeats are valid. {TAU_BENCH_PASS_K}: mean over entries of "
-                f"C(c,k)/C(n,k); {TICKET_BENCH_PASS_K}: mean over entries of (c/n)^k; k = {k}; bootstrap "
-                f"intervals over conversations. Steps: model calls per finished episode; cost and latency: sums "
-                f"over all episodes._", ""]
+        out.append(_section(
+            "conv-variants", "Accuracy and pass^k per variant",
+            _grid(["model", "variant", "call mode", "entries", "episodes", "unfinished", "accuracy %",
+                    TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, "steps/episode", "cost USD", "latency s"], rows,
+                   [False, False, False] + [True] * 9),
+            note=f"Accuracy: valid / finished episodes (Wilson interval). An entry is a conversation with a "
+                 f"finished repeat; c of its n finished repeats are valid. {TAU_BENCH_PASS_K}: mean over entries of "
+                 f"C(c,k)/C(n,k); {TICKET_BENCH_PASS_K}: mean over entries of (c/n)^k; k = {k}; bootstrap "
+                 f"intervals over conversations. Steps: model calls per finished episode; cost and latency: sums "
+                 f"over all episodes."))
 
-        out += ["### pass^k per model", ""]
         rows = [[m.model, fmt_num(m.variants), fmt_num(m.entries), fmt_num(m.episodes), fmt_num(m.unfinished),
                  with_ci(m.accuracy, m.accuracy_ci), _fraction_ci(m.pass_k_tau.value, m.pass_k_tau.ci),
                  _fraction_ci(m.pass_k_ticket.value, m.pass_k_ticket.ci), fmt_num(m.cost_usd, 4),
                  fmt_num(m.latency_s, 1)] for m in self.models]
-        out += [_table(["model", "variants", "entries", "episodes", "unfinished", "accuracy %", TAU_BENCH_PASS_K,
-                        TICKET_BENCH_PASS_K, "cost USD", "latency s"], rows, [False] + [True] * 9), "",
-                "_Entries are the model's (variant, conversation) pairs; the intervals resample conversations, "
-                "each with all its variants' entries._", ""]
+        out.append(_section(
+            "conv-models", "pass^k per model",
+            _grid(["model", "variants", "entries", "episodes", "unfinished", "accuracy %", TAU_BENCH_PASS_K,
+                    TICKET_BENCH_PASS_K, "cost USD", "latency s"], rows, [False] + [True] * 9),
+            note="Entries are the model's (variant, conversation) pairs; the intervals resample conversations, "
+                 "each with all its variants' entries."))
 
-        out += ["### Paired comparisons between variants", ""]
+        table = None
         if self.comparisons:
             rows = [[c.model, self._name(c.reference), self._name(c.other), fmt_num(c.entries),
                      pct(c.reference_rate), pct(c.other_rate),
                      with_ci(c.diff, c.diff_ci, signed=True), fmt_num(c.b), fmt_num(c.c), pval(c.p_value),
                      pval(c.p_holm)] for c in self.comparisons]
-            out += [_table(["model", "reference", "other", "entries", "reference %", "other %", "diff pp",
-                            "b", "c", "p (McNemar)", "p (Holm)"], rows,
-                           [False, False, False] + [True] * 8), ""]
-        else:
-            out += ["No model has two variants to compare.", ""]
-        out += [f"_On the conversations both variants finished: mean pass rate (c/n), other - reference in "
-                f"percentage points with a paired bootstrap interval; b / c: entries only the reference / only "
-                f"the other has majority-valid (2c > n); exact McNemar on b and c, Holm over the model's pairs. "
-                f"Each variant against the model's first; every pair when a model has at most {MAX_ALL_PAIRS} "
-                f"variants._", ""]
+            table = _grid(["model", "reference", "other", "entries", "reference %", "other %", "diff pp",
+                            "b", "c", "p (McNemar)", "p (Holm)"], rows, [False, False, False] + [True] * 8)
+        out.append(_section(
+            "conv-comparisons", "Paired comparisons between variants", table,
+            empty="No model has two variants to compare.",
+            note=f"On the conversations both variants finished: mean pass rate (c/n), other - reference in "
+                 f"percentage points with a paired bootstrap interval; b / c: entries only the reference / only "
+                 f"the other has majority-valid (2c > n); exact McNemar on b and c, Holm over the model's pairs. "
+                 f"Each variant against the model's first; every pair when a model has at most {MAX_ALL_PAIRS} "
+                 f"variants."))
 
-        out += ["### Accuracy by turn position", ""]
+        table = None
         depth = max((len(t.positions) for t in self.turn_accuracy), default=0)
         turns = sorted({p.turn for t in self.turn_accuracy for p in t.positions})
         if depth:
@@ -492,13 +556,13 @@ class ConversationReport:
                 at = {p.turn: p for p in t.positions}
                 rows.append([t.model, self._name(t.variant_id)]
                             + [f"{pct(at[i].accuracy)} ({at[i].n:,})" if i in at else DASH for i in turns])
-            out += [_table(["model", "variant"] + [f"turn {i}" for i in turns], rows,
-                           [False, False] + [True] * len(turns)), ""]
-        else:
-            out += ["No finished episode has turns.", ""]
-        out += ["_Per turn index: % valid of the finished episodes that have that turn (n in parentheses)._", ""]
+            table = _grid(["model", "variant"] + [f"turn {i}" for i in turns], rows,
+                           [False, False] + [True] * len(turns))
+        out.append(_section(
+            "conv-turns", "Accuracy by turn position", table, empty="No finished episode has turns.",
+            note="Per turn index: % valid of the finished episodes that have that turn (n in parentheses)."))
 
-        out += ["### First turn where two variants diverge", ""]
+        table = None
         if self.divergence:
             dturns = sorted({t for d in self.divergence for t, _ in d.by_turn})
             rows = []
@@ -507,16 +571,15 @@ class ConversationReport:
                 rows.append([d.model, self._name(d.reference), self._name(d.other), fmt_num(d.compared)]
                             + [fmt_num(first_at.get(i, 0)) for i in dturns]
                             + [fmt_num(d.never), DASH if math.isnan(d.median_turn) else f"{d.median_turn:g}"])
-            out += [_table(["model", "reference", "other", "compared"] + [f"turn {i}" for i in dturns]
-                           + ["never", "median turn"], rows,
-                           [False, False, False] + [True] * (len(dturns) + 3)), ""]
-        else:
-            out += ["No pair of variants to compare.", ""]
-        out += ["_Per (conversation, repeat) both variants finished: the first turn index whose validity differs "
-                "(over the turns both episodes have); never: they agree on every turn. Median over those that "
-                "diverge._", ""]
+            table = _grid(["model", "reference", "other", "compared"] + [f"turn {i}" for i in dturns]
+                           + ["never", "median turn"], rows, [False, False, False] + [True] * (len(dturns) + 3))
+        out.append(_section(
+            "conv-divergence", "First turn where two variants diverge", table,
+            empty="No pair of variants to compare.",
+            note="Per (conversation, repeat) both variants finished: the first turn index whose validity differs "
+                 "(over the turns both episodes have); never: they agree on every turn. Median over those that "
+                 "diverge."))
 
-        out += ["### Failure modes of failed episodes", ""]
         modes = _mode_order({m.mode for f in self.failure_modes for m in f.modes})
         if modes:
             rows = []
@@ -525,15 +588,15 @@ class ConversationReport:
                 rows.append([f.model, self._name(f.variant_id), fmt_num(f.failed)]
                             + [f"{of_mode[m].count:,} ({pct(of_mode[m].share)}%)" if m in of_mode else DASH
                                for m in modes])
-            out += [_table(["model", "variant", "failed"] + list(modes), rows,
-                           [False, False] + [True] * (len(modes) + 1)), ""]
-            out += ["_Failed episodes by the failure mode of their first failed turn (count, share of the "
-                    "variant's failed episodes):_", ""]
-            out += [f"- `{m}`: {_describe(m)}" for m in modes] + [""]
+            out.append(_section(
+                "conv-failures", "Failure modes of failed episodes",
+                _grid(["model", "variant", "failed"] + list(modes), rows, [False, False] + [True] * (len(modes) + 1)),
+                note="Failed episodes by the failure mode of their first failed turn (count, share of the "
+                     "variant's failed episodes):",
+                glossary=tuple((m, _describe(m)) for m in modes)))
         else:
-            out += ["No failed episode.", ""]
+            out.append(_section("conv-failures", "Failure modes of failed episodes", None, empty="No failed episode."))
 
-        out += ["### Native vs prompt call mode", ""]
         rows = []
         for g in self.native_gap:
             if not g.available:
@@ -548,14 +611,15 @@ class ConversationReport:
             for p in g.pairs:
                 rows.append([g.model, self._name(p.native), self._name(p.prompt), fmt_num(p.entries),
                              pct(p.native_rate), pct(p.prompt_rate), with_ci(p.diff, p.diff_ci, signed=True)])
-        if rows:
-            out += [_table(["model", "native", "prompt", "entries", "native %", "prompt %", "native - prompt pp"],
-                           rows, [False, False, False, True, True, True, True]), ""]
-        out += ["_Native variant against the prompt variant equal to it in every other dimension both have (a "
-                "missing dimension matches any value); overall: mean over native variants minus mean over prompt "
-                "variants on the conversations all of them finished. Mean per-entry pass rate, paired bootstrap "
-                "interval in percentage points._", ""]
-        return "\n".join(out)
+        out.append(_section(
+            "conv-native", "Native vs prompt call mode",
+            _grid(["model", "native", "prompt", "entries", "native %", "prompt %", "native - prompt pp"],
+                   rows, [False, False, False, True, True, True, True]) if rows else None,
+            note="Native variant against the prompt variant equal to it in every other dimension both have (a "
+                 "missing dimension matches any value); overall: mean over native variants minus mean over prompt "
+                 "variants on the conversations all of them finished. Mean per-entry pass rate, paired bootstrap "
+                 "interval in percentage points."))
+        return tuple(out)
 
     # -------------------------------------------------------------------------------------------- console
 
@@ -681,8 +745,13 @@ def _pass_k_arrays(correct: np.ndarray, trials: np.ndarray, k: int) -> tuple[np.
     return tau, ticket
 
 
-def _pass_k(name: str, definition: str, k: int, values: np.ndarray, mask: np.ndarray, ci: Interval) -> PassHatK:
-    return PassHatK(name, definition, k, int(mask.sum()), _masked_mean(values, mask), ci)
+def _pass_k(where: tuple[str, str, str, str], k: int, values: np.ndarray, mask: np.ndarray, ci: Interval, *,
+            tau: bool) -> PassK:
+    """The pass^k of ``where`` (model, variant id, label, language): the mean of the per-entry ``values`` over the
+    entries ``mask`` holds, tau-bench's (``tau``) or Ticket-Bench's."""
+    name, definition = ((TAU_BENCH_PASS_K, TAU_BENCH_DEFINITION) if tau
+                        else (TICKET_BENCH_PASS_K, TICKET_BENCH_DEFINITION))
+    return PassK(*where, k, _masked_mean(values, mask), ci, int(mask.sum()), name, definition)
 
 
 @dataclass(frozen=True)
@@ -696,23 +765,28 @@ class _VariantScores:
     entries: int
     accuracy: float
     accuracy_ci: Interval
-    pass_k_tau: PassHatK
-    pass_k_ticket: PassHatK
+    pass_k_tau: PassK
+    pass_k_ticket: PassK
 
 
 def _variant_scores(md: _ModelData, has: np.ndarray, tau: np.ndarray, ticket: np.ndarray, k: int,
-                    confidence: float) -> list[_VariantScores]:
-    """Per variant of ``md`` (in ``md.vids`` order), from its per-entry pass^k arrays (``_pass_k_arrays``)."""
+                    confidence: float, *, labels: Mapping[str, str] | None = None,
+                    language: str = "overall") -> list[_VariantScores]:
+    """Per variant of ``md`` (in ``md.vids`` order), from its per-entry pass^k arrays (``_pass_k_arrays``).
+
+    The pass^k records name the variant by its ``labels`` entry (its id where none) and the ``language`` of
+    ``md``'s episodes (``overall``: all of them)."""
     tau_ci = _boot_means(md.resampler, tau.T, has.T, confidence)
     ticket_ci = _boot_means(md.resampler, ticket.T, has.T, confidence)
     out = []
     for i, vid in enumerate(md.vids):
         finished, valid = int(md.trials[i].sum()), int(md.correct[i].sum())
+        where = (md.model, vid, (labels or {}).get(vid, vid), language)
         out.append(_VariantScores(
             md.episodes[vid], finished, valid, int(has[i].sum()), valid / finished if finished else math.nan,
             stats.wilson_interval(valid, finished, confidence),
-            _pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau[i], has[i], tau_ci[i]),
-            _pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket[i], has[i], ticket_ci[i])))
+            _pass_k(where, k, tau[i], has[i], tau_ci[i], tau=True),
+            _pass_k(where, k, ticket[i], has[i], ticket_ci[i], tau=False)))
     return out
 
 
@@ -828,7 +902,7 @@ def conversation_report(
         tau, ticket = _pass_k_arrays(correct, trials, k)
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(has, correct / np.where(has, trials, 1), np.nan)
-        scores = _variant_scores(md, has, tau, ticket, k, confidence)
+        scores = _variant_scores(md, has, tau, ticket, k, confidence, labels=labels)
 
         # 1. per variant
         for vid, sc in zip(md.vids, scores, strict=True):
@@ -850,12 +924,13 @@ def conversation_report(
         all_eps = [e for sc in scores for e in sc.episodes]
         finished, n_valid = int(trials.sum()), int(correct.sum())
         cost, _, latency = _sums(all_eps)
+        every = (md.model, "", "all variants", "overall")
         models.append(ModelConversationSummary(
             model=md.model, variants=len(md.vids), entries=int(has.sum()), episodes=finished,
             unfinished=len(all_eps) - finished, valid=n_valid, accuracy=n_valid / finished if finished else math.nan,
             accuracy_ci=stats.wilson_interval(n_valid, finished, confidence),
-            pass_k_tau=_pass_k(TAU_BENCH_PASS_K, "C(c,k)/C(n,k)", k, tau, has, m_ci[0]),
-            pass_k_ticket=_pass_k(TICKET_BENCH_PASS_K, "(c/n)^k", k, ticket, has, m_ci[1]),
+            pass_k_tau=_pass_k(every, k, tau, has, m_ci[0], tau=True),
+            pass_k_ticket=_pass_k(every, k, ticket, has, m_ci[1], tau=False),
             cost_usd=cost, latency_s=latency))
 
         # 3. paired comparisons

@@ -16,11 +16,49 @@ one answer, and those in flight at once are sent once. An
 ``EnvironmentFailure`` ends its episode only (stored as failed,
 ``environment_failure``).
 
+Every step a model is sent goes through the single-turn runner's pacing and
+cost cap, not a copy of them: the model's request and token buckets
+(``ratelimit.model_buckets``, ``rpm``/``tpm``: one pair per model, shared by
+its episodes; a step takes one request and its ``estimate_tokens`` before each
+attempt and gives back the difference once its usage is known), and
+``costcap.allows``/``costcap.reached`` over the run directory's recorded spend
+(``max_cost``). Once the cap is reached, no new step is sent and no new
+episode started; the steps in flight finish (they are paid for). An episode
+stopped mid-way is stored unfinished (``valid`` ``None``,
+``details["stopped"] == "max_cost"``, its ``error`` saying where), so a later
+run, with a higher cap, resumes it from its stored steps; the episodes not
+started are not stored (``summary.not_run``); ``summary.stopped`` is
+``"max_cost"``.
+
+Which episodes run is the single-turn runner's planner's choice, not a copy
+of it (``planning.make_planner``): a cell is (variant, conversation,
+repeat). Without a goal it is the whole product, conversation outer,
+variant inner, repeat innermost, walked as the workers take the episodes.
+With an adaptive goal (``goal`` ``best-worst``, ``distribution`` or
+``uniform``, ``budget`` episodes per model planned in ``rounds`` rounds,
+seeded by ``seed``) a round's episodes run (``concurrency`` at a time), and
+once every one of them has its stored result the planner is told their
+outcomes and chooses the next round. A cell's outcome is its episode's
+verdict (``valid`` True or False, an environment failure included: it is a
+stored, finished, failed episode); an episode that ended in an error
+(``valid`` ``None``) is spent with no outcome (``None``, as an unscored
+single-turn cell), and is run again by the next run, as in a product run,
+whose rounds then see its verdict. An episode the run did not finish (the
+cost cap stopped it, its model was stopped, the run was interrupted) leaves
+its round unsettled: the model's plan stops there (``summary.planned`` says
+where) and the next run replays the rounds from the store (their episodes
+are finished: nothing is sent again) and goes on. The decisions depend on
+the seed and the stored verdicts only, never on concurrency or timing. The
+run records its plan in the store (``meta`` ``plan``: goal, budget, rounds,
+seed, models, the variants' and conversations' ids in plan order, repeats),
+from which ``conversation_findings`` replays the planner to say what the
+goal found (``ConversationRun.adaptive``).
+
 Not supported for conversations, and refused before anything is sent:
-provider batch (``--batch``), ``export-batch`` and adaptive goals (a step
-depends on the answer before it; a batch round per step is a later
-change). A failed call is sent again as the run's ``RetryPolicy`` allows
-(a retryable error or a timeout; the wait its backoff gives); one that keeps
+provider batch (``--batch``) and ``export-batch`` (a step depends on the
+answer before it; a batch round per step is a later change). A failed call
+is sent again as the run's ``RetryPolicy`` allows (a retryable error or a
+timeout; the wait its backoff gives); one that keeps
 failing, or a fatal error, ends its episode with ``error`` set; the episode
 is not scored and the next run resumes it. As in a single-turn run, an error
 every later call would repeat (an unauthorised key, an unknown model, a
@@ -45,14 +83,18 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
+from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
+from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, make_planner
+from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
@@ -72,8 +114,9 @@ from ._mini_mt import ascii_results_for
 from ._records import EpisodeResult, TurnResult
 from ._store import ConversationStore, StoredStep
 
-__all__ = ["ConversationRunSummary", "arun_conversations", "check_episodes", "episode_variants",
-           "run_conversations", "variant_dimensions"]
+__all__ = ["ConversationRunSummary", "arun_conversations", "check_episodes", "conversation_findings",
+           "episode_outcome", "episode_variants", "plan_record", "round_outcomes", "run_conversations", "settled",
+           "variant_dimensions"]
 
 _DIMENSIONS = ("call_mode", "return_format", "doc_format", "tool_call_tag", "prompt_format", "prompt_style",
                "instruction_language", "description_language", "template")
@@ -116,11 +159,27 @@ class ConversationRunSummary:
     """Of ``finished``, episodes ended by an ``EnvironmentFailure`` (stored as failed, not run again)."""
     wall_s: float = 0.0
     stopped: str | None = None
+    """None (finished), ``"max_cost"`` (the cost cap was reached), ``"disk_full"``, or the interruption's note."""
+    spend: float = 0.0
+    """USD the steps sent by this run cost (unknown prices count 0)."""
+    max_cost: float | None = None
+    """The run directory's cost cap in USD (``--max-cost``), ``None`` without one."""
+    unfinished: int = 0
+    """Episodes stopped mid-way by the cost cap: stored unfinished (``valid`` ``None``), resumed by the next run.
+    Not counted in ``errors``."""
     halted: dict[str, str] = field(default_factory=dict)
     """Models stopped after an error every later call would repeat (an unauthorised key, an unknown model, a
     Retry-After above the cap after one capped wait), model -> why; their other episodes were not run."""
     not_run: int = 0
-    """Episodes left unfinished (not stored, resumed by the next run) because their model was stopped."""
+    """Episodes not started (not stored, run by the next run) because their model or the run was stopped (a
+    model halted by an error every call would repeat, or the cost cap). With an adaptive goal, those of the
+    round under way (the later rounds are not chosen yet)."""
+    goal: str | None = None
+    """The adaptive goal the episodes were planned by (``best-worst``, ``distribution``, ``uniform``); ``None``:
+    every episode of the product. ``episodes`` is then the episodes planned, at most ``budget`` per model."""
+    planned: dict[str, str] = field(default_factory=dict)
+    """Adaptive goals: models whose plan stopped before its budget, model -> why (a round whose episodes the run
+    did not finish); the same command goes on from there."""
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
 
@@ -181,6 +240,11 @@ class _ModelStopped(Exception):
     """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
 
 
+class _RunStopped(Exception):
+    """Raised where an episode would send a step once the run was stopped (``_Episodes.stopped``: the cost cap):
+    the episode is stored unfinished."""
+
+
 class _Episodes:
     """The shared state of one run: store, ground truths, in-flight requests, counters."""
 
@@ -189,8 +253,16 @@ class _Episodes:
                  summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
                  dedupe: bool = False, legacy_keys: bool = False,
                  make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
-                 max_answer_chars: int = MAX_STORED_ANSWER_CHARS) -> None:
+                 max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
+                 limits: Mapping[str, tuple[TokenBucket | None, TokenBucket | None]] | None = None,
+                 max_cost: float | None = None) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
+        self.limits = dict(limits or {})  # model -> (requests, tokens) buckets (ratelimit.model_buckets)
+        self.max_cost = max_cost  # the run directory's cost cap (costcap)
+        self.spent_before = store.spend() if max_cost is not None else 0.0  # recorded before this run
+        self.spent_now = 0.0  # what the steps this run sent cost
+        self.reserved = 0  # steps sent (past the cost check) and not answered yet
+        self.stopped: str | None = costcap.MAX_COST if costcap.reached(max_cost, self.spent_before) else None
         self.max_answer_chars = max_answer_chars  # most characters of an answer stored (and sent back)
         self.dedupe = dedupe  # byte-identical requests share an answer (--dedupe-requests)
         self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
@@ -237,16 +309,22 @@ class _Episodes:
         if pending is not None:
             self.summary.steps_stored += 1
             return await asyncio.shield(pending), False
+        self._check_budget(client, transcript)
         future: asyncio.Future[StoredStep] = asyncio.get_running_loop().create_future()
         self.in_flight[key] = future
+        self.reserved += 1
         try:
-            step = await self._send(client, model, params, transcript, context)
+            try:
+                step = await self._send(client, model, params, transcript, context)
+            finally:
+                self.reserved -= 1
             try:
                 self.store.add_step(key, model, step)
             except StoreFullError:
                 self.lost_answers += 1
                 raise
             self.summary.steps_sent += 1
+            self._spent(step.cost_usd)
             future.set_result(step)
         except BaseException as exc:
             future.set_exception(exc)
@@ -262,6 +340,29 @@ class _Episodes:
                   f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
                   f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
         return step, True
+
+    def _check_budget(self, client: Any, transcript: Transcript) -> None:
+        """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
+        the cap (``costcap.allows``, the single-turn runner's rule; the run stops then)."""
+        if self.stopped is None:
+            def first_price() -> float | None:
+                price = getattr(client, "price", None)
+                return price(estimate_tokens(transcript.messages) + 1, 0) if price is not None else None
+
+            if not costcap.allows(self.max_cost, spent_before=self.spent_before, spent_now=self.spent_now,
+                                  answered=self.summary.steps_sent, in_flight=self.reserved,
+                                  first_price=first_price):
+                self.stopped = costcap.MAX_COST
+        if self.stopped is not None:
+            raise _RunStopped(self.stopped)
+
+    def _spent(self, cost: float | None) -> None:
+        """Count a sent step's cost; the run stops once the recorded spend reaches the cap (``costcap.reached``)."""
+        if cost:
+            self.spent_now += cost
+            self.summary.spend += cost
+            if costcap.reached(self.max_cost, self.spent_before + self.spent_now):
+                self.stopped = costcap.MAX_COST
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                     context: EpisodeContext) -> StoredStep:
@@ -305,23 +406,38 @@ class _Episodes:
         repeat (``_HALTING``), stops the model (the single-turn runner's rule); ``_ModelStopped`` when it was
         stopped before or while this step waited."""
         attempts = capped = 0
+        requests, tokens = self.limits.get(model, (None, None))
+        estimate = estimate_tokens(transcript.messages, params.get("max_tokens"))
         while True:
             if model in self.halted:
                 raise _ModelStopped(model)
             attempts += 1
+            if requests is not None:  # paced as the single-turn runner paces a call: before each attempt
+                await requests.acquire(1)
+            if tokens is not None:
+                await tokens.acquire(estimate)
+            if self.stopped is not None:  # the cap was reached while this step waited its turn: not sent
+                raise _RunStopped(self.stopped)
             started = time.perf_counter()
             try:
                 completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
                                                     self.timeouts.get(model, 600.0))
+                if tokens is not None:
+                    used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+                    tokens.give_back(estimate - used if used else 0)
                 return completion, time.perf_counter() - started
             except asyncio.TimeoutError:
                 error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
             except CallError as exc:
                 error = exc
             beyond = self._beyond_cap(error)
+            if error.retryable and self.stopped is not None:
+                raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
             if error.retryable and not (beyond and capped) and self.retry.allows(attempts, error.kind):
                 capped += beyond
                 await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
+                if self.stopped is not None:
+                    raise _RunStopped(self.stopped)
                 continue
             if model not in self.halted and (error.kind in _HALTING or beyond or _no_endpoint_left(error)):
                 self.halted[model] = self._halt_reason(error, attempts)
@@ -353,6 +469,7 @@ class _Episodes:
         cost: float | None = 0.0
         latency = 0.0
         error: str | None = None
+        stopped: str | None = None  # why the run stopped this episode mid-way (costcap.MAX_COST)
         slowest = 0.0  # the longest environment step (wall seconds), for the bounds reported in details
         final_answers: list[str | None] = []  # per turn, the text of the answer that ended it (None: none did)
         keys = _StepKeys(None if self.dedupe else (variant.id, conversation.id))
@@ -379,6 +496,11 @@ class _Episodes:
                         answer, now = await self.answer(client, model, params, transcript, context, repeat, keys)
                     except CallError as exc:
                         error = self.redact(f"turn {turn}, step {step_index}: {exc}")
+                        break
+                    except _RunStopped as exc:
+                        stopped = str(exc)
+                        error = (f"turn {turn}, step {step_index}: not sent, the run stopped: {_stop_note(exc)}; "
+                                 "the next run resumes this episode from its stored steps")
                         break
                     steps += 1
                     sent += now
@@ -425,7 +547,9 @@ class _Episodes:
             "starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
             "slowest_step_s": round(slowest, 4)}
         if failure is None and error is not None:
-            return EpisodeResult(valid=None, error=error, details={"environment": env_usage}, **base)
+            return EpisodeResult(valid=None, error=error, details={"environment": env_usage,
+                                                                   **({"stopped": stopped} if stopped else {})},
+                                 **base)
         if failure is None:
             try:
                 truth = await self.truth(conversation)
@@ -447,6 +571,12 @@ class _Episodes:
 
 
 _FINAL_CHARS = 500  # characters of a turn's final answer kept (its language is judged from them)
+
+
+def _stop_note(exc: _RunStopped) -> str:
+    if str(exc) == costcap.MAX_COST:
+        return "the run directory's spend reached --max-cost"
+    return str(exc)
 
 
 def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn: int | None, step: int | None, *,
@@ -553,13 +683,18 @@ def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> No
                        f"under the {wanted} rule. Run it {flag}, or give another --run-dir.")
 
 
-def _check_options(batch: bool, goal: str | None) -> None:
+def _check_options(batch: bool, goal: str | None, budget: int | None = None, rounds: int | None = None) -> None:
+    """``RunError`` for what a conversation run cannot do: a provider batch, or an adaptive goal's options that do
+    not go together (a goal without a budget, a budget or rounds without a goal: the single-turn run's rule,
+    ``session._adaptive_problem``). An unknown goal or a bad budget is refused by ``planning.make_planner``."""
     if batch:
         raise RunError("conversation datasets cannot be sent as a provider batch: each step depends on the answer "
                        "before it. Run them online (drop --batch / export-batch); see docs/conversations.md.")
-    if goal not in (None, "product"):
-        raise RunError(f"--goal {goal} is not available for conversation datasets (adaptive goals plan single-turn "
-                       "cells); run every episode, with --repeats for pass^k.")
+    from promptgrid.matrix.running.session import _adaptive_problem
+
+    problem = _adaptive_problem(goal, budget, rounds)
+    if problem:
+        raise RunError(problem)
 
 
 async def arun_conversations(
@@ -580,6 +715,9 @@ async def arun_conversations(
     retry_policy: RetryPolicy | None = None,
     batch: bool = False,
     goal: str | None = None,
+    budget: int | None = None,
+    rounds: int | None = None,
+    seed: int = 0,
     env_options: Mapping[str, Any] | None = None,
     describe: Mapping[str, Any] | None = None,
     on_sent: Callable[[int], None] | None = None,
@@ -590,6 +728,9 @@ async def arun_conversations(
     max_jobs: int | None = None,
     make_env: Callable[..., Any] | None = None,
     max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
+    rpm: Mapping[str, float | None] | None = None,
+    tpm: Mapping[str, float | None] | None = None,
+    max_cost: float | None = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -606,9 +747,11 @@ async def arun_conversations(
     ``max_answer_chars``: most characters of one step's answer stored and sent back (``MAX_STORED_ANSWER_CHARS``,
     the parsers' input bound; ``_episode.stored_answer``).
     ``describe``: what the run was started with (grid, dataset), kept in the
-    store. Raises ``RunError`` for what cannot be run (batch, an adaptive
-    goal, no models or variants, bad repeats or concurrency) before anything
-    is sent. ``on_sent`` is called after each step sent and committed to the
+    store. ``goal``/``budget``/``rounds``/``seed``: an adaptive study of at most ``budget`` episodes per model,
+    planned in ``rounds`` rounds (``planning.DEFAULT_ROUNDS`` when ``None``) by the single-turn runner's planner
+    of ``goal``, seeded by ``seed`` (module docstring); without ``goal``, every episode. Raises ``RunError`` for
+    what cannot be run (batch, an unknown goal, a goal without a budget, no models or variants, bad repeats or
+    concurrency) before anything is sent. ``on_sent`` is called after each step sent and committed to the
     store, with the number sent so far (the resume tests kill the process
     there). The clients are closed at the end. ``progress``: a text stream that gets one line
     per finished episode (``None``: quiet; control characters in it are escaped). ``redactor``: what removes
@@ -626,8 +769,21 @@ async def arun_conversations(
     ``EnvironmentFailure`` it raises (building it, running calls, reporting its state when scoring) ends that
     episode only, stored as failed (``failure_mode`` ``environment_failure``, ``details["environment_failure"]``
     naming where and why); the run goes on and a later run does not run it again.
+
+    ``rpm``/``tpm``: requests and tokens per minute, per model string (``ModelSpec.rpm``/``tpm``; absent or
+    ``None``: no limit): every attempt of every step of the model's episodes waits for the model's buckets
+    (``ratelimit.model_buckets``, as a single-turn run). ``max_cost``: USD for the whole run directory (its
+    stored steps' cost included): once reached, no new step is sent and no episode started (``costcap``, the
+    single-turn rule); an episode stopped mid-way is stored unfinished (``valid`` ``None``,
+    ``details["stopped"] == "max_cost"``) and resumed by the next run; ``summary.stopped == "max_cost"``.
     """
-    _check_options(batch, goal)
+    _check_options(batch, goal, budget, rounds)
+    if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
+        raise RunError(f"max_cost must be a positive number of USD, got {max_cost!r}.")
+    for name, rates in (("rpm", rpm), ("tpm", tpm)):
+        bad = {m: r for m, r in (rates or {}).items() if r is not None and not (isinstance(r, (int, float)) and r > 0)}
+        if bad:
+            raise RunError(f"{name} must be a positive number per model, got {bad!r}.")
     if not models:
         raise RunError("no models: name at least one (--model).")
     if not variants or not conversations:
@@ -635,6 +791,10 @@ async def arun_conversations(
     if repeats < 1:
         raise RunError("repeats, concurrency and the step limit must be at least 1.")
     check_episodes(len(models), len(variants), len(conversations), repeats, max_jobs=max_jobs)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RunError(f"seed must be a whole number (the planner's seed: --seed), got {seed!r}.")
+    planners = {model: make_planner(model, len(variants), len(conversations), repeats, goal=goal, budget=budget,
+                                    rounds=rounds, seed=seed) for model in models}
     per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
                         for model in models}
     gate_sizes = dict(concurrency) if isinstance(concurrency, Mapping) else {m: concurrency for m in models}
@@ -665,24 +825,29 @@ async def arun_conversations(
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
                           summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
-                          strict_arguments=strict_arguments, max_answer_chars=max_answer_chars)
+                          strict_arguments=strict_arguments, max_answer_chars=max_answer_chars,
+                          limits={m: model_buckets((rpm or {}).get(m), (tpm or {}).get(m)) for m in models},
+                          max_cost=max_cost)
         state.progress = progress
-        summary.episodes = len(models) * len(conversations) * len(variants) * repeats
+        store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
+        summary.episodes = sum(planner.total for planner in planners.values())
+        summary.goal = goal
         summary.halted = state.halted
+        summary.max_cost = max_cost
         finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
                     for r in store.episodes(models=models) if r.valid is not None}
 
-        def todo(model: str) -> Iterator[tuple[Variant, Conversation, int]]:
-            """The model's episodes not finished in the store, in plan order, made as the workers take them."""
-            for conversation in conversations:
-                for variant in variants:
-                    for repeat in range(repeats):
-                        done = finished.pop((model, variant.id, conversation.id, repeat), None)
-                        if done is not None:
-                            summary.skipped += 1
-                            summary.results.append(done)
-                        else:
-                            yield variant, conversation, repeat
+        def todo(model: str, cells: Iterable[Cell]) -> Iterator[tuple[Variant, Conversation, int]]:
+            """The episodes of ``cells`` not finished in the store, in the planner's order, made as the workers
+            take them (a finished one is counted as skipped and its stored result kept)."""
+            for v, c, repeat in cells:
+                variant, conversation = variants[v], conversations[c]
+                done = finished.pop((model, variant.id, conversation.id, repeat), None)
+                if done is not None:
+                    summary.skipped += 1
+                    summary.results.append(done)
+                else:
+                    yield variant, conversation, repeat
 
         async def one(model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
             result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
@@ -694,7 +859,9 @@ async def arun_conversations(
             summary.results.append(result)
             if progress is not None:
                 done = len(summary.results)
-                if result.valid is None:
+                if result.valid is None and result.details.get("stopped"):
+                    verdict = f"unfinished ({result.details['stopped']}: resumed by the next run)"
+                elif result.valid is None:
                     verdict = "error: " + _one_line((result.error or "")[:120])
                 elif result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
                     why = result.details.get("environment_failure", {})
@@ -708,21 +875,54 @@ async def arun_conversations(
                       f"({result.sent} sent)", file=progress, flush=True)
 
         async def worker(model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
-            for item in items:  # workers of one model share its iterator: concurrency episodes at a time
+            # Workers of one model share its iterator: concurrency episodes at a time. A stopped model or run
+            # takes no new episode (what is left is counted once all workers are done).
+            while model not in state.halted and state.stopped is None:
+                item = next(items, None)
+                if item is None:
+                    return
                 try:
                     await one(model, *item)
                 except _ModelStopped:  # left unfinished, not stored: the next run resumes it
                     summary.not_run += 1
-                if model in state.halted:
-                    return
 
-        plans = {model: todo(model) for model in models}
-        tasks = [asyncio.ensure_future(worker(model, plans[model])) for model in models
-                 for _ in range(gate_sizes.get(model, 4))]
+        plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes being taken
+
+        async def take(model: str, cells: Iterable[Cell]) -> None:
+            """Run the episodes of ``cells``, ``concurrency`` of the model's at a time."""
+            plans[model] = items = todo(model, cells)
+            await _all([asyncio.ensure_future(worker(model, items)) for _ in range(gate_sizes.get(model, 4))])
+
+        async def drive(model: str) -> None:
+            """The model's plan: the product, walked as its workers take it; or an adaptive goal's rounds, each
+            run to its end, its outcomes read from the store and told to the planner, which chooses the next."""
+            planner = planners[model]
+            if not planner.adaptive:
+                await take(model, chain.from_iterable(iter(planner.next, None)))
+                return
+            assert isinstance(planner, AdaptivePlanner)
+            while model not in state.halted and state.stopped is None:
+                cells = planner.next()
+                if not cells:  # None: the budget is planned ([] does not come: every round is observed first)
+                    return
+                await take(model, cells)
+                outcomes = round_outcomes(store, model, variants, conversations, cells)
+                if outcomes is None:  # an episode of the round is not finished: the run or the model stopped
+                    break
+                planner.observe(outcomes)
+            summary.planned[model] = (
+                f"stopped after {planner.rounds_done} of its {len(planner.sizes)} rounds ("
+                f"{'its model' if model in state.halted else 'the run'} was stopped); the same command replays "
+                "the finished rounds from the store and goes on")
+
+        tasks = [asyncio.ensure_future(drive(model)) for model in models]
         try:
             await _all(tasks)
-            for model in state.halted:  # what its stopped workers did not take: unfinished, for the next run
-                summary.not_run += sum(1 for _ in plans[model])
+            for model in models:  # what stopped workers did not take: not started, for the next run
+                if (model in state.halted or state.stopped is not None) and model in plans:
+                    summary.not_run += sum(1 for _ in plans[model])
+            if state.stopped is not None:
+                summary.stopped = state.stopped
         except (asyncio.CancelledError, KeyboardInterrupt):
             summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
             raise
@@ -732,7 +932,9 @@ async def arun_conversations(
         finally:
             summary.wall_s = time.perf_counter() - started
             for result in summary.results:
-                if result.valid is None:
+                if result.valid is None and result.details.get("stopped"):
+                    summary.unfinished += 1
+                elif result.valid is None:
                     summary.errors += 1
                 else:
                     summary.finished += 1
@@ -743,6 +945,75 @@ async def arun_conversations(
                 if aclose is not None:
                     await aclose()
     return summary
+
+
+def episode_outcome(result: EpisodeResult) -> bool | None:
+    """A finished episode's outcome for the planner: its verdict (``valid``; an environment failure is a failed
+    episode); ``None`` (spent, no outcome) for an episode that ended in an error."""
+    return result.valid
+
+
+def settled(result: EpisodeResult | None) -> bool:
+    """Whether a stored episode is a result its round can be settled with: stored, and not left unfinished by
+    the run (``details["stopped"]``: the cost cap), which the next run resumes."""
+    return result is not None and not result.details.get("stopped")
+
+
+def round_outcomes(store: ConversationStore, model: str, variants: Sequence[Variant],
+                   conversations: Sequence[Conversation], cells: Sequence[Cell]) -> dict[Cell, bool | None] | None:
+    """The outcomes of a round's cells, read from the store (``episode_outcome``); ``None`` when one of its
+    episodes is not ``settled`` (the round waits for the next run)."""
+    out: dict[Cell, bool | None] = {}
+    for cell in cells:
+        v, c, repeat = cell
+        result = store.episode(model, variants[v].id, conversations[c].id, repeat)
+        if result is None or not settled(result):
+            return None
+        out[cell] = episode_outcome(result)
+    return out
+
+
+def plan_record(goal: str | None, budget: int | None, rounds: int | None, seed: int, models: Sequence[str],
+                variants: Sequence[Variant], conversations: Sequence[Conversation], repeats: int) -> dict[str, Any]:
+    """What the store keeps of a run's plan (``meta`` ``plan``), for ``conversation_findings``: the goal and its
+    budget, rounds and seed, the models, and the variants' and conversations' ids in the order the planner's
+    cells index them. A run of the product keeps ``{"goal": None}`` (the findings of an adaptive run before it
+    into the same directory are then no longer the latest run's)."""
+    if goal is None:
+        return {"goal": None}
+    return {"goal": goal, "budget": budget, "rounds": rounds, "seed": seed, "models": list(models),
+            "variants": [v.id for v in variants], "conversations": [c.id for c in conversations],
+            "repeats": repeats}
+
+
+def conversation_findings(plan: Mapping[str, Any] | None, episodes: Iterable[EpisodeResult],
+                          dimensions: Mapping[str, Mapping[str, str]], labels: Mapping[str, str], *,
+                          trace: bool = True) -> dict[str, Any]:
+    """What the latest run's adaptive goal found, per model (``findings.AdaptiveResult``, as a single-turn run's
+    ``Run.adaptive``): its planner replayed round by round against the stored episodes (``findings.replay``;
+    an episode is a result as the runner settles a round with it: ``settled``, ``episode_outcome``). ``{}``
+    when the latest run planned the product. ``plan``: the store's ``meta`` ``plan`` (``plan_record``);
+    ``dimensions`` and ``labels``: the variants' as the store keeps them."""
+    if not plan or not plan.get("goal"):
+        return {}
+    from promptgrid.matrix.running.findings import replay
+
+    variant_ids = [str(v) for v in plan.get("variants") or ()]
+    conversation_ids = [str(c) for c in plan.get("conversations") or ()]
+    repeats = int(plan.get("repeats") or 1)
+    v_index = {vid: i for i, vid in enumerate(variant_ids)}
+    c_index = {cid: i for i, cid in enumerate(conversation_ids)}
+    models = [str(m) for m in plan.get("models") or ()]
+    outcomes: dict[str, dict[Cell, bool | None]] = {m: {} for m in models}
+    for e in episodes:
+        if e.model in outcomes and e.variant_id in v_index and e.conversation_id in c_index and e.repeat < repeats \
+                and settled(e):
+            outcomes[e.model][(v_index[e.variant_id], c_index[e.conversation_id], e.repeat)] = episode_outcome(e)
+    variants = [(vid, str(labels.get(vid, vid)), dict(dimensions.get(vid, {}))) for vid in variant_ids]
+    return {model: replay(model, str(plan["goal"]), variants, len(conversation_ids), repeats, outcomes[model],
+                          budget=int(plan.get("budget") or 1), rounds=plan.get("rounds"),
+                          seed=int(plan.get("seed") or 0), trace=trace)
+            for model in models}
 
 
 async def _all(tasks: Sequence[asyncio.Future[None]]) -> None:

@@ -211,6 +211,12 @@ class ConversationStore:
                          step.cost_usd, step.latency_s, time.time()))
 
     @_guarded
+    def spend(self) -> float:
+        """USD recorded for every answer stored in the run directory (unknown prices count 0; a step shared by
+        several episodes was paid once and counts once): what ``--max-cost`` caps."""
+        return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM steps").fetchone()[0])
+
+    @_guarded
     def step_count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
 

@@ -1,6 +1,6 @@
 """The process behind ``Environment``: BFCL's API instances, driven by method name over a pipe.
 
-A worker is a process of its own per environment, made one of two ways:
+A worker is a process of its own, serving one environment at a time, made one of two ways:
 
 - forked (the default where ``os.fork`` and descriptor passing exist: Linux,
   macOS): ``Environment`` starts this file once per parent process as a *fork
@@ -16,6 +16,19 @@ A worker is a process of its own per environment, made one of two ways:
   parent asks (the child stays a zombie until then, so its id is never
   reused while the parent may still signal it), and it exits, ending its
   children, when its socket reaches end of input: the parent has exited;
+  A forked worker on Linux is *reused*: when its environment closes, the
+  parent sends ``reset`` instead of ending it; the worker drops the
+  instances, puts back the state it had before its first environment
+  (``Pristine``: the watched modules' globals, class attributes and
+  functions' defaults in place, ``random``'s generator, ``decimal``'s
+  context, ``mpmath``'s precision, ``warnings``' filters) and its peak
+  memory count (``/proc/self/clear_refs``), checks what it cannot put back
+  (no module imported, no thread left, signal handlers, working directory,
+  trace functions), answers ``("reset", True)`` and reads the next
+  ``init``. Where anything fails it answers ``("reset", False, why)`` and
+  ends; the parent then forks a fresh one. The limits, the guard and the
+  environment variables stay as the first ``init`` set them (the parent
+  pools workers by their memory bound);
 - spawned (the fallback): ``python -s -B _worker.py`` with that same
   environment, talking over its standard input and output.
 
@@ -40,7 +53,8 @@ then:
 3. creates the instances as bfcl-eval's ``execute_multi_turn_func_call``
    does: ``cls()``, then, unless the class is stateless (``MathAPI``),
    ``instance._load_scenario(copy.deepcopy(initial_config.get(name, {})),
-   long_context=long_context)``;
+   long_context=long_context)`` (the copy is the state just unpickled from
+   ``init``, which nothing else holds);
 4. maps every documented method name to its class (the names come from the
    function docs; each must be a public bound method of the instance, as
    bfcl-eval's executor lists them with ``inspect.getmembers``; a later
@@ -72,7 +86,6 @@ import promptgrid: it runs in a fresh interpreter before ``sys.path`` is set.
 
 from __future__ import annotations
 
-import copy
 import decimal
 import gc
 import importlib
@@ -293,8 +306,10 @@ class Worker:
         for name, cls in classes.items():
             instance = cls()
             if name not in init["stateless"]:
-                instance._load_scenario(copy.deepcopy(init["initial_config"].get(name, {})),
-                                        long_context=init["long_context"])
+                # bfcl-eval passes copy.deepcopy(initial_config[name]); the dict here was just unpickled from the
+                # init message and nothing else holds it or any part of it (a JSON state shares no objects between
+                # classes), so it is already such a copy.
+                instance._load_scenario(init["initial_config"].get(name, {}), long_context=init["long_context"])
             self.instances[name] = instance
             for method in init["doc_names"].get(name, ()):  # as inspect.getmembers(instance, ismethod) finds them
                 if not method.startswith("_") and inspect.ismethod(getattr(instance, method, None)):
@@ -366,6 +381,7 @@ DENIED_EVENTS = frozenset({
 })
 DENIED_PREFIXES = ("os.exec", "os.spawn", "os.posix_spawn", "socket.", "ctypes.", "_ctypes.", "winreg.", "msvcrt.",
                    "sqlite3.", "syslog.")
+_HARMLESS_EVENTS_KEPT = 1024  # event names remembered as allowed (a bound on the set, not a rule)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -387,6 +403,7 @@ class Guard:
         self.folders = tuple(os.path.join(os.path.abspath(folder), "") for folder in folders)
         self.archives = frozenset(os.path.abspath(entry) for entry in entries if os.path.isfile(entry))
         self.suffixes = tuple(importlib.machinery.all_suffixes()) + (".pyc",)
+        self.harmless: set[str] = set()
 
     def _absolute(self, path: Any) -> str | None:
         if isinstance(path, bytes):
@@ -405,6 +422,8 @@ class Guard:
         return absolute is not None and os.path.join(absolute, "").startswith(self.folders)
 
     def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in self.harmless:  # most events a worker raises (pickle.find_class, object.__setattr__, ...)
+            return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
@@ -418,6 +437,8 @@ class Guard:
             return
         if event in DENIED_EVENTS or event.startswith(DENIED_PREFIXES):
             raise PermissionError(f"{event} is not allowed inside the tool environment")
+        if len(self.harmless) < _HARMLESS_EVENTS_KEPT:
+            self.harmless.add(event)  # decided by its name alone: the same answer every time
 
 
 def _open_status() -> int | None:
@@ -434,18 +455,33 @@ def peak_kib(status: int | None) -> int:
     Linux: ``VmHWM`` of ``/proc/self/status``, which starts over at ``exec``. ``ru_maxrss`` does not: a
     worker started from a large process (a test run of 540 MB) would report the parent's size.
     """
-    if status is not None:
-        try:
-            os.lseek(status, 0, os.SEEK_SET)
-            text = os.read(status, 1 << 16).decode("ascii", "replace")
-        except OSError:
-            text = ""
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) >= 2 and fields[0] == "VmHWM:" and fields[1].isdigit():
-                return int(fields[1])
+    found = status_kib(status, "VmHWM:")
+    if found is not None:
+        return found
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
 
+
+def status_kib(status: int | None, field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmHWM:``, ``VmSize:``), read through the open ``status``
+    descriptor; None where there is none."""
+    if status is None:
+        return None
+    try:
+        os.lseek(status, 0, os.SEEK_SET)
+        text = os.read(status, 1 << 16).decode("ascii", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == field and fields[1].isdigit():
+            return int(fields[1])
+    return None
+
+
+_ADDRESS_SPACE_SLACK_KIB = 8 * 1024
+"""How much a reused worker's address space may have grown since its first environment (or a twentieth of its
+memory bound, if more): past it the worker ends, so every environment has the room under ``RLIMIT_AS`` a fresh
+worker has, within that much."""
 
 _PREPARED_GUARD: list[Guard] = []
 """The fork server's ``Guard`` for its ``sys.path``, built once for the workers it forks."""
@@ -459,8 +495,8 @@ def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
     ``("reset", False, why)`` and ends when it cannot show that it did."""
     pristine: Pristine | None = None
     limits: dict[str, bool] | None = None
-    memory_limit = None
-    status = clear_refs = None
+    memory_limit = 0
+    status = clear_refs = address_space = None
     guarded = False
     while True:
         init = read_message(proto_in)
@@ -496,6 +532,7 @@ def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
         if not guarded:
             status = _open_status()  # before the guard, which refuses opens: read again by offset for "usage"
             clear_refs = _open_clear_refs() if reusable else None
+            address_space = status_kib(status, "VmSize:")  # RLIMIT_AS bounds it: a reused worker keeps its room
             guard = _PREPARED_GUARD[0] if _PREPARED_GUARD and _PREPARED_GUARD[0].entries == sys.path \
                 else Guard(sys.path)
             sys.addaudithook(guard)
@@ -512,6 +549,9 @@ def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
             return
         try:
             pristine.restore(used)
+            grown = (status_kib(status, "VmSize:") or 0) - (address_space or 0)
+            if address_space is None or grown > max(_ADDRESS_SPACE_SLACK_KIB, memory_limit // 1024 // 20):
+                raise Unrestorable(f"its address space grew by {grown} KiB (a fresh worker has the whole bound)")
             os.write(clear_refs, b"5")  # the peak resident memory starts over (VmHWM), as in a fresh worker
         except Exception as exc:  # noqa: BLE001 - Unrestorable, or a restore that failed: this worker ends
             write_message(proto_out, ("reset", False, f"{type(exc).__name__}: {exc}"[:300]))
@@ -520,7 +560,8 @@ def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
 
 
 def _answer(worker: Worker, proto_in: int, proto_out: int, status: int | None) -> str:
-    """Answer one environment's requests; returns ``"exit"`` or ``"reset"`` (end of input counts as exit)."""
+    """Answer one environment's requests, each reply written as soon as it is made (a call's time bound in the
+    parent counts from the reply before); returns ``"exit"`` or ``"reset"`` (end of input counts as exit)."""
     while True:
         message = read_message(proto_in)
         if message is None or message[0] in ("exit", "reset"):
@@ -625,13 +666,15 @@ class _Namespace:
             raise Unrestorable(f"{label} holds a value that cannot be copied ({type(exc).__name__})") from None
 
     def changed(self, bindings: dict[str, Any]) -> bool:
-        current = {key: value for key, value in bindings.items() if key not in self.skipped}
-        if current.keys() != self.bindings.keys():
+        present = len(bindings) - sum(1 for key in self.skipped if key in bindings)
+        if present != len(self.bindings):  # a name added or removed
             return True
-        if any(current[key] is not value for key, value in self.bindings.items()):
-            return True
+        if any(bindings.get(key, _MISSING) is not value for key, value in self.bindings.items()):
+            return True  # a name rebound (or removed and another added)
+        if not self.data_keys:
+            return False
         try:
-            return pickle.dumps([current[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL) \
+            return pickle.dumps([bindings[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL) \
                 != self.blob
         except Exception:  # noqa: BLE001 - a value that no longer pickles has changed
             return True
@@ -663,15 +706,21 @@ class _Function:
                                                         for key, value in (self.kwdefaults or {}).items()}})
         self.attributes = _Namespace(label + ".__dict__", dict(vars(function)))
 
+        self.plain = not self.parts.data_keys and self.kwdefaults is None and not self.attributes.bindings
+        """Defaults all immutable, no keyword-only defaults, no attributes: identity checks are the whole check."""
+
     def _bindings(self) -> dict[str, Any]:
         defaults = {str(index): value for index, value in enumerate(self.function.__defaults__ or ())}
         return {**defaults, **{f"kw:{key}": value for key, value in (self.function.__kwdefaults__ or {}).items()}}
 
     def changed(self) -> bool:
         function = self.function
-        return function.__code__ is not self.code or function.__defaults__ is not self.defaults \
-            or function.__kwdefaults__ is not self.kwdefaults or self.parts.changed(self._bindings()) \
-            or self.attributes.changed(dict(vars(function)))
+        if function.__code__ is not self.code or function.__defaults__ is not self.defaults \
+                or function.__kwdefaults__ is not self.kwdefaults:
+            return True
+        if self.plain:  # the same tuple of immutable values: only attributes could have been added
+            return bool(vars(function))
+        return self.parts.changed(self._bindings()) or self.attributes.changed(dict(vars(function)))
 
     def restore(self) -> None:
         function = self.function

@@ -58,7 +58,7 @@ def _conversation_spec(spec: str) -> DatasetError:
     loads and runs it; this package does not import it: conversations build on datasets, not the other way)."""
     return DatasetError(f"{spec!r} is a conversation dataset (several user turns, the calls run against stateful "
                         f"APIs), not a single-turn one. Run it with promptgrid run GRID --dataset {spec} or "
-                        f"pg.run_conversations(GRID, {spec!r}, ...); load it with "
+                        f"pg.run(GRID, {spec!r}, models=[...]); load it with "
                         f"promptgrid.matrix.conversations.load_conversations({spec!r}). promptgrid datasets lists "
                         "both kinds.")
 

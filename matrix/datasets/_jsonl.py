@@ -293,6 +293,9 @@ def _record(obj: Any, line: int, problems: _Problems) -> Case | None:
             ok = False
     if not (ok and messages is not None and fns is not None and ground_truth is not None):
         return None
+    # ok implies both are strings; the checks narrow their types for mypy.
+    if not (isinstance(case_id, str) and isinstance(group, str)):  # pragma: no cover - excluded by ok
+        return None
     return Case(
         id=case_id,
         category=category or _infer_category(ground_truth, len(fns[0])),

@@ -42,7 +42,7 @@ _DATA = "promptgrid.matrix.datasets"
 
 def _read_json(name: str) -> Any:
     try:
-        text = resources.files(_DATA).joinpath("data", name).read_text(encoding="utf-8")
+        text = resources.files(_DATA).joinpath("data").joinpath(name).read_text(encoding="utf-8")
     except FileNotFoundError:  # pragma: no cover - a broken install
         raise DatasetError(
             f"the mini dataset file data/{name} is missing from the installed package; "

@@ -52,7 +52,7 @@ __all__ = [
     "unsupported_counts",
 ]
 
-CALL_MODES = tuple(str(getattr(v, "value", v)) for v in DIMENSIONS["call_mode"].values)
+CALL_MODES = tuple(str(getattr(v, "value", v)) for v in DIMENSIONS["call_mode"].values or ())  # a closed set
 """The call modes in the dimension's order (prompt, native, constrained)."""
 PROMPT = str(getattr(DIMENSIONS["call_mode"].default, "value", DIMENSIONS["call_mode"].default))
 FORMAT_DIMENSIONS = ("return_format", "doc_format", "tool_call_tag")
@@ -176,7 +176,7 @@ def parse_shares(jobs: Sequence[ResultRow], infos: Mapping[str, VariantInfo], co
         c[1] += parses_as_call(j)
         c[2] += j.correct
     mode_rank = {m: i for i, m in enumerate(CALL_MODES)}
-    fmt_values = [str(getattr(v, "value", v)) for v in DIMENSIONS["return_format"].values]
+    fmt_values = [str(getattr(v, "value", v)) for v in DIMENSIONS["return_format"].values or ()]  # a closed set
     fmt_rank = {f: i for i, f in enumerate(["-", *fmt_values])}
     out = []
     for (model, mode, fmt), (n, parsed, correct) in sorted(

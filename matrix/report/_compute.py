@@ -202,7 +202,7 @@ def _effects(md: ModelData, infos: Mapping[str, VariantInfo], settings: Settings
         if not varying:
             continue
         seen = [val for g in varying for val in g]
-        known = DIMENSIONS[d].values if d in DIMENSIONS and DIMENSIONS[d].values else ()
+        known = (DIMENSIONS[d].values or ()) if d in DIMENSIONS else ()
         values = [value_str(x) for x in known if value_str(x) in seen]
         values += [x for x in dict.fromkeys(seen) if x not in values]
         default = value_str(DIMENSIONS[d].default) if d in DIMENSIONS else None

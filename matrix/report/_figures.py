@@ -72,9 +72,10 @@ def _safe_text(fig: Figure) -> None:
                 text.set_text(safe)
 
 
-def _render(fig: Figure, name: str, title: str, caption: str) -> Rendered:
+def _render(fig: Figure, name: str, title: str, caption: str, *, png_too: bool = True) -> Rendered:
     # Lay the figure out once (constrained layout), then freeze it: both files
     # are drawn without re-running the layout, which halves the render time.
+    # ``png_too=False``: the SVG only (``png`` is empty), for a page that inlines it.
     _safe_text(fig)
     FigureCanvasAgg(fig)
     engine = fig.get_layout_engine()
@@ -82,7 +83,8 @@ def _render(fig: Figure, name: str, title: str, caption: str) -> Rendered:
         engine.execute(fig)
         fig.set_layout_engine("none")
     png, svg = io.BytesIO(), io.StringIO()
-    fig.savefig(png, format="png", dpi=150, metadata={"Software": "promptgrid"})
+    if png_too:
+        fig.savefig(png, format="png", dpi=150, metadata={"Software": "promptgrid"})
     fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": "promptgrid"})
     return Rendered(name, title, caption, png.getvalue(), svg.getvalue())
 

@@ -254,11 +254,11 @@ def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
     if data.adaptive:
         from ._adaptive import adaptive_table, spent_lines, variants_table
 
-        parts = [{"kind": "methods", "points": spent_lines(data.adaptive)}, _figure(figs.get("adaptive")),
-                 _table(adaptive_table(data.adaptive))]
+        adaptive_parts = [{"kind": "methods", "points": spent_lines(data.adaptive)}, _figure(figs.get("adaptive")),
+                          _table(adaptive_table(data.adaptive))]
         if any(r["goal"] == "distribution" for r in data.adaptive):
-            parts.append(_table(variants_table(data.adaptive)))
-        section("adaptive-section", "Adaptive study", *parts)
+            adaptive_parts.append(_table(variants_table(data.adaptive)))
+        section("adaptive-section", "Adaptive study", *adaptive_parts)
     section("accuracy-section", "Accuracy", _figure(figs.get("heatmap")), _table(accuracy_table(data)))
     section("sensitivity-section", "Sensitivity", _figure(figs.get("sensitivity")), _table(sensitivity_table(data)))
     if data.category_cells:

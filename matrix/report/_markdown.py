@@ -192,10 +192,10 @@ def console_table(data: ReportData) -> str:
             f"best {short_label(data, s.best_variant)}); "
             f"std {pct(s.std)} pp"
         )
-    for t in data.format_tax:
+    for tax in data.format_tax:
         out.append(
-            f"{t.model}: {t.call_mode} - prompt {with_ci(t.diff, t.diff_ci, signed=True)} pp on {t.n_cases} cases "
-            f"({t.reference}; p {pval(t.p_value)})"
+            f"{tax.model}: {tax.call_mode} - prompt {with_ci(tax.diff, tax.diff_ci, signed=True)} pp on "
+            f"{tax.n_cases} cases ({tax.reference}; p {pval(tax.p_value)})"
         )
     for u in data.unsupported:
         out.append(f"{u.model}: {u.count} job(s) of {short_label(data, u.variant_id)} unsupported, "

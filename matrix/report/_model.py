@@ -16,6 +16,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "TAU_BENCH_DEFINITION",
+    "TAU_BENCH_PASS_K",
+    "TICKET_BENCH_DEFINITION",
+    "TICKET_BENCH_PASS_K",
     "CategoryCell",
     "Cell",
     "CostSummary",
@@ -346,9 +350,29 @@ class TranslationDelta:
     relative: float
 
 
+TAU_BENCH_PASS_K = "pass^k (tau-bench, C(c,k)/C(n,k))"
+"""The name of tau-bench's pass^k: mean over entries of C(c, k) / C(n, k)."""
+TICKET_BENCH_PASS_K = "pass^k (Ticket-Bench, (c/n)^k)"
+"""The name of Ticket-Bench's pass^k: mean over entries of (c / n) ** k."""
+TAU_BENCH_DEFINITION = "C(c,k)/C(n,k)"
+"""tau-bench's per-entry pass^k (``metrics.pass_hat_k_case(..., unbiased=True)``)."""
+TICKET_BENCH_DEFINITION = "(c/n)^k"
+"""Ticket-Bench's per-entry pass^k (``metrics.pass_hat_k_case``)."""
+
+
 @dataclass(frozen=True)
 class PassK:
-    """Ticket-Bench pass^k of one model x variant on one language (or ``overall``)."""
+    """pass^k of one model x variant on one language (or ``overall``), under one named definition.
+
+    ``value`` is the mean over the ``n_cases`` entries (cases with a scored repeat, or a conversation report's
+    (variant, conversation) pairs) of the per-entry value ``definition`` gives from the entry's ``c`` valid of
+    ``n`` repeats; ``ci`` its bootstrap interval. ``name`` says which pass^k it is: ``TICKET_BENCH_PASS_K``
+    ((c/n)^k, the single-turn report's only one) or ``TAU_BENCH_PASS_K`` (C(c,k)/C(n,k); a conversation report
+    carries both). ``variant_id`` is empty (``label`` ``all variants``) for a model over all its variants.
+
+    The single-turn report writes a ``PassK`` as ``row()``, a conversation report, under a record that already
+    names the model, variant and language, as ``named()``.
+    """
 
     model: str
     variant_id: str
@@ -358,6 +382,25 @@ class PassK:
     value: float
     ci: Interval
     n_cases: int
+    name: str = TICKET_BENCH_PASS_K
+    definition: str = TICKET_BENCH_DEFINITION
+
+    @property
+    def entries(self) -> int:
+        """``n_cases``, by the conversation reports' word for it."""
+        return self.n_cases
+
+    def row(self) -> dict[str, Any]:
+        """The single-turn report's ``pass_k`` entry: model, variant_id, label, language, k, value, ci, n_cases
+        (JSON-ready; every one of them is Ticket-Bench's)."""
+        return {"model": self.model, "variant_id": self.variant_id, "label": self.label, "language": self.language,
+                "k": self.k, "value": _jsonable(self.value), "ci": _jsonable(self.ci), "n_cases": self.n_cases}
+
+    def named(self) -> dict[str, Any]:
+        """The conversation reports' ``PASSK``: name, definition, k, entries (``n_cases``), value, ci
+        (JSON-ready)."""
+        return {"name": self.name, "definition": self.definition, "k": self.k, "entries": self.n_cases,
+                "value": _jsonable(self.value), "ci": _jsonable(self.ci)}
 
 
 @dataclass(frozen=True)
@@ -572,10 +615,11 @@ class ReportData:
         raise KeyError(variant_id)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (NaN becomes None)."""
+        """JSON-ready dict (NaN becomes None; each pass^k as ``PassK.row()``)."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            out[f.name] = _jsonable(getattr(self, f.name))
+            value = getattr(self, f.name)
+            out[f.name] = [p.row() for p in value] if f.name == "pass_k" else _jsonable(value)
         adaptive = {r.get("model") for r in self.adaptive}
         for s in out["sensitivity"]:  # an adaptive model's headline is under "adaptive"; say why these differ
             if s["model"] in adaptive:

@@ -36,12 +36,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator, Sequence
-from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
 
 from promptgrid.matrix.scoring.metrics import pass_hat_k_case
+
+from ._wilson import DEFAULT_CONFIDENCE, wilson_interval
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -65,29 +66,10 @@ FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20250717  # BFCL V4 format-sensitivity release date; any fixed value would do
-DEFAULT_CONFIDENCE = 0.95
 
 # Weight matrices are built in chunks of at most this many cells, so a run with
 # thousands of cases does not allocate n_resamples x n_cases floats at once.
 _MAX_CHUNK_CELLS = 4_000_000
-
-
-def wilson_interval(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
-    """Wilson score interval for ``successes / n``; ``(nan, nan)`` when ``n == 0``."""
-    if n < 0 or successes < 0 or successes > n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
-    if n == 0:
-        return (math.nan, math.nan)
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    p = successes / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    center = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # At 0 and n the bound is exactly 0 / 1 (rounding would leave 0.9999999999999999).
-    lo = 0.0 if successes == 0 else max(0.0, center - half)
-    hi = 1.0 if successes == n else min(1.0, center + half)
-    return (lo, hi)
 
 
 _EXACT_LIMIT = 1000  # up to this many discordant pairs the tail is summed with exact integers

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
@@ -175,7 +175,7 @@ def _lines_of(backend: BatchBackend, data: IO[bytes], where: str) -> Iterable[Li
             continue
 
 
-def _download_file(store: RunStore) -> IO[bytes]:
+def _download_file(store: RunStore) -> BinaryIO:
     """An unnamed temporary file in the run directory (its disk holds the run), else in the system's temp dir."""
     try:
         return tempfile.TemporaryFile(dir=store.path.parent, prefix=".batch-download-")
@@ -465,14 +465,15 @@ class BatchTransport(Transport):
 
     async def _flush_or_leave(self, runner: Runner, lane: _Lane, backend: BatchBackend, builder: _Builder) -> _Builder:
         """Flush ``builder``, or leave its jobs pending when they are fewer than the provider takes per batch."""
-        if len(builder.lines) < getattr(backend, "min_requests", 1):
+        min_requests: int = getattr(backend, "min_requests", 1)  # only some providers have a minimum
+        if len(builder.lines) < min_requests:
             # Fewer than the provider takes per batch (Bedrock: 100): never padded; left pending.
             for job in builder.jobs:
                 runner._inflight.pop(job.key, None)
             runner.summary.batch_left += builder.rows
             runner.progress.done += builder.rows
             lane.planned_note = (f"this round has {len(builder.lines)} new calls, fewer than the "
-                                 f"{backend.min_requests} the batch API takes per batch: give a larger --budget or "
+                                 f"{min_requests} the batch API takes per batch: give a larger --budget or "
                                  "fewer --rounds")
         else:
             await self._flush(runner, lane, backend, builder)

@@ -23,7 +23,7 @@ from .config import ModelSpec
 from .session import Prepared, has_store
 from .store import UNSUPPORTED, RunStore
 
-__all__ = ["Estimate", "ModelEstimate", "estimate"]
+__all__ = ["Estimate", "ModelEstimate", "PlanEstimate", "estimate"]
 
 _BATCH = 500
 
@@ -62,8 +62,11 @@ class ModelEstimate:
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """The whole plan: per model, and totals (unknown prices count 0 in the totals)."""
+class PlanEstimate:
+    """The whole plan: per model, and totals (unknown prices count 0 in the totals).
+
+    Not ``findings.Estimate`` (one number with its interval, which an adaptive run reports).
+    """
 
     models: tuple[ModelEstimate, ...]
     variants: int
@@ -114,7 +117,12 @@ class Estimate:
         return tuple(m.model for m in self.models if m.cost_input is None)
 
 
-def estimate(prep: Prepared) -> Estimate:
+Estimate = PlanEstimate
+"""The former name of ``PlanEstimate``, an alias kept for code that imports it (``findings.Estimate``, a number
+with its interval, is the record named ``Estimate``)."""
+
+
+def estimate(prep: Prepared) -> PlanEstimate:
     """Count jobs, stored results, shared prompts, tokens and cost of a prepared run; call nothing."""
     from .plan import iter_jobs
 
@@ -148,7 +156,7 @@ def estimate(prep: Prepared) -> Estimate:
     finally:
         if store is not None:
             store.close()
-    return Estimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
+    return PlanEstimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
 
 
 def _scaled(counts: list[int], share: float) -> list[int]:

@@ -7,14 +7,21 @@ is sent and gives back the difference once the real usage is known. A call
 bigger than the whole bucket is let through when the bucket is full (the
 level goes negative), so a small limit never deadlocks. (Retry delays are
 ``promptgrid.providers.RetryPolicy``'s, shared with the translation backend.)
+
+``model_buckets`` makes a model's two buckets and ``estimate_tokens`` a call's
+estimate: the single-turn runner (``runner``) and the conversation runner
+(``promptgrid.matrix.conversations._run``, every step of an episode) both pace
+their calls with them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["TokenBucket"]
+__all__ = ["TokenBucket", "estimate_tokens", "model_buckets"]
 
 
 class TokenBucket:
@@ -51,3 +58,26 @@ class TokenBucket:
         self._refill()
         self.level = min(self.capacity, self.level + amount)
 
+
+
+def model_buckets(rpm: float | None, tpm: float | None) -> tuple[TokenBucket | None, TokenBucket | None]:
+    """A model's (requests, tokens) buckets for ``rpm`` and ``tpm`` (``None``: no limit), as every runner paces one
+    model's calls: the request bucket bursts one second's worth, the token bucket one second's worth too (a
+    token burst of a whole minute would let a minute's tokens through at once)."""
+    return (TokenBucket(rpm) if rpm else None,
+            TokenBucket(tpm, burst=tpm / 60) if tpm else None)
+
+
+def estimate_tokens(messages: Iterable[Mapping[str, Any]], max_tokens: Any = None) -> int:
+    """The tokens a call is counted for against TPM before it is sent: its messages' text characters / 4 (text
+    content, and the arguments of the tool calls an assistant message carries) plus ``max_tokens``."""
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping):
+                chars += sum(len(v) for v in (function.get("name"), function.get("arguments")) if isinstance(v, str))
+    return chars // 4 + int(max_tokens or 0)

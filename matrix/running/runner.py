@@ -87,11 +87,12 @@ from promptgrid.providers import CallError, ErrorKind, call_error
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
+from . import costcap
 from .adaptive import Adaptive
 from .plan import Job, JobMaker, Renders
 from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
-from .ratelimit import TokenBucket
+from .ratelimit import TokenBucket, estimate_tokens, model_buckets
 from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore
 
 __all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
@@ -340,16 +341,16 @@ class Runner:
         self._variant_ids = store.add_variants(self.variants)
         self._case_ids = store.add_cases(self.cases)
         self._spent_before = store.spend()
-        if self.config.max_cost is not None and self._spent_before >= self.config.max_cost:
-            self._stop = "max_cost"
+        if costcap.reached(self.config.max_cost, self._spent_before):
+            self._stop = costcap.MAX_COST
         lanes = []
         for spec in self.config.models:
             conc = spec.in_flight  # concurrency per endpoint
+            rpm, tpm = model_buckets(spec.rpm, spec.tpm)
             lanes.append(_Lane(
                 spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
                 queue=asyncio.Queue(maxsize=conc * 2),
-                rpm=TokenBucket(spec.rpm) if spec.rpm else None,
-                tpm=TokenBucket(spec.tpm, burst=spec.tpm / 60) if spec.tpm else None,
+                rpm=rpm, tpm=tpm,
                 limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
                 planner=self.planners[spec.name],
             ))
@@ -601,26 +602,21 @@ class Runner:
     def _budget_allows(self, lane: _Lane, call: _Call) -> bool:
         """False (and stop) when this call could take the run directory's spend past ``max_cost``.
 
-        Projection: spend so far + (calls in flight + this one) x the mean cost
-        per answer so far (before the first answer: the list price of this
-        prompt's input tokens, a lower bound; 0 when the price is unknown).
-        Recorded spend may therefore pass the limit by at most the calls in
-        flight when it is reached (at most ``concurrency``).
+        The rule is ``costcap.allows``: spend so far + (calls in flight + this one) x the mean cost per answer
+        so far (before the first answer: the list price of this prompt's input tokens, a lower bound; 0 when the
+        price is unknown). Recorded spend may therefore pass the limit by at most the calls in flight when it
+        is reached (at most ``concurrency``).
         """
-        limit = self.config.max_cost
-        if limit is None:
-            return True
-        spent = self._spent_before + self.progress.spend
-        answered = self.summary.sent - self.summary.errors
-        if answered > 0:
-            per_call = self.progress.spend / answered
-        else:
+        def first_price() -> float | None:
             chars = sum(len(m["content"]) for m in call.job.messages)
-            per_call = lane.client.price(chars // 4 + 1, 0) or 0.0
-        if spent >= limit or spent + (self._reserved + 1) * per_call > limit:
-            self.stop("max_cost")
-            return False
-        return True
+            return lane.client.price(chars // 4 + 1, 0)
+
+        if costcap.allows(self.config.max_cost, spent_before=self._spent_before, spent_now=self.progress.spend,
+                          answered=self.summary.sent - self.summary.errors, in_flight=self._reserved,
+                          first_price=first_price):
+            return True
+        self.stop(costcap.MAX_COST)
+        return False
 
     async def _send(self, lane: _Lane, call: _Call) -> None:
         job, spec = call.job, lane.spec
@@ -629,7 +625,7 @@ class Runner:
         ids = getattr(lane.client, "takes_job_ids", False)  # replay/PATH answers by (variant, case), not prompt
         params = dict(job.params)
         params["timeout"] = spec.timeout
-        est_tokens = sum(len(m["content"]) for m in job.messages) // 4 + int(params.get("max_tokens") or 0)
+        est_tokens = estimate_tokens(job.messages, params.get("max_tokens"))
         attempts = 0
         free = 0  # timeouts beside other calls (a busy server), not counted against max_retries
         capped_waits = 0  # waits cut to retry_after_cap for this call
@@ -854,8 +850,8 @@ class Runner:
             s.error_examples.setdefault(kind, result.error or "")
         if result.cost_usd:
             p.spend += result.cost_usd
-            if self.config.max_cost is not None and self._spent_before + p.spend >= self.config.max_cost:
-                self.stop("max_cost")
+            if costcap.reached(self.config.max_cost, self._spent_before + p.spend):
+                self.stop(costcap.MAX_COST)
 
     def _disk_full(self, exc: StoreFullError) -> None:
         """Stop sending (calls in flight still finish, and are spilled): the store cannot grow."""

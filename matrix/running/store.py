@@ -75,6 +75,9 @@ SPILL_RESERVE = 2 * 1024 * 1024
 #: provider that answers with a 100 KB error code cannot fill the store, the report or the terminal.
 MAX_ERROR_CHARS = 2000
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# SQLite's primary result codes (sqlite3.h), compared with an error's ``sqlite_errorcode & 0xFF``. The
+# sqlite3 module names them only from Python 3.11 (as it sets ``sqlite_errorcode``); promptgrid runs on 3.10.
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -280,7 +283,7 @@ def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
 def _is_full(exc: BaseException) -> bool:
     """Whether ``exc`` says the disk or quota is full (SQLite's SQLITE_FULL, or ENOSPC/EDQUOT from a write)."""
     if isinstance(exc, sqlite3.Error):
-        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL or "disk is full" in str(exc)
     return isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS
 
 
@@ -294,7 +297,7 @@ def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if _is_full(exc):
         return _full_error(path.parent, exc)
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError:
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError:
         return StoreError(f"{path} is corrupt or truncated ({exc}). Restore it from a backup or copy of the run "
                           "directory, or move it aside and run again into a new --run-dir.")
     return StoreError(f"cannot use {path} ({exc}). Check that the file and its directory are readable "

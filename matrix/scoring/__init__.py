@@ -16,21 +16,65 @@ What it owns, in the order a response goes through it:
 Nothing here talks to a model or touches the disk.
 """
 
-from ._score import (
-    BFCL_DEFAULT_VARIANT,
-    CACHE_SIZE,
-    StreamCounts,
-    bfcl_verdict,
-    clear_caches,
-    score,
-    score_calls,
-    score_stream,
-    score_uncached,
-    variant_index,
-)
-from .check import CheckResult, Mode, check_calls, compile_case
-from .failure_modes import classify
-from .verdict import ErrorCode, FailureMode, Verdict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._score import (
+        BFCL_DEFAULT_VARIANT,
+        CACHE_SIZE,
+        StreamCounts,
+        bfcl_verdict,
+        clear_caches,
+        score,
+        score_calls,
+        score_stream,
+        score_uncached,
+        variant_index,
+    )
+    from .check import CheckResult, Mode, check_calls, compile_case
+    from .failure_modes import classify
+    from .verdict import ErrorCode, FailureMode, Verdict
+
+# Imported on first use (PEP 562): a user of one module (``verdict``, ``parse``) does not load the checker, the
+# templates and jinja2 (about 0.3 s).
+_LAZY = {
+    "BFCL_DEFAULT_VARIANT": "._score",
+    "CACHE_SIZE": "._score",
+    "CheckResult": ".check",
+    "ErrorCode": ".verdict",
+    "FailureMode": ".verdict",
+    "Mode": ".check",
+    "StreamCounts": "._score",
+    "Verdict": ".verdict",
+    "bfcl_verdict": "._score",
+    "check_calls": ".check",
+    "classify": ".failure_modes",
+    "clear_caches": "._score",
+    "compile_case": ".check",
+    "score": "._score",
+    "score_calls": "._score",
+    "score_stream": "._score",
+    "score_uncached": "._score",
+    "variant_index": "._score",
+}
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BFCL_DEFAULT_VARIANT",

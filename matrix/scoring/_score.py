@@ -150,9 +150,10 @@ def bfcl_verdict(response: str, variant: Variant, case: Case) -> CheckResult:
     text = _answer_text(response, variant)
     if mode == "constrained":
         text = unwrap_constrained(text, variant, case)
-    calls, fail = decode_bfcl(text, variant.return_format, variant.tool_call_tag)
-    if fail is None:
-        return check_calls(calls, compile_case(case))  # what _bfcl_check does with calls
+    decoded = decode_bfcl(text, variant.return_format, variant.tool_call_tag)  # (calls, None) or (None, fail)
+    if decoded[1] is None:
+        return check_calls(decoded[0], compile_case(case))  # what _bfcl_check does with calls
+    fail = decoded[1]
     return _bfcl_check(None, fail.bfcl_error_type, fail.details, compile_case(case))
 
 

@@ -42,7 +42,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from promptgrid.records import Case
 
@@ -156,10 +156,10 @@ class _ParamRule:
 
     name: str
     type_name: str | None
-    py_type: type | None
+    py_type: type[Any] | None
     nested: type | None
     answers: tuple[Any, ...]
-    answer_type: type | None  # type of the first non-"" acceptable value
+    answer_type: type[Any] | None  # type of the first non-"" acceptable value
     std_strings: frozenset[str]
     std_lists: tuple[list[Any], ...]
     nested_always_ok: bool  # a non-list acceptable value makes bfcl's element check pass
@@ -310,7 +310,13 @@ def compile_case(case: Case) -> CompiledCase:
 
 # --------------------------------------------------------------------------- checking
 
-_NO_VALUE = object()
+class _NoValue(enum.Enum):
+    """The type of ``_NO_VALUE``: a one-member enum, so a type checker narrows ``x is _NO_VALUE``."""
+
+    NO_VALUE = enum.auto()
+
+
+_NO_VALUE: Final = _NoValue.NO_VALUE
 
 
 class CheckResult(NamedTuple):
@@ -352,7 +358,7 @@ class CheckResult(NamedTuple):
         return f"{what}; {note}" if note else what
 
 
-class _CalledNames(tuple):  # type: ignore[type-arg]
+class _CalledNames(tuple[str, ...]):
     """The names a wrong call used (``CheckResult.value`` of WRONG_FUNC_NAME), spelled out only in ``message``."""
 
 
@@ -499,10 +505,10 @@ def _specialize(rule: _ParamRule) -> Callable[[Any], ErrorCode | None]:
         return check_str
     answers = _hashable_set(rule.answers)
     if answers is not None and plain and (py_type is int or py_type is bool):
-        exact = py_type
+        exact_type = py_type
 
         def check_exact(value: Any) -> ErrorCode | None:
-            if type(value) is exact:
+            if type(value) is exact_type:
                 return None if value in answers else _V_OTHERS
             return _T_SIMPLE
 
@@ -680,7 +686,7 @@ def count_matches(calls: Sequence[Call] | None, case: Case | CompiledCase) -> Ma
             score = _arg_score(e, params)
             if best is None or score[0] > best[0] or (score[0] == best[0] and score[1] + score[2] < best[1] + best[2]):
                 best, best_e = score, e
-        if best is None:
+        if best is None or best_e is None:  # set together
             arg_fp += len(params)
             continue
         remaining.remove(best_e)

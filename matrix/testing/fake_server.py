@@ -526,14 +526,14 @@ class _Handler:
             extra: dict[str, str] = {}
             if status == 429 and s.retry_after_s is not None:
                 extra["Retry-After"] = f"{s.retry_after_s:g}"
-            message = {429: "Rate limit reached, slow down.", 500: "The server had an error.",
-                       401: "Incorrect API key provided.", 404: "The model does not exist.",
-                       400: "Bad request."}.get(status, "error")
+            error = {429: "Rate limit reached, slow down.", 500: "The server had an error.",
+                     401: "Incorrect API key provided.", 404: "The model does not exist.",
+                     400: "Bad request."}.get(status, "error")
             if s.echo_auth_in_error:
-                message += f" Received: {headers.get('authorization', '')}"
+                error += f" Received: {headers.get('authorization', '')}"
             kind = {429: "rate_limit_exceeded", 401: "invalid_api_key", 404: "model_not_found"}.get(
                 status, "invalid_request_error" if status < 500 else "server_error")
-            return entry, _Reply(status, extra, _error_body(message, kind), outcome, delay)
+            return entry, _Reply(status, extra, _error_body(error, kind), outcome, delay)
         tool_calls = None
         schema_text = (schema_answer(request["response_format"])
                        if isinstance(request.get("response_format"), dict) else None)

@@ -10,7 +10,7 @@ import pytest
 from promptgrid.errors import MissingTranslationError
 from promptgrid.translate import (
     CatalogBackend,
-    LanguageSummary,
+    TargetSummary,
     Unit,
     UnitKind,
     instruction_units,
@@ -76,8 +76,8 @@ def test_damaged_spans_are_an_error_recorded_for_that_unit(store: Any, recording
     assert not bad.ok and "appears 2 times" in " ".join(bad.details["tokens"])
     assert {"placeholder_missing", "tag_missing"} <= set(bad.problems)
     assert good.ok and good.text == "Fügen Sie der Antwort keinen weiteren Text hinzu."
-    assert report.summary() == (LanguageSummary("de", units=2, translated=2, from_catalog=0, stored=0, missing=0,
-                                                failed=1),)
+    assert report.summary() == (TargetSummary("de", units=2, translated=2, from_catalog=0, stored=0, missing=0,
+                                              failed=1),)
     assert [s for _, s in report.sent] == list(translations)
 
 
@@ -90,8 +90,8 @@ def test_catalog_backend_reports_missing_units(store: Any) -> None:
     assert missing.status == "missing" and report.missing == [missing]
     assert store.get("A sentence no catalog has.", "ja", "catalog") is None
     assert report.sent == ()  # a catalog look-up sends nothing anywhere
-    assert report.summary() == (LanguageSummary("ja", units=2, translated=0, from_catalog=1, stored=0, missing=1,
-                                                failed=0),)
+    assert report.summary() == (TargetSummary("ja", units=2, translated=0, from_catalog=1, stored=0, missing=1,
+                                              failed=0),)
     again = translate_units(units, ["ja"], CatalogBackend(shipped_catalogs()), store).summary()[0]
     assert (again.from_catalog, again.stored, again.missing) == (0, 1, 1)
 

@@ -160,7 +160,7 @@ def parse_response(
     except Fail as fail:
         return _refine(fail, text, fmt, body if tool_call_tag else None,
                        tag_found=tag_found, per_call_wrapping=per_call)
-    calls = tuple(calls)
+    found = tuple(calls)
     if bt is None:
         rest = text[:body_at + span[0]] + text[body_at + span[1]:]
     else:
@@ -169,7 +169,7 @@ def parse_response(
         blocks = toolcall_blocks(rest)
         rest = rest if blocks is None else blocks.outside
     result = ParseResult(
-        calls=calls,
+        calls=found,
         detected_format=detected,
         tag_found=tag_found,
         per_call_wrapping=per_call,
@@ -177,7 +177,7 @@ def parse_response(
         code_fence=has_fence(text),
         unknown_xml_types=unknown,
         bfcl_deviation=deviation,
-        any_calls=calls,
+        any_calls=found,
     )
     if per_call:
         # bfcl-eval reads the first block only; the format-agnostic calls are all of them.
@@ -188,7 +188,7 @@ def parse_response(
 
 
 def decode_bfcl(text: str, return_format: ReturnFormat | str,
-                tool_call_tag: bool) -> tuple[Calls | None, Fail | None]:
+                tool_call_tag: bool) -> tuple[Calls, None] | tuple[None, Fail]:
     """bfcl-eval's decode alone: ``(calls, None)``, or ``(None, failure)``.
 
     The verdict-only twin of :func:`parse_response` (``scoring.bfcl_verdict``

@@ -88,7 +88,7 @@ def _unescape(text: str) -> str:
     return html.unescape(text) if "&" in text else text
 
 
-def _recover(region: str, unknown: list[str]) -> tuple[list[dict[str, dict[str, Any]]], str | None]:
+def _recover(region: str, unknown: list[str]) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None]:
     """Calls from malformed XML by regex (unclosed tags, backslash-escaped quotes).
 
     Best effort, for ``parse_any`` only; skipped on long regions (the regexes

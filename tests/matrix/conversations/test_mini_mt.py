@@ -1,12 +1,14 @@
-"""The built-in ``mini-mt`` conversation set (``promptgrid.matrix.conversations._mini_mt``).
+"""The built-in ``mini-mt`` conversation set: its generator (``scripts/build_mini_mt.py``, loaded from the
+repository as ``build``) and what the package reads at run time (``promptgrid.matrix.conversations._mini_mt``).
 
-The acceptance checks: every record's ground truth runs without refusal in
-``Environment``; the ground-truth fake scores every conversation valid in
-prompt, native and constrained mode in every language, the prose fake none;
-a trajectory that makes the forbidden state-changing call in a no-solution
-turn is scored invalid. The run-based checks take a subset that covers every
-template and every language (``PROMPTGRID_MINI_MT_FULL=1`` runs the ground
-truth of all 216 records, about 35 s on 2 shared cores).
+The acceptance checks: the shipped file is the generator's output, byte for
+byte; every record's ground truth runs without refusal in ``Environment``;
+the ground-truth fake scores every conversation valid in prompt, native and
+constrained mode in every language, the prose fake none; a trajectory that
+makes the forbidden state-changing call in a no-solution turn is scored
+invalid. The run-based checks take a subset that covers every template and
+every language (``PROMPTGRID_MINI_MT_FULL=1`` runs the ground truth of all
+216 records, about 35 s on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -33,18 +35,20 @@ from promptgrid.matrix.conversations._check import check_conversation, run_groun
 from promptgrid.matrix.conversations._dataset import SPEC_FORMS
 from promptgrid.matrix.conversations._env import _argument_problem
 from promptgrid.variants import CallMode, Variant
+from support.scripts import ROOT, load_script
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
 
 from promptgrid.matrix.conversations import _mini_mt  # noqa: E402  (after the skip: building needs bfcl-eval)
 
+build = load_script("scripts/build_mini_mt.py")
 LANGS = _mini_mt.MINI_MT_LANGUAGES
 TEMPLATES = 24
 
 
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
-    return _mini_mt.build_records()
+    return build.build_records()
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +66,62 @@ def _covering(conversations: list[Conversation], per_template: int = 1) -> list[
 # --------------------------------------------------------------------------- the file and the loader
 
 def test_committed_file_is_the_builders_output(records: list[dict]) -> None:
-    assert _mini_mt.DATA_FILE.read_text(encoding="utf-8") == _mini_mt.render(records), \
-        "run: python -m promptgrid.matrix.conversations._mini_mt --write"
+    assert _mini_mt.DATA_FILE.read_bytes() == build.render(records).encode("utf-8"), \
+        "run: .venv/bin/python scripts/build_mini_mt.py --write"
+
+
+def test_the_script_checks_and_writes_the_file_byte_for_byte(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``scripts/build_mini_mt.py``, run as a script, finds the shipped file up to date; ``--write --file``
+    writes the same bytes; ``--check`` names the first line that differs, and a missing file, and exits 1."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_mini_mt.py"), "--check"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done
+    assert "is up to date (216 conversations)" in done.stdout
+    out = tmp_path / "new" / "mini_mt.jsonl"
+    assert build.main(["--write", "--file", str(out)]) == 0
+    assert out.read_bytes() == _mini_mt.DATA_FILE.read_bytes()
+    assert build.main(["--check", "--file", str(out)]) == 0
+    lines = out.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b"Ciao", b"Salve", 1)  # mini_mt_1_it, its first turn
+    out.write_bytes(b"\n".join(lines))
+    capsys.readouterr()
+    assert build.main(["--check", "--file", str(out)]) == 1
+    assert "out of date (first difference: line 5 (mini_mt_1_it)): run with --write" in capsys.readouterr().out
+    out.write_bytes(_mini_mt.DATA_FILE.read_bytes().replace(b"\n", b"\r\n"))  # what a text-mode write gives on Windows
+    assert build.main(["--check", "--file", str(out)]) == 1
+    assert build.main(["--check", "--file", str(tmp_path / "absent.jsonl")]) == 1
+    assert "absent.jsonl does not exist: run with --write" in capsys.readouterr().out
+
+
+def test_the_script_without_bfcl_eval_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(build, "_BACKEND", "bfcl_eval.not_a_module_here")
+    assert build.main(["--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: building mini-mt needs bfcl-eval's API classes") and "pip install" in err
+
+
+def test_the_runtime_module_reads_the_set_from_the_shipped_file(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """The package holds no generator: the template count ``promptgrid datasets`` shows comes from the file, and
+    a missing file is a ``DatasetError`` naming the script that makes it."""
+    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
+
+    assert not hasattr(_mini_mt, "build_records") and not hasattr(_mini_mt, "_TEMPLATES")
+    assert _mini_mt.template_ids() == tuple(f"mini_mt_{n}" for n in range(1, TEMPLATES + 1))
+    assert list_conversation_datasets()["mini-mt"].startswith(f"built-in: {TEMPLATES} conversations")
+    assert f"({TEMPLATES * len(LANGS)} in all)" in list_conversation_datasets()["mini-mt"]
+    monkeypatch.setattr(_mini_mt, "DATA_FILE", tmp_path / "gone.jsonl")
+    for call in (lambda: load_conversations("mini-mt:de"), _mini_mt.template_ids):
+        with pytest.raises(DatasetError, match=r"gone\.jsonl is missing; .*scripts/build_mini_mt\.py --write"):
+            call()
+    (tmp_path / "gone.jsonl").write_text('{"id": "x"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"gone\.jsonl:1: not a mini-mt record with a template id"):
+        _mini_mt.template_ids()
 
 
 def test_shape_languages_and_annotations(records: list[dict]) -> None:
@@ -76,7 +134,7 @@ def test_shape_languages_and_annotations(records: list[dict]) -> None:
         assert record["category"] == f"mini_mt:{record['language']}"
         assert 2 <= len(record["question"]) <= 5 and len(record["ground_truth"]) == len(record["question"])
         for turn in record["no_solution_turns"]:
-            assert all(call.split("(")[0] in _mini_mt.READ_ONLY for call in record["ground_truth"][turn])
+            assert all(call.split("(")[0] in build.READ_ONLY for call in record["ground_truth"][turn])
         for turn in record["clarify_turns"]:
             assert record["ground_truth"][turn] == [] and turn + 1 < len(record["question"])
     per_language = {lang: [r for r in records if r["language"] == lang] for lang in LANGS}
@@ -166,7 +224,7 @@ def test_unknown_language_names_the_valid_ones(spec: str, words: list[str]) -> N
 
 def test_the_annotation_fields_are_accepted_in_any_jsonl(tmp_path: Path, records: list[dict]) -> None:
     path = tmp_path / "one.jsonl"
-    path.write_text(_mini_mt.render(records[:1]), encoding="utf-8")
+    path.write_text(build.render(records[:1]), encoding="utf-8")
     (conversation,) = load_conversations(f"jsonl:{path}")
     assert conversation.id == "mini_mt_1_en" and conversation.category == "mini_mt:en"
 
@@ -210,7 +268,7 @@ def test_ground_truth_fake_scores_everything_prose_nothing(tmp_path: Path,
 
 
 def test_doing_the_forbidden_call_in_a_no_solution_turn_is_invalid(conversations: list[Conversation]) -> None:
-    forbidden = _mini_mt.forbidden_calls()
+    forbidden = build.forbidden_calls()
     by_id = {c.id: c for c in conversations}
     templates = sorted({key.rsplit("_", 1)[0] for key in forbidden})
     assert len(templates) >= 4

@@ -1,0 +1,428 @@
+"""Transcripts of stored episodes: what the model was sent and answered, step by step, rebuilt from the store.
+
+The store keeps every answer under the key of the step that got it, not per
+episode (``_store``): an episode's transcript is rebuilt the way a resumed
+run rebuilds it (``_run._Episodes.run``). The first turn is rendered by the
+variant's template; at each step the key is computed from the messages so
+far (``_run._StepKeys``, as the run keyed it, whether or not it deduplicated
+requests, or the key of a store written before them) and the stored answer is
+read, decoded in the variant's form, and its calls run on a fresh
+environment, whose results are deterministic, for the results the model was
+given. Nothing is sent to any model.
+
+Each turn also carries its stored verdict (``TurnVerdict.to_dict``: valid or
+the failure mode, the state differences, missing and extra calls). The
+rebuilt steps and calls are checked against the verdict's counts; where they
+differ, or a step's answer is not in the store, the transcript says so in its
+``note`` and stops there.
+
+What a rebuild needs that the store may not name: the generation parameters
+of a model (a step's key covers them; the store does not record them, so
+``model_params`` must give the ones the run was given, ``{}`` by default),
+the dataset (the store's ``dataset``, unless ``conversations`` are given) and
+the grid's templates (the store's ``grid``; the variants are otherwise made
+from their dimension values). What cannot be had is a ``note``, never an
+exception: a report with transcripts is still written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from promptgrid.errors import PromptgridError, ReportError, closest
+from promptgrid.variants import CallMode, Variant
+
+from ._check import MAXIMUM_STEP_LIMIT, DecodeFailure
+from ._dataset import Conversation
+from ._records import EpisodeResult
+from ._store import ConversationStore, StoredStep
+
+__all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "TranscriptCall", "TranscriptStep", "TranscriptTurn",
+           "choose_episodes", "episode_transcripts"]
+
+MAX_TRANSCRIPTS = 12
+"""Transcripts a report shows by default (``choose_episodes``)."""
+
+
+@dataclass(frozen=True)
+class TranscriptCall:
+    """One decoded call of a step and what it gave: ``output`` is the text the model got back; ``refused`` the
+    ``Refusal`` value of a call the environment did not run."""
+
+    call: str
+    output: str
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptStep:
+    """One model answer: its text (native: the message content), the tool calls as a native model wrote them
+    (``name(arguments)``), the calls it decoded to with their results, the decoding error of an answer that
+    tried to call and could not be read, and whether it ended the turn."""
+
+    index: int
+    answer: str
+    tool_calls: tuple[str, ...] = ()
+    calls: tuple[TranscriptCall, ...] = ()
+    decode_error: str | None = None
+    ends_turn: bool = False
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptTurn:
+    """One user turn: the messages that opened it (turn 0: the whole first prompt), the model's steps and the
+    stored verdict of the turn (``TurnVerdict.to_dict()``; ``None`` when the episode has none). ``reached`` is
+    false for a turn the episode never got to (force-quit earlier): it has the verdict only."""
+
+    index: int
+    messages: tuple[Mapping[str, Any], ...]
+    steps: tuple[TranscriptStep, ...]
+    verdict: Mapping[str, Any] | None = None
+    reached: bool = True
+
+
+@dataclass(frozen=True)
+class EpisodeTranscript:
+    """An episode and its rebuilt turns; ``note`` says why the transcript is incomplete (``""``: it is whole)."""
+
+    episode: EpisodeResult
+    turns: tuple[TranscriptTurn, ...] = ()
+    note: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The variant's label as the run recorded it (its id when none)."""
+        return self.labels.get(self.episode.variant_id, self.episode.variant_id)
+
+
+def choose_episodes(episodes: Sequence[EpisodeResult], wanted: Sequence[str] | None = None, *,
+                    limit: int = MAX_TRANSCRIPTS, order: Sequence[str] = ()) -> list[EpisodeResult]:
+    """The episodes whose transcripts a report shows, at most ``limit``.
+
+    By default, per (model, variant): its first failed episode, then its first valid one (unfinished episodes
+    are not chosen); the (model, variant)s are taken in turn across the models (every model's first variant,
+    then every model's second, ...), variants in ``order`` (variant ids; others after, by id), so a few
+    transcripts show every model. ``wanted``: conversation ids, each optionally with ``#REPEAT``
+    (``multi_turn_base_3#1``): every episode of that conversation (and repeat), every model and variant, in that
+    order. Raises ``ReportError`` for an id no episode has (naming the closest) or a ``limit`` below 0.
+    """
+    if limit < 0:
+        raise ReportError(f"the number of transcripts must be 0 or more, not {limit}.")
+    rank = {vid: i for i, vid in enumerate(order)}
+    episodes = sorted(episodes, key=lambda e: (e.model, rank.get(e.variant_id, len(rank)), e.variant_id,
+                                               e.conversation_id, e.repeat))
+    if wanted:
+        conversations = {e.conversation_id for e in episodes}
+        chosen: list[EpisodeResult] = []
+        for spec in dict.fromkeys(wanted):
+            conversation, repeat = _parse_wanted(spec, conversations)
+            found = [e for e in episodes if e.conversation_id == conversation and repeat in (None, e.repeat)]
+            if not found:
+                what = f"conversation {conversation!r}" + ("" if repeat is None else f" with repeat {repeat}")
+                raise ReportError(f"no episode of {what} in this run.{closest(conversation, sorted(conversations))} "
+                                  "Give a conversation id the run has, optionally with #REPEAT (e.g. "
+                                  "multi_turn_base_0#1).")
+            chosen += [e for e in found if e not in chosen]
+        return chosen[:limit]
+    firsts: dict[str, dict[str, dict[bool, EpisodeResult]]] = {}  # model -> variant -> valid -> first episode
+    for e in episodes:
+        if e.valid is not None:
+            firsts.setdefault(e.model, {}).setdefault(e.variant_id, {}).setdefault(bool(e.valid), e)
+    groups = [list(variants.values()) for variants in firsts.values()]
+    picked: list[EpisodeResult] = []
+    for round_ in itertools.zip_longest(*groups):
+        for pair in round_:
+            if pair is not None:
+                picked += [pair[v] for v in (False, True) if v in pair]
+    return picked[:limit]
+
+
+def _parse_wanted(spec: str, conversations: set[str]) -> tuple[str, int | None]:
+    """``ID`` or ``ID#REPEAT`` (an id the run has is taken whole, even with a ``#`` in it)."""
+    if spec in conversations or "#" not in spec:
+        return spec, None
+    conversation, _, repeat = spec.rpartition("#")
+    if not repeat.isdigit():
+        raise ReportError(f"episode {spec!r}: the repeat after '#' must be a whole number (e.g. {conversation}#0).")
+    return conversation, int(repeat)
+
+
+def episode_transcripts(
+    run_dir: str | os.PathLike[str],
+    episodes: Sequence[EpisodeResult],
+    *,
+    model_params: Mapping[str, Mapping[str, Any]] | None = None,
+    conversations: Sequence[Conversation] | None = None,
+    variants: Sequence[Variant] | None = None,
+    bfcl_data: str | os.PathLike[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> list[EpisodeTranscript]:
+    """The transcripts of ``episodes`` (of the run in ``run_dir``), rebuilt from its store (module docstring).
+
+    ``model_params``: per model, the generation parameters the run was given (``{}`` when absent: a run with
+    parameters has its steps under other keys, and its transcripts then stop at the first step with a note).
+    ``conversations`` / ``variants``: the run's, when the store does not name its dataset or grid, or they
+    cannot be read where it says. ``labels``: variant id -> label (default: the store's). Never raises for what
+    one episode lacks: its transcript's ``note`` says it. Raises ``RunError`` / ``StoreError`` when ``run_dir``
+    holds no readable conversation store.
+    """
+    if not episodes:
+        return []
+    with ConversationStore(run_dir) as store:
+        labels = dict(store.meta("labels", {})) if labels is None else dict(labels)
+        replay = _Replay(store, model_params or {}, bfcl_data)
+        problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
+        out = []
+        for episode in episodes:
+            if problem:
+                out.append(EpisodeTranscript(episode, note=problem, labels=labels))
+            else:
+                out.append(replay.episode(episode, labels))
+        return out
+
+
+class _Replay:
+    """What every transcript of one run needs: the store, its conversations, variants and renderer."""
+
+    def __init__(self, store: ConversationStore, params: Mapping[str, Mapping[str, Any]],
+                 bfcl_data: str | os.PathLike[str] | None) -> None:
+        from ._run import STEP_KEYS
+
+        self.store, self.params, self.bfcl_data = store, params, bfcl_data
+        self.legacy = store.meta("step_keys") != STEP_KEYS
+        self.strict = store.meta("argument_rule") == "strict"
+        self.dims: dict[str, dict[str, str]] = store.variants()
+        self.conversations: dict[str, Conversation] = {}
+        self.variants: dict[str, Variant] = {}
+        self.renderer: Any = None
+        self.found: dict[str, Mapping[str, Any]] = {}  # model -> the parameters that found its answers
+
+    def load(self, wanted: set[str], conversations: Sequence[Conversation] | None,
+             variants: Sequence[Variant] | None) -> str:
+        """Read the conversations and variants; ``""``, or why no transcript can be rebuilt."""
+        from promptgrid.matrix.running.session import make_renderer
+
+        template_dir = None
+        if variants is None:
+            grid_name = self.store.meta("grid")
+            if grid_name:
+                try:
+                    from promptgrid.variants import load_grid
+
+                    grid = load_grid(grid_name)
+                except (PromptgridError, OSError):
+                    pass  # moved or changed since the run: the variants are made from their dimensions below
+                else:
+                    template_dir = grid.template_dir
+                    self.variants = {v.id: v for v in grid.variants}
+        else:
+            self.variants = {v.id: v for v in variants}
+        for vid, dims in self.dims.items():
+            if vid not in self.variants:
+                made = _variant_of(vid, dims)
+                if made is not None:
+                    self.variants[vid] = made
+        if conversations is None:
+            dataset = self.store.meta("dataset")
+            if not dataset:
+                return ("the store does not name its dataset (a run started from the Python API without it): "
+                        "pass conversations= to rebuild transcripts.")
+            try:
+                from ._dataset import select_conversations
+
+                conversations = select_conversations(str(dataset), cases=sorted(wanted), bfcl_data=self.bfcl_data)
+            except (PromptgridError, OSError) as exc:
+                return f"the run's dataset {dataset!r} cannot be read now ({exc}), so no transcript can be rebuilt."
+        self.conversations = {c.id: c for c in conversations}
+        try:
+            self.renderer = make_renderer(list(self.variants.values()), template_dir=template_dir,
+                                          bfcl_data=self.bfcl_data)
+        except (PromptgridError, OSError) as exc:
+            return f"the prompts cannot be rendered now ({exc}), so no transcript can be rebuilt."
+        return ""
+
+    def episode(self, episode: EpisodeResult, labels: Mapping[str, str]) -> EpisodeTranscript:
+        variant = self.variants.get(episode.variant_id)
+        conversation = self.conversations.get(episode.conversation_id)
+        if variant is None:
+            return EpisodeTranscript(episode, note=f"variant {episode.variant_id!r} cannot be made again (not in the "
+                                     "run's grid as it is now, nor from its stored dimensions).", labels=labels)
+        if conversation is None:
+            return EpisodeTranscript(episode, note=f"conversation {episode.conversation_id!r} is not in the dataset "
+                                     "as it is now.", labels=labels)
+        turns, note = self._turns(episode, variant, conversation)
+        return EpisodeTranscript(episode, tuple(turns), note, labels)
+
+    def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
+               ) -> tuple[list[TranscriptTurn], str]:
+        from promptgrid.matrix.running.plan import repeat_params
+
+        from ._env import Environment
+        from ._episode import Transcript, decode_answer
+        from ._mini_mt import ascii_results_for
+        from ._run import _StepKeys
+
+        verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
+        judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
+                  and isinstance(t.get("turn"), int)}
+        params: list[Mapping[str, Any]] = [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)]
+        transcript = Transcript(conversation, variant, self.renderer)
+        known = [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))]
+        keys = [_StepKeys((variant.id, conversation.id)), _StepKeys(None)]
+        turns: list[TranscriptTurn] = []
+        note = ""
+        env: Any = None
+        try:
+            env = Environment(list(conversation.involved_classes), conversation.initial_config,
+                              long_context=conversation.long_context, bfcl_data=self.bfcl_data,
+                              ascii_results=ascii_results_for(variant, conversation),
+                              strict_arguments=self.strict)
+            for turn in range(len(conversation.turns)):
+                before = len(transcript.messages) if turn else 0  # turn 0 starts the messages afresh
+                transcript.open_turn(turn)
+                opened = tuple(dict(m) for m in transcript.messages[before:])
+                expected = judged.get(turn, {}).get("details", {}).get("steps")
+                bound = expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1
+                steps: list[TranscriptStep] = []
+                while True:
+                    index = len(steps)
+                    stored = self._answer(keys, transcript, episode, params, turn, index)
+                    if stored is None:
+                        note = _missing(episode, turn, index)
+                        break
+                    transcript.add_answer(stored.response, turn, index)
+                    decoded, ended = decode_answer(variant, stored.response, transcript.request,
+                                                   transcript.functions, known)
+                    if ended or isinstance(decoded, DecodeFailure):  # no calls, or calls that could not be read
+                        steps.append(_step(index, stored, variant, decoded, (), True))
+                        break
+                    outcomes = env.run(list(decoded))
+                    transcript.add_results(outcomes, turn, index)
+                    steps.append(_step(index, stored, variant, decoded, outcomes, False))
+                    if len(steps) >= bound:  # the run went no further in this turn
+                        break
+                turns.append(TranscriptTurn(turn, opened, tuple(steps), judged.get(turn)))
+                note = note or _differs(turn, steps, judged.get(turn))
+                if not note and steps and not steps[-1].ends_turn:  # stopped at the bound
+                    if turn not in judged or judged[turn].get("failure_mode") == "step_limit":
+                        note = (f"turn {turn} was force-quit after {len(steps)} steps with calls (the step limit): "
+                                "the conversation ended there.")
+                    else:
+                        note = (f"the rebuilt turn {turn} goes on after the {len(steps)} steps its stored verdict "
+                                "counts: the grid, templates or dataset changed since the run, so what follows is "
+                                "not shown.")
+                if note:
+                    break
+        except PromptgridError as exc:  # the environment, a template or a catalog that cannot be had now
+            note = f"the transcript cannot be rebuilt past this point: {exc}"
+        finally:
+            if env is not None:
+                env.close()
+        for turn, judged_turn in sorted(judged.items()):
+            if turn >= len(turns):
+                turns.append(TranscriptTurn(turn, (), (), judged_turn, reached=False))
+        return turns, note
+
+    def _candidates(self, model: str) -> list[Mapping[str, Any]]:
+        """The generation parameters the run may have given ``model``: those given here; else the one that found
+        an answer before, or each of ``promptgrid run``'s defaults (temperature 0, or 0.7 with repeats, and its
+        max_tokens) and none (``run_conversations`` without parameters)."""
+        if model in self.params:
+            return [self.params[model]]
+        if model in self.found:
+            return [self.found[model]]
+        from promptgrid.matrix.running.config import model_params
+
+        return [model_params(None, 1), model_params(None, 2), {}]
+
+    def _answer(self, keys: Sequence[Any], transcript: Any, episode: EpisodeResult,
+                params: list[Mapping[str, Any]], turn: int, step: int) -> StoredStep | None:
+        """The stored answer of this step, under the key the run used (per episode, deduplicated, or legacy) with
+        the parameters it used (the first candidate that finds one is kept: ``params`` is narrowed to it)."""
+        from promptgrid.matrix.running.plan import job_key
+
+        from ._run import _sha
+
+        for candidate in list(params):
+            digests = [keyer.digest(transcript.messages, transcript.request, turn, step) for keyer in keys]
+            if self.legacy:
+                digests.append(_sha(transcript.messages, transcript.request))
+            for digest in digests:
+                found = self.store.step(job_key(episode.model, candidate, digest, episode.repeat))
+                if found is not None:
+                    params[:] = [candidate]
+                    if episode.model not in self.params:
+                        self.found[episode.model] = _unrepeated(candidate, episode.repeat)
+                    return found
+        return None
+
+
+def _unrepeated(params: Mapping[str, Any], repeat: int) -> dict[str, Any]:
+    """``params`` of repeat ``repeat`` as given to the run (``repeat_params`` offsets the seed by the repeat)."""
+    out = dict(params)
+    if out.get("seed") is not None:
+        out["seed"] = int(out["seed"]) - repeat
+    return out
+
+
+def _variant_of(variant_id: str, dims: Mapping[str, str]) -> Variant | None:
+    """The variant with these stored dimension values, when it has ``variant_id`` (else ``None``)."""
+    values: dict[str, Any] = {k: v for k, v in dims.items() if k in Variant.__dataclass_fields__}
+    if "tool_call_tag" in values:
+        values["tool_call_tag"] = str(values["tool_call_tag"]) == "True"
+    try:
+        made = Variant(**values)
+    except (TypeError, ValueError):
+        return None
+    return made if made.id == variant_id else None
+
+
+def _missing(episode: EpisodeResult, turn: int, step: int) -> str:
+    if episode.valid is None and episode.error:
+        return f"the episode ended at turn {turn}, step {step} without an answer: {episode.error}"
+    return (f"no stored answer for turn {turn}, step {step} under the keys this report computes: the run was "
+            "given generation parameters (pass model_params= with them), or its grid, templates or dataset "
+            "changed since.")
+
+
+def _differs(turn: int, steps: Sequence[TranscriptStep], judged: Mapping[str, Any] | None) -> str:
+    """A note when the rebuilt turn has other step or call counts than its stored verdict."""
+    details = (judged or {}).get("details") or {}
+    want_steps, want_calls = details.get("steps"), details.get("calls")
+    calls = sum(len(s.calls) for s in steps)
+    if (isinstance(want_steps, int) and want_steps != len(steps)) or (isinstance(want_calls, int)
+                                                                       and want_calls != calls):
+        return (f"the rebuilt turn {turn} has {len(steps)} steps and {calls} calls, the stored verdict "
+                f"{want_steps} and {want_calls}: the grid, templates or dataset changed since the run, so what "
+                "follows is not shown.")
+    return ""
+
+
+def _step(index: int, stored: StoredStep, variant: Variant, decoded: Any, outcomes: Sequence[Any],
+          ends: bool) -> TranscriptStep:
+    answer = stored.response
+    tool_calls: tuple[str, ...] = ()
+    if variant.call_mode is CallMode.NATIVE:
+        from promptgrid.matrix.clients import read_envelope
+
+        env = read_envelope(stored.response)
+        if env is not None:
+            answer = env[0] or ""
+            tool_calls = tuple(f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                               if isinstance(c, Mapping) else str(c) for c in env[1])
+    calls = tuple(TranscriptCall(_shown(o.call), o.output, o.refused) for o in outcomes)
+    error = (decoded.error or "the answer could not be decoded") if isinstance(decoded, DecodeFailure) else None
+    return TranscriptStep(index, answer, tool_calls, calls, error, ends, stored.latency_s)
+
+
+def _shown(call: Any) -> str:
+    """A call as the transcript shows it: ``name(positional..., key=value)``, values as Python literals."""
+    parts = [repr(v) for v in getattr(call, "positional", ())]
+    parts += [f"{k}={v!r}" for k, v in call.arguments.items()]
+    return f"{call.name}({', '.join(parts)})"
