@@ -419,40 +419,49 @@ def convert_exception(exc: BaseException, redact: Callable[[str], str] | None = 
     status = status if isinstance(status, int) else None
     text = f"{type(exc).__name__}: {exc}"
     message = one_line(redact(text) if redact is not None else text)
-    kind: ErrorKind
-    if isinstance(exc, ex.ContextWindowExceededError):
-        kind = ErrorKind.CONTEXT_LENGTH
-    elif isinstance(exc, ex.ContentPolicyViolationError):
-        kind = ErrorKind.CONTENT_FILTER
-    elif isinstance(exc, ex.RateLimitError):
-        kind = ErrorKind.RATE_LIMIT
-    elif isinstance(exc, (ex.Timeout, TimeoutError)):
-        kind = ErrorKind.TIMEOUT
-    elif isinstance(exc, (ex.AuthenticationError, ex.PermissionDeniedError)):
-        kind = ErrorKind.AUTH
-    elif isinstance(exc, ex.NotFoundError):
-        kind = ErrorKind.NOT_FOUND
-    elif isinstance(exc, (ex.BadRequestError, ex.UnprocessableEntityError, ex.UnsupportedParamsError)):
-        kind = ErrorKind.BAD_REQUEST
-    elif isinstance(exc, (ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError)):
-        low = str(exc).lower()
-        kind = ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low
-                                       or "invalid response object" in low) else ErrorKind.SERVER
-    elif isinstance(exc, ex.APIConnectionError):
-        kind = ErrorKind.CONNECTION
-    elif isinstance(exc, (ConnectionError, OSError)):
-        kind = ErrorKind.CONNECTION
-    elif isinstance(exc, ValueError) and ("json" in str(exc).lower() or _from_pydantic(exc)):
-        kind = ErrorKind.MALFORMED  # an answer that is not JSON, or not the shape the SDK's models take
-    else:
-        kind = kind_from_status(status)
+    kind = _exception_kind(exc, ex, status)
     if kind in _CREDENTIAL_SUSPECTS and _missing_credentials(str(exc)):
         kind = ErrorKind.AUTH
     if kind is ErrorKind.MALFORMED:
-        # litellm quotes its own traceback and the whole body; say what was wrong, in one line.
-        detail = _exception_summary(str(exc))
-        if detail is None and _from_pydantic(exc):  # "3 validation errors for LiteLLMBatch": its first line
-            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        message = one_line(malformed_message(redact(detail) if redact is not None and detail else detail))
+        message = _malformed_summary(exc, redact)
     retry_after = _retry_after(exc) if kind.retryable else None
     return call_error(kind, message, status=status, retry_after=retry_after)
+
+
+def _exception_kind(exc: BaseException, ex: Any, status: int | None) -> ErrorKind:
+    """The kind of ``exc``: by its class (``ex``: litellm's exceptions module; the first match wins, the most
+    specific classes first), else a ``ValueError`` about JSON or from pydantic is ``MALFORMED``, else by
+    ``status``."""
+    by_class: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ErrorKind], ...] = (
+        (ex.ContextWindowExceededError, ErrorKind.CONTEXT_LENGTH),
+        (ex.ContentPolicyViolationError, ErrorKind.CONTENT_FILTER),
+        (ex.RateLimitError, ErrorKind.RATE_LIMIT),
+        ((ex.Timeout, TimeoutError), ErrorKind.TIMEOUT),
+        ((ex.AuthenticationError, ex.PermissionDeniedError), ErrorKind.AUTH),
+        (ex.NotFoundError, ErrorKind.NOT_FOUND),
+        ((ex.BadRequestError, ex.UnprocessableEntityError, ex.UnsupportedParamsError), ErrorKind.BAD_REQUEST),
+        ((ex.InternalServerError, ex.ServiceUnavailableError, ex.BadGatewayError), ErrorKind.SERVER),
+        ((ex.APIConnectionError, ConnectionError, OSError), ErrorKind.CONNECTION),
+    )
+    for classes, kind in by_class:
+        if isinstance(exc, classes):
+            return _server_kind(exc) if kind is ErrorKind.SERVER else kind
+    if isinstance(exc, ValueError) and ("json" in str(exc).lower() or _from_pydantic(exc)):
+        return ErrorKind.MALFORMED  # an answer that is not JSON, or not the shape the SDK's models take
+    return kind_from_status(status)
+
+
+def _server_kind(exc: BaseException) -> ErrorKind:
+    """A server error that says its answer could not be parsed is ``MALFORMED``; any other is ``SERVER``."""
+    low = str(exc).lower()
+    return ErrorKind.MALFORMED if ("unterminated" in low or "expecting" in low and "json" in low
+                                   or "invalid response object" in low) else ErrorKind.SERVER
+
+
+def _malformed_summary(exc: BaseException, redact: Callable[[str], str] | None) -> str:
+    """The one-line message of a ``MALFORMED`` error: what was wrong, not litellm's traceback and the body."""
+    # litellm quotes its own traceback and the whole body; say what was wrong, in one line.
+    detail = _exception_summary(str(exc))
+    if detail is None and _from_pydantic(exc):  # "3 validation errors for LiteLLMBatch": its first line
+        detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return one_line(malformed_message(redact(detail) if redact is not None and detail else detail))

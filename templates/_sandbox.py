@@ -432,15 +432,7 @@ def _size(value: Any, budget: int, seen: dict[int, int] | None = None) -> int:
     if value is None or isinstance(value, (bool, int, float)):
         return 1
     if isinstance(value, (list, tuple, set, frozenset)):
-        total = len(value)
-        for item in value:
-            if total > budget:
-                break
-            if isinstance(item, (str, bytes)):
-                total += len(item)
-            elif not (item is None or isinstance(item, (bool, int, float))):
-                total += _size(item, budget - total, seen)
-        return total
+        return _items_size(value, budget, seen)
     if isinstance(value, Mapping):
         total = len(value)
         for k, v in value.items():
@@ -450,6 +442,25 @@ def _size(value: Any, budget: int, seen: dict[int, int] | None = None) -> int:
         return total
     if isinstance(value, jinja2.utils.Namespace):
         return _size(dict(value._Namespace__attrs), budget, seen)
+    return _repr_size(value, seen)
+
+
+def _items_size(value: list[Any] | tuple[Any, ...] | set[Any] | frozenset[Any], budget: int,
+                seen: dict[int, int]) -> int:
+    """``_size`` of a list, tuple or set: its length plus its items' sizes, stopped once over ``budget``."""
+    total = len(value)
+    for item in value:
+        if total > budget:
+            break
+        if isinstance(item, (str, bytes)):
+            total += len(item)
+        elif not (item is None or isinstance(item, (bool, int, float))):
+            total += _size(item, budget - total, seen)
+    return total
+
+
+def _repr_size(value: Any, seen: dict[int, int]) -> int:
+    """``_size`` of any other object: the length of its ``repr``, worked out once per object (1 if it has none)."""
     ident = id(value)
     if ident not in seen:
         try:

@@ -116,6 +116,13 @@ def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | No
     units = data.get("units") or {}
     if not isinstance(units, dict):
         raise CatalogError(f"{where}: 'units' must map each key to {{source: ..., text: ...}}")
+    entries = _entries(units, lines, where)
+    ds = dataset if dataset is not None else data.get("dataset")
+    return TranslationCatalog(where, language, kind, reviewed, entries, ds if isinstance(ds, str) else None, shipped)
+
+
+def _entries(units: dict[Any, Any], lines: Mapping[str, int], where: str) -> dict[str, CatalogEntry]:
+    """The catalog's ``units`` validated into entries; errors name the file, line and key."""
     entries: dict[str, CatalogEntry] = {}
     for key, value in units.items():
         line = lines.get(str(key), 0)
@@ -127,8 +134,7 @@ def load_catalog(path: str | Path, text: str | None = None, *, dataset: str | No
         if extra:
             raise CatalogError(f"{at}: unit {key!r} has unknown field {sorted(extra)[0]!r} (expected source, text)")
         entries[str(key)] = CatalogEntry(str(key), value["source"], value["text"], line)
-    ds = dataset if dataset is not None else data.get("dataset")
-    return TranslationCatalog(where, language, kind, reviewed, entries, ds if isinstance(ds, str) else None, shipped)
+    return entries
 
 
 def _iter_shipped() -> Iterator[TranslationCatalog]:

@@ -735,20 +735,7 @@ def check_translation(
     details: dict[str, Any] = {}
     src_base, tgt_base = base_language(source_lang), base_language(target_lang)
 
-    if placeholders(source) != placeholders(translation):
-        lost = placeholders(source) - placeholders(translation)
-        extra = placeholders(translation) - placeholders(source)
-        problems.add(CheckCode.PLACEHOLDER_MISSING)
-        details["placeholder_missing"] = _diff_message("placeholder", lost, extra)
-    src_tags, tr_tags = tags(source), tags(translation)
-    if src_tags != tr_tags:
-        problems.add(CheckCode.TAG_MISSING)
-        details["tag_missing"] = _diff_message("tag", src_tags - tr_tags, tr_tags - src_tags)
-    elif src_tags and CheckCode.PLACEHOLDER_MISSING not in problems:  # one damage, one code
-        markup = _markup_problem(source, translation)
-        if markup:
-            problems.add(CheckCode.MARKUP_CHANGED)
-            details["markup_changed"] = markup
+    _check_markup(source, translation, problems, details)
     src_spans = find_spans(source, names)  # once: a scan of a long source is not free
     missing = _protected_problems(src_spans, translation)
     if missing:
@@ -766,14 +753,8 @@ def check_translation(
     src_len, tr_len = _content_length(src_prose), _content_length(tr_prose)
     language_of_text = tgt_base
     if src_len >= 1 and tgt_base != src_base:
-        code, message, detected = _language_problem(source, translation, src_prose, tr_prose,
-                                                    source_lang, target_lang)
-        if detected:
-            details["detected_language"] = detected
-        if code:
-            problems.add(code)
-            details[code.value] = message
-            language_of_text = detected if code is CheckCode.WRONG_LANGUAGE and detected else src_base
+        language_of_text = _check_language(source, translation, src_prose, tr_prose, source_lang, target_lang,
+                                           problems, details)
 
     if src_len >= 1 and CheckCode.UNTRANSLATED not in problems:
         length = _length_problem(src_prose, tr_prose, src_len, tr_len, language_of_text, src_base)
@@ -792,6 +773,41 @@ def check_translation(
 
     ordered = [code for code in CheckCode if code in problems]
     return TranslationCheck(not ordered, ordered, details)
+
+
+def _check_markup(source: str, translation: str, problems: set[CheckCode], details: dict[str, Any]) -> None:
+    """Add the placeholder, tag and markup problems of ``translation`` to ``problems`` and ``details``; one
+    damage gets one code (markup is judged only when placeholders and tags are intact)."""
+    if placeholders(source) != placeholders(translation):
+        lost = placeholders(source) - placeholders(translation)
+        extra = placeholders(translation) - placeholders(source)
+        problems.add(CheckCode.PLACEHOLDER_MISSING)
+        details["placeholder_missing"] = _diff_message("placeholder", lost, extra)
+    src_tags, tr_tags = tags(source), tags(translation)
+    if src_tags != tr_tags:
+        problems.add(CheckCode.TAG_MISSING)
+        details["tag_missing"] = _diff_message("tag", src_tags - tr_tags, tr_tags - src_tags)
+    elif src_tags and CheckCode.PLACEHOLDER_MISSING not in problems:  # one damage, one code
+        markup = _markup_problem(source, translation)
+        if markup:
+            problems.add(CheckCode.MARKUP_CHANGED)
+            details["markup_changed"] = markup
+
+
+def _check_language(
+    source: str, translation: str, src_prose: str, tr_prose: str, source_lang: str, target_lang: str,
+    problems: set[CheckCode], details: dict[str, Any],
+) -> str:
+    """Add the language problem of ``translation`` (if any) and the detected language to ``problems`` and
+    ``details``; return the language the text is in, for the length check."""
+    code, message, detected = _language_problem(source, translation, src_prose, tr_prose, source_lang, target_lang)
+    if detected:
+        details["detected_language"] = detected
+    if not code:
+        return base_language(target_lang)
+    problems.add(code)
+    details[code.value] = message
+    return detected if code is CheckCode.WRONG_LANGUAGE and detected else base_language(source_lang)
 
 
 def _back_translate(backend: _Translator, text: str, names: Sequence[str], source: str, target: str) -> str:
@@ -966,11 +982,7 @@ def _plausible_language_problem(src_prose: str, tr_prose: str, counts: dict[str,
     """The script decides, then langid among the plausible languages (``counts``: the translation's scripts)."""
     src_base, tgt_base = base_language(source_lang), base_language(target_lang)
     if identical:
-        words = _WORD_RE.findall(src_prose)
-        if not (script_of(tgt_base) == "latin" and script_of(src_base) == "latin"
-                and len(words) <= 1 and _content_length(src_prose) <= 10):
-            return CheckCode.UNTRANSLATED, "the translation is identical to the source", src_base
-        return None, "", None
+        return _identical_problem(src_prose, src_base, tgt_base)
     if src_base == "en":
         copied = _copied_sentence(src_prose, tr_prose)
         if copied:
@@ -985,13 +997,8 @@ def _plausible_language_problem(src_prose: str, tr_prose: str, counts: dict[str,
     if target_script != "latin" and (
         target_letters >= 0.5 * total or (target_letters >= 8 and english < 2)
     ):
-        # Written in the target's script (Latin words left are names and loanwords);
-        # only Japanese and Chinese can still be confused.
-        detected, _ = detect_language(tr_prose, target_lang, source_lang)
-        if tgt_base in ("ja", "zh") and detected in ("ja", "zh") and detected != tgt_base:
-            if counts.get("han", 0) + counts.get("kana", 0) >= 6:
-                return CheckCode.WRONG_LANGUAGE, f"the text looks {detected}, not {tgt_base}", detected
-        return None, "", detected
+        # Written in the target's script (Latin words left are names and loanwords).
+        return _target_script_problem(tr_prose, counts, source_lang, target_lang)
     detected, confidence = detect_language(tr_prose, target_lang, source_lang)
     if detected is None:
         return None, "", None
@@ -1000,15 +1007,49 @@ def _plausible_language_problem(src_prose: str, tr_prose: str, counts: dict[str,
     if detected == tgt_base and not mostly_english:
         return None, "", detected
     if latin_share >= 0.5 and (detected == src_base or mostly_english):
-        letters = counts.get("latin", 0)
-        if target_script != "latin" or mostly_english or (
-                letters >= MIN_LANGID_LETTERS and confidence >= LANGID_CONFIDENCE):
-            # langid among the plausible languages said "source": a third language it does
-            # not know of (Dutch, Vietnamese) is not an untranslated text.
-            other = None if mostly_english else _broad_problem(tr_prose, counts, target_lang, source_lang)
-            return other or (CheckCode.UNTRANSLATED, f"the translation is mostly {src_base} (detected {detected})",
-                             src_base)
-        return None, "", detected
+        return _source_like_problem(tr_prose, counts, detected, confidence, mostly_english, source_lang, target_lang)
+    return _other_language_problem(counts, total, detected, confidence, target_script, tgt_base)
+
+
+def _identical_problem(src_prose: str, src_base: str, tgt_base: str) -> tuple[CheckCode | None, str, str | None]:
+    """A translation identical to its source is untranslated, unless it is one short word between Latin scripts."""
+    words = _WORD_RE.findall(src_prose)
+    if not (script_of(tgt_base) == "latin" and script_of(src_base) == "latin"
+            and len(words) <= 1 and _content_length(src_prose) <= 10):
+        return CheckCode.UNTRANSLATED, "the translation is identical to the source", src_base
+    return None, "", None
+
+
+def _target_script_problem(tr_prose: str, counts: dict[str, int], source_lang: str,
+                           target_lang: str) -> tuple[CheckCode | None, str, str | None]:
+    """A text written in the target's script: only Japanese and Chinese can still be confused."""
+    tgt_base = base_language(target_lang)
+    detected, _ = detect_language(tr_prose, target_lang, source_lang)
+    if tgt_base in ("ja", "zh") and detected in ("ja", "zh") and detected != tgt_base:
+        if counts.get("han", 0) + counts.get("kana", 0) >= 6:
+            return CheckCode.WRONG_LANGUAGE, f"the text looks {detected}, not {tgt_base}", detected
+    return None, "", detected
+
+
+def _source_like_problem(tr_prose: str, counts: dict[str, int], detected: str, confidence: float,
+                         mostly_english: bool, source_lang: str,
+                         target_lang: str) -> tuple[CheckCode | None, str, str | None]:
+    """A mostly Latin text that langid calls the source language (or that is mostly English function words)."""
+    src_base = base_language(source_lang)
+    letters = counts.get("latin", 0)
+    if script_of(base_language(target_lang)) != "latin" or mostly_english or (
+            letters >= MIN_LANGID_LETTERS and confidence >= LANGID_CONFIDENCE):
+        # langid among the plausible languages said "source": a third language it does
+        # not know of (Dutch, Vietnamese) is not an untranslated text.
+        other = None if mostly_english else _broad_problem(tr_prose, counts, target_lang, source_lang)
+        return other or (CheckCode.UNTRANSLATED, f"the translation is mostly {src_base} (detected {detected})",
+                         src_base)
+    return None, "", detected
+
+
+def _other_language_problem(counts: dict[str, int], total: int, detected: str, confidence: float,
+                            target_script: str, tgt_base: str) -> tuple[CheckCode | None, str, str | None]:
+    """``wrong_language`` when langid names another language, unless a short or unsure Latin text."""
     if detected == tgt_base:
         return None, "", detected
     if target_script == "latin" and max(counts, key=counts.__getitem__) == "latin":

@@ -195,6 +195,22 @@ def translate_units(
             kept.flush()
 
 
+_Outcome = tuple[str, str | None, bool, tuple[str, ...], dict[str, Any]]
+"""What happened to one source in one target: ``UnitResult``'s fields from ``status`` on."""
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every step of one ``translate_units`` call shares."""
+
+    backend: TranslationBackend
+    store: TranslationStore
+    source_lang: str
+    checker: Callable[..., TranslationCheck]
+    override: bool
+    """Whether the backend writes overrides (user catalogs) rather than machine translations."""
+
+
 def _translate_units(units: Sequence[Unit], targets: Sequence[str], backend: TranslationBackend,
                      store: TranslationStore, *, source_lang: str, batch_size: int,
                      checker: Callable[..., TranslationCheck], progress: Callable[[str], None] | None
@@ -204,57 +220,70 @@ def _translate_units(units: Sequence[Unit], targets: Sequence[str], backend: Tra
     by_source: dict[str, list[Unit]] = {}
     for unit in units:
         by_source.setdefault(unit.source, []).append(unit)
-    override = bool(getattr(backend, "override", False))
+    ctx = _Context(backend, store, source_lang, checker, bool(getattr(backend, "override", False)))
     _require_coverage(backend, targets)
     for target in targets:
-        done: dict[str, tuple[str, str | None, bool, tuple[str, ...], dict[str, Any]]] = {}
-        todo: list[str] = []
-        for source, group in by_source.items():
-            keys = [u.key for u in group]
-            stored = store.get_override(source, target) if override else store.get(source, target, backend.name)
-            if stored is not None and (not override or _same_override(stored.text, backend, source, target)):
-                if not override:
-                    store.add_keys(source, target, backend.name, keys)
-                done[source] = ("cached", stored.text, stored.ok, stored.problems, dict(stored.details))
-            else:
-                todo.append(source)
+        done, todo = _from_store(ctx, by_source, target)
         if getattr(backend, "masks", True):
             fresh = _translate_masked(todo, by_source, target, backend, source_lang, batch_size, sent)
         else:
             fresh = _translate_whole(todo, by_source, target, backend, sent)
         for source, (text, token_problems) in fresh.items():
-            group = by_source[source]
-            if text is None:
-                done[source] = ("missing", None, False, (), {})
-                continue
-            protected = _protected(group)
-            check = checker(source, text, source_lang, target, protected)
-            problems = [p.value if isinstance(p, CheckCode) else str(p) for p in check.problems]
-            details = dict(check.details)
-            if protected:
-                # Kept so that ``check-translations`` can re-check with the same names.
-                details["protected"] = list(protected)
-            if token_problems:
-                details["tokens"] = token_problems
-                if not problems:
-                    problems.append(CheckCode.PROTECTED_CHANGED.value)
-            ok = not problems
-            keys = [u.key for u in group]
-            kind = group[0].kind.value
-            if override:
-                store.set_override(source, target, text, ok=ok, problems=problems, details=details, kind=kind,
-                                   keys=keys, origin=backend.name)
-            else:
-                store.put(source, target, backend.name, text, ok=ok, problems=problems, details=details,
-                          kind=kind, keys=keys)
-            status = "catalog" if getattr(backend, "lookup", None) is not None else "new"
-            done[source] = (status, text, ok, tuple(problems), details)
+            done[source] = _check_and_store(ctx, source, by_source[source], target, text, token_problems)
         for unit in units:
             outcome = done[unit.source]
             results.append(UnitResult(unit, target, *outcome))
         if progress:
             progress(target)
     return TranslateReport(backend.name, tuple(results), tuple(sent))
+
+
+def _from_store(ctx: _Context, by_source: dict[str, list[Unit]], target: str
+                ) -> tuple[dict[str, _Outcome], list[str]]:
+    """The sources already stored for ``target`` (their keys added to the row), and the sources still to do."""
+    backend, store = ctx.backend, ctx.store
+    done: dict[str, _Outcome] = {}
+    todo: list[str] = []
+    for source, group in by_source.items():
+        keys = [u.key for u in group]
+        stored = store.get_override(source, target) if ctx.override else store.get(source, target, backend.name)
+        if stored is not None and (not ctx.override or _same_override(stored.text, backend, source, target)):
+            if not ctx.override:
+                store.add_keys(source, target, backend.name, keys)
+            done[source] = ("cached", stored.text, stored.ok, stored.problems, dict(stored.details))
+        else:
+            todo.append(source)
+    return done, todo
+
+
+def _check_and_store(ctx: _Context, source: str, group: Sequence[Unit], target: str, text: str | None,
+                     token_problems: list[str]) -> _Outcome:
+    """Check a fresh translation of ``source`` and store it with its result, whatever it is; ``missing``
+    when the backend had none."""
+    if text is None:
+        return ("missing", None, False, (), {})
+    protected = _protected(group)
+    check = ctx.checker(source, text, ctx.source_lang, target, protected)
+    problems = [p.value if isinstance(p, CheckCode) else str(p) for p in check.problems]
+    details = dict(check.details)
+    if protected:
+        # Kept so that ``check-translations`` can re-check with the same names.
+        details["protected"] = list(protected)
+    if token_problems:
+        details["tokens"] = token_problems
+        if not problems:
+            problems.append(CheckCode.PROTECTED_CHANGED.value)
+    ok = not problems
+    keys = [u.key for u in group]
+    kind = group[0].kind.value
+    if ctx.override:
+        ctx.store.set_override(source, target, text, ok=ok, problems=problems, details=details, kind=kind,
+                               keys=keys, origin=ctx.backend.name)
+    else:
+        ctx.store.put(source, target, ctx.backend.name, text, ok=ok, problems=problems, details=details,
+                      kind=kind, keys=keys)
+    status = "catalog" if getattr(ctx.backend, "lookup", None) is not None else "new"
+    return (status, text, ok, tuple(problems), details)
 
 
 def _require_coverage(backend: TranslationBackend, targets: Sequence[str]) -> None:

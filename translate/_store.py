@@ -219,20 +219,10 @@ class TranslationStore:
             return None
         conn: sqlite3.Connection | None = None
         try:
-            if self.readonly:
-                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-                if not _check_schema(conn, self.path):
-                    conn.close()
-                    return None
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path)
-                # Checked before anything is written: a foreign or damaged file is left as it was.
-                if not _check_schema(conn, self.path):
-                    conn.executescript(_SCHEMA)
-                    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                    conn.commit()
-                conn.execute("PRAGMA journal_mode=WAL")
+            conn = self._open()
+            if not self._prepare(conn):
+                conn.close()
+                return None
         except TranslationStoreError:
             if conn is not None:
                 conn.close()
@@ -240,12 +230,35 @@ class TranslationStore:
         except (OSError, sqlite3.Error) as exc:
             if conn is not None:
                 conn.close()
-            if isinstance(exc, OSError):
-                raise TranslationStoreError(f"cannot open translation store {self.path}: "
-                                            f"{exc.strerror or exc}. Pass another path with --store.") from None
-            raise _store_error(self.path, exc) from None
+            raise self._open_error(exc) from None
         self._conn = conn
         return conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A new connection to the file: read-only, or read-write with its folder created."""
+        if self.readonly:
+            return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(self.path)
+
+    def _prepare(self, conn: sqlite3.Connection) -> bool:
+        """Check the schema (and create it in a new writable store); ``False`` for a read-only store without one."""
+        if self.readonly:
+            return _check_schema(conn, self.path)
+        # Checked before anything is written: a foreign or damaged file is left as it was.
+        if not _check_schema(conn, self.path):
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.commit()
+        conn.execute("PRAGMA journal_mode=WAL")
+        return True
+
+    def _open_error(self, exc: OSError | sqlite3.Error) -> TranslationStoreError:
+        """The error to raise when opening the store failed with ``exc``."""
+        if isinstance(exc, OSError):
+            return TranslationStoreError(f"cannot open translation store {self.path}: "
+                                         f"{exc.strerror or exc}. Pass another path with --store.")
+        return _store_error(self.path, exc)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -310,10 +310,15 @@ def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env
     refused: list[str] = []
     with ExitStack() as stack:
         env = _open(stack, make_env, conversation, strict_arguments)
+        turns = [[list(turn)] if turn else [] for turn in conversation.ground_truth]
+        ahead = _ahead(env, turns, [bool(turn) for turn in conversation.ground_truth])
         for index, turn in enumerate(conversation.ground_truth):
-            outcomes = _run(env, list(turn), then_state=True) if turn else []
+            if ahead is not None:
+                outcomes, view = ahead[index]
+            else:
+                outcomes, view = (list(_run(env, list(turn), then_state=True)) if turn else []), env
             outputs.append(tuple(outcome.output for outcome in outcomes))
-            states.append(env.state() if turn else None)
+            states.append(view.state() if turn else None)
             refused += [f"{index}: {_show(outcome.call)}: {outcome.refused}" for outcome in outcomes
                         if outcome.refused is not None]
     return GroundTruthRun(conversation.id, tuple(outputs), tuple(states), tuple(refused))
@@ -380,21 +385,28 @@ def _score(conversation: Conversation, model_turns: Sequence[Sequence[Step]], *,
     verdicts: list[TurnVerdict] = []
     model_outputs: list[str] = []  # every result the model obtained so far, all turns
     disputed = False
+    # Every turn's steps with calls, and whether its verdict checks the state (as _judge_turn decides): known
+    # ahead, so the whole trajectory goes to the environment in one exchange where it can (_ahead).
+    turns = [[list(_calls_of(step)) for step in steps if _calls_of(step)] for steps in model_turns]
+    checks = [bool(expected[index]) and bool(calls) and (step_limit is None or len(calls) <= step_limit)
+              for index, calls in enumerate(turns)]
     with ExitStack() as stack:
         env = _open(stack, make_env, conversation, strict_arguments)
+        ahead = _ahead(env, turns, checks)
         for index, steps in enumerate(model_turns):
             try:
-                with_calls = [list(_calls_of(step)) for step in steps if _calls_of(step)]
-                # The state check after the turn's last step is known now: its state comes with that step's calls.
-                checks_state = bool(expected[index]) and bool(with_calls) and \
-                    (step_limit is None or len(with_calls) <= step_limit)
-                outcomes = [outcome for number, calls in enumerate(with_calls)
-                            for outcome in _run(env, calls, then_state=checks_state and number == len(with_calls) - 1)]
+                view: _StateSource = env
+                if ahead is not None:
+                    outcomes, view = ahead[index]
+                else:
+                    with_calls = turns[index]
+                    outcomes = [outcome for number, calls in enumerate(with_calls) for outcome in
+                                _run(env, calls, then_state=checks[index] and number == len(with_calls) - 1)]
                 disputed = disputed or any(getattr(outcome, "argument_problem", None) for outcome in outcomes)
                 model_outputs.extend(outcome.output for outcome in outcomes)
                 verdicts.append(_judge_turn(index, steps, outcomes, tuple(expected[index]),
                                             ground_truth.outputs[index], ground_truth.states[index], model_outputs,
-                                            env, step_limit=step_limit, strict_irrelevance=strict_irrelevance))
+                                            view, step_limit=step_limit, strict_irrelevance=strict_irrelevance))
             except EnvironmentFailure as exc:
                 exc.turn = index  # the turn being scored, for the runner's and score-file's message
                 raise
@@ -412,6 +424,49 @@ def _open(stack: ExitStack, make_env: Callable[..., _Env], conversation: Convers
                    long_context=conversation.long_context, **extra)
     stack.callback(env.close)
     return env
+
+
+class _StateSource(Protocol):
+    def state(self) -> dict[str, dict[str, Any]]: ...
+
+
+class _StateAhead:
+    """A turn's state as ``run_script`` brought it back (``state()`` as the environment would have given it)."""
+
+    def __init__(self, env: Environment, reply: Any) -> None:
+        self.env = env
+        self.reply = reply
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        if self.reply is None:  # _judge_turn asks exactly where the script was told to bring the state back
+            raise RuntimeError("the state of a turn whose state the script did not ask for")
+        return self.env.state_of(self.reply)
+
+
+def _ahead(env: _Env, turns: Sequence[Sequence[list[ToolCall]]], states: Sequence[bool]
+           ) -> list[tuple[list[CallOutcome], _StateSource]] | None:
+    """Per turn, its outcomes and its state, from one ``Environment.run_script`` exchange; None where it cannot be
+    (another kind of environment, or the script fell back: then the turns run step by step)."""
+    if not isinstance(env, Environment):
+        return None
+    steps = [calls for turn in turns for calls in turn]
+    wanted = [states[index] and number == len(turn) - 1 for index, turn in enumerate(turns)
+              for number in range(len(turn))]
+    results = env.run_script(steps, wanted)
+    if results is None:
+        return None
+    out: list[tuple[list[CallOutcome], _StateSource]] = []
+    position = 0
+    for turn in turns:
+        outcomes: list[CallOutcome] = []
+        reply = None
+        for _calls in turn:
+            step_outcomes, state = results[position]
+            position += 1
+            outcomes += step_outcomes
+            reply = state if state is not None else reply
+        out.append((outcomes, _StateAhead(env, reply)))
+    return out
 
 
 def _run(env: _Env, calls: list[ToolCall], *, then_state: bool) -> Sequence[CallOutcome]:
@@ -434,7 +489,7 @@ def _judge_turn(
     truth_outputs: Sequence[str],
     truth_state: Mapping[str, Mapping[str, Any]] | None,
     model_outputs: Sequence[str],
-    model_env: _Env,
+    model_env: _StateSource,
     *,
     step_limit: int | None,
     strict_irrelevance: bool,

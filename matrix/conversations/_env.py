@@ -105,7 +105,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib.util import find_spec
@@ -617,6 +617,7 @@ _FORK_SERVER = sys.platform != "win32" and hasattr(os, "fork") and hasattr(socke
     hasattr(socket, "AF_UNIX")
 """Whether workers are forked from a fork server (Linux, macOS); if not, each is a fresh interpreter."""
 _RESET = protocol.encode(("reset",))
+_STATE_REQUEST = protocol.encode(("state",))
 _PIPELINE_BYTES = 16_384
 """The most a step's calls may carry to go to the worker together: well inside a pipe's buffer (64 KiB on Linux,
 16 KiB at least elsewhere), so the write never waits on a worker that is itself waiting to write results. A step
@@ -1085,18 +1086,9 @@ class Environment:
     def _run_step(self, calls: list[Any], then_state: bool) -> list[CallOutcome]:
         step = self._step
         assert step is not None
-        outcomes: list[CallOutcome | None] = [None] * len(calls)
-        planned: list[tuple[int, _Planned]] = []
-        for index, call in enumerate(calls):
-            if index >= self.max_calls_per_step:
-                outcomes[index] = _refused(call, Refusal.TOO_MANY_CALLS, f"more than {self.max_calls_per_step} "
-                                           "calls in one step; this one was not run")
-                continue
-            plan = self._plan(call)
-            if isinstance(plan, CallOutcome):
-                outcomes[index] = plan
-            else:
-                planned.append((index, plan))
+        entries = self._plan_step(calls)
+        outcomes: list[CallOutcome | None] = [entry if isinstance(entry, CallOutcome) else None for entry in entries]
+        planned = [(index, entry) for index, entry in enumerate(entries) if isinstance(entry, _Planned)]
         batch = sum(len(plan.message) for _index, plan in planned)
         if planned and self._process is not None and batch <= _PIPELINE_BYTES:
             state = protocol.encode(("state",)) if then_state else b""
@@ -1116,6 +1108,13 @@ class Environment:
             for index, plan in planned:
                 outcomes[index] = self._send_one(plan, outcomes, index)
         return [outcome for outcome in outcomes if outcome is not None]
+
+    def _plan_step(self, calls: Sequence[Any]) -> list[CallOutcome | _Planned]:
+        """Each call of a step planned (``_plan``; the step's bytes counted in ``self._step``), or refused: past
+        ``max_calls_per_step``, or by ``_plan``'s checks."""
+        return [_refused(call, Refusal.TOO_MANY_CALLS, f"more than {self.max_calls_per_step} calls in one step; "
+                         "this one was not run")
+                if index >= self.max_calls_per_step else self._plan(call) for index, call in enumerate(calls)]
 
     def _pipelined(self, planned: list[tuple[int, _Planned]], outcomes: list[CallOutcome | None],
                    started: float) -> tuple[list[tuple[int, _Planned]], bool]:
@@ -1163,6 +1162,116 @@ class Environment:
         except OSError:
             self._in_sync = False
         return self._finish(plan, now)
+
+    def run_script(self, steps: Sequence[Sequence[ToolCall]], states: Sequence[bool]
+                   ) -> list[tuple[list[CallOutcome], Any]] | None:
+        """Several steps in one exchange with the worker, when the caller knows them all ahead (scoring a
+        trajectory): per step its outcomes, and where ``states[i]`` asks for it the state after it as a reply for
+        ``state_of``. The outcomes are those ``run`` gives step by step (the same refusals, the same results).
+
+        Returns None, with the environment as it was before (its worker stopped and rebuilt by replay on next
+        use), where the exchange cannot stand for the steps one by one: the calls carry more than a pipe's worth
+        of arguments, a call took longer than ``time_limit_s``, a step longer than ``step_time_limit_s``, the
+        script longer than the episode's time left, or the worker failed on the way. The caller then runs the
+        steps one by one, where the bounds act as they do there."""
+        if self._closed:
+            raise RunError(f"the environment of {', '.join(self.classes)} is closed.")
+        if len(states) != len(steps):
+            raise ValueError(f"{len(steps)} steps but {len(states)} state flags")
+        self._prefetched = None
+        left = self.episode_time_limit_s - self._episode_seconds
+        if left <= 0:
+            return None
+        self._ensure_open()
+        layout: list[list[CallOutcome | _Planned]] = []
+        for calls in steps:
+            self._step = _Step(math.inf, math.inf, self.max_step_argument_bytes)  # the bytes bound, counted here
+            try:
+                layout.append(self._plan_step(calls))
+            finally:
+                self._step = None
+        messages = [plan.message for entries in layout for plan in entries if isinstance(plan, _Planned)]
+        messages += [_STATE_REQUEST] * sum(1 for wanted in states if wanted)
+        if sum(len(message) for message in messages) > _PIPELINE_BYTES or self._process is None:
+            return None
+        began = time.monotonic()
+        try:
+            protocol.write_all(self._process.to_worker, protocol.encode(("script", len(messages))) +
+                               b"".join(self._script_order(layout, states)))
+        except OSError:
+            self._in_sync = False
+            self._kill()
+            return None
+        reply = self._reply(began + left)
+        spent = time.monotonic() - began
+        results = self._script_results(layout, states, reply, left) if spent <= left else None
+        if results is None:
+            self._kill()  # rebuilt by replaying the calls that ran before the script, on next use
+            return None
+        self._episode_seconds += spent
+        return results
+
+    @staticmethod
+    def _script_order(layout: list[list[CallOutcome | _Planned]], states: Sequence[bool]) -> Iterator[bytes]:
+        for entries, wanted in zip(layout, states, strict=True):
+            yield from (plan.message for plan in entries if isinstance(plan, _Planned))
+            if wanted:
+                yield _STATE_REQUEST
+
+    def _script_results(self, layout: list[list[CallOutcome | _Planned]], states: Sequence[bool], reply: Any,
+                        left: float) -> list[tuple[list[CallOutcome], Any]] | None:
+        """The outcomes of a script's reply, or None where it cannot stand for the steps one by one."""
+        if not (isinstance(reply, tuple) and len(reply) == 3 and reply[0] == "script"):
+            return None
+        replies, seconds = list(reply[1]), list(reply[2])
+        if len(replies) != len(seconds) or sum(seconds) > left:
+            return None
+        ran: list[tuple[str, dict[str, Any], bool, str]] = []
+        results: list[tuple[list[CallOutcome], Any]] = []
+        answers = iter(zip(replies, seconds, strict=True))
+        for entries, wanted in zip(layout, states, strict=True):
+            outcomes = self._script_step(entries, answers, ran)
+            if outcomes is None:
+                return None
+            answer = next(answers, None) if wanted else None
+            state = None if answer is None else answer[0]
+            if wanted and not (isinstance(state, tuple) and state[:1] in (("state",), (protocol.STATE_TOO_LARGE,))):
+                return None
+            results.append((outcomes, state))
+        if next(answers, None) is not None:
+            return None
+        self._ran.extend(ran)
+        return results
+
+    def _script_step(self, entries: list[CallOutcome | _Planned], answers: Iterator[tuple[Any, float]],
+                     ran: list[tuple[str, dict[str, Any], bool, str]]) -> list[CallOutcome] | None:
+        """One step's outcomes from a script's replies (taken from ``answers`` in order; the calls that ran added
+        to ``ran``), or None where a reply is missing, is not a call's, or took longer than a bound allows."""
+        outcomes: list[CallOutcome] = []
+        step_seconds = 0.0
+        for plan in entries:
+            if not isinstance(plan, _Planned):
+                outcomes.append(plan)
+                continue
+            answer, took = next(answers, (None, 0.0))
+            step_seconds += float(took)
+            if took > self.time_limit_s or step_seconds > self.step_time_limit_s:
+                return None  # alone, this call would have been stopped at its bound
+            if isinstance(answer, tuple) and answer[0] == protocol.OK and len(answer) == 3:
+                ran.append((plan.name, plan.given, bool(answer[1]), str(answer[2])))
+                outcomes.append(CallOutcome(plan.call, bool(answer[1]), str(answer[2]), None, float(took),
+                                            plan.argument_problem))
+            elif isinstance(answer, tuple) and answer[0] == protocol.REFUSED:
+                outcomes.append(_refused(plan.call, Refusal.UNKNOWN_FUNCTION, str(answer[2]), float(took)))
+            else:
+                return None
+        return outcomes
+
+    def state_of(self, reply: Any) -> dict[str, dict[str, Any]]:
+        """The state a ``run_script`` reply holds, as ``state()`` gives it (``EnvironmentFailure`` where the state
+        was past the bounds)."""
+        self._prefetched = reply
+        return self.state()
 
     def _prefetch_state(self) -> None:
         """The reply to the ``state`` request sent after the step's calls, kept for ``state()``. A worker that
@@ -1380,22 +1489,26 @@ class Environment:
             self._starts -= 1
             self._start(reuse=False)
             return
+        raise self._start_error(reply)
+
+    def _start_error(self, reply: Any) -> PromptgridError:
+        """What a worker's answer to ``init`` other than ready means, as the error to raise."""
         if isinstance(reply, tuple) and reply[0] == protocol.ERROR and len(reply) == 5:
             _kind, error, message, module, phase = reply
             if phase == "load":
-                raise DatasetError(f"the initial_config of {', '.join(self.classes)} cannot be loaded by bfcl-eval's "
-                                   f"classes: {error}: {str(message)[:500]}.")
+                return DatasetError(f"the initial_config of {', '.join(self.classes)} cannot be loaded by bfcl-eval's "
+                                    f"classes: {error}: {str(message)[:500]}.")
             if error in ("ModuleNotFoundError", "ImportError") and module:
                 package = "bfcl-eval" if str(module).startswith("bfcl_eval") else str(module).split(".")[0]
-                raise MissingDependencyError(f"BFCL's {', '.join(self.classes)} environment (module {module})",
-                                             f"pip install {'--no-deps ' if package == 'bfcl-eval' else ''}"
-                                             f"{package}")
-            raise RunError(f"the environment of {', '.join(self.classes)} could not be set up: {error}: "
-                           f"{str(message)[:500]}.")
+                return MissingDependencyError(f"BFCL's {', '.join(self.classes)} environment (module {module})",
+                                              f"pip install {'--no-deps ' if package == 'bfcl-eval' else ''}"
+                                              f"{package}")
+            return RunError(f"the environment of {', '.join(self.classes)} could not be set up: {error}: "
+                            f"{str(message)[:500]}.")
         if isinstance(reply, tuple) and reply[0] == protocol.MEMORY:
-            raise RunError(f"the initial state of {', '.join(self.classes)} does not fit in memory_limit_mb="
-                           f"{self.memory_limit_mb}; give the environment more memory.")
-        raise RunError(f"the environment's worker process did not start ({_why(reply)}).")
+            return RunError(f"the initial state of {', '.join(self.classes)} does not fit in memory_limit_mb="
+                            f"{self.memory_limit_mb}; give the environment more memory.")
+        return RunError(f"the environment's worker process did not start ({_why(reply)}).")
 
     def _restart(self) -> None:
         """A fresh worker brought to the state the calls that ran have made (they are replayed in order). Only

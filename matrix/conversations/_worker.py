@@ -101,6 +101,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import types
 import warnings
 from typing import Any
@@ -566,33 +567,62 @@ def _answer(worker: Worker, proto_in: int, proto_out: int, status: int | None) -
         message = read_message(proto_in)
         if message is None or message[0] in ("exit", "reset"):
             return "exit" if message is None else str(message[0])
-        kind = message[0]
         out_of_memory = False
         try:
-            if kind == "call":
-                reply: Any = worker.call(message[1], message[2])
-            elif kind == "replay":
-                reply = ("replayed", [worker.call(name, arguments) for name, arguments in message[1]])
-            elif kind == "state":
-                try:
-                    reply = ("state", worker.state())
-                except StateTooLarge as exc:
-                    reply = (STATE_TOO_LARGE, str(exc))
-            elif kind == "usage":
-                reply = ("usage", peak_kib(status))
-            else:
-                reply = (ERROR, "ValueError", f"unknown request {kind!r}", None, "serve")
-            write_message(proto_out, reply)
+            write_message(proto_out, _handle(worker, message, proto_in, status))
         except MemoryError:
             out_of_memory = True  # answered below, once the traceback (and the half-built data) is gone
         except RecursionError as exc:  # a state too deep to pickle
             write_message(proto_out, (ERROR, "RecursionError", describe_exception(exc), None, "serve"))
         if out_of_memory:
-            reply = None
             try:
                 write_message(proto_out, (MEMORY, "the call needed more memory than the bound"))
             finally:
                 os._exit(3)
+
+
+def _handle(worker: Worker, message: Any, proto_in: int, status: int | None) -> Any:
+    """The reply to one request (``call``, ``replay``, ``state``, ``usage``, ``script``)."""
+    kind = message[0]
+    if kind == "call":
+        return worker.call(message[1], message[2])
+    if kind == "replay":
+        return ("replayed", [worker.call(name, arguments) for name, arguments in message[1]])
+    if kind == "state":
+        return _state_reply(worker)
+    if kind == "usage":
+        return ("usage", peak_kib(status))
+    if kind == "script":
+        return _script(worker, proto_in, int(message[1]))
+    return (ERROR, "ValueError", f"unknown request {kind!r}", None, "serve")
+
+
+def _state_reply(worker: Worker) -> tuple[str, Any]:
+    try:
+        return ("state", worker.state())
+    except StateTooLarge as exc:
+        return (STATE_TOO_LARGE, str(exc))
+
+
+def _script(worker: Worker, proto_in: int, count: int) -> tuple[Any, ...]:
+    """``("script", N)``: the next N requests (``call`` and ``state``) run in order, as each would alone (a call
+    under its own alarm), and are answered together: ``("script", replies, seconds)``, each request's reply and how
+    long it took. The parent checks the times against its bounds (and runs the requests one by one instead where
+    one was past them)."""
+    replies: list[Any] = []
+    seconds: list[float] = []
+    for _ in range(count):
+        item = read_message(proto_in)
+        started = time.monotonic()
+        if isinstance(item, tuple) and item[:1] == ("call",):
+            reply: Any = worker.call(item[1], item[2])
+        elif isinstance(item, tuple) and item[:1] == ("state",):
+            reply = _state_reply(worker)
+        else:
+            reply = (ERROR, "ValueError", f"a script holds {type(item).__name__} {str(item)[:80]!r}", None, "serve")
+        seconds.append(time.monotonic() - started)
+        replies.append(reply)
+    return ("script", replies, seconds)
 
 
 def _open_clear_refs() -> int | None:
@@ -631,6 +661,11 @@ def _immutable(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _string_list(value: Any) -> bool:
+    """A list whose items are all exactly ``str`` (so ``==`` with another such list is exact)."""
+    return type(value) is list and all(type(item) is str for item in value)
+
+
 def _put_back(current: Any, fresh: Any) -> None:
     """``current`` (the original object, still bound) given ``fresh``'s contents in place, so every other
     reference to it (a name imported into another module, an alias in a default) sees the restored contents."""
@@ -660,8 +695,15 @@ class _Namespace:
         self.bindings = {key: value for key, value in bindings.items() if key not in skipped}
         self.data_keys = [key for key, value in self.bindings.items()
                           if not isinstance(value, _BY_IDENTITY) and not _immutable(value)]
+        # Flat lists of strings (bfcl-eval's long-context tables) compare by value, in C, against a copy: for them
+        # equality is sameness. Everything else compares as a pickle (exact types, order and sharing).
+        self.text_keys = [key for key in self.data_keys if _string_list(self.bindings[key])]
+        self.text_copies = [list(self.bindings[key]) for key in self.text_keys]
+        self.pickled_keys = [key for key in self.data_keys if key not in set(self.text_keys)]
         try:
             self.blob = pickle.dumps([self.bindings[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL)
+            self.pickled = pickle.dumps([self.bindings[key] for key in self.pickled_keys],
+                                        protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - any failure to pickle means: cannot be compared or restored
             raise Unrestorable(f"{label} holds a value that cannot be copied ({type(exc).__name__})") from None
 
@@ -673,9 +715,14 @@ class _Namespace:
             return True  # a name rebound (or removed and another added)
         if not self.data_keys:
             return False
+        if any(type(bindings[key]) is not list or bindings[key] != copy  # only a str equals a str (or a subclass)
+               for key, copy in zip(self.text_keys, self.text_copies, strict=True)):
+            return True
+        if not self.pickled_keys:
+            return False
         try:
-            return pickle.dumps([bindings[key] for key in self.data_keys], protocol=pickle.HIGHEST_PROTOCOL) \
-                != self.blob
+            return pickle.dumps([bindings[key] for key in self.pickled_keys], protocol=pickle.HIGHEST_PROTOCOL) \
+                != self.pickled
         except Exception:  # noqa: BLE001 - a value that no longer pickles has changed
             return True
 
@@ -810,6 +857,7 @@ class Pristine:
 
     def __init__(self) -> None:
         self.modules: dict[str, _Module] = {}
+        self.loaded: set[str] = set()
         self.take_new_modules()
         self.random_state = random.getstate()
         self.decimal_context = decimal.getcontext().copy()
@@ -827,6 +875,8 @@ class Pristine:
 
     def take_new_modules(self) -> None:
         """Snapshot the watched modules imported since the last call (by an ``init``, before any method ran)."""
+        if self.loaded and len(sys.modules) == len(self.loaded):
+            return  # nothing imported since (modules are only ever added here)
         for name, module in list(sys.modules.items()):
             if name not in self.modules and name.startswith(REUSE_PREFIXES) and isinstance(module, types.ModuleType):
                 self.modules[name] = _Module(module)

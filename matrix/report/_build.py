@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,22 +103,43 @@ def build_report(
     console = console_table(data) + adaptive_console(data.adaptive)
     if out_dir is None or not wanted:
         return ReportResult(data, (), console)
-    out = Path(out_dir)
-    elsewhere = "write the report elsewhere with --out DIR (out=DIR in Python), e.g. for a read-only archived run."
+    write = _Writer(_report_dir(Path(out_dir)))
+    figures, refs = _figures(data, wanted, write)
+    _write_formats(data, wanted, figures, refs, write)
+    return ReportResult(data, tuple(write.written), console)
+
+
+_ELSEWHERE = "write the report elsewhere with --out DIR (out=DIR in Python), e.g. for a read-only archived run."
+
+
+def _report_dir(out: Path) -> Path:
+    """``out``, created with its parents when missing; a ``ReportError`` when it cannot be."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ReportError(f"cannot create the report directory {out}: {exc.strerror or exc}; {elsewhere}") from None
-    written: list[Path] = []
+        raise ReportError(f"cannot create the report directory {out}: {exc.strerror or exc}; {_ELSEWHERE}") from None
+    return out
 
-    def write(name: str, content: str | bytes) -> None:
-        path = out / name
+
+@dataclass
+class _Writer:
+    """Writes report files under ``out``, each atomically, and records the paths written in order."""
+
+    out: Path
+    written: list[Path] = field(default_factory=list)
+
+    def __call__(self, name: str, content: str | bytes) -> None:
+        """Write ``content`` to ``out/name`` (never over a run's own files, never half a file)."""
+        path = self.out / name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            written.append(atomic_write(path, content))  # never over a run's own files, never half a file
+            self.written.append(atomic_write(path, content))
         except PermissionError as exc:
-            raise ReportError(f"cannot write {path}: {exc.strerror or exc}; {elsewhere}") from None
+            raise ReportError(f"cannot write {path}: {exc.strerror or exc}; {_ELSEWHERE}") from None
 
+
+def _figures(data: ReportData, wanted: set[str], write: _Writer) -> tuple[list[Any], list[FigureRef]]:
+    """Draw the figures when a wanted format shows them, and write them as files for md and figures."""
     figures: list[Any] = []
     if wanted & {"md", "html", "figures"}:
         from ._figures import render_figures  # matplotlib only when a figure is drawn
@@ -130,6 +151,13 @@ def build_report(
             write(f"figures/{f.name}.png", f.png)
             write(f"figures/{f.name}.svg", f.svg)
             refs.append(FigureRef(f.name, f.title, f.caption, f"figures/{f.name}.png"))
+    return figures, refs
+
+
+def _write_formats(
+    data: ReportData, wanted: set[str], figures: Sequence[Any], refs: Sequence[FigureRef], write: _Writer
+) -> None:
+    """Write the wanted text formats: report.md, the CSV tables, tables.tex, report.json, report.html."""
     if "md" in wanted:
         write("report.md", markdown_report(data, refs))
     if "csv" in wanted:
@@ -143,4 +171,3 @@ def build_report(
         from ._html import html_report
 
         write("report.html", html_report(data, figures))
-    return ReportResult(data, tuple(written), console)

@@ -51,6 +51,7 @@ from ._model import (
     Settings,
     SpeedPoint,
     TranslationDelta,
+    UnsupportedJobs,
     VariantInfo,
 )
 from ._order import dimension_names, language_order, order_variants, resolve_baseline, value_str
@@ -291,6 +292,43 @@ def _model_case_sets(models: Sequence[str], by_model: Mapping[str, Sequence[Resu
             "them."]
 
 
+def _incomplete_variants(
+    model: str, md: ModelData, mj: Sequence[ResultRow], model_cells: Sequence[Cell]
+) -> list[str]:
+    """A note when some of a model's variants ran on fewer cases than the model has: not comparable then."""
+    incomplete = [c for c in model_cells if c.n_cases < len(md.cases)]
+    if not incomplete:
+        return []
+    shown = ", ".join(f"{c.label} ({c.n_cases}/{len(md.cases)} cases)" for c in incomplete[:5])
+    more = f" and {len(incomplete) - 5} more" if len(incomplete) > 5 else ""
+    common = _cases_common_to_variants(mj)
+    return [
+        f"{model}: incomplete variants: {shown}{more}. Its variants ran different case sets, so their "
+        f"accuracies are not comparable with each other ({common} cases are common to all of them); "
+        "paired statistics use the cases both sides have."
+    ]
+
+
+def _left_out_notes(jobs: Sequence[ResultRow], unsupported: Sequence[UnsupportedJobs]) -> list[str]:
+    """Notes on the jobs that no rate counts (unsupported, unscored) and on failed calls counted as incorrect."""
+    notes: list[str] = []
+    if unsupported:
+        notes.append(
+            f"{sum(u.count for u in unsupported)} job(s) were not sent because the model cannot do the variant's "
+            "call mode (unsupported): they are left out of every rate and listed under 'Unsupported jobs'."
+        )
+    unscored = sum(not j.scored and j.status != "unsupported" for j in jobs)
+    if unscored:
+        notes.append(
+            f"{unscored} job(s) have neither a verdict nor an error and are left out of every rate"
+            " (score the run first: promptgrid score RUN_DIR)."
+        )
+    errors = sum(j.error is not None for j in jobs if j.scored)
+    if errors:
+        notes.append(f"{errors} failed call(s) are counted as incorrect in every rate (column 'errors').")
+    return notes
+
+
 def aggregate(
     rows: Rows,
     *,
@@ -371,33 +409,11 @@ def aggregate(
         if do_categories:
             ccells += category_stats(md, mj, infos, categories, settings)
         speed += speed_points(md, mj, infos, confidence)
-        incomplete = [c for c in model_cells if c.n_cases < len(md.cases)]
-        if incomplete:
-            shown = ", ".join(f"{c.label} ({c.n_cases}/{len(md.cases)} cases)" for c in incomplete[:5])
-            more = f" and {len(incomplete) - 5} more" if len(incomplete) > 5 else ""
-            common = _cases_common_to_variants(mj)
-            notes.append(
-                f"{model}: incomplete variants: {shown}{more}. Its variants ran different case sets, so their "
-                f"accuracies are not comparable with each other ({common} cases are common to all of them); "
-                "paired statistics use the cases both sides have."
-            )
+        notes += _incomplete_variants(model, md, mj, model_cells)
 
     notes += _model_case_sets(models, by_model)
     unsupported = unsupported_counts(jobs, order, infos)
-    if unsupported:
-        notes.append(
-            f"{sum(u.count for u in unsupported)} job(s) were not sent because the model cannot do the variant's "
-            "call mode (unsupported): they are left out of every rate and listed under 'Unsupported jobs'."
-        )
-    unscored = sum(not j.scored and j.status != "unsupported" for j in jobs)
-    if unscored:
-        notes.append(
-            f"{unscored} job(s) have neither a verdict nor an error and are left out of every rate"
-            " (score the run first: promptgrid score RUN_DIR)."
-        )
-    errors = sum(j.error is not None for j in jobs if j.scored)
-    if errors:
-        notes.append(f"{errors} failed call(s) are counted as incorrect in every rate (column 'errors').")
+    notes += _left_out_notes(jobs, unsupported)
     fcounts, fexamples = failure_stats(jobs, order, infos, cells)
     return ReportData(
         settings=settings,

@@ -73,8 +73,8 @@ def _write(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def csv_files(data: ReportData) -> dict[str, str]:
-    """File name -> CSV text."""
+def _results_csv(data: ReportData) -> str:
+    """``results.csv``: one row per model x variant, with a column per dimension the variants use."""
     dims = list(DIMENSIONS) + sorted({k for v in data.variants for k in v.dimensions} - set(DIMENSIONS))
     # A prompt-only run keeps the columns it had before call modes existed: call_mode only when a variant sets
     # it, and then "prompt" where Variant.dimensions() leaves it out (the default).
@@ -85,41 +85,143 @@ def csv_files(data: ReportData) -> dict[str, str]:
         dims.remove("tool_results")
     dims_of = {v.id: {**v.dimensions, "call_mode": call_mode_of(v.dimensions)} if with_modes else v.dimensions
                for v in data.variants}
-    out = {
-        "results.csv": _write(
-            list(RESULTS_COLUMNS) + dims,
+    return _write(
+        list(RESULTS_COLUMNS) + dims,
+        (
+            [
+                c.model,
+                c.variant_id,
+                c.label,
+                c.n,
+                c.correct,
+                c.accuracy,
+                c.ci[0],
+                c.ci[1],
+                c.ci_method,
+                c.errors,
+                c.unscored,
+                c.n_cases,
+                c.repeats,
+                c.fsa,
+                c.fsa_ci[0],
+                c.fsa_ci[1],
+                c.format_match,
+                c.format_match_ci[0],
+                c.format_match_ci[1],
+                c.format_agnostic_accuracy,
+                c.format_agnostic_ci[0],
+                c.format_agnostic_ci[1],
+                c.tool_f1,
+                c.arg_f1,
+                c.variant_id == data.baseline,
+            ]
+            + [dims_of[c.variant_id].get(d, "") for d in dims]
+            for c in data.cells
+        ),
+    )
+
+
+def _language_files(data: ReportData) -> dict[str, str]:
+    """The language tables that have rows: per-language accuracy, language summaries, translation, language match."""
+    files: dict[str, str] = {}
+    if data.language_cells:
+        files["languages.csv"] = _write(
+            ["model", "variant_id", "label", "language", "n", "correct", "accuracy", "ci_low", "ci_high"],
+            (
+                [c.model, c.variant_id, c.label, c.language, c.n, c.correct, c.accuracy, *c.ci]
+                for c in data.language_cells
+            ),
+        )
+    if data.language_summaries:
+        files["language_summary.csv"] = _write(
+            [
+                "model",
+                "variant_id",
+                "label",
+                "n_languages",
+                "macro",
+                "macro_ci_low",
+                "macro_ci_high",
+                "best_language",
+                "best_accuracy",
+                "worst_language",
+                "worst_accuracy",
+                "gap",
+                "gap_ci_low",
+                "gap_ci_high",
+                "std",
+                "std_ci_low",
+                "std_ci_high",
+            ],
             (
                 [
-                    c.model,
-                    c.variant_id,
-                    c.label,
-                    c.n,
-                    c.correct,
-                    c.accuracy,
-                    c.ci[0],
-                    c.ci[1],
-                    c.ci_method,
-                    c.errors,
-                    c.unscored,
-                    c.n_cases,
-                    c.repeats,
-                    c.fsa,
-                    c.fsa_ci[0],
-                    c.fsa_ci[1],
-                    c.format_match,
-                    c.format_match_ci[0],
-                    c.format_match_ci[1],
-                    c.format_agnostic_accuracy,
-                    c.format_agnostic_ci[0],
-                    c.format_agnostic_ci[1],
-                    c.tool_f1,
-                    c.arg_f1,
-                    c.variant_id == data.baseline,
+                    s.model,
+                    s.variant_id,
+                    s.label,
+                    s.n_languages,
+                    s.macro,
+                    *s.macro_ci,
+                    s.best_language,
+                    s.best_accuracy,
+                    s.worst_language,
+                    s.worst_accuracy,
+                    s.gap,
+                    *s.gap_ci,
+                    s.std,
+                    *s.std_ci,
                 ]
-                + [dims_of[c.variant_id].get(d, "") for d in dims]
-                for c in data.cells
+                for s in data.language_summaries
             ),
-        ),
+        )
+    if data.translation:
+        files["translation.csv"] = _write(
+            [
+                "model",
+                "variant_id",
+                "label",
+                "english_variant_id",
+                "translation",
+                "prompt_language",
+                "test_language",
+                "n_cases",
+                "accuracy",
+                "english_accuracy",
+                "delta",
+                "delta_ci_low",
+                "delta_ci_high",
+                "relative",
+            ],
+            (
+                [
+                    d.model,
+                    d.variant_id,
+                    d.label,
+                    d.english_variant_id,
+                    d.translation,
+                    d.prompt_language,
+                    d.test_language,
+                    d.n_cases,
+                    d.accuracy,
+                    d.english_accuracy,
+                    d.delta,
+                    *d.delta_ci,
+                    d.relative,
+                ]
+                for d in data.translation
+            ),
+        )
+    if data.language_match:
+        files["language_match.csv"] = _write(
+            ["model", "language", "answers", "n", "matched", "rate", "ci_low", "ci_high"],
+            ([x.model, x.language, x.answers, x.n, x.matched, x.rate, *x.ci] for x in data.language_match),
+        )
+    return files
+
+
+def csv_files(data: ReportData) -> dict[str, str]:
+    """File name -> CSV text."""
+    out = {
+        "results.csv": _results_csv(data),
         "sensitivity.csv": _write(
             [
                 "model",
@@ -283,97 +385,7 @@ def csv_files(data: ReportData) -> dict[str, str]:
             ([c.model, c.variant_id, c.label, c.category, c.n_cases, c.n, c.correct, c.accuracy, *c.ci, c.ci_method]
              for c in data.category_cells if c.variant_id),
         )
-    if data.language_cells:
-        out["languages.csv"] = _write(
-            ["model", "variant_id", "label", "language", "n", "correct", "accuracy", "ci_low", "ci_high"],
-            (
-                [c.model, c.variant_id, c.label, c.language, c.n, c.correct, c.accuracy, *c.ci]
-                for c in data.language_cells
-            ),
-        )
-    if data.language_summaries:
-        out["language_summary.csv"] = _write(
-            [
-                "model",
-                "variant_id",
-                "label",
-                "n_languages",
-                "macro",
-                "macro_ci_low",
-                "macro_ci_high",
-                "best_language",
-                "best_accuracy",
-                "worst_language",
-                "worst_accuracy",
-                "gap",
-                "gap_ci_low",
-                "gap_ci_high",
-                "std",
-                "std_ci_low",
-                "std_ci_high",
-            ],
-            (
-                [
-                    s.model,
-                    s.variant_id,
-                    s.label,
-                    s.n_languages,
-                    s.macro,
-                    *s.macro_ci,
-                    s.best_language,
-                    s.best_accuracy,
-                    s.worst_language,
-                    s.worst_accuracy,
-                    s.gap,
-                    *s.gap_ci,
-                    s.std,
-                    *s.std_ci,
-                ]
-                for s in data.language_summaries
-            ),
-        )
-    if data.translation:
-        out["translation.csv"] = _write(
-            [
-                "model",
-                "variant_id",
-                "label",
-                "english_variant_id",
-                "translation",
-                "prompt_language",
-                "test_language",
-                "n_cases",
-                "accuracy",
-                "english_accuracy",
-                "delta",
-                "delta_ci_low",
-                "delta_ci_high",
-                "relative",
-            ],
-            (
-                [
-                    d.model,
-                    d.variant_id,
-                    d.label,
-                    d.english_variant_id,
-                    d.translation,
-                    d.prompt_language,
-                    d.test_language,
-                    d.n_cases,
-                    d.accuracy,
-                    d.english_accuracy,
-                    d.delta,
-                    *d.delta_ci,
-                    d.relative,
-                ]
-                for d in data.translation
-            ),
-        )
-    if data.language_match:
-        out["language_match.csv"] = _write(
-            ["model", "language", "answers", "n", "matched", "rate", "ci_low", "ci_high"],
-            ([x.model, x.language, x.answers, x.n, x.matched, x.rate, *x.ci] for x in data.language_match),
-        )
+    out.update(_language_files(data))
     if data.unsupported:
         out["unsupported.csv"] = _write(
             ["model", "variant_id", "label", "call_mode", "count", "reason"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -238,64 +238,87 @@ def _examples(data: ReportData) -> dict[str, Any]:
     return {"kind": "examples", "groups": groups}
 
 
+def _section(sid: str, title: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    """One section of the page: its anchor id, its title and its parts (tables, figures, lists)."""
+    return {"id": sid, "title": title, "parts": list(parts)}
+
+
+def _adaptive_sections(data: ReportData, figs: Mapping[str, Rendered]) -> list[dict[str, Any]]:
+    """The Adaptive study section, when the report has one."""
+    if not data.adaptive:
+        return []
+    from ._adaptive import adaptive_table, spent_lines, variants_table
+
+    adaptive_parts = [{"kind": "methods", "points": spent_lines(data.adaptive)}, _figure(figs.get("adaptive")),
+                      _table(adaptive_table(data.adaptive))]
+    if any(r["goal"] == "distribution" for r in data.adaptive):
+        adaptive_parts.append(_table(variants_table(data.adaptive)))
+    return [_section("adaptive-section", "Adaptive study", *adaptive_parts)]
+
+
+def _grid_sections(data: ReportData, figs: Mapping[str, Rendered]) -> list[dict[str, Any]]:
+    """The sections shown only when the grid has them: categories, dimension effects, call modes, unsupported
+    jobs and the comparison with the baseline."""
+    sections: list[dict[str, Any]] = []
+    if data.category_cells:
+        sections.append(_section("categories-section", "Categories", _table(category_table(data)),
+                                 _table(category_variant_table(data))))
+    if data.effects:
+        sections.append(_section("effects-section", "Dimension effects", _figure(figs.get("dimension_effects")),
+                                 *(_table(t) for t in effects_tables(data))))
+    if data.format_tax or data.parse_shares:
+        sections.append(_section("call-modes-section", "Call modes",
+                                 *([_table(format_tax_table(data))] if data.format_tax else []),
+                                 *([_table(parse_share_table(data))] if data.parse_shares else [])))
+    if data.unsupported:
+        sections.append(_section("unsupported-section", "Unsupported jobs", _table(unsupported_table(data))))
+    if data.baseline_tests:
+        sections.append(_section("baseline-section", "Against the baseline",
+                                 *(_table(t) for t in baseline_tables(data))))
+    return sections
+
+
+def _language_sections(data: ReportData, figs: Mapping[str, Rendered]) -> list[dict[str, Any]]:
+    """The Languages section (per-language accuracy, summaries, translation, language match), when there is one."""
+    if not (data.language_cells or data.language_match):
+        return []
+    parts: list[dict[str, Any]] = []
+    if data.language_cells:
+        parts += [_figure(figs.get("languages")), _table(language_accuracy_table(data))]
+    if data.language_summaries:
+        parts.append(_table(language_summary_table(data)))
+    if data.translation:
+        parts += [_figure(figs.get("translation")), *(_table(t) for t in translation_tables(data))]
+    if data.language_match:
+        parts.append(_table(language_match_table(data)))
+    return [_section("languages-section", "Languages", *parts)]
+
+
 def html_report(data: ReportData, figures: Sequence[Rendered] = ()) -> str:
     """The report as one self-contained HTML page."""
     figs = {f.name: f for f in figures}
-    sections: list[dict[str, Any]] = []
-
-    def section(sid: str, title: str, *parts: dict[str, Any]) -> None:
-        sections.append({"id": sid, "title": title, "parts": list(parts)})
-
     summary = summary_points(data)
     by_model = {s.model: s for s in data.sensitivity}
     # The headline sentence of each model is shown as the tiles; the points follow as a list.
     cards = [_card(data, by_model[s.model], points) for s, (_, points) in zip(data.sensitivity, summary, strict=True)]
-    section("summary", "Summary", {"kind": "cards", "cards": cards, "notes": list(data.notes)})
-    if data.adaptive:
-        from ._adaptive import adaptive_table, spent_lines, variants_table
-
-        adaptive_parts = [{"kind": "methods", "points": spent_lines(data.adaptive)}, _figure(figs.get("adaptive")),
-                          _table(adaptive_table(data.adaptive))]
-        if any(r["goal"] == "distribution" for r in data.adaptive):
-            adaptive_parts.append(_table(variants_table(data.adaptive)))
-        section("adaptive-section", "Adaptive study", *adaptive_parts)
-    section("accuracy-section", "Accuracy", _figure(figs.get("heatmap")), _table(accuracy_table(data)))
-    section("sensitivity-section", "Sensitivity", _figure(figs.get("sensitivity")), _table(sensitivity_table(data)))
-    if data.category_cells:
-        section("categories-section", "Categories", _table(category_table(data)),
-                _table(category_variant_table(data)))
-    if data.effects:
-        section("effects-section", "Dimension effects", _figure(figs.get("dimension_effects")),
-                *(_table(t) for t in effects_tables(data)))
-    if data.format_tax or data.parse_shares:
-        section("call-modes-section", "Call modes",
-                *([_table(format_tax_table(data))] if data.format_tax else []),
-                *([_table(parse_share_table(data))] if data.parse_shares else []))
-    if data.unsupported:
-        section("unsupported-section", "Unsupported jobs", _table(unsupported_table(data)))
-    if data.baseline_tests:
-        section("baseline-section", "Against the baseline", *(_table(t) for t in baseline_tables(data)))
-    if data.language_cells or data.language_match:
-        parts: list[dict[str, Any]] = []
-        if data.language_cells:
-            parts += [_figure(figs.get("languages")), _table(language_accuracy_table(data))]
-        if data.language_summaries:
-            parts.append(_table(language_summary_table(data)))
-        if data.translation:
-            parts += [_figure(figs.get("translation")), *(_table(t) for t in translation_tables(data))]
-        if data.language_match:
-            parts.append(_table(language_match_table(data)))
-        section("languages-section", "Languages", *parts)
+    sections = [_section("summary", "Summary", {"kind": "cards", "cards": cards, "notes": list(data.notes)})]
+    sections += _adaptive_sections(data, figs)
+    sections.append(_section("accuracy-section", "Accuracy", _figure(figs.get("heatmap")),
+                             _table(accuracy_table(data))))
+    sections.append(_section("sensitivity-section", "Sensitivity", _figure(figs.get("sensitivity")),
+                             _table(sensitivity_table(data))))
+    sections += _grid_sections(data, figs)
+    sections += _language_sections(data, figs)
     if data.pass_k:
-        section("pass-k-section", "Consistency (pass^k)", _table(pass_k_table(data)))
+        sections.append(_section("pass-k-section", "Consistency (pass^k)", _table(pass_k_table(data))))
     failures = [_table(t) for t in failure_tables(data) + mode_failure_tables(data)]
     if data.failure_examples:
         failures.append(_examples(data))
-    section("failures-section", "Failure modes", *failures)
+    sections.append(_section("failures-section", "Failure modes", *failures))
     endpoints = endpoint_table(data)
-    section("cost-section", "Cost and latency", _figure(figs.get("speed")), _table(cost_table(data)),
-            *([_table(endpoints)] if endpoints is not None else []))
-    section("results-section", "Detailed results", _table(results_table(data)))
-    section("methods", "Methods", {"kind": "methods", "points": methods_points(data)})
+    sections.append(_section("cost-section", "Cost and latency", _figure(figs.get("speed")),
+                             _table(cost_table(data)), *([_table(endpoints)] if endpoints is not None else [])))
+    sections.append(_section("results-section", "Detailed results", _table(results_table(data))))
+    sections.append(_section("methods", "Methods", {"kind": "methods", "points": methods_points(data)}))
     return render_page("report.html.j2", overview=overview(data), sections=sections,
                        confidence=round(100 * data.settings.confidence))

@@ -10,7 +10,8 @@ dimension labels only, so every variant of theirs gets a generated label.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from promptgrid.variants import DIMENSIONS, CallMode, PromptFormat, Variant
 
@@ -99,6 +100,7 @@ def labels_for(variants: Sequence[VariantInfo]) -> dict[str, str]:
 
 
 def _generated(variants: Sequence[VariantInfo]) -> dict[str, str]:
+    """Short labels from the dimensions that vary; every full label when two short ones would clash."""
     full = {v.id: v.label for v in variants}
     varying = _varying(variants)
     if not varying:
@@ -106,26 +108,31 @@ def _generated(variants: Sequence[VariantInfo]) -> dict[str, str]:
     out = {}
     for v in variants:
         d = {k: v.dimensions.get(k, DIMENSIONS[k].default) for k in DIMENSIONS}
-        parts = []
-        native = "call_mode" in varying and str(d["call_mode"]) == CallMode.NATIVE.value
-        if native:
-            parts.append("native")
-        elif varying & set(_CORE):
-            parts.append(f"{d['doc_format']}->{d['return_format']},{d['tool_call_tag']}")
-        if "prompt_format" in varying and d["prompt_format"] == PromptFormat.MARKDOWN:
-            parts.append("md")
-        if "prompt_style" in varying and d["prompt_style"] != "classic":
-            parts.append(_STYLE_SHORT.get(str(d["prompt_style"]), str(d["prompt_style"])))
-        if "template" in varying:
-            parts.append(f"[{d['template']}]")
-        if varying & {"instruction_language", "description_language"}:
-            parts.append(f"instr={d['instruction_language']} desc={d['description_language']}")
-        if "call_mode" in varying and str(d["call_mode"]) == CallMode.CONSTRAINED.value:
-            parts.append("constrained")
-        out[v.id] = " ".join(parts) or v.label
+        out[v.id] = " ".join(_label_parts(d, varying)) or v.label
     if len(set(out.values())) != len(out):
         return full
     return out
+
+
+def _label_parts(d: Mapping[str, Any], varying: set[str]) -> list[str]:
+    """The words of a generated short label: the values of the varying dimensions, in a fixed order."""
+    parts = []
+    native = "call_mode" in varying and str(d["call_mode"]) == CallMode.NATIVE.value
+    if native:
+        parts.append("native")
+    elif varying & set(_CORE):
+        parts.append(f"{d['doc_format']}->{d['return_format']},{d['tool_call_tag']}")
+    if "prompt_format" in varying and d["prompt_format"] == PromptFormat.MARKDOWN:
+        parts.append("md")
+    if "prompt_style" in varying and d["prompt_style"] != "classic":
+        parts.append(_STYLE_SHORT.get(str(d["prompt_style"]), str(d["prompt_style"])))
+    if "template" in varying:
+        parts.append(f"[{d['template']}]")
+    if varying & {"instruction_language", "description_language"}:
+        parts.append(f"instr={d['instruction_language']} desc={d['description_language']}")
+    if "call_mode" in varying and str(d["call_mode"]) == CallMode.CONSTRAINED.value:
+        parts.append("constrained")
+    return parts
 
 
 def shared_dimensions(data: ReportData) -> str:

@@ -41,10 +41,20 @@ def translation_kind(dims: Mapping[str, Any]) -> tuple[str, str] | None:
 def language_stats(
     md: ModelData, infos: Mapping[str, VariantInfo], languages: Sequence[str], settings: Settings, seed: int
 ) -> tuple[list[LanguageCell], list[LanguageSummary], list[TranslationDelta], dict[str, tuple[Resampler, np.ndarray]]]:
-    conf = settings.confidence
+    """Per-language cells, language summaries and translation deltas of one model, and the per-language
+    resamplers (reused for pass^k)."""
+    per_lang = _language_resamplers(md, languages, settings, seed)
+    cells, acc_l, boot_l = _language_cells(md, infos, per_lang, settings.confidence)
+    summaries = _language_summaries(md, infos, list(per_lang), acc_l, boot_l, settings.confidence)
+    deltas = _translation_deltas(md, infos, per_lang, settings.confidence)
+    return cells, summaries, deltas, per_lang
+
+
+def _language_resamplers(
+    md: ModelData, languages: Sequence[str], settings: Settings, seed: int
+) -> dict[str, tuple[Resampler, np.ndarray]]:
+    """One resampler per language over that language's cases (stratified bootstrap), with those cases' rows."""
     case_lang = np.array(md.case_language)
-    num, den = md.num["accuracy"], md.den["accuracy"]
-    # One resampler per language over that language's cases (stratified bootstrap).
     per_lang: dict[str, tuple[Resampler, np.ndarray]] = {}
     for lang in languages:
         idx = np.flatnonzero(case_lang == lang)
@@ -53,6 +63,15 @@ def language_stats(
                 Resampler(idx.size, settings.n_resamples, stats.seed_for(md.model, lang, base=seed)),
                 idx,
             )
+    return per_lang
+
+
+def _language_cells(
+    md: ModelData, infos: Mapping[str, VariantInfo], per_lang: Mapping[str, tuple[Resampler, np.ndarray]],
+    conf: float,
+) -> tuple[list[LanguageCell], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Accuracy per variant x language, and per language the accuracies and bootstrap draws of every variant."""
+    num, den = md.num["accuracy"], md.den["accuracy"]
     cells: list[LanguageCell] = []
     acc_l: dict[str, np.ndarray] = {}
     boot_l: dict[str, np.ndarray] = {}
@@ -65,17 +84,26 @@ def language_stats(
             n, k = int(d_l[:, col].sum()), int(n_l[:, col].sum())
             if n == 0:
                 continue
-            repeats = int(d_l[:, col].max())
-            if repeats <= 1:
-                ci = stats.wilson_interval(k, n, conf)
-            elif k in (0, n):
-                ci = boundary_interval(k == n, d_l[:, col], conf)
-            else:
-                ci = ci_of(boot_l[lang][:, col], conf)
+            ci = _language_cell_ci(k, n, d_l[:, col], boot_l[lang][:, col], conf)
             cells.append(LanguageCell(md.model, vid, infos[vid].label, lang, n, k, k / n, ci))
+    return cells, acc_l, boot_l
 
+
+def _language_cell_ci(k: int, n: int, den: np.ndarray, boot: np.ndarray, conf: float) -> tuple[float, float]:
+    """The interval of one variant x language: Wilson without repeats, else the boundary rule or the bootstrap."""
+    if int(den.max()) <= 1:
+        return stats.wilson_interval(k, n, conf)
+    if k in (0, n):
+        return boundary_interval(k == n, den, conf)
+    return ci_of(boot, conf)
+
+
+def _language_summaries(
+    md: ModelData, infos: Mapping[str, VariantInfo], langs: Sequence[str], acc_l: Mapping[str, np.ndarray],
+    boot_l: Mapping[str, np.ndarray], conf: float,
+) -> list[LanguageSummary]:
+    """Per variant measured in two or more languages: macro accuracy, best and worst language, gap and spread."""
     summaries: list[LanguageSummary] = []
-    langs = list(per_lang)
     for col, vid in enumerate(md.vids):
         have = [lang for lang in langs if not math.isnan(acc_l[lang][col])]
         if len(have) < 2:
@@ -105,20 +133,32 @@ def language_stats(
                 std_ci=ci_of(std_b, conf),
             )
         )
+    return summaries
 
-    deltas: list[TranslationDelta] = []
+
+def _without_languages(dims: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A variant's dimensions other than its prompt languages, as a sortable key."""
+    return tuple(sorted((k, value_str(v)) for k, v in dims.items() if k not in LANG_DIMS))
+
+
+def _translation_deltas(
+    md: ModelData, infos: Mapping[str, VariantInfo], per_lang: Mapping[str, tuple[Resampler, np.ndarray]],
+    conf: float,
+) -> list[TranslationDelta]:
+    """Each translated variant against its English twin (same other dimensions), per test language, paired."""
+    num, den = md.num["accuracy"], md.den["accuracy"]
     english: dict[tuple[tuple[str, str], ...], str] = {}
     for vid in md.vids:
         dims = infos[vid].dimensions
         if translation_kind(dims) is None:
-            english[tuple(sorted((k, value_str(v)) for k, v in dims.items() if k not in LANG_DIMS))] = vid
+            english[_without_languages(dims)] = vid
+    deltas: list[TranslationDelta] = []
     for col, vid in enumerate(md.vids):
         dims = infos[vid].dimensions
         kind = translation_kind(dims)
         if kind is None:
             continue
-        key = tuple(sorted((k, value_str(v)) for k, v in dims.items() if k not in LANG_DIMS))
-        en_vid = english.get(key)
+        en_vid = english.get(_without_languages(dims))
         if en_vid is None:
             continue
         en_col = md.col(en_vid)
@@ -143,7 +183,7 @@ def language_stats(
                     relative=(acc_v - acc_e) / acc_e if acc_e > 0 else math.nan,
                 )
             )
-    return cells, summaries, deltas, per_lang
+    return deltas
 
 
 def pass_k_stats(

@@ -75,16 +75,15 @@ def _section(t: Table, level: str = "###") -> list[str]:
     return out
 
 
-def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
-    """The whole report as GitHub-flavoured Markdown (figures linked, not embedded)."""
-    fig = {f.name: f for f in figures}
+def _image(figures: dict[str, FigureRef], name: str) -> list[str]:
+    """The lines that link figure ``name`` with its caption; none when that figure was not drawn."""
+    f = figures.get(name)
+    return [f"![{f.title}]({f.path})", "", f"_{f.caption}_", ""] if f else []
 
-    def image(name: str) -> list[str]:
-        f = fig.get(name)
-        return [f"![{f.title}]({f.path})", "", f"_{f.caption}_", ""] if f else []
 
-    lines = ["# promptgrid format-sensitivity report", "", overview(data), ""]
-    lines += ["## Summary", ""]
+def _summary_lines(data: ReportData) -> list[str]:
+    """The Summary section: one bold headline per point with its sub-points, then the notes."""
+    lines = ["## Summary", ""]
     for headline, points in summary_points(data):
         name, _, rest = headline.partition(": ")
         lines.append(f"- **{name}**: {rest}")
@@ -92,66 +91,102 @@ def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
     lines.append("")
     if data.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in data.notes] + [""]
+    return lines
 
-    lines += adaptive_lines(data.adaptive, image("adaptive"))
-    lines += ["## Accuracy", ""] + image("heatmap")
-    lines += _section(accuracy_table(data))
-    lines += ["## Sensitivity", ""] + image("sensitivity")
-    lines += _section(sensitivity_table(data))
+
+def _call_mode_lines(data: ReportData) -> list[str]:
+    """The Call modes section (format tax, parse shares); none when no call mode was compared."""
+    if not (data.format_tax or data.parse_shares):
+        return []
+    lines = ["## Call modes", ""]
+    if data.format_tax:
+        lines += _section(format_tax_table(data))
+    if data.parse_shares:
+        lines += _section(parse_share_table(data))
+    return lines
+
+
+def _grid_lines(data: ReportData, fig: dict[str, FigureRef]) -> list[str]:
+    """The sections shown only when the grid has them: categories, dimension effects, call modes, unsupported
+    jobs and the paired comparison with the baseline."""
+    lines: list[str] = []
     if data.category_cells:
         lines += ["## Categories", ""] + _section(category_table(data)) + _section(category_variant_table(data))
     if data.effects:
-        lines += ["## Dimension effects", ""] + image("dimension_effects")
+        lines += ["## Dimension effects", ""] + _image(fig, "dimension_effects")
         for t in effects_tables(data):
             lines += _section(t)
-    if data.format_tax or data.parse_shares:
-        lines += ["## Call modes", ""]
-        if data.format_tax:
-            lines += _section(format_tax_table(data))
-        if data.parse_shares:
-            lines += _section(parse_share_table(data))
+    lines += _call_mode_lines(data)
     if data.unsupported:
         lines += ["## Unsupported jobs", ""] + _section(unsupported_table(data))
     if data.baseline_tests:
         lines += ["## Paired comparison with the baseline", ""]
         for t in baseline_tables(data):
             lines += _section(t)
+    return lines
+
+
+def _language_lines(data: ReportData, fig: dict[str, FigureRef]) -> list[str]:
+    """The Languages section (per-language accuracy, summaries, translation, language match), when there is one."""
+    lines: list[str] = []
     if data.language_cells or data.language_match:
         lines += ["## Languages", ""]
     if data.language_cells:
-        lines += image("languages") + _section(language_accuracy_table(data))
+        lines += _image(fig, "languages") + _section(language_accuracy_table(data))
         if data.language_summaries:
             lines += _section(language_summary_table(data))
         if data.translation:
-            lines += image("translation")
+            lines += _image(fig, "translation")
             for t in translation_tables(data):
                 lines += _section(t)
     if data.language_match:
         lines += _section(language_match_table(data))
+    return lines
+
+
+def _example_lines(data: ReportData) -> list[str]:
+    """The failure examples, grouped under their mode, each model text in a fence it cannot close."""
+    if not data.failure_examples:
+        return []
+    lines = ["### Examples", ""]
+    mode = None
+    for ex in data.failure_examples:
+        if ex.mode != mode:
+            mode = ex.mode
+            lines += [f"**{mode}**", ""]
+        fence = _fence(ex.text)
+        lines += (
+            [
+                f"- {ex.model}, {_escape_md(short_label(data, ex.variant_id))}, "
+                f"case {ex.case_id} (repeat {ex.repeat}):",
+                "",
+                f"  {fence}text",
+            ]
+            + [f"  {line}" for line in escape_controls(ex.text).split("\n")]  # \r stays visible
+            + [f"  {fence}", ""]
+        )
+    return lines
+
+
+def markdown_report(data: ReportData, figures: Sequence[FigureRef] = ()) -> str:
+    """The whole report as GitHub-flavoured Markdown (figures linked, not embedded)."""
+    fig = {f.name: f for f in figures}
+    lines = ["# promptgrid format-sensitivity report", "", overview(data), ""]
+    lines += _summary_lines(data)
+    lines += adaptive_lines(data.adaptive, _image(fig, "adaptive"))
+    lines += ["## Accuracy", ""] + _image(fig, "heatmap")
+    lines += _section(accuracy_table(data))
+    lines += ["## Sensitivity", ""] + _image(fig, "sensitivity")
+    lines += _section(sensitivity_table(data))
+    lines += _grid_lines(data, fig)
+    lines += _language_lines(data, fig)
     if data.pass_k:
         lines += ["## Consistency over repeats (pass^k)", ""] + _section(pass_k_table(data))
     lines += ["## Failure modes", ""]
     for t in failure_tables(data) + mode_failure_tables(data):
         lines += _section(t)
-    if data.failure_examples:
-        lines += ["### Examples", ""]
-        mode = None
-        for ex in data.failure_examples:
-            if ex.mode != mode:
-                mode = ex.mode
-                lines += [f"**{mode}**", ""]
-            fence = _fence(ex.text)
-            lines += (
-                [
-                    f"- {ex.model}, {_escape_md(short_label(data, ex.variant_id))}, "
-                    f"case {ex.case_id} (repeat {ex.repeat}):",
-                    "",
-                    f"  {fence}text",
-                ]
-                + [f"  {line}" for line in escape_controls(ex.text).split("\n")]  # \r stays visible
-                + [f"  {fence}", ""]
-            )
-    lines += ["## Cost and latency", ""] + image("speed") + _section(cost_table(data))
+    lines += _example_lines(data)
+    lines += ["## Cost and latency", ""] + _image(fig, "speed") + _section(cost_table(data))
     if (endpoints := endpoint_table(data)) is not None:
         lines += _section(endpoints)
     lines += ["## Detailed results", ""] + _section(results_table(data))

@@ -34,6 +34,7 @@ def failure_mode(j: ResultRow) -> str:
 def failure_stats(
     jobs: Sequence[ResultRow], order: Sequence[str], infos: Mapping[str, VariantInfo], cells: Sequence[Cell]
 ) -> tuple[list[FailureCount], list[FailureExample]]:
+    """Failed jobs counted per model x variant x mode, and up to ``EXAMPLES_PER_MODE`` examples per mode."""
     rank = {v: i for i, v in enumerate(order)}
     failed = [j for j in jobs if j.scored and not j.correct]
     failed.sort(key=lambda j: (j.model, rank.get(j.variant_id, 1 << 30), j.case_id, j.repeat))
@@ -50,34 +51,53 @@ def failure_stats(
     for j in failed:
         by_mode[failure_mode(j)].append(j)
     for mode in sorted(by_mode, key=lambda m: (-len(by_mode[m]), m)):
-        # Round-robin over models, one example per model x variant first, for variety.
-        queues = defaultdict(list)
-        for j in by_mode[mode]:
-            queues[j.model].append(j)
-        picked: list[ResultRow] = []
-        seen: set[tuple[str, str]] = set()
-        for distinct in (True, False):
-            progress = True
-            while len(picked) < EXAMPLES_PER_MODE and progress:
-                progress = False
-                for model in sorted(queues):
-                    for j in queues[model]:
-                        if any(j is p for p in picked) or (distinct and (j.model, j.variant_id) in seen):
-                            continue
-                        picked.append(j)
-                        seen.add((j.model, j.variant_id))
-                        progress = True
-                        break
-                    if len(picked) >= EXAMPLES_PER_MODE:
-                        break
-        for j in picked:
-            text = f"error: {j.error}" if j.error is not None else j.response or ""
-            if len(text) > EXAMPLE_CHARS:
-                text = text[:EXAMPLE_CHARS] + " [...]"
-            examples.append(
-                FailureExample(mode, j.model, j.variant_id, infos[j.variant_id].label, j.case_id, j.repeat, text)
+        examples += [
+            FailureExample(
+                mode, j.model, j.variant_id, infos[j.variant_id].label, j.case_id, j.repeat, _example_text(j)
             )
+            for j in _pick_examples(by_mode[mode])
+        ]
     return out_counts, examples
+
+
+def _pick_examples(failed: Sequence[ResultRow]) -> list[ResultRow]:
+    """Up to ``EXAMPLES_PER_MODE`` of one mode's failures: round-robin over models, one per model x variant first."""
+    queues = defaultdict(list)
+    for j in failed:
+        queues[j.model].append(j)
+    picked: list[ResultRow] = []
+    seen: set[tuple[str, str]] = set()
+    for distinct in (True, False):
+        progress = True
+        while len(picked) < EXAMPLES_PER_MODE and progress:
+            progress = _pick_round(queues, picked, seen, distinct)
+    return picked
+
+
+def _pick_round(
+    queues: Mapping[str, list[ResultRow]], picked: list[ResultRow], seen: set[tuple[str, str]], distinct: bool
+) -> bool:
+    """One round of ``_pick_examples``: each model in turn adds its first eligible job; whether any was added."""
+    progress = False
+    for model in sorted(queues):
+        for j in queues[model]:
+            if any(j is p for p in picked) or (distinct and (j.model, j.variant_id) in seen):
+                continue
+            picked.append(j)
+            seen.add((j.model, j.variant_id))
+            progress = True
+            break
+        if len(picked) >= EXAMPLES_PER_MODE:
+            break
+    return progress
+
+
+def _example_text(j: ResultRow) -> str:
+    """What a failure example shows: the call's error or the response, cut to ``EXAMPLE_CHARS``."""
+    text = f"error: {j.error}" if j.error is not None else j.response or ""
+    if len(text) > EXAMPLE_CHARS:
+        text = text[:EXAMPLE_CHARS] + " [...]"
+    return text
 
 
 def calls_of(jobs: Iterable[ResultRow]) -> list[ResultRow]:
