@@ -77,7 +77,9 @@ from promptgrid.variants import Grid, Variant, load_grid
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
     import pandas as pd
 
+    from promptgrid.matrix.conversations import Conversation
     from promptgrid.matrix.conversations._localize import ConversationChecks, ConversationTranslations
+    from promptgrid.matrix.conversations._translate import ConversationFinding, TranslatedConversation
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.findings import AdaptiveResult
@@ -828,15 +830,12 @@ def translate_conversations(
     ``OutputError`` for ``out``, ``DatasetError`` for the dataset.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._dataset import conversation_to_record, dataset_files, load_conversations
+    from promptgrid.matrix.conversations._dataset import dataset_files, load_conversations
     from promptgrid.matrix.conversations._localize import WHAT
     from promptgrid.matrix.conversations._localize import ConversationTranslations as _Made
-    from promptgrid.matrix.conversations._translate import (
-        TranslationUsage,
-        check_conversation_translation,
-    )
+    from promptgrid.matrix.conversations._translate import TranslationUsage
     from promptgrid.matrix.conversations._translate import translate_conversations as _translate
-    from promptgrid.safeio import atomic_output, check_output
+    from promptgrid.safeio import check_output
     from promptgrid.translate._pipeline import _require_coverage
     from promptgrid.translate._store import TranslationStore
 
@@ -868,10 +867,7 @@ def translate_conversations(
                                  usage=usage)
             for source, result in zip(sources, results, strict=True):
                 translated.append(result.conversation)
-                checked = check_conversation_translation(source, result.conversation, "en", target)
-                said = {(f.turn, f.code) for f in checked}  # a value lost in translation is found again by the check
-                findings.extend(f for f in result.problems if (f.turn, f.code) not in said)
-                findings.extend(checked)
+                findings.extend(_translation_findings(source, result, target))
             counts[target] = len(results)
             if progress is not None:
                 progress(target)
@@ -879,14 +875,33 @@ def translate_conversations(
         if the_store is not None:
             the_store.close()
     if path is not None:
-        records = "".join(json.dumps(conversation_to_record(c), ensure_ascii=False) + "\n" for c in translated)
-        try:
-            with atomic_output(path, inputs=inputs) as fh:
-                fh.write(records)
-        except OSError as exc:  # atomic_output says what it can as OutputError; this is what it leaves through
-            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        _write_conversations(path, inputs, translated)
     return _Made(tuple(translated), tuple(findings), counts, usage.sent, usage.stored,
                  str(getattr(engine, "name", backend)), path, the_store.path if the_store is not None else None)
+
+
+def _translation_findings(source: Conversation, result: TranslatedConversation, target: str
+                          ) -> list[ConversationFinding]:
+    """The findings of one translated conversation: the problems its translation reported that the check does
+    not find again, then the check's (``check_conversation_translation`` against its source)."""
+    from promptgrid.matrix.conversations._translate import check_conversation_translation
+
+    checked = check_conversation_translation(source, result.conversation, "en", target)
+    said = {(f.turn, f.code) for f in checked}  # a value lost in translation is found again by the check
+    return [*(f for f in result.problems if (f.turn, f.code) not in said), *checked]
+
+
+def _write_conversations(path: Path, inputs: Sequence[Path], conversations: Sequence[Conversation]) -> None:
+    """Write ``conversations`` to ``path`` as ``jsonl:`` records, atomically (never over one of ``inputs``)."""
+    from promptgrid.matrix.conversations._dataset import conversation_to_record
+    from promptgrid.safeio import atomic_output
+
+    records = "".join(json.dumps(conversation_to_record(c), ensure_ascii=False) + "\n" for c in conversations)
+    try:
+        with atomic_output(path, inputs=inputs) as fh:
+            fh.write(records)
+    except OSError as exc:  # atomic_output says what it can as OutputError; this is what it leaves through
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def check_conversation_translations(

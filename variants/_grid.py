@@ -200,6 +200,16 @@ def _user_names(template_dir: Path | None) -> tuple[frozenset[str], frozenset[st
     return styles, templates
 
 
+def _known_values(spec: _Spec, dim: str) -> tuple[str, ...] | None:
+    """The values a dimension may take (built-in and the grid's own styles and templates); None: not a closed set."""
+    if dim == "prompt_style":
+        return tuple(BUILTIN_STYLES) + tuple(sorted(spec.styles))
+    if dim == "template":
+        return tuple(BUILTIN_TEMPLATES) + tuple(sorted(spec.templates))
+    values = DIMENSIONS[dim].values
+    return None if values is None else tuple(str(v) for v in values)
+
+
 def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
     if dim not in DIMENSIONS:
         raise _fail(spec.where, line, key, f"unknown dimension {dim!r}.{closest(dim, DIMENSIONS)} "
@@ -212,13 +222,7 @@ def _check_value(spec: _Spec, dim: str, value: Any, line: int, key: str) -> Any:
         raise _fail(spec.where, line, key, f"{dim} must be true or false, got {value!r}.{hint}")
     if d.kind is str and not isinstance(value, str):
         raise _fail(spec.where, line, key, f"{dim} must be a string, got {type(value).__name__} {value!r}.")
-    known: tuple[str, ...] | None = None
-    if dim == "prompt_style":
-        known = tuple(BUILTIN_STYLES) + tuple(sorted(spec.styles))
-    elif dim == "template":
-        known = tuple(BUILTIN_TEMPLATES) + tuple(sorted(spec.templates))
-    elif d.values is not None:
-        known = tuple(str(v) for v in d.values)
+    known = _known_values(spec, dim)
     if known is not None and value not in known and d.kind is not bool:
         extra = ""
         if dim in ("prompt_style", "template"):
@@ -279,6 +283,50 @@ def _axes(spec: _Spec, node: _Node, key: str) -> dict[str, tuple[Any, ...]]:
     return axes
 
 
+def _check_keys(top: dict[str, _Node], where: str) -> None:
+    """Reject a top-level key the grid schema does not know (naming the closest one)."""
+    for k, v in top.items():
+        if k not in _TOP_KEYS:
+            raise _fail(where, (v.key_line or v.line), k,
+                        f"unknown key.{closest(k, _TOP_KEYS)} Valid keys: {', '.join(_TOP_KEYS)}.")
+
+
+def _template_dir(top: dict[str, _Node], where: str, path: Path | None, parent: _Spec | None) -> Path | None:
+    """The grid's ``template_dir`` (relative to its file; an existing directory), else its parent's."""
+    template_dir = parent.template_dir if parent else None
+    if "template_dir" in top:
+        raw = _expect(top["template_dir"], str, where, "template_dir", "a directory path")
+        template_dir = (path.parent / raw if path else Path(raw)).resolve()
+        if not template_dir.is_dir():
+            raise _fail(where, top["template_dir"].line, "template_dir", f"{template_dir} is not a directory.")
+    return template_dir
+
+
+def _block(spec: _Spec, block_node: _Node, bkey: str) -> tuple[str, Any, dict[str, Any], int]:
+    """One ``include:`` block, validated: (kind, payload, with, line) for ``_Spec.blocks``."""
+    where = spec.where
+    block = _expect(block_node, dict, where, bkey, "a block with product, vary or variants")
+    kinds = [k for k in block if k in ("product", "vary", "variants")]
+    for k, v in block.items():
+        if k not in _BLOCK_KEYS:
+            raise _fail(where, (v.key_line or v.line), f"{bkey}.{k}",
+                        f"unknown block key.{closest(k, _BLOCK_KEYS)} "
+                        f"A block has one of product, vary, variants (and optionally with).")
+    if len(kinds) != 1:
+        raise _fail(where, block_node.line, bkey,
+                    "a block needs exactly one of product, vary or variants.")
+    kind = kinds[0]
+    with_ = _point(spec, block["with"], f"{bkey}.with") if "with" in block else {}
+    if kind == "variants":
+        points = _expect(block[kind], list, where, f"{bkey}.variants", "a list of mappings")
+        if not points:
+            raise _fail(where, block[kind].line, f"{bkey}.variants", "empty list: no variants.")
+        payload: Any = [_entry(spec, p, f"{bkey}.variants[{j}]") for j, p in enumerate(points)]
+    else:
+        payload = _axes(spec, block[kind], f"{bkey}.{kind}")
+    return kind, payload, with_, block_node.line
+
+
 def _read_spec(source: str | os.PathLike[str], seen: tuple[str, ...] = ()) -> _Spec:
     path, text, where = _locate(source, seen[-1] if seen else None)
     key = str(path.resolve()) if path else where
@@ -289,22 +337,14 @@ def _read_spec(source: str | os.PathLike[str], seen: tuple[str, ...] = ()) -> _S
     if root is None:
         raise GridError(f"{where}:1: the grid file is empty. See the schema in the README (Grid YAML).")
     top = _expect(root, dict, where, "(top level)", "a mapping")
-    for k, v in top.items():
-        if k not in _TOP_KEYS:
-            raise _fail(where, (v.key_line or v.line), k,
-                        f"unknown key.{closest(k, _TOP_KEYS)} Valid keys: {', '.join(_TOP_KEYS)}.")
+    _check_keys(top, where)
 
     parent: _Spec | None = None
     if "extends" in top:
         ext = _expect(top["extends"], str, where, "extends", "a grid name or path")
         parent = _read_spec(_relative(ext, path), (*seen, key))
 
-    template_dir = parent.template_dir if parent else None
-    if "template_dir" in top:
-        raw = _expect(top["template_dir"], str, where, "template_dir", "a directory path")
-        template_dir = (path.parent / raw if path else Path(raw)).resolve()
-        if not template_dir.is_dir():
-            raise _fail(where, top["template_dir"].line, "template_dir", f"{template_dir} is not a directory.")
+    template_dir = _template_dir(top, where, path, parent)
     styles, templates = _user_names(template_dir)
     if parent:
         styles, templates = styles | parent.styles, templates | parent.templates
@@ -324,27 +364,7 @@ def _read_spec(source: str | os.PathLike[str], seen: tuple[str, ...] = ()) -> _S
     if "include" in top:
         blocks = _expect(top["include"], list, where, "include", "a list of blocks")
         for i, block_node in enumerate(blocks):
-            bkey = f"include[{i}]"
-            block = _expect(block_node, dict, where, bkey, "a block with product, vary or variants")
-            kinds = [k for k in block if k in ("product", "vary", "variants")]
-            for k, v in block.items():
-                if k not in _BLOCK_KEYS:
-                    raise _fail(where, (v.key_line or v.line), f"{bkey}.{k}",
-                                f"unknown block key.{closest(k, _BLOCK_KEYS)} "
-                                f"A block has one of product, vary, variants (and optionally with).")
-            if len(kinds) != 1:
-                raise _fail(where, block_node.line, bkey,
-                            "a block needs exactly one of product, vary or variants.")
-            kind = kinds[0]
-            with_ = _point(spec, block["with"], f"{bkey}.with") if "with" in block else {}
-            if kind == "variants":
-                points = _expect(block[kind], list, where, f"{bkey}.variants", "a list of mappings")
-                if not points:
-                    raise _fail(where, block[kind].line, f"{bkey}.variants", "empty list: no variants.")
-                payload: Any = [_entry(spec, p, f"{bkey}.variants[{j}]") for j, p in enumerate(points)]
-            else:
-                payload = _axes(spec, block[kind], f"{bkey}.{kind}")
-            spec.blocks.append((kind, payload, with_, block_node.line))
+            spec.blocks.append(_block(spec, block_node, f"include[{i}]"))
 
     if "exclude" in top:
         items = _expect(top["exclude"], list, where, "exclude", "a list of mappings")
@@ -383,34 +403,49 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
     base = Variant(**spec.base)
     points: list[Variant] = []
     labels: dict[Variant, _Label] = {}
-
-    def emit(overlay: dict[str, Any], with_: dict[str, Any], label: _Label | None = None) -> None:
-        point = replace(base, **{**overlay, **with_})
-        points.append(point)
-        if label is not None:
-            first = labels.setdefault(point, label)
-            if first.text != label.text:
-                raise _fail(label.where, label.line, label.key,
-                            f"this variant ({point.id}) is already labelled {first.text!r} at {first.where}:"
-                            f"{first.line}; a variant has one label: keep one of them.")
-
     if not spec.blocks:
         points.append(base)
     for kind, payload, with_, _line in spec.blocks:
-        if kind == "product":
-            keys = list(payload)
-            for combo in itertools.product(*(payload[k] for k in keys)):
-                emit(dict(zip(keys, combo, strict=True)), with_)
-        elif kind == "vary":
-            for dim, values in payload.items():
-                for value in values:
-                    emit({dim: value}, with_)
-        else:
-            for overlay, label in payload:
-                emit(overlay, with_, label)
+        for overlay, label in _overlays(kind, payload):
+            point = replace(base, **{**overlay, **with_})
+            points.append(point)
+            if label is not None:
+                _give_label(labels, point, label)
+    out = _kept(points, spec.excludes)
+    if not out:
+        line = spec.blocks[0][3] if spec.blocks else 1
+        raise GridError(f"{spec.where}:{line}: include: the grid expands to no variants "
+                        "(every point is excluded). Loosen the exclude rules.")
+    return base, _labelled(out, labels)
 
+
+def _overlays(kind: str, payload: Any) -> Iterator[tuple[dict[str, Any], _Label | None]]:
+    """The points of one block, in order, as (dimension values over base, label or None)."""
+    if kind == "product":
+        keys = list(payload)
+        for combo in itertools.product(*(payload[k] for k in keys)):
+            yield dict(zip(keys, combo, strict=True)), None
+    elif kind == "vary":
+        for dim, values in payload.items():
+            for value in values:
+                yield {dim: value}, None
+    else:
+        yield from payload
+
+
+def _give_label(labels: dict[Variant, _Label], point: Variant, label: _Label) -> None:
+    """Record ``label`` for ``point``; a point already labelled otherwise is a GridError."""
+    first = labels.setdefault(point, label)
+    if first.text != label.text:
+        raise _fail(label.where, label.line, label.key,
+                    f"this variant ({point.id}) is already labelled {first.text!r} at {first.where}:"
+                    f"{first.line}; a variant has one label: keep one of them.")
+
+
+def _kept(points: list[Variant], excludes: list[dict[str, tuple[Any, ...]]]) -> list[Variant]:
+    """The points no exclude rule matches, each once (at its first occurrence)."""
     def excluded(v: Variant) -> bool:
-        return any(all(getattr(v, d) in vals for d, vals in rule.items()) for rule in spec.excludes)
+        return any(all(getattr(v, d) in vals for d, vals in rule.items()) for rule in excludes)
 
     seen: set[Variant] = set()
     out: list[Variant] = []
@@ -418,11 +453,7 @@ def _expand(spec: _Spec, max_variants: int = MAX_VARIANTS) -> tuple[Variant, lis
         if v not in seen and not excluded(v):
             seen.add(v)
             out.append(v)
-    if not out:
-        line = spec.blocks[0][3] if spec.blocks else 1
-        raise GridError(f"{spec.where}:{line}: include: the grid expands to no variants "
-                        "(every point is excluded). Loosen the exclude rules.")
-    return base, _labelled(out, labels)
+    return out
 
 
 def _labelled(variants: list[Variant], labels: dict[Variant, _Label]) -> list[Variant]:

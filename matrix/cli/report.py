@@ -56,7 +56,6 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     from promptgrid.errors import OutputError, ReportError
     from promptgrid.matrix.conversations import open_conversation_run
     from promptgrid.matrix.conversations._report import conversation_report
-    from promptgrid.safeio import atomic_output
 
     fmt = args.format
     if fmt not in (None, "all", "md", "json", "html"):
@@ -97,6 +96,16 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
         texts["conversations.html"] = conversation_run_html(
             run_dir, report=report, languages=languages, results=episodes, transcripts=wanted,
             max_transcripts=MAX_TRANSCRIPTS if limit is None else limit)
+    _write_report_files(out, texts)
+    return 0
+
+
+def _write_report_files(out: Path, texts: dict[str, str]) -> None:
+    """Write each of ``texts`` (file name -> text) into the folder ``out`` (made when missing), each file whole or
+    not at all (``OutputError``); say what was written."""
+    from promptgrid.errors import OutputError
+    from promptgrid.safeio import atomic_output
+
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -109,7 +118,6 @@ def conversation_report_cli(run_dir: Path, args: argparse.Namespace) -> int:
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     if out / "conversations.html" in written:
         print(f"open {out / 'conversations.html'}", file=sys.stderr)
-    return 0
 
 
 def _run_name(source: str, default: str) -> str:

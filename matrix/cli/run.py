@@ -35,6 +35,7 @@ from promptgrid.matrix.running.store import RunStore
 from promptgrid.safeio import check_output
 
 if TYPE_CHECKING:  # pragma: no cover
+    from promptgrid.matrix.conversations import ConversationRunSummary
     from promptgrid.matrix.running.runner import RunSummary
 
 __all__ = ["EXIT_CALLS_FAILED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "build_config", "cmd_export",
@@ -81,27 +82,7 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
     from promptgrid.matrix.conversations import run_conversation_config
 
     if args.dry_run:
-        from promptgrid.matrix.conversations._dataset import select_conversations
-        from promptgrid.variants import load_grid
-
-        variants = load_grid(config.grid).select(config.variants)
-        conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
-                                             bfcl_data=config.bfcl_data)
-        from promptgrid.matrix.conversations._run import check_episodes, check_run_dir_kind
-
-        check_run_dir_kind(config.run_dir)  # the dry run says now what the run would refuse
-        episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,
-                                  max_jobs=config.max_jobs)
-        turns = sum(len(c.turns) for c in conversations)
-        print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
-              f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
-              "model, variant and repeat, at least one model call each (a conversation's steps are known only "
-              "as it runs).", file=out)
-        if config.goal is not None and config.budget is not None:
-            product = episodes // max(1, len(config.models))
-            print(f"adaptive plan (goal {config.goal}): at most {min(config.budget, product):,} of the product's "
-                  f"{product:,} episodes per model; which ones its rounds choose depends on their verdicts.",
-                  file=out)
+        _dry_run_conversations(config, out)
         return 0
     run = run_conversation_config(config, batch=args.batch, progress=None if args.no_progress else sys.stderr)
     s = run.summary
@@ -116,19 +97,7 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
         print(f"stopped: the run directory's spend reached --max-cost ${s.max_cost:.4f} (now ${run.spend():.4f}); "
               f"{s.unfinished:,} episode(s) stored unfinished and {s.not_run:,} not started. Raise --max-cost and "
               "run the same command to continue.", file=sys.stderr)
-    errors = [r for r in s.results if r.error and not r.details.get("stopped")]
-    if errors:
-        print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
-    for model, why in s.halted.items():  # its other episodes were not sent: unfinished, resumed by the next run
-        print(f"model {escape_controls(model)} stopped: {escape_controls(why)}", file=out)
-    if s.not_run and s.halted:
-        print(f"{s.not_run:,} episode(s) not run because their model or the run was stopped (not stored; the same "
-              "command runs them once the cause is fixed)", file=out)
-    broken = [r for r in s.results if r.failure_mode == "environment_failure"]
-    if broken:
-        detail = str((broken[0].details.get("environment_failure") or {}).get("detail", ""))
-        print(f"first environment failure: {escape_controls(detail)} (stored as failed: a rerun does not run it "
-              "again)", file=out)
+    _print_episode_problems(s, out)
     if s.finished:
         out.write(run.report().console())
     for model, why in s.planned.items():
@@ -142,6 +111,50 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
     if s.stopped == "max_cost":
         return EXIT_MAX_COST
     return EXIT_CALLS_FAILED if s.halted or (s.errors and not s.finished) else 0
+
+
+def _dry_run_conversations(config: RunConfig, out: TextIO) -> None:
+    """``promptgrid run --dry-run`` with a conversation dataset: count the episodes (refused as the run would
+    refuse them) and the user turns, and say what an adaptive goal would run of them."""
+    from promptgrid.matrix.conversations._dataset import select_conversations
+    from promptgrid.variants import load_grid
+
+    variants = load_grid(config.grid).select(config.variants)
+    conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
+                                         bfcl_data=config.bfcl_data)
+    from promptgrid.matrix.conversations._run import check_episodes, check_run_dir_kind
+
+    check_run_dir_kind(config.run_dir)  # the dry run says now what the run would refuse
+    episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,
+                              max_jobs=config.max_jobs)
+    turns = sum(len(c.turns) for c in conversations)
+    print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
+          f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
+          "model, variant and repeat, at least one model call each (a conversation's steps are known only "
+          "as it runs).", file=out)
+    if config.goal is not None and config.budget is not None:
+        product = episodes // max(1, len(config.models))
+        print(f"adaptive plan (goal {config.goal}): at most {min(config.budget, product):,} of the product's "
+              f"{product:,} episodes per model; which ones its rounds choose depends on their verdicts.",
+              file=out)
+
+
+def _print_episode_problems(s: ConversationRunSummary, out: TextIO) -> None:
+    """What went wrong in a conversation run: its first error, the models stopped and the episodes they left,
+    its first environment failure."""
+    errors = [r for r in s.results if r.error and not r.details.get("stopped")]
+    if errors:
+        print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
+    for model, why in s.halted.items():  # its other episodes were not sent: unfinished, resumed by the next run
+        print(f"model {escape_controls(model)} stopped: {escape_controls(why)}", file=out)
+    if s.not_run and s.halted:
+        print(f"{s.not_run:,} episode(s) not run because their model or the run was stopped (not stored; the same "
+              "command runs them once the cause is fixed)", file=out)
+    broken = [r for r in s.results if r.failure_mode == "environment_failure"]
+    if broken:
+        detail = str((broken[0].details.get("environment_failure") or {}).get("detail", ""))
+        print(f"first environment failure: {escape_controls(detail)} (stored as failed: a rerun does not run it "
+              "again)", file=out)
 
 
 def exit_code(summary: RunSummary) -> int:
@@ -160,29 +173,8 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
     s = run.summary
     assert s is not None, "print_run needs the Run that run()/execute made"
     path = run.path
-    if s.batches or s.in_batch or s.batches_live or s.batch_left:
-        print(batch_note(s, path), file=err)
-    if s.sent == 0 and s.stopped is None:
-        if not (s.batches or s.batches_live):
-            print(f"nothing to send: all {s.jobs} jobs already have results in {path} (no model calls made).", file=err)
-    elif s.batch:
-        print(f"{s.sent} batch results collected ({s.errors} of them errors); {s.cached} jobs answered from the store, "
-              f"{s.shared} shared an identical prompt; spent ${s.spend:.4f} at the batch price.", file=err)
-    else:
-        rate = f", {s.calls_per_s:.1f} calls/s" if s.exec_s > 0 else ""
-        print(f"{s.sent} calls sent ({s.errors} ended in an error, {s.attempts} attempts{rate}); "
-              f"{s.cached} jobs answered from the store, {s.shared} shared an identical prompt; "
-              f"spent ${s.spend:.4f}.", file=err)
-    spill = spill_note(s)
-    if spill:
-        print(spill, file=err)
-    if s.stopped == "interrupted":
-        print(f"interrupted: every answer received is saved in {path}. Run the same command again to resume.",
-              file=err)
-    elif s.stopped == "max_cost":
-        limit = run.config["config"]["max_cost"]
-        print(f"stopped: the run directory's spend reached --max-cost ${limit:.4f} "
-              f"(now ${run.spend():.4f}). Raise --max-cost and run the same command to continue.", file=err)
+    _print_sent(s, path, err)
+    _print_stop(run, s, path, err)
     if s.errors:
         print(error_summary(s), file=err)
     if s.unsupported:
@@ -215,6 +207,38 @@ def print_run(run: Run, out: TextIO, err: TextIO) -> int:
 
         print(adaptive_console([r.to_dict() for r in found.values()]), file=out, end="")
     return exit_code(s)
+
+
+def _print_sent(s: RunSummary, path: Path, err: TextIO) -> None:
+    """What a run sent: its batches, then the calls sent (or collected from batches), or that nothing was left
+    to send."""
+    if s.batches or s.in_batch or s.batches_live or s.batch_left:
+        print(batch_note(s, path), file=err)
+    if s.sent == 0 and s.stopped is None:
+        if not (s.batches or s.batches_live):
+            print(f"nothing to send: all {s.jobs} jobs already have results in {path} (no model calls made).", file=err)
+    elif s.batch:
+        print(f"{s.sent} batch results collected ({s.errors} of them errors); {s.cached} jobs answered from the store, "
+              f"{s.shared} shared an identical prompt; spent ${s.spend:.4f} at the batch price.", file=err)
+    else:
+        rate = f", {s.calls_per_s:.1f} calls/s" if s.exec_s > 0 else ""
+        print(f"{s.sent} calls sent ({s.errors} ended in an error, {s.attempts} attempts{rate}); "
+              f"{s.cached} jobs answered from the store, {s.shared} shared an identical prompt; "
+              f"spent ${s.spend:.4f}.", file=err)
+
+
+def _print_stop(run: Run, s: RunSummary, path: Path, err: TextIO) -> None:
+    """The answers a full disk sent around the store, and why the run stopped early (interrupted, max cost)."""
+    spill = spill_note(s)
+    if spill:
+        print(spill, file=err)
+    if s.stopped == "interrupted":
+        print(f"interrupted: every answer received is saved in {path}. Run the same command again to resume.",
+              file=err)
+    elif s.stopped == "max_cost":
+        limit = run.config["config"]["max_cost"]
+        print(f"stopped: the run directory's spend reached --max-cost ${limit:.4f} "
+              f"(now ${run.spend():.4f}). Raise --max-cost and run the same command to continue.", file=err)
 
 
 def batch_note(summary: RunSummary, path: Path) -> str:

@@ -171,6 +171,28 @@ class LiteLLMClient:
 
     async def complete(self, messages: Messages, params: Mapping[str, Any], *,
                        request: Mapping[str, Any] | None = None) -> Completion:
+        kwargs = self._call_kwargs(messages, params, request)
+        try:
+            if self._router is None:
+                response = await self._lt.acompletion(**kwargs)
+            else:  # endpoint and key are the deployment's
+                response = await _router.send(self._lt, self._router, self._strategy, kwargs)
+        except CallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one boundary where any provider error becomes ours
+            raise self._call_error(exc) from None
+        try:
+            return self._completion(response)
+        except CallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an answer we cannot read is the server's fault: malformed
+            raise call_error(ErrorKind.MALFORMED, one_line(malformed_message(f"{type(exc).__name__}: {exc}")),
+                             endpoint=self._direct if self._router is None else None) from None
+
+    def _call_kwargs(self, messages: Messages, params: Mapping[str, Any], request: Mapping[str, Any] | None
+                     ) -> dict[str, Any]:
+        """The keyword arguments of one ``acompletion`` call: the parameters given (``None`` left out), the
+        request's, and without a router the endpoint and key."""
         kwargs: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
         kwargs.update(model=self.name, messages=[dict(m) for m in messages], max_retries=0, drop_params=True)
         if request is not None:
@@ -182,34 +204,24 @@ class LiteLLMClient:
                     kwargs["extra_query"] = {**self._query, **kwargs.get("extra_query", {})}
             if self._api_key is not None:
                 kwargs["api_key"] = self._api_key
-        try:
-            if self._router is None:
-                response = await self._lt.acompletion(**kwargs)
-            else:  # endpoint and key are the deployment's
-                response = await _router.send(self._lt, self._router, self._strategy, kwargs)
-        except CallError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the one boundary where any provider error becomes ours
-            error = convert_exception(exc, self._redact)
-            message = error.message
-            if error.kind in (ErrorKind.SERVER, ErrorKind.UNKNOWN) and _router.connection_failed(self._lt, exc):
-                # litellm reports a refused connection as a 500 ("Connection error."): no server answered.
-                error = call_error(ErrorKind.CONNECTION, message, status=None)
-                message = f"no connection to {self._failed_endpoint(exc) or self.name}: {message}"
-            if error.kind is ErrorKind.AUTH:
-                hint = ("the server at api_base wants a key: export OPENAI_API_KEY=... (or name its variable with "
-                        "api_key_env in a run config) and run again" if self._api_key == "no-key-needed"
-                        else credential_hint(self.name, self.api_key_env))
-                message = f"{message} -- {hint}"
-            raise call_error(error.kind, message, status=error.status, retry_after=error.retry_after,
-                             endpoint=self._failed_endpoint(exc)) from None
-        try:
-            return self._completion(response)
-        except CallError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - an answer we cannot read is the server's fault: malformed
-            raise call_error(ErrorKind.MALFORMED, one_line(malformed_message(f"{type(exc).__name__}: {exc}")),
-                             endpoint=self._direct if self._router is None else None) from None
+        return kwargs
+
+    def _call_error(self, exc: Exception) -> CallError:
+        """A provider's exception as our ``CallError``: a refused connection as a connection error naming the
+        endpoint, an unauthorised call with the hint that says which key to set."""
+        error = convert_exception(exc, self._redact)
+        message = error.message
+        if error.kind in (ErrorKind.SERVER, ErrorKind.UNKNOWN) and _router.connection_failed(self._lt, exc):
+            # litellm reports a refused connection as a 500 ("Connection error."): no server answered.
+            error = call_error(ErrorKind.CONNECTION, message, status=None)
+            message = f"no connection to {self._failed_endpoint(exc) or self.name}: {message}"
+        if error.kind is ErrorKind.AUTH:
+            hint = ("the server at api_base wants a key: export OPENAI_API_KEY=... (or name its variable with "
+                    "api_key_env in a run config) and run again" if self._api_key == "no-key-needed"
+                    else credential_hint(self.name, self.api_key_env))
+            message = f"{message} -- {hint}"
+        return call_error(error.kind, message, status=error.status, retry_after=error.retry_after,
+                          endpoint=self._failed_endpoint(exc))
 
     def _completion(self, response: Any) -> Completion:
         try:

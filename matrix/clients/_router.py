@@ -265,6 +265,21 @@ def endpoint_down(lt: Any, exc: BaseException) -> bool:
     return isinstance(exc, lt.APIConnectionError) or (isinstance(status, int) and status >= 500)
 
 
+def _diagnose(lt: Any, strategy: LeastBusy, deployment: str, exc: BaseException
+              ) -> tuple[bool, tuple[ErrorKind, str] | None]:
+    """Whether a failed call's connection was refused, and (kind, why) when its endpoint is broken for good (also
+    when it has refused every connection for ``GRACE_S``); the strategy is told the endpoint refused or answered."""
+    refused = connection_failed(lt, exc)
+    broken = endpoint_broken(lt, exc)
+    if refused:
+        seconds = strategy.refused(deployment)
+        if seconds >= GRACE_S:
+            broken = (ErrorKind.CONNECTION, f"refused every connection for {seconds:.0f} s")
+    else:
+        strategy.answered(deployment)
+    return refused, broken
+
+
 async def send(lt: Any, router: Any, strategy: LeastBusy, kwargs: Mapping[str, Any]) -> Any:
     """``router.acompletion(**kwargs)``, failing over to another endpoint when the one chosen is down, and
     dropping an endpoint that is broken for good (``NoEndpointLeft`` when none is left)."""
@@ -283,14 +298,7 @@ async def send(lt: Any, router: Any, strategy: LeastBusy, kwargs: Mapping[str, A
             if not chosen:
                 raise
             deployment = chosen[-1]
-            refused = connection_failed(lt, exc)
-            broken = endpoint_broken(lt, exc)
-            if refused:
-                seconds = strategy.refused(deployment)
-                if seconds >= GRACE_S:
-                    broken = (ErrorKind.CONNECTION, f"refused every connection for {seconds:.0f} s")
-            else:
-                strategy.answered(deployment)
+            refused, broken = _diagnose(lt, strategy, deployment, exc)
             if broken is not None:
                 strategy.remove(deployment, *broken)
                 if strategy.left() == 0:

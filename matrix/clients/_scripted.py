@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +198,34 @@ def _near_miss(value: Any) -> Any:
     return "none"
 
 
+def _positional(text: str, fmt: ReturnFormat, tag: bool, calls: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Python only: the calls written with the first argument of the first call with arguments positional."""
+    with_args = [i for i, (_, args) in enumerate(calls) if args]
+    if fmt is not ReturnFormat.PYTHON or not with_args:
+        return None
+    from promptgrid.matrix.calling._format import python_literal
+
+    i = with_args[0]
+    written = []
+    for j, (name, args) in enumerate(calls):
+        parts = [f"{k}={python_literal(v)}" for k, v in args.items()]
+        if j == i:
+            parts[0] = python_literal(next(iter(args.values())))
+        written.append(f"{name}({', '.join(parts)})")
+    text = "[" + ", ".join(written) + "]"
+    return f"<TOOLCALL>{text}</TOOLCALL>" if tag else text
+
+
+_TEXT_NOISE: Mapping[str, Callable[[str, ReturnFormat, bool, list[tuple[str, dict[str, Any]]]], str | None]] = {
+    "fence": lambda text, fmt, tag, calls: f"```{_FENCE_LANGUAGE[fmt]}\n{text}\n```",
+    "prose_prefix": lambda text, fmt, tag, calls: f"Sure! Here is the call:\n{text}",
+    "single_quotes": lambda text, fmt, tag, calls: text.replace('"', "'") if fmt is ReturnFormat.JSON else None,
+    "truncated_xml": lambda text, fmt, tag, calls: text[:len(text) * 2 // 3] if fmt in (_VX, _CX) else None,
+    "positional": _positional,
+}
+"""The errors of the written answer (prompt and constrained modes): kind -> the wrong text made from the right
+one (``text``), or ``None`` when the kind cannot apply to the return format."""
+
 class ScriptedClient(OfflineClient):
     """A fake answering from where it is asked: a conversation step (the runner passes the ``EpisodeContext``)
     or a single-turn job (the runner passes ``JobIds`` with the job's variant and case). Module docstring."""
@@ -273,66 +301,62 @@ class ScriptedClient(OfflineClient):
         return self._corrupt(self._ask(request, episode, job), kind)
 
     def _corrupt(self, ask: _Ask, kind: str) -> Completion | None:
+        """The step's right calls with the error ``kind``, or ``None`` when it cannot apply: errors of the calls
+        themselves (``_CALL_NOISE``) in any call mode, errors of the written answer (``_TEXT_NOISE``) in the
+        prompt and constrained modes only."""
         calls = [(name, dict(args)) for name, args in ask.truth]
+        made = _CALL_NOISE.get(kind)
+        if made is not None:
+            return made(self, ask, calls)
         variant = ask.variant
-        native = variant.call_mode is CallMode.NATIVE
-        fmt, tag = variant.return_format, variant.tool_call_tag
-        with_args = [i for i, (_, args) in enumerate(calls) if args]
-        if kind == "wrong_value":
-            if not with_args:
-                return None
-            name, args = calls[with_args[0]]
-            first = next(iter(args))
-            args[first] = _near_miss(args[first])
-            return self._calls(ask, calls)
-        if kind == "number_string":
-            for _, args in calls:
-                numbers = [k for k, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-                if numbers:
-                    args[numbers[0]] = str(args[numbers[0]])
-                    return self._calls(ask, calls)
-            return None
-        if kind == "wrong_function":
-            names = [str(doc.get("name")) for doc in ask.functions if str(doc.get("name")) != calls[0][0]]
-            if not names:
-                return None
-            calls[0] = (names[0], calls[0][1])
-            return self._calls(ask, calls)
-        if kind == "prose":
-            return self._text(f"I will use {calls[0][0]} to do this.")
-        if kind == "bad_arguments":
-            if not native:
-                return None
-            sent = self._sent_names(ask)
-            bad = [(sent.get(name, name), str(args) if args else "{") for name, args in calls[:1]]
-            return self._native(bad + [(sent.get(n, n), json.dumps(a)) for n, a in calls[1:]])
-        if native:
+        if variant.call_mode is CallMode.NATIVE:
             return None
         from promptgrid.matrix.calling import format_calls
-        from promptgrid.matrix.calling._format import python_literal
 
+        fmt, tag = variant.return_format, variant.tool_call_tag
         text = format_calls([{name: args} for name, args in calls], fmt, tag)
-        if kind == "fence":
-            return self._text(f"```{_FENCE_LANGUAGE[fmt]}\n{text}\n```")
-        if kind == "prose_prefix":
-            return self._text(f"Sure! Here is the call:\n{text}")
-        if kind == "single_quotes":
-            return self._text(text.replace('"', "'")) if fmt is ReturnFormat.JSON else None
-        if kind == "truncated_xml":
-            return self._text(text[:len(text) * 2 // 3]) if fmt in (_VX, _CX) else None
-        if kind == "positional":
-            if fmt is not ReturnFormat.PYTHON or not with_args:
-                return None
-            i = with_args[0]
-            written = []
-            for j, (name, args) in enumerate(calls):
-                parts = [f"{k}={python_literal(v)}" for k, v in args.items()]
-                if j == i:
-                    parts[0] = python_literal(next(iter(args.values())))
-                written.append(f"{name}({', '.join(parts)})")
-            text = "[" + ", ".join(written) + "]"
-            return self._text(f"<TOOLCALL>{text}</TOOLCALL>" if tag else text)
+        written = _TEXT_NOISE.get(kind)
+        wrong = None if written is None else written(text, fmt, tag, calls)
+        return None if wrong is None else self._text(wrong)
+
+    def _wrong_value(self, ask: _Ask, calls: list[tuple[str, dict[str, Any]]]) -> Completion | None:
+        """The first argument of the first call with arguments replaced by a near miss (``_near_miss``)."""
+        with_args = [i for i, (_, args) in enumerate(calls) if args]
+        if not with_args:
+            return None
+        name, args = calls[with_args[0]]
+        first = next(iter(args))
+        args[first] = _near_miss(args[first])
+        return self._calls(ask, calls)
+
+    def _number_string(self, ask: _Ask, calls: list[tuple[str, dict[str, Any]]]) -> Completion | None:
+        """The first number argument (of the first call that has one) written as a string."""
+        for _, args in calls:
+            numbers = [k for k, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if numbers:
+                args[numbers[0]] = str(args[numbers[0]])
+                return self._calls(ask, calls)
         return None
+
+    def _wrong_function(self, ask: _Ask, calls: list[tuple[str, dict[str, Any]]]) -> Completion | None:
+        """The first call made to another offered function, with the same arguments."""
+        names = [str(doc.get("name")) for doc in ask.functions if str(doc.get("name")) != calls[0][0]]
+        if not names:
+            return None
+        calls[0] = (names[0], calls[0][1])
+        return self._calls(ask, calls)
+
+    def _prose(self, ask: _Ask, calls: list[tuple[str, dict[str, Any]]]) -> Completion | None:
+        """A sentence about the first call instead of the calls."""
+        return self._text(f"I will use {calls[0][0]} to do this.")
+
+    def _bad_arguments(self, ask: _Ask, calls: list[tuple[str, dict[str, Any]]]) -> Completion | None:
+        """Native only: the first call's arguments not JSON (a Python dict's text, or ``{``)."""
+        if ask.variant.call_mode is not CallMode.NATIVE:
+            return None
+        sent = self._sent_names(ask)
+        bad = [(sent.get(name, name), str(args) if args else "{") for name, args in calls[:1]]
+        return self._native(bad + [(sent.get(n, n), json.dumps(a)) for n, a in calls[1:]])
 
     # ------------------------------------------------------------------ fake/hostile
 
@@ -398,3 +422,11 @@ class ScriptedClient(OfflineClient):
                            for i, (name, args) in enumerate(calls))
         return Completion(text="", finish_reason="tool_calls", input_tokens=0, output_tokens=0, cost_usd=0.0,
                           model=self.name, tool_calls=tool_calls)
+
+
+_CALL_NOISE: Mapping[str, Callable[[ScriptedClient, _Ask, list[tuple[str, dict[str, Any]]]], Completion | None]] = {
+    "wrong_value": ScriptedClient._wrong_value, "number_string": ScriptedClient._number_string,
+    "wrong_function": ScriptedClient._wrong_function, "prose": ScriptedClient._prose,
+    "bad_arguments": ScriptedClient._bad_arguments,
+}
+"""The errors of the calls themselves (any call mode): kind -> the ``ScriptedClient`` method that makes them."""

@@ -183,6 +183,20 @@ def parse_call(text: str, functions: Iterable[Mapping[str, Any]], classes: Seque
     positional arguments than the method has parameters, an argument given
     twice).
     """
+    node, name = _call_node(text)
+    docs = {str(doc.get("name")): doc for doc in functions}
+    if name not in docs:
+        raise ValueError(f"{name!r} is not one of the conversation's functions.{closest(name, docs)}")
+    positional = [_literal(_not_starred(argument, name), f"{name}: argument {index + 1}")
+                  for index, argument in enumerate(node.args)]
+    arguments = _keyword_arguments(node, name)
+    if not positional:
+        return ToolCall(name, arguments)
+    return _bound_call(name, arguments, positional, classes)
+
+
+def _call_node(text: Any) -> tuple[ast.Call, str]:
+    """``text`` parsed as one call of a plain name, and that name; ``ValueError`` saying what it is instead."""
     if not isinstance(text, str):
         raise ValueError(f"a call must be a string, not {type(text).__name__}")
     if len(text) > MAX_CALL_CHARS:
@@ -198,15 +212,19 @@ def parse_call(text: str, functions: Iterable[Mapping[str, Any]], classes: Seque
         raise ValueError("not a function call")
     if not isinstance(node.func, ast.Name):
         raise ValueError("only a plain function name can be called (no attribute, subscript or nested call)")
-    name = node.func.id
-    docs = {str(doc.get("name")): doc for doc in functions}
-    if name not in docs:
-        raise ValueError(f"{name!r} is not one of the conversation's functions.{closest(name, docs)}")
-    positional = []
-    for index, argument in enumerate(node.args):
-        if isinstance(argument, ast.Starred):
-            raise ValueError(f"{name}: *arguments are not allowed")
-        positional.append(_literal(argument, f"{name}: argument {index + 1}"))
+    return node, node.func.id
+
+
+def _not_starred(argument: ast.expr, name: str) -> ast.expr:
+    """``argument``, or ``ValueError`` when it is a ``*argument``."""
+    if isinstance(argument, ast.Starred):
+        raise ValueError(f"{name}: *arguments are not allowed")
+    return argument
+
+
+def _keyword_arguments(node: ast.Call, name: str) -> dict[str, Any]:
+    """The keyword arguments of a call, by name, each a literal; ``ValueError`` for ``**arguments`` or a name
+    given twice."""
     arguments: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None:
@@ -214,8 +232,12 @@ def parse_call(text: str, functions: Iterable[Mapping[str, Any]], classes: Seque
         if keyword.arg in arguments:
             raise ValueError(f"{name}: argument {keyword.arg!r} is given twice")
         arguments[keyword.arg] = _literal(keyword.value, f"{name}: argument {keyword.arg!r}")
-    if not positional:
-        return ToolCall(name, arguments)
+    return arguments
+
+
+def _bound_call(name: str, arguments: dict[str, Any], positional: list[Any], classes: Sequence[str] | None
+                ) -> ToolCall:
+    """The call with its positional arguments named by the method's signature (``bind_positional``)."""
     signatures = method_signatures(list(classes) if classes else list(ENVIRONMENT_CLASSES))
     if name not in signatures:
         raise ValueError(f"{name} is not a method of {', '.join(classes or ENVIRONMENT_CLASSES)}, so its "
@@ -312,38 +334,13 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
     if not isinstance(entry_id, str) or not entry_id.strip():
         raise _Problem("id", "must be a non-empty string")
     turns = _turns(record.get("question"))
-    classes_value = record.get("involved_classes")
-    if not isinstance(classes_value, list) or not classes_value:
-        raise _Problem("involved_classes", "must be a non-empty list of class names such as \"GorillaFileSystem\"")
-    try:
-        classes = tuple(_check_classes(classes_value))
-    except DatasetError as exc:
-        raise _Problem("involved_classes", str(exc)) from None
-    initial_config = record.get("initial_config", {})
-    if not isinstance(initial_config, dict) or not all(isinstance(v, dict) for v in initial_config.values()):
-        raise _Problem("initial_config", "must be an object: class name -> that class's initial state (an object)")
-    for where, what in scenario_problems(classes, initial_config):
-        raise _Problem(where, what)
+    classes = _classes(record.get("involved_classes"))
+    initial_config = _initial_config(record.get("initial_config", {}), classes)
     missed = _missed(record.get("missed_function"), len(turns))
     held_out_names = [name for turn in sorted(missed) for name in missed[turn]]
     all_docs = [doc for name in classes for doc in _class_docs(bfcl, name)]  # read here, copied where kept
     if given_docs and record.get("function") is not None:
-        docs = record["function"]
-        known = {doc["name"] for doc in all_docs}
-        if not isinstance(docs, list) or not all(isinstance(d, dict) and isinstance(d.get("name"), str) and
-                                                 isinstance(d.get("parameters"), dict) for d in docs):
-            raise _Problem("function", "must be a list of function docs, each with a name and parameters")
-        strangers = [d["name"] for d in docs if d["name"] not in known]
-        if strangers:
-            raise _Problem("function", f"{strangers[0]!r} is not a function of {', '.join(classes)}, so the "
-                                       f"environment cannot run it.{closest(strangers[0], known)}")
-        all_docs = copy.deepcopy(docs)
-        functions = copy.deepcopy(docs)
-        for name in held_out_names:
-            index = next((i for i, doc in enumerate(functions) if doc["name"] == name), None)
-            if index is None:
-                raise _Problem("missed_function", f"{name!r} is not among the functions")
-            functions.pop(index)
+        all_docs, functions = _given_functions(record["function"], all_docs, classes, held_out_names)
     else:
         try:
             functions = _functions(bfcl, classes, held_out_names, python_hint=True)
@@ -353,28 +350,7 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
     for turn in sorted(missed):
         held_out[turn] = tuple(copy.deepcopy(next(doc for doc in all_docs if doc["name"] == name))
                                for name in missed[turn])
-    truth = record.get("ground_truth")
-    if not isinstance(truth, list) or len(truth) != len(turns) or not all(isinstance(t, list) for t in truth):
-        raise _Problem("ground_truth", f"must be a list of {len(turns)} lists of calls, one per turn of the "
-                                       "question (an empty list for a turn that cannot be done)")
-    ground_truth = []
-    owners = {doc["name"]: name for name in classes for doc in _class_docs(bfcl, name)}
-    parameters = {str(doc["name"]): doc.get("parameters") or {} for doc in all_docs}
-    for number, turn_calls in enumerate(truth):
-        if len(turn_calls) > MAX_TURN_CALLS:
-            raise _Problem(f"ground_truth[{number}]", f"has {len(turn_calls)} calls; at most {MAX_TURN_CALLS}")
-        calls = []
-        for position, item in enumerate(turn_calls):
-            try:
-                call = _call(item, all_docs, classes)
-            except ValueError as exc:
-                raise _Problem(f"ground_truth[{number}][{position}]", str(exc)) from None
-            also = {param: kind for (owner, param), kind in _ALSO_ACCEPTED.items() if owner == owners.get(call.name)}
-            problem = _argument_problem(call.name, dict(call.arguments), parameters.get(call.name, {}), also)
-            if problem:
-                raise _Problem(f"ground_truth[{number}][{position}]", f"{problem} (the function doc's parameters)")
-            calls.append(call)
-        ground_truth.append(tuple(calls))
+    ground_truth = _ground_truth(record.get("ground_truth"), len(turns), classes, all_docs, bfcl)
     flag = record.get("long_context", False) if long_context is None else long_context
     if not isinstance(flag, bool):
         raise _Problem("long_context", "must be true or false")
@@ -385,7 +361,7 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
         involved_classes=classes,
         initial_config=_fresh(initial_config),
         functions=tuple(functions),
-        ground_truth=tuple(ground_truth),
+        ground_truth=ground_truth,
         missed_functions=missed,
         held_out_functions=held_out,
         long_context=flag,
@@ -395,6 +371,79 @@ def _conversation(record: Mapping[str, Any], *, category: str, source: str, long
         language=_text_field(record, "language", "en"),
         template=_text_field(record, "template", entry_id),
     )
+
+
+def _classes(value: Any) -> tuple[str, ...]:
+    """A record's ``involved_classes``: a non-empty list of known environment classes."""
+    if not isinstance(value, list) or not value:
+        raise _Problem("involved_classes", "must be a non-empty list of class names such as \"GorillaFileSystem\"")
+    try:
+        return tuple(_check_classes(value))
+    except DatasetError as exc:
+        raise _Problem("involved_classes", str(exc)) from None
+
+
+def _initial_config(value: Any, classes: tuple[str, ...]) -> dict[str, Any]:
+    """A record's ``initial_config``: class name -> initial state, which ``scenario_problems`` finds sound."""
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise _Problem("initial_config", "must be an object: class name -> that class's initial state (an object)")
+    for where, what in scenario_problems(classes, value):
+        raise _Problem(where, what)
+    return value
+
+
+def _given_functions(docs: Any, all_docs: list[Any], classes: tuple[str, ...], held_out_names: list[str]
+                     ) -> tuple[list[Any], list[Any]]:
+    """A record's own ``function`` docs (each a function of its classes): every doc, and those of the first turn
+    (the held-out ones removed), both copies."""
+    known = {doc["name"] for doc in all_docs}
+    if not isinstance(docs, list) or not all(isinstance(d, dict) and isinstance(d.get("name"), str) and
+                                             isinstance(d.get("parameters"), dict) for d in docs):
+        raise _Problem("function", "must be a list of function docs, each with a name and parameters")
+    strangers = [d["name"] for d in docs if d["name"] not in known]
+    if strangers:
+        raise _Problem("function", f"{strangers[0]!r} is not a function of {', '.join(classes)}, so the "
+                                   f"environment cannot run it.{closest(strangers[0], known)}")
+    every = copy.deepcopy(docs)
+    functions = copy.deepcopy(docs)
+    for name in held_out_names:
+        index = next((i for i, doc in enumerate(functions) if doc["name"] == name), None)
+        if index is None:
+            raise _Problem("missed_function", f"{name!r} is not among the functions")
+        functions.pop(index)
+    return every, functions
+
+
+def _ground_truth(truth: Any, turns: int, classes: tuple[str, ...], all_docs: list[Any], bfcl: BfclSource
+                  ) -> tuple[tuple[ToolCall, ...], ...]:
+    """A record's ``ground_truth``: per turn, its calls, each a call of the docs with arguments they accept."""
+    if not isinstance(truth, list) or len(truth) != turns or not all(isinstance(t, list) for t in truth):
+        raise _Problem("ground_truth", f"must be a list of {turns} lists of calls, one per turn of the "
+                                       "question (an empty list for a turn that cannot be done)")
+    owners = {doc["name"]: name for name in classes for doc in _class_docs(bfcl, name)}
+    parameters = {str(doc["name"]): doc.get("parameters") or {} for doc in all_docs}
+    ground_truth = []
+    for number, turn_calls in enumerate(truth):
+        if len(turn_calls) > MAX_TURN_CALLS:
+            raise _Problem(f"ground_truth[{number}]", f"has {len(turn_calls)} calls; at most {MAX_TURN_CALLS}")
+        ground_truth.append(tuple(_truth_call(item, number, position, classes, all_docs, owners, parameters)
+                                  for position, item in enumerate(turn_calls)))
+    return tuple(ground_truth)
+
+
+def _truth_call(item: Any, number: int, position: int, classes: tuple[str, ...], all_docs: list[Any],
+                owners: Mapping[str, str], parameters: Mapping[str, Any]) -> ToolCall:
+    """Call ``position`` of turn ``number`` of a ground truth (``_call``), whose arguments its doc's parameters
+    accept (``_argument_problem``)."""
+    try:
+        call = _call(item, all_docs, classes)
+    except ValueError as exc:
+        raise _Problem(f"ground_truth[{number}][{position}]", str(exc)) from None
+    also = {param: kind for (owner, param), kind in _ALSO_ACCEPTED.items() if owner == owners.get(call.name)}
+    problem = _argument_problem(call.name, dict(call.arguments), parameters.get(call.name, {}), also)
+    if problem:
+        raise _Problem(f"ground_truth[{number}][{position}]", f"{problem} (the function doc's parameters)")
+    return call
 
 
 def _fresh(data: Any) -> Any:
@@ -505,36 +554,9 @@ def _load_jsonl(path: str, limit: int | None, bfcl_data: str | os.PathLike[str] 
     source = _source(bfcl_data)
     out: list[Conversation] = []
     problems: list[str] = []
-    seen: dict[str, int] = {}
     try:
         with open(path, "rb") as handle:
-            for line in read_json_lines(handle, name=path):
-                if limit is not None and len(out) >= limit:
-                    break
-                where = f"{path}:{line.number}"
-                if line.error is not None:
-                    problems.append(f"{where}: {line.error}")
-                elif not isinstance(line.value, dict):
-                    problems.append(f"{where}: not a JSON object")
-                else:
-                    unknown = [key for key in line.value if key not in JSONL_KEYS]
-                    try:
-                        if unknown:
-                            raise _Problem(unknown[0], f"is not a field of a conversation."
-                                                       f"{closest(unknown[0], JSONL_KEYS)}")
-                        category = line.value.get("category", "multi_turn")
-                        if not isinstance(category, str) or not category.strip():
-                            raise _Problem("category", "must be a non-empty string")
-                        conversation = _conversation(line.value, category=category, source=f"jsonl:{path}",
-                                                     long_context=None, bfcl=source, given_docs=True)
-                        if conversation.id in seen:
-                            raise _Problem("id", f"{conversation.id!r} is also the id on line {seen[conversation.id]}")
-                        seen[conversation.id] = line.number
-                        out.append(conversation)
-                    except _Problem as problem:
-                        problems.append(f"{where}: {problem.field}: {problem.message}")
-                if len(problems) >= MAX_PROBLEMS:
-                    break
+            _read_jsonl_conversations(handle, path, limit, source, out, problems)
     except FileNotFoundError:
         raise DatasetError(f"jsonl dataset {path} does not exist.") from None
     except IsADirectoryError:
@@ -543,6 +565,45 @@ def _load_jsonl(path: str, limit: int | None, bfcl_data: str | os.PathLike[str] 
         raise DatasetError(f"cannot read jsonl dataset {path}: {exc.strerror or exc}.") from None
     _raise(problems, path, _DOCS_HINT)
     return out
+
+
+def _read_jsonl_conversations(handle: Iterable[bytes], path: str, limit: int | None, source: BfclSource,
+                              out: list[Conversation], problems: list[str]) -> None:
+    """Read the lines of a ``jsonl:`` file into ``out`` (at most ``limit``) and their problems into ``problems``
+    (reading stops at ``MAX_PROBLEMS``)."""
+    seen: dict[str, int] = {}
+    for line in read_json_lines(handle, name=path):
+        if limit is not None and len(out) >= limit:
+            break
+        where = f"{path}:{line.number}"
+        if line.error is not None:
+            problems.append(f"{where}: {line.error}")
+        elif not isinstance(line.value, dict):
+            problems.append(f"{where}: not a JSON object")
+        else:
+            try:
+                conversation = _jsonl_conversation(line.value, path, source)
+                if conversation.id in seen:
+                    raise _Problem("id", f"{conversation.id!r} is also the id on line {seen[conversation.id]}")
+                seen[conversation.id] = line.number
+                out.append(conversation)
+            except _Problem as problem:
+                problems.append(f"{where}: {problem.field}: {problem.message}")
+        if len(problems) >= MAX_PROBLEMS:
+            break
+
+
+def _jsonl_conversation(value: dict[str, Any], path: str, source: BfclSource) -> Conversation:
+    """The conversation of one ``jsonl:`` line's object: known fields only, a category (``multi_turn`` when it
+    names none), its own docs when it has ``function``."""
+    unknown = [key for key in value if key not in JSONL_KEYS]
+    if unknown:
+        raise _Problem(unknown[0], f"is not a field of a conversation.{closest(unknown[0], JSONL_KEYS)}")
+    category = value.get("category", "multi_turn")
+    if not isinstance(category, str) or not category.strip():
+        raise _Problem("category", "must be a non-empty string")
+    return _conversation(value, category=category, source=f"jsonl:{path}", long_context=None, bfcl=source,
+                         given_docs=True)
 
 
 def _raise(problems: list[str], where: str, hint: str) -> None:

@@ -38,7 +38,7 @@ from ._dataset import Conversation
 from ._records import EpisodeResult
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from ._transcript import EpisodeTranscript
+    from ._transcript import EpisodeTranscript, TranscriptStep
 
 __all__ = ["TRANSCRIPT_CHUNK", "export_records", "iter_transcripts", "json_line", "select_episodes",
            "transcript_record", "transcript_text"]
@@ -83,9 +83,23 @@ def select_episodes(episodes: Sequence[EpisodeResult], *, models: Sequence[str] 
     ``RunError`` for a value no episode has (naming the closest, so a typo is not an empty answer), for a
     ``limit`` below 0, and when the filters together keep nothing.
     """
-    labels = dict(labels or {})
     if limit is not None and limit < 0:
         raise RunError(f"the number of episodes must be 0 or more, not {limit}.")
+    wanted_variants = _wanted_variants(episodes, variants, dict(labels or {}))
+    _check_present(episodes, models, cases, repeats)
+    chosen = [e for e in episodes
+              if (not models or e.model in models) and (not wanted_variants or e.variant_id in wanted_variants)
+              and (not cases or e.conversation_id in cases) and (not repeats or e.repeat in repeats)]
+    if not chosen and episodes and (models or variants or cases or repeats):
+        raise RunError("no episode of this run has the given models, variants, conversations and repeats together "
+                       "(each one alone has some).")
+    return chosen if limit is None else chosen[:limit]
+
+
+def _wanted_variants(episodes: Sequence[EpisodeResult], variants: Sequence[str], labels: Mapping[str, str]
+                     ) -> set[str]:
+    """The variant ids that ``variants`` (ids or labels) name among the episodes'; ``RunError`` for one that names
+    none."""
     present_variants = sorted({e.variant_id for e in episodes})
     by_label: dict[str, set[str]] = {}
     for vid in present_variants:
@@ -100,6 +114,12 @@ def select_episodes(episodes: Sequence[EpisodeResult], *, models: Sequence[str] 
             hint = closest(given, [*by_label, *present_variants])
             raise RunError(f"no episode of variant {given!r} in this run.{hint} Give a variant id or label the run "
                            "has (promptgrid report RUN_DIR lists them).")
+    return wanted_variants
+
+
+def _check_present(episodes: Sequence[EpisodeResult], models: Sequence[str], cases: Sequence[str],
+                   repeats: Sequence[int]) -> None:
+    """``RunError`` for a model, conversation or repeat that no episode has."""
     for what, given_values, present in (("model", models, {e.model for e in episodes}),
                                         ("conversation", cases, {e.conversation_id for e in episodes})):
         for given in given_values:
@@ -111,13 +131,6 @@ def select_episodes(episodes: Sequence[EpisodeResult], *, models: Sequence[str] 
         if repeat not in have_repeats:
             raise RunError(f"no episode with repeat {repeat} in this run (its repeats: "
                            f"{', '.join(map(str, sorted(have_repeats))) or 'none'}).")
-    chosen = [e for e in episodes
-              if (not models or e.model in models) and (not wanted_variants or e.variant_id in wanted_variants)
-              and (not cases or e.conversation_id in cases) and (not repeats or e.repeat in repeats)]
-    if not chosen and episodes and (models or variants or cases or repeats):
-        raise RunError("no episode of this run has the given models, variants, conversations and repeats together "
-                       "(each one alone has some).")
-    return chosen if limit is None else chosen[:limit]
 
 
 TRANSCRIPT_CHUNK = 256
@@ -200,20 +213,27 @@ def transcript_text(transcript: EpisodeTranscript, *, system: bool = False) -> s
             else:
                 lines += [f"--- {role}", text]
         for step in turn.steps:
-            lines += [f"--- step {step.index}: answer" + (" (ends the turn)" if step.ends_turn else ""),
-                      step.answer if step.answer else "(empty)"]
-            lines += [f"    tool call as written: {call}" for call in step.tool_calls]
-            for call in step.calls:
-                refused = f"  [refused: {call.refused}]" if call.refused else ""
-                lines.append(f"    call:   {call.call}{refused}")
-                lines.append("    output: " + call.output.replace("\n", "\n            "))
-            if step.decode_error:
-                lines.append(f"    could not be decoded: {step.decode_error}")
+            lines += _step_lines(step)
         if turn.verdict is not None:
             lines += _verdict_lines(turn.index, turn.verdict)
     if transcript.note:
         lines.append(f"--- the transcript stops here: {transcript.note}")
     return escape_controls("\n".join(lines)) + "\n"
+
+
+def _step_lines(step: TranscriptStep) -> list[str]:
+    """A transcript step's lines: its answer, its tool calls as written, the calls it decoded to with their
+    outputs, and why it could not be decoded."""
+    lines = [f"--- step {step.index}: answer" + (" (ends the turn)" if step.ends_turn else ""),
+             step.answer if step.answer else "(empty)"]
+    lines += [f"    tool call as written: {call}" for call in step.tool_calls]
+    for call in step.calls:
+        refused = f"  [refused: {call.refused}]" if call.refused else ""
+        lines.append(f"    call:   {call.call}{refused}")
+        lines.append("    output: " + call.output.replace("\n", "\n            "))
+    if step.decode_error:
+        lines.append(f"    could not be decoded: {step.decode_error}")
+    return lines
 
 
 def _status(valid: bool | None, failure_mode: str | None) -> str:
@@ -252,12 +272,7 @@ def _verdict_lines(index: int, verdict: Mapping[str, Any]) -> list[str]:
     diffs = details.get("state_differences")
     if isinstance(diffs, Mapping) and diffs:
         lines.append("    state differences (the model's environment against the ground truth's):")
-        for cls, attributes in diffs.items():
-            for name, found in (attributes.items() if isinstance(attributes, Mapping) else ()):
-                for d in found if isinstance(found, list) else ():
-                    if isinstance(d, Mapping):
-                        lines.append(f"      {cls}.{d.get('path', name)}: model {_value(d.get('model'))}, "
-                                     f"ground truth {_value(d.get('ground_truth'))}")
+        lines += _difference_lines(diffs)
     for key, title in (("missing_calls", "expected calls not made"), ("extra_calls", "calls beyond the expected"),
                        ("missing_results", "expected results not obtained")):
         found = details.get(key)
@@ -272,6 +287,18 @@ def _verdict_lines(index: int, verdict: Mapping[str, Any]) -> list[str]:
     if isinstance(other, Mapping):
         verdict_text = "valid" if other.get("valid") else f"failed ({other.get('failure_mode')})"
         lines.append(f"    the {other.get('other_rule')} argument rule scores this turn {verdict_text}")
+    return lines
+
+
+def _difference_lines(diffs: Mapping[str, Any]) -> list[str]:
+    """A verdict's state differences, one line per attribute that differs (entries of another shape skipped)."""
+    lines = []
+    for cls, attributes in diffs.items():
+        for name, found in (attributes.items() if isinstance(attributes, Mapping) else ()):
+            for d in found if isinstance(found, list) else ():
+                if isinstance(d, Mapping):
+                    lines.append(f"      {cls}.{d.get('path', name)}: model {_value(d.get('model'))}, "
+                                 f"ground truth {_value(d.get('ground_truth'))}")
     return lines
 
 

@@ -501,14 +501,18 @@ class ConversationReport:
     def sections(self) -> tuple[ReportSection, ...]:
         """The report's sections, each a table (or the sentence said in its place) and the note under it: what
         ``to_markdown`` writes and the HTML page (``_html.conversation_html``) shows."""
+        return (self._variants_section(), self._models_section(), self._comparisons_section(), self._turns_section(),
+                self._divergence_section(), self._failures_section(), self._native_section())
+
+    def _variants_section(self) -> ReportSection:
+        """The section of accuracy and pass^k per variant."""
         k = self.k
-        out: list[ReportSection] = []
         rows = [[v.model, self._name(v.variant_id), v.call_mode, fmt_num(v.entries), fmt_num(v.episodes),
                  fmt_num(v.unfinished), with_ci(v.accuracy, v.accuracy_ci),
                  _fraction_ci(v.pass_k_tau.value, v.pass_k_tau.ci),
                  _fraction_ci(v.pass_k_ticket.value, v.pass_k_ticket.ci), fmt_num(v.mean_steps, 1),
                  fmt_num(v.cost_usd, 4), fmt_num(v.latency_s, 1)] for v in self.variants]
-        out.append(_section(
+        return _section(
             "conv-variants", "Accuracy and pass^k per variant",
             _grid(["model", "variant", "call mode", "entries", "episodes", "unfinished", "accuracy %",
                     TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, "steps/episode", "cost USD", "latency s"], rows,
@@ -517,19 +521,23 @@ class ConversationReport:
                  f"finished repeat; c of its n finished repeats are valid. {TAU_BENCH_PASS_K}: mean over entries of "
                  f"C(c,k)/C(n,k); {TICKET_BENCH_PASS_K}: mean over entries of (c/n)^k; k = {k}; bootstrap "
                  f"intervals over conversations. Steps: model calls per finished episode; cost and latency: sums "
-                 f"over all episodes."))
+                 f"over all episodes.")
 
+    def _models_section(self) -> ReportSection:
+        """The section of pass^k per model."""
         rows = [[m.model, fmt_num(m.variants), fmt_num(m.entries), fmt_num(m.episodes), fmt_num(m.unfinished),
                  with_ci(m.accuracy, m.accuracy_ci), _fraction_ci(m.pass_k_tau.value, m.pass_k_tau.ci),
                  _fraction_ci(m.pass_k_ticket.value, m.pass_k_ticket.ci), fmt_num(m.cost_usd, 4),
                  fmt_num(m.latency_s, 1)] for m in self.models]
-        out.append(_section(
+        return _section(
             "conv-models", "pass^k per model",
             _grid(["model", "variants", "entries", "episodes", "unfinished", "accuracy %", TAU_BENCH_PASS_K,
                     TICKET_BENCH_PASS_K, "cost USD", "latency s"], rows, [False] + [True] * 9),
             note="Entries are the model's (variant, conversation) pairs; the intervals resample conversations, "
-                 "each with all its variants' entries."))
+                 "each with all its variants' entries.")
 
+    def _comparisons_section(self) -> ReportSection:
+        """The section of paired comparisons between variants."""
         table = None
         if self.comparisons:
             rows = [[c.model, self._name(c.reference), self._name(c.other), fmt_num(c.entries),
@@ -538,15 +546,17 @@ class ConversationReport:
                      pval(c.p_holm)] for c in self.comparisons]
             table = _grid(["model", "reference", "other", "entries", "reference %", "other %", "diff pp",
                             "b", "c", "p (McNemar)", "p (Holm)"], rows, [False, False, False] + [True] * 8)
-        out.append(_section(
+        return _section(
             "conv-comparisons", "Paired comparisons between variants", table,
             empty="No model has two variants to compare.",
             note=f"On the conversations both variants finished: mean pass rate (c/n), other - reference in "
                  f"percentage points with a paired bootstrap interval; b / c: entries only the reference / only "
                  f"the other has majority-valid (2c > n); exact McNemar on b and c, Holm over the model's pairs. "
                  f"Each variant against the model's first; every pair when a model has at most {MAX_ALL_PAIRS} "
-                 f"variants."))
+                 f"variants.")
 
+    def _turns_section(self) -> ReportSection:
+        """The section of accuracy by turn position."""
         table = None
         depth = max((len(t.positions) for t in self.turn_accuracy), default=0)
         turns = sorted({p.turn for t in self.turn_accuracy for p in t.positions})
@@ -558,10 +568,12 @@ class ConversationReport:
                             + [f"{pct(at[i].accuracy)} ({at[i].n:,})" if i in at else DASH for i in turns])
             table = _grid(["model", "variant"] + [f"turn {i}" for i in turns], rows,
                            [False, False] + [True] * len(turns))
-        out.append(_section(
+        return _section(
             "conv-turns", "Accuracy by turn position", table, empty="No finished episode has turns.",
-            note="Per turn index: % valid of the finished episodes that have that turn (n in parentheses)."))
+            note="Per turn index: % valid of the finished episodes that have that turn (n in parentheses).")
 
+    def _divergence_section(self) -> ReportSection:
+        """The section of the first turn where two variants diverge."""
         table = None
         if self.divergence:
             dturns = sorted({t for d in self.divergence for t, _ in d.by_turn})
@@ -573,13 +585,15 @@ class ConversationReport:
                             + [fmt_num(d.never), DASH if math.isnan(d.median_turn) else f"{d.median_turn:g}"])
             table = _grid(["model", "reference", "other", "compared"] + [f"turn {i}" for i in dturns]
                            + ["never", "median turn"], rows, [False, False, False] + [True] * (len(dturns) + 3))
-        out.append(_section(
+        return _section(
             "conv-divergence", "First turn where two variants diverge", table,
             empty="No pair of variants to compare.",
             note="Per (conversation, repeat) both variants finished: the first turn index whose validity differs "
                  "(over the turns both episodes have); never: they agree on every turn. Median over those that "
-                 "diverge."))
+                 "diverge.")
 
+    def _failures_section(self) -> ReportSection:
+        """The section of the failure modes of failed episodes."""
         modes = _mode_order({m.mode for f in self.failure_modes for m in f.modes})
         if modes:
             rows = []
@@ -588,15 +602,16 @@ class ConversationReport:
                 rows.append([f.model, self._name(f.variant_id), fmt_num(f.failed)]
                             + [f"{of_mode[m].count:,} ({pct(of_mode[m].share)}%)" if m in of_mode else DASH
                                for m in modes])
-            out.append(_section(
+            return _section(
                 "conv-failures", "Failure modes of failed episodes",
                 _grid(["model", "variant", "failed"] + list(modes), rows, [False, False] + [True] * (len(modes) + 1)),
                 note="Failed episodes by the failure mode of their first failed turn (count, share of the "
                      "variant's failed episodes):",
-                glossary=tuple((m, _describe(m)) for m in modes)))
-        else:
-            out.append(_section("conv-failures", "Failure modes of failed episodes", None, empty="No failed episode."))
+                glossary=tuple((m, _describe(m)) for m in modes))
+        return _section("conv-failures", "Failure modes of failed episodes", None, empty="No failed episode.")
 
+    def _native_section(self) -> ReportSection:
+        """The section of native against prompt call mode."""
         rows = []
         for g in self.native_gap:
             if not g.available:
@@ -611,15 +626,14 @@ class ConversationReport:
             for p in g.pairs:
                 rows.append([g.model, self._name(p.native), self._name(p.prompt), fmt_num(p.entries),
                              pct(p.native_rate), pct(p.prompt_rate), with_ci(p.diff, p.diff_ci, signed=True)])
-        out.append(_section(
+        return _section(
             "conv-native", "Native vs prompt call mode",
             _grid(["model", "native", "prompt", "entries", "native %", "prompt %", "native - prompt pp"],
                    rows, [False, False, False, True, True, True, True]) if rows else None,
             note="Native variant against the prompt variant equal to it in every other dimension both have (a "
                  "missing dimension matches any value); overall: mean over native variants minus mean over prompt "
                  "variants on the conversations all of them finished. Mean per-entry pass rate, paired bootstrap "
-                 "interval in percentage points."))
-        return tuple(out)
+                 "interval in percentage points.")
 
     # -------------------------------------------------------------------------------------------- console
 

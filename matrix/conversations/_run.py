@@ -93,7 +93,7 @@ from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
-from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, make_planner
+from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
@@ -430,18 +430,23 @@ class _Episodes:
                 error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
             except CallError as exc:
                 error = exc
-            beyond = self._beyond_cap(error)
-            if error.retryable and self.stopped is not None:
-                raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
-            if error.retryable and not (beyond and capped) and self.retry.allows(attempts, error.kind):
-                capped += beyond
-                await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
-                if self.stopped is not None:
-                    raise _RunStopped(self.stopped)
-                continue
-            if model not in self.halted and (error.kind in _HALTING or beyond or _no_endpoint_left(error)):
-                self.halted[model] = self._halt_reason(error, attempts)
-            raise error from None
+            capped = await self._retry_or_raise(model, error, attempts, capped)
+
+    async def _retry_or_raise(self, model: str, error: CallError, attempts: int, capped: int) -> int:
+        """After a failed attempt: wait the retry policy's delay and return the count of capped Retry-After waits
+        so far, or raise (``_RunStopped`` once the run is stopping, else ``error``, stopping the model first when
+        every later call would fail the same way)."""
+        beyond = self._beyond_cap(error)
+        if error.retryable and self.stopped is not None:
+            raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
+        if error.retryable and not (beyond and capped) and self.retry.allows(attempts, error.kind):
+            await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
+            if self.stopped is not None:
+                raise _RunStopped(self.stopped)
+            return capped + beyond
+        if model not in self.halted and (error.kind in _HALTING or beyond or _no_endpoint_left(error)):
+            self.halted[model] = self._halt_reason(error, attempts)
+        raise error from None
 
     def _beyond_cap(self, error: CallError) -> bool:
         """A rate limit whose Retry-After is longer than the run may wait (the policy's ``retry_after_cap``)."""
@@ -461,19 +466,10 @@ class _Episodes:
         """One episode from its first step (stored steps are read back), scored."""
         from promptgrid.matrix.running.plan import repeat_params
 
-        params = repeat_params(params, repeat)
-        transcript = Transcript(conversation, variant, self.renderer)
-        known = [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))]
-        trajectory: list[list[Step]] = []
-        steps = sent = input_tokens = output_tokens = 0
-        cost: float | None = 0.0
-        latency = 0.0
-        error: str | None = None
-        stopped: str | None = None  # why the run stopped this episode mid-way (costcap.MAX_COST)
-        slowest = 0.0  # the longest environment step (wall seconds), for the bounds reported in details
-        final_answers: list[str | None] = []  # per turn, the text of the answer that ended it (None: none did)
-        keys = _StepKeys(None if self.dedupe else (variant.id, conversation.id))
-        turn = step_index = 0
+        walk = _Walk(client, model, repeat_params(params, repeat), variant, conversation, repeat,
+                     Transcript(conversation, variant, self.renderer),
+                     [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))],
+                     _StepKeys(None if self.dedupe else (variant.id, conversation.id)))
         failure: tuple[EnvironmentFailure, int | None, int | None] | None = None  # (failure, turn, step)
         env: Any = None
         usage: Any = None
@@ -484,90 +480,147 @@ class _Episodes:
                                              "ascii_results": ascii_results_for(variant, conversation),
                                              # only when on: a make_env of a test's need not know the keyword
                                              **({"strict_arguments": True} if self.strict_arguments else {})})
-            force_quit = False
-            for turn in range(len(conversation.turns)):
-                transcript.open_turn(turn)
-                turn_steps: list[Step] = []
-                with_calls = 0
-                step_index = 0
-                while True:
-                    context = EpisodeContext(conversation, variant, turn, step_index, transcript.request, repeat)
-                    try:
-                        answer, now = await self.answer(client, model, params, transcript, context, repeat, keys)
-                    except CallError as exc:
-                        error = self.redact(f"turn {turn}, step {step_index}: {exc}")
-                        break
-                    except _RunStopped as exc:
-                        stopped = str(exc)
-                        error = (f"turn {turn}, step {step_index}: not sent, the run stopped: {_stop_note(exc)}; "
-                                 "the next run resumes this episode from its stored steps")
-                        break
-                    steps += 1
-                    sent += now
-                    input_tokens += answer.input_tokens or 0
-                    output_tokens += answer.output_tokens or 0
-                    cost = None if cost is None or answer.cost_usd is None else cost + answer.cost_usd
-                    latency += answer.latency_s or 0.0
-                    transcript.add_answer(answer.response, turn, step_index)
-                    step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions,
-                                                known)
-                    turn_steps.append(step)
-                    if ended:
-                        final_answers.append(_answer_text(answer.response, variant)[:_FINAL_CHARS])
-                        break
-                    began = time.perf_counter()
-                    outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
-                    slowest = max(slowest, time.perf_counter() - began)
-                    transcript.add_results(outcomes, turn, step_index)
-                    with_calls += 1
-                    step_index += 1
-                    if with_calls > self.step_limit:
-                        force_quit = True
-                        break
-                trajectory.append(turn_steps)
-                if len(final_answers) < len(trajectory):
-                    final_answers.append(None)
-                if error is not None or force_quit:
-                    break
+            await self._turns(walk, env)
         except EnvironmentFailure as exc:  # this episode's environment cannot go on: it ends here, the run goes on
-            failure = (exc, turn, step_index)
+            failure = (exc, walk.turn, walk.step)
         finally:
             if env is not None:
-                try:
-                    usage = env.usage()
-                except EnvironmentFailure:
-                    usage = None
-                await asyncio.to_thread(env.close)
-        base: dict[str, Any] = dict(model=model, variant_id=variant.id, conversation_id=conversation.id,
-                                    category=conversation.category, repeat=repeat, steps=steps, sent=sent,
-                                    input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
-                                    latency_s=latency, language=conversation.language,
+                usage = await _close_env(env)
+        return await self._result(walk, usage, failure)
+
+    async def _turns(self, walk: _Walk, env: Any) -> None:
+        """Take the episode through its turns, until one ends in an error or is force-quit at the step limit."""
+        for turn in range(len(walk.conversation.turns)):
+            walk.turn = turn
+            walk.transcript.open_turn(turn)
+            turn_steps: list[Step] = []
+            force_quit = await self._steps(walk, env, turn_steps)
+            walk.trajectory.append(turn_steps)
+            if len(walk.final_answers) < len(walk.trajectory):
+                walk.final_answers.append(None)
+            if walk.error is not None or force_quit:
+                break
+
+    async def _steps(self, walk: _Walk, env: Any, turn_steps: list[Step]) -> bool:
+        """The steps of the turn under way, appended to ``turn_steps``; whether the turn was force-quit (more
+        steps with calls than the step limit). A failed call or a stopped run ends it with ``walk.error`` set."""
+        turn, transcript, variant = walk.turn, walk.transcript, walk.variant
+        walk.step = 0
+        while True:
+            context = EpisodeContext(walk.conversation, variant, turn, walk.step, transcript.request, walk.repeat)
+            try:
+                answer, now = await self.answer(walk.client, walk.model, walk.params, transcript, context,
+                                                walk.repeat, walk.keys)
+            except CallError as exc:
+                walk.error = self.redact(f"turn {turn}, step {walk.step}: {exc}")
+                return False
+            except _RunStopped as exc:
+                walk.stopped = str(exc)
+                walk.error = (f"turn {turn}, step {walk.step}: not sent, the run stopped: {_stop_note(exc)}; "
+                              "the next run resumes this episode from its stored steps")
+                return False
+            walk.count(answer, now)
+            transcript.add_answer(answer.response, turn, walk.step)
+            step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions,
+                                        walk.known)
+            turn_steps.append(step)
+            if ended:
+                walk.final_answers.append(_answer_text(answer.response, variant)[:_FINAL_CHARS])
+                return False
+            began = time.perf_counter()
+            outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
+            walk.slowest = max(walk.slowest, time.perf_counter() - began)
+            transcript.add_results(outcomes, turn, walk.step)
+            walk.step += 1  # the steps of this turn with calls so far
+            if walk.step > self.step_limit:
+                return True
+
+    async def _result(self, walk: _Walk, usage: Any,
+                      failure: tuple[EnvironmentFailure, int | None, int | None] | None) -> EpisodeResult:
+        """The episode's stored result: unfinished or in error, an environment failure, or its verdict (the
+        episode is scored here; an environment failure while scoring is one too)."""
+        conversation = walk.conversation
+        base: dict[str, Any] = dict(model=walk.model, variant_id=walk.variant.id, conversation_id=conversation.id,
+                                    category=conversation.category, repeat=walk.repeat, steps=walk.steps,
+                                    sent=walk.sent, input_tokens=walk.input_tokens, output_tokens=walk.output_tokens,
+                                    cost_usd=walk.cost, latency_s=walk.latency, language=conversation.language,
                                     template=conversation.template or conversation.id)
         env_usage = {} if usage is None else {
             "starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
-            "slowest_step_s": round(slowest, 4)}
-        if failure is None and error is not None:
-            return EpisodeResult(valid=None, error=error, details={"environment": env_usage,
-                                                                   **({"stopped": stopped} if stopped else {})},
-                                 **base)
+            "slowest_step_s": round(walk.slowest, 4)}
+        if failure is None and walk.error is not None:
+            return EpisodeResult(valid=None, error=walk.error,
+                                 details={"environment": env_usage,
+                                          **({"stopped": walk.stopped} if walk.stopped else {})}, **base)
         if failure is None:
             try:
                 truth = await self.truth(conversation)
-                verdict = await asyncio.to_thread(check_conversation, conversation, trajectory, ground_truth=truth,
-                                                  step_limit=self.step_limit, make_env=self.make_env,
-                                                  strict_arguments=self.strict_arguments)
+                verdict = await asyncio.to_thread(check_conversation, conversation, walk.trajectory,
+                                                  ground_truth=truth, step_limit=self.step_limit,
+                                                  make_env=self.make_env, strict_arguments=self.strict_arguments)
             except EnvironmentFailure as exc:
                 failure = (exc, exc.turn, None)
         if failure is not None:
-            return _environment_failure(base, *failure, variant=variant, env_usage=env_usage,
-                                        final_answers=final_answers)
+            return _environment_failure(base, *failure, variant=walk.variant, env_usage=env_usage,
+                                        final_answers=walk.final_answers)
         turns = tuple(TurnResult(t.index, t.valid, None if t.failure_mode is None else t.failure_mode.value,
                                  int(t.details.get("steps", 0)), int(t.details.get("calls", 0)))
                       for t in verdict.turns)
         mode = verdict.failure_mode
         return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
                              details={"verdict": verdict.to_dict(), "environment": env_usage,
-                                      "final_answers": final_answers}, **base)
+                                      "final_answers": walk.final_answers}, **base)
+
+
+@dataclass
+class _Walk:
+    """One episode under way: what its steps are sent with, and what they added up to so far."""
+
+    client: Any
+    model: str
+    params: Mapping[str, Any]
+    variant: Variant
+    conversation: Conversation
+    repeat: int
+    transcript: Transcript
+    known: list[str]
+    """The names of the functions the conversation offers by its last turn (``decode_answer``)."""
+    keys: _StepKeys
+    trajectory: list[list[Step]] = field(default_factory=list)
+    final_answers: list[str | None] = field(default_factory=list)
+    """Per turn, the text of the answer that ended it (None: none did)."""
+    turn: int = 0
+    step: int = 0
+    steps: int = 0
+    sent: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = 0.0
+    latency: float = 0.0
+    slowest: float = 0.0
+    """The longest environment step (wall seconds), for the bounds reported in details."""
+    error: str | None = None
+    stopped: str | None = None
+    """Why the run stopped this episode mid-way (``costcap.MAX_COST``)."""
+
+    def count(self, answer: StoredStep, now: bool) -> None:
+        """Add a step's answer (``now``: sent by this run) to the episode's counts, tokens, cost and latency."""
+        self.steps += 1
+        self.sent += now
+        self.input_tokens += answer.input_tokens or 0
+        self.output_tokens += answer.output_tokens or 0
+        self.cost = None if self.cost is None or answer.cost_usd is None else self.cost + answer.cost_usd
+        self.latency += answer.latency_s or 0.0
+
+
+async def _close_env(env: Any) -> Any:
+    """Close an episode's environment; its usage (``None`` when it cannot report one)."""
+    try:
+        usage = env.usage()
+    except EnvironmentFailure:
+        usage = None
+    await asyncio.to_thread(env.close)
+    return usage
 
 
 _FINAL_CHARS = 500  # characters of a turn's final answer kept (its language is judged from them)
@@ -777,22 +830,8 @@ async def arun_conversations(
     single-turn rule); an episode stopped mid-way is stored unfinished (``valid`` ``None``,
     ``details["stopped"] == "max_cost"``) and resumed by the next run; ``summary.stopped == "max_cost"``.
     """
-    _check_options(batch, goal, budget, rounds)
-    if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
-        raise RunError(f"max_cost must be a positive number of USD, got {max_cost!r}.")
-    for name, rates in (("rpm", rpm), ("tpm", tpm)):
-        bad = {m: r for m, r in (rates or {}).items() if r is not None and not (isinstance(r, (int, float)) and r > 0)}
-        if bad:
-            raise RunError(f"{name} must be a positive number per model, got {bad!r}.")
-    if not models:
-        raise RunError("no models: name at least one (--model).")
-    if not variants or not conversations:
-        raise RunError("nothing to run: the grid selects no variants or the dataset no conversations.")
-    if repeats < 1:
-        raise RunError("repeats, concurrency and the step limit must be at least 1.")
-    check_episodes(len(models), len(variants), len(conversations), repeats, max_jobs=max_jobs)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise RunError(f"seed must be a whole number (the planner's seed: --seed), got {seed!r}.")
+    _check_arguments(variants, conversations, models, batch=batch, goal=goal, budget=budget, rounds=rounds,
+                     max_cost=max_cost, rpm=rpm, tpm=tpm, repeats=repeats, max_jobs=max_jobs, seed=seed)
     planners = {model: make_planner(model, len(variants), len(conversations), repeats, goal=goal, budget=budget,
                                     rounds=rounds, seed=seed) for model in models}
     per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
@@ -809,17 +848,8 @@ async def arun_conversations(
     summary = ConversationRunSummary(str(run_dir))
     started = time.perf_counter()
     with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
-        store.verify()  # a damaged row stops the run before anything is written
-        _check_argument_rule(store, strict_arguments)
-        store.add_variants(episode_variants(variants))
-        store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})
-        if describe:
-            for key, value in describe.items():
-                store.set_meta(key, value)
-        made = dict(clients or {})  # made once the directory is this run's (a refused run makes none)
-        for model in models:
-            if model not in made:
-                made[model] = make_conversation_client(model)
+        _prepare_store(store, variants, strict_arguments, describe)
+        made = _made_clients(models, clients)  # made once the directory is this run's (a refused run makes none)
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
                           timeouts={m: float((timeouts or {}).get(m, 600.0)) for m in models},
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
@@ -834,93 +864,83 @@ async def arun_conversations(
         summary.goal = goal
         summary.halted = state.halted
         summary.max_cost = max_cost
-        finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
-                    for r in store.episodes(models=models) if r.valid is not None}
+        driver = _Driver(state, variants, conversations, models, made, per_model_params, gate_sizes, planners,
+                         progress)
+        await driver.run(started)
+    return summary
 
-        def todo(model: str, cells: Iterable[Cell]) -> Iterator[tuple[Variant, Conversation, int]]:
-            """The episodes of ``cells`` not finished in the store, in the planner's order, made as the workers
-            take them (a finished one is counted as skipped and its stored result kept)."""
-            for v, c, repeat in cells:
-                variant, conversation = variants[v], conversations[c]
-                done = finished.pop((model, variant.id, conversation.id, repeat), None)
-                if done is not None:
-                    summary.skipped += 1
-                    summary.results.append(done)
-                else:
-                    yield variant, conversation, repeat
 
-        async def one(model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
-            result = await state.run(made[model], model, per_model_params[model], variant, conversation, repeat)
-            try:
-                store.add_episode(result)
-            except StoreFullError:
-                state.lost_episodes += 1
-                raise
-            summary.results.append(result)
-            if progress is not None:
-                done = len(summary.results)
-                if result.valid is None and result.details.get("stopped"):
-                    verdict = f"unfinished ({result.details['stopped']}: resumed by the next run)"
-                elif result.valid is None:
-                    verdict = "error: " + _one_line((result.error or "")[:120])
-                elif result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
-                    why = result.details.get("environment_failure", {})
-                    where = ("while scoring" if why.get("turn") is None else f"turn {why.get('turn')}"
-                             + (" (scoring)" if why.get("step") is None else f", step {why.get('step')}"))
-                    verdict = f"failed (environment_failure: {_one_line(str(why.get('reason')))}, {where})"
-                else:
-                    verdict = "valid" if result.valid else f"failed ({result.failure_mode})"
-                print(f"[{done}/{summary.episodes}] {model} | {_one_line(variant.label)} | "
-                      f"{_one_line(conversation.id)} | repeat {repeat}: {verdict}; {result.steps} steps "
-                      f"({result.sent} sent)", file=progress, flush=True)
+def _check_arguments(variants: Sequence[Variant], conversations: Sequence[Conversation], models: Sequence[str], *,
+                     batch: bool, goal: str | None, budget: int | None, rounds: int | None, max_cost: float | None,
+                     rpm: Mapping[str, float | None] | None, tpm: Mapping[str, float | None] | None, repeats: int,
+                     max_jobs: int | None, seed: int) -> None:
+    """``RunError`` for the arguments of ``arun_conversations`` that cannot be run, in this order: batch and the
+    adaptive options (``_check_options``), the cost cap, the rates, the models, variants and conversations, the
+    repeats, the plan's size (``check_episodes``), the seed."""
+    _check_options(batch, goal, budget, rounds)
+    if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
+        raise RunError(f"max_cost must be a positive number of USD, got {max_cost!r}.")
+    for name, rates in (("rpm", rpm), ("tpm", tpm)):
+        bad = {m: r for m, r in (rates or {}).items() if r is not None and not (isinstance(r, (int, float)) and r > 0)}
+        if bad:
+            raise RunError(f"{name} must be a positive number per model, got {bad!r}.")
+    if not models:
+        raise RunError("no models: name at least one (--model).")
+    if not variants or not conversations:
+        raise RunError("nothing to run: the grid selects no variants or the dataset no conversations.")
+    if repeats < 1:
+        raise RunError("repeats, concurrency and the step limit must be at least 1.")
+    check_episodes(len(models), len(variants), len(conversations), repeats, max_jobs=max_jobs)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RunError(f"seed must be a whole number (the planner's seed: --seed), got {seed!r}.")
 
-        async def worker(model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
-            # Workers of one model share its iterator: concurrency episodes at a time. A stopped model or run
-            # takes no new episode (what is left is counted once all workers are done).
-            while model not in state.halted and state.stopped is None:
-                item = next(items, None)
-                if item is None:
-                    return
-                try:
-                    await one(model, *item)
-                except _ModelStopped:  # left unfinished, not stored: the next run resumes it
-                    summary.not_run += 1
 
-        plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes being taken
+def _prepare_store(store: ConversationStore, variants: Sequence[Variant], strict_arguments: bool,
+                   describe: Mapping[str, Any] | None) -> None:
+    """Check the run's store (its rows, its argument rule) and record the run's variants, labels and ``describe``."""
+    store.verify()  # a damaged row stops the run before anything is written
+    _check_argument_rule(store, strict_arguments)
+    store.add_variants(episode_variants(variants))
+    store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})
+    if describe:
+        for key, value in describe.items():
+            store.set_meta(key, value)
 
-        async def take(model: str, cells: Iterable[Cell]) -> None:
-            """Run the episodes of ``cells``, ``concurrency`` of the model's at a time."""
-            plans[model] = items = todo(model, cells)
-            await _all([asyncio.ensure_future(worker(model, items)) for _ in range(gate_sizes.get(model, 4))])
 
-        async def drive(model: str) -> None:
-            """The model's plan: the product, walked as its workers take it; or an adaptive goal's rounds, each
-            run to its end, its outcomes read from the store and told to the planner, which chooses the next."""
-            planner = planners[model]
-            if not planner.adaptive:
-                await take(model, chain.from_iterable(iter(planner.next, None)))
-                return
-            assert isinstance(planner, AdaptivePlanner)
-            while model not in state.halted and state.stopped is None:
-                cells = planner.next()
-                if not cells:  # None: the budget is planned ([] does not come: every round is observed first)
-                    return
-                await take(model, cells)
-                outcomes = round_outcomes(store, model, variants, conversations, cells)
-                if outcomes is None:  # an episode of the round is not finished: the run or the model stopped
-                    break
-                planner.observe(outcomes)
-            summary.planned[model] = (
-                f"stopped after {planner.rounds_done} of its {len(planner.sizes)} rounds ("
-                f"{'its model' if model in state.halted else 'the run'} was stopped); the same command replays "
-                "the finished rounds from the store and goes on")
+def _made_clients(models: Sequence[str], clients: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The run's client per model: those given, and ``make_conversation_client``'s for the others."""
+    made = dict(clients or {})
+    for model in models:
+        if model not in made:
+            made[model] = make_conversation_client(model)
+    return made
 
-        tasks = [asyncio.ensure_future(drive(model)) for model in models]
+
+class _Driver:
+    """One conversation run's models driven through their plans (``concurrency`` episodes at a time each), its
+    progress lines, and its summary's tally."""
+
+    def __init__(self, state: _Episodes, variants: Sequence[Variant], conversations: Sequence[Conversation],
+                 models: Sequence[str], made: Mapping[str, Any], params: Mapping[str, Mapping[str, Any]],
+                 gate_sizes: Mapping[str, int], planners: Mapping[str, Planner], progress: Any) -> None:
+        self.state, self.store, self.summary = state, state.store, state.summary
+        self.variants, self.conversations, self.models = variants, conversations, models
+        self.made, self.params, self.gate_sizes, self.planners = made, params, gate_sizes, planners
+        self.progress = progress
+        self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
+                         for r in self.store.episodes(models=models) if r.valid is not None}
+        self.plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes taken
+
+    async def run(self, started: float) -> None:
+        """Drive every model's plan; count what was left, set how the run stopped, tally the summary and close the
+        clients, whatever happened."""
+        state, summary = self.state, self.summary
+        tasks = [asyncio.ensure_future(self.drive(model)) for model in self.models]
         try:
             await _all(tasks)
-            for model in models:  # what stopped workers did not take: not started, for the next run
-                if (model in state.halted or state.stopped is not None) and model in plans:
-                    summary.not_run += sum(1 for _ in plans[model])
+            for model in self.models:  # what stopped workers did not take: not started, for the next run
+                if (model in state.halted or state.stopped is not None) and model in self.plans:
+                    summary.not_run += sum(1 for _ in self.plans[model])
             if state.stopped is not None:
                 summary.stopped = state.stopped
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -931,20 +951,105 @@ async def arun_conversations(
             raise _disk_full_stop(summary, state) from None
         finally:
             summary.wall_s = time.perf_counter() - started
-            for result in summary.results:
-                if result.valid is None and result.details.get("stopped"):
-                    summary.unfinished += 1
-                elif result.valid is None:
-                    summary.errors += 1
-                else:
-                    summary.finished += 1
-                    summary.valid += bool(result.valid)
-                    summary.environment_failures += result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value
-            for model in models:
-                aclose = getattr(made[model], "aclose", None)
+            _tally(summary)
+            for model in self.models:
+                aclose = getattr(self.made[model], "aclose", None)
                 if aclose is not None:
                     await aclose()
-    return summary
+
+    def todo(self, model: str, cells: Iterable[Cell]) -> Iterator[tuple[Variant, Conversation, int]]:
+        """The episodes of ``cells`` not finished in the store, in the planner's order, made as the workers
+        take them (a finished one is counted as skipped and its stored result kept)."""
+        for v, c, repeat in cells:
+            variant, conversation = self.variants[v], self.conversations[c]
+            done = self.finished.pop((model, variant.id, conversation.id, repeat), None)
+            if done is not None:
+                self.summary.skipped += 1
+                self.summary.results.append(done)
+            else:
+                yield variant, conversation, repeat
+
+    async def one(self, model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
+        """Run one episode, store its result, and print its progress line."""
+        result = await self.state.run(self.made[model], model, self.params[model], variant, conversation, repeat)
+        try:
+            self.store.add_episode(result)
+        except StoreFullError:
+            self.state.lost_episodes += 1
+            raise
+        self.summary.results.append(result)
+        if self.progress is not None:
+            print(f"[{len(self.summary.results)}/{self.summary.episodes}] {model} | {_one_line(variant.label)} | "
+                  f"{_one_line(conversation.id)} | repeat {repeat}: {_episode_verdict(result)}; {result.steps} steps "
+                  f"({result.sent} sent)", file=self.progress, flush=True)
+
+    async def worker(self, model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
+        """Run the model's episodes one after another, taken from ``items`` (shared by the model's workers:
+        concurrency episodes at a time). A stopped model or run takes no new episode (what is left is counted once
+        all workers are done)."""
+        while model not in self.state.halted and self.state.stopped is None:
+            item = next(items, None)
+            if item is None:
+                return
+            try:
+                await self.one(model, *item)
+            except _ModelStopped:  # left unfinished, not stored: the next run resumes it
+                self.summary.not_run += 1
+
+    async def take(self, model: str, cells: Iterable[Cell]) -> None:
+        """Run the episodes of ``cells``, ``concurrency`` of the model's at a time."""
+        self.plans[model] = items = self.todo(model, cells)
+        await _all([asyncio.ensure_future(self.worker(model, items)) for _ in range(self.gate_sizes.get(model, 4))])
+
+    async def drive(self, model: str) -> None:
+        """The model's plan: the product, walked as its workers take it; or an adaptive goal's rounds, each
+        run to its end, its outcomes read from the store and told to the planner, which chooses the next."""
+        planner = self.planners[model]
+        if not planner.adaptive:
+            await self.take(model, chain.from_iterable(iter(planner.next, None)))
+            return
+        assert isinstance(planner, AdaptivePlanner)
+        state = self.state
+        while model not in state.halted and state.stopped is None:
+            cells = planner.next()
+            if not cells:  # None: the budget is planned ([] does not come: every round is observed first)
+                return
+            await self.take(model, cells)
+            outcomes = round_outcomes(self.store, model, self.variants, self.conversations, cells)
+            if outcomes is None:  # an episode of the round is not finished: the run or the model stopped
+                break
+            planner.observe(outcomes)
+        self.summary.planned[model] = (
+            f"stopped after {planner.rounds_done} of its {len(planner.sizes)} rounds ("
+            f"{'its model' if model in state.halted else 'the run'} was stopped); the same command replays "
+            "the finished rounds from the store and goes on")
+
+
+def _episode_verdict(result: EpisodeResult) -> str:
+    """How an episode ended, for its progress line."""
+    if result.valid is None and result.details.get("stopped"):
+        return f"unfinished ({result.details['stopped']}: resumed by the next run)"
+    if result.valid is None:
+        return "error: " + _one_line((result.error or "")[:120])
+    if result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
+        why = result.details.get("environment_failure", {})
+        where = ("while scoring" if why.get("turn") is None else f"turn {why.get('turn')}"
+                 + (" (scoring)" if why.get("step") is None else f", step {why.get('step')}"))
+        return f"failed (environment_failure: {_one_line(str(why.get('reason')))}, {where})"
+    return "valid" if result.valid else f"failed ({result.failure_mode})"
+
+
+def _tally(summary: ConversationRunSummary) -> None:
+    """Count the summary's results: unfinished (stopped mid-way), errors, finished, valid, environment failures."""
+    for result in summary.results:
+        if result.valid is None and result.details.get("stopped"):
+            summary.unfinished += 1
+        elif result.valid is None:
+            summary.errors += 1
+        else:
+            summary.finished += 1
+            summary.valid += bool(result.valid)
+            summary.environment_failures += result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value
 
 
 def episode_outcome(result: EpisodeResult) -> bool | None:

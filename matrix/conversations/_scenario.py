@@ -171,22 +171,29 @@ def scenario_problems(classes: tuple[str, ...], initial_config: Mapping[str, Any
             if "root" in state:
                 problems.extend((f"{prefix}.{where}", what) for where, what in _tree_problems(state["root"]))
             continue
-        for key, (kinds, items) in _SCHEMAS.get(name, {}).items():
-            if key not in state:
-                continue
-            value = state[key]
-            kind = _kind(value)
-            if not kinds:
-                problems.append((f"{prefix}.{key}", "cannot be given: the class keeps it as a set, which JSON cannot "
-                                                    "write (leave it out; the ids are drawn from random_seed)"))
-                break
-            if kind not in kinds:
-                problems.append((f"{prefix}.{key}", f"must be {' or '.join(kinds)}, not {kind}"))
-                break
-            if items is not None and isinstance(value, (list, dict)):
-                members = value.items() if isinstance(value, dict) else enumerate(value)
-                bad = next(((index, item) for index, item in members if _kind(item) != items), None)
-                if bad is not None:
-                    problems.append((f"{prefix}.{key}[{bad[0]!r}]", f"must be {items}, not {_kind(bad[1])}"))
-                    break
+        problem = _schema_problem(prefix, state, _SCHEMAS.get(name, {}))
+        if problem is not None:
+            problems.append(problem)
     return problems
+
+
+def _schema_problem(prefix: str, state: Mapping[str, Any], schema: Mapping[str, tuple[tuple[str, ...], str | None]]
+                    ) -> tuple[str, str] | None:
+    """The first field of a class's state (``prefix``: its path) that the class's schema refuses, and why (a field
+    it cannot be given, a value of another kind, a member of another kind); ``None`` when none."""
+    for key, (kinds, items) in schema.items():
+        if key not in state:
+            continue
+        value = state[key]
+        kind = _kind(value)
+        if not kinds:
+            return (f"{prefix}.{key}", "cannot be given: the class keeps it as a set, which JSON cannot "
+                                       "write (leave it out; the ids are drawn from random_seed)")
+        if kind not in kinds:
+            return (f"{prefix}.{key}", f"must be {' or '.join(kinds)}, not {kind}")
+        if items is not None and isinstance(value, (list, dict)):
+            members = value.items() if isinstance(value, dict) else enumerate(value)
+            bad = next(((index, item) for index, item in members if _kind(item) != items), None)
+            if bad is not None:
+                return (f"{prefix}.{key}[{bad[0]!r}]", f"must be {items}, not {_kind(bad[1])}")
+    return None

@@ -31,6 +31,7 @@ import itertools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, ReportError, closest
@@ -208,37 +209,12 @@ class _Replay:
         """Read the conversations and variants; ``""``, or why no transcript can be rebuilt."""
         from promptgrid.matrix.running.session import make_renderer
 
-        template_dir = None
-        if variants is None:
-            grid_name = self.store.meta("grid")
-            if grid_name:
-                try:
-                    from promptgrid.variants import load_grid
-
-                    grid = load_grid(grid_name)
-                except (PromptgridError, OSError):
-                    pass  # moved or changed since the run: the variants are made from their dimensions below
-                else:
-                    template_dir = grid.template_dir
-                    self.variants = {v.id: v for v in grid.variants}
-        else:
-            self.variants = {v.id: v for v in variants}
-        for vid, dims in self.dims.items():
-            if vid not in self.variants:
-                made = _variant_of(vid, dims)
-                if made is not None:
-                    self.variants[vid] = made
+        template_dir = self._load_variants(variants)
         if conversations is None:
-            dataset = self.store.meta("dataset")
-            if not dataset:
-                return ("the store does not name its dataset (a run started from the Python API without it): "
-                        "pass conversations= to rebuild transcripts.")
-            try:
-                from ._dataset import select_conversations
-
-                conversations = select_conversations(str(dataset), cases=sorted(wanted), bfcl_data=self.bfcl_data)
-            except (PromptgridError, OSError) as exc:
-                return f"the run's dataset {dataset!r} cannot be read now ({exc}), so no transcript can be rebuilt."
+            stored = self._stored_conversations(wanted)
+            if isinstance(stored, str):
+                return stored
+            conversations = stored
         self.conversations = {c.id: c for c in conversations}
         try:
             self.renderer = make_renderer(list(self.variants.values()), template_dir=template_dir,
@@ -246,6 +222,49 @@ class _Replay:
         except (PromptgridError, OSError) as exc:
             return f"the prompts cannot be rendered now ({exc}), so no transcript can be rebuilt."
         return ""
+
+    def _load_variants(self, variants: Sequence[Variant] | None) -> Path | None:
+        """Set ``self.variants``: those given, else the run's grid's (as it is now), then any other stored variant
+        made from its dimensions; the grid's template folder (``None`` when no grid was read)."""
+        template_dir = None
+        if variants is None:
+            template_dir = self._grid_variants()
+        else:
+            self.variants = {v.id: v for v in variants}
+        for vid, dims in self.dims.items():
+            if vid not in self.variants:
+                made = _variant_of(vid, dims)
+                if made is not None:
+                    self.variants[vid] = made
+        return template_dir
+
+    def _grid_variants(self) -> Path | None:
+        """Set ``self.variants`` to those of the grid the store names, when it can be read now; its template
+        folder (``None`` when it cannot)."""
+        grid_name = self.store.meta("grid")
+        if not grid_name:
+            return None
+        try:
+            from promptgrid.variants import load_grid
+
+            grid = load_grid(grid_name)
+        except (PromptgridError, OSError):
+            return None  # moved or changed since the run: the variants are made from their dimensions
+        self.variants = {v.id: v for v in grid.variants}
+        return grid.template_dir
+
+    def _stored_conversations(self, wanted: set[str]) -> Sequence[Conversation] | str:
+        """The conversations ``wanted`` of the dataset the store names, or why they cannot be read."""
+        dataset = self.store.meta("dataset")
+        if not dataset:
+            return ("the store does not name its dataset (a run started from the Python API without it): "
+                    "pass conversations= to rebuild transcripts.")
+        try:
+            from ._dataset import select_conversations
+
+            return select_conversations(str(dataset), cases=sorted(wanted), bfcl_data=self.bfcl_data)
+        except (PromptgridError, OSError) as exc:
+            return f"the run's dataset {dataset!r} cannot be read now ({exc}), so no transcript can be rebuilt."
 
     def episode(self, episode: EpisodeResult, labels: Mapping[str, str]) -> EpisodeTranscript:
         variant = self.variants.get(episode.variant_id)
@@ -264,70 +283,69 @@ class _Replay:
         from promptgrid.matrix.running.plan import repeat_params
 
         from ._env import Environment
-        from ._episode import Transcript, decode_answer
+        from ._episode import Transcript
         from ._mini_mt import ascii_results_for
         from ._run import _StepKeys
 
         verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
         judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
                   and isinstance(t.get("turn"), int)}
-        params: list[Mapping[str, Any]] = [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)]
-        transcript = Transcript(conversation, variant, self.renderer)
-        known = [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))]
-        keys = [_StepKeys((variant.id, conversation.id)), _StepKeys(None)]
+        rebuild = _Rebuild(episode, variant, Transcript(conversation, variant, self.renderer),
+                           [_StepKeys((variant.id, conversation.id)), _StepKeys(None)],
+                           [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)],
+                           [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))])
+        transcript = rebuild.transcript
         turns: list[TranscriptTurn] = []
         note = ""
-        env: Any = None
         try:
-            env = Environment(list(conversation.involved_classes), conversation.initial_config,
-                              long_context=conversation.long_context, bfcl_data=self.bfcl_data,
-                              ascii_results=ascii_results_for(variant, conversation),
-                              strict_arguments=self.strict)
+            rebuild.env = Environment(list(conversation.involved_classes), conversation.initial_config,
+                                      long_context=conversation.long_context, bfcl_data=self.bfcl_data,
+                                      ascii_results=ascii_results_for(variant, conversation),
+                                      strict_arguments=self.strict)
             for turn in range(len(conversation.turns)):
                 before = len(transcript.messages) if turn else 0  # turn 0 starts the messages afresh
                 transcript.open_turn(turn)
                 opened = tuple(dict(m) for m in transcript.messages[before:])
                 expected = judged.get(turn, {}).get("details", {}).get("steps")
                 bound = expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1
-                steps: list[TranscriptStep] = []
-                while True:
-                    index = len(steps)
-                    stored = self._answer(keys, transcript, episode, params, turn, index)
-                    if stored is None:
-                        note = _missing(episode, turn, index)
-                        break
-                    transcript.add_answer(stored.response, turn, index)
-                    decoded, ended = decode_answer(variant, stored.response, transcript.request,
-                                                   transcript.functions, known)
-                    if ended or isinstance(decoded, DecodeFailure):  # no calls, or calls that could not be read
-                        steps.append(_step(index, stored, variant, decoded, (), True))
-                        break
-                    outcomes = env.run(list(decoded))
-                    transcript.add_results(outcomes, turn, index)
-                    steps.append(_step(index, stored, variant, decoded, outcomes, False))
-                    if len(steps) >= bound:  # the run went no further in this turn
-                        break
+                steps, note = self._steps(rebuild, turn, bound)
                 turns.append(TranscriptTurn(turn, opened, tuple(steps), judged.get(turn)))
-                note = note or _differs(turn, steps, judged.get(turn))
-                if not note and steps and not steps[-1].ends_turn:  # stopped at the bound
-                    if turn not in judged or judged[turn].get("failure_mode") == "step_limit":
-                        note = (f"turn {turn} was force-quit after {len(steps)} steps with calls (the step limit): "
-                                "the conversation ended there.")
-                    else:
-                        note = (f"the rebuilt turn {turn} goes on after the {len(steps)} steps its stored verdict "
-                                "counts: the grid, templates or dataset changed since the run, so what follows is "
-                                "not shown.")
+                note = note or _differs(turn, steps, judged.get(turn)) or _bound_note(turn, steps, judged)
                 if note:
                     break
         except PromptgridError as exc:  # the environment, a template or a catalog that cannot be had now
             note = f"the transcript cannot be rebuilt past this point: {exc}"
         finally:
-            if env is not None:
-                env.close()
+            if rebuild.env is not None:
+                rebuild.env.close()
         for turn, judged_turn in sorted(judged.items()):
             if turn >= len(turns):
                 turns.append(TranscriptTurn(turn, (), (), judged_turn, reached=False))
         return turns, note
+
+    def _steps(self, rebuild: _Rebuild, turn: int, bound: int) -> tuple[list[TranscriptStep], str]:
+        """The steps of ``turn`` rebuilt from the stored answers (at most ``bound``), their calls run again; and a
+        note when an answer is missing (``""`` otherwise)."""
+        from ._episode import decode_answer
+
+        transcript, variant = rebuild.transcript, rebuild.variant
+        steps: list[TranscriptStep] = []
+        while True:
+            index = len(steps)
+            stored = self._answer(rebuild.keys, transcript, rebuild.episode, rebuild.params, turn, index)
+            if stored is None:
+                return steps, _missing(rebuild.episode, turn, index)
+            transcript.add_answer(stored.response, turn, index)
+            decoded, ended = decode_answer(variant, stored.response, transcript.request, transcript.functions,
+                                           rebuild.known)
+            if ended or isinstance(decoded, DecodeFailure):  # no calls, or calls that could not be read
+                steps.append(_step(index, stored, variant, decoded, (), True))
+                return steps, ""
+            outcomes = rebuild.env.run(list(decoded))
+            transcript.add_results(outcomes, turn, index)
+            steps.append(_step(index, stored, variant, decoded, outcomes, False))
+            if len(steps) >= bound:  # the run went no further in this turn
+                return steps, ""
 
     def _candidates(self, model: str) -> list[Mapping[str, Any]]:
         """The generation parameters the run may have given ``model``: those given here; else the one that found
@@ -361,6 +379,33 @@ class _Replay:
                         self.found[episode.model] = _unrepeated(candidate, episode.repeat)
                     return found
         return None
+
+
+@dataclass
+class _Rebuild:
+    """One episode being rebuilt: its record, its variant, its transcript so far, the keyers of its steps (per
+    episode, deduplicated), the candidate parameters, the names of its functions, and its environment."""
+
+    episode: EpisodeResult
+    variant: Variant
+    transcript: Any
+    keys: list[Any]
+    params: list[Mapping[str, Any]]
+    known: list[str]
+    env: Any = None
+
+
+def _bound_note(turn: int, steps: Sequence[TranscriptStep], judged: Mapping[int, Mapping[str, Any]]) -> str:
+    """A note when the rebuilt turn stopped at its bound (its last step has calls): force-quit by the step limit,
+    or it goes on past the steps its stored verdict counts; ``""`` when it ended."""
+    if not steps or steps[-1].ends_turn:
+        return ""
+    if turn not in judged or judged[turn].get("failure_mode") == "step_limit":
+        return (f"turn {turn} was force-quit after {len(steps)} steps with calls (the step limit): "
+                "the conversation ended there.")
+    return (f"the rebuilt turn {turn} goes on after the {len(steps)} steps its stored verdict "
+            "counts: the grid, templates or dataset changed since the run, so what follows is "
+            "not shown.")
 
 
 def _unrepeated(params: Mapping[str, Any], repeat: int) -> dict[str, Any]:

@@ -545,55 +545,89 @@ def check_conversation_translation(source: Conversation, translated: Conversatio
         protect_from = "source" if _same_truth(source, translated) else "target"
     if protect_from not in ("source", "target"):
         raise ValueError(f"protect_from must be 'source', 'target' or 'auto', not {protect_from!r}")
-    cid = translated.id
-    findings: list[ConversationFinding] = []
     back = back_translator if protect_from == "source" else None
-
-    def add(turn: int | None, code: str, message: str, key: str = "") -> None:
-        findings.append(ConversationFinding(cid, turn, code, message, target_lang, key))
-
+    findings: list[ConversationFinding] = []
     if len(source.turns) != len(translated.turns):
-        add(None, TURN_COUNT, f"{len(source.turns)} turns in {source.id}, {len(translated.turns)} in {cid}")
+        findings.append(ConversationFinding(translated.id, None, TURN_COUNT, f"{len(source.turns)} turns in "
+                                            f"{source.id}, {len(translated.turns)} in {translated.id}", target_lang,
+                                            ""))
     else:
+        check = _TurnCheck(translated.id, source_lang, target_lang, protect_from, back)
+        findings.extend(check.turns(source, translated))
+    if descriptions:
+        findings.extend(_description_findings(source, translated, source_lang, target_lang, back))
+    return findings
+
+
+@dataclass(frozen=True)
+class _TurnCheck:
+    """How the turns of one translated conversation are checked: its id, the languages, where the protected
+    values come from (``source`` or ``target``) and the back-translator (``None``: none)."""
+
+    cid: str
+    source_lang: str
+    target_lang: str
+    protect_from: str
+    back: Any
+
+    def turns(self, source: Conversation, translated: Conversation) -> list[ConversationFinding]:
+        """The findings of the turns of ``translated`` (as many as the source's), turn by turn, code by code."""
         source_values = protected_values(source)
         names = source_values
         required = source_values
-        if protect_from == "target":  # its own entities are names too: not prose to judge language and length by
+        if self.protect_from == "target":  # its own entities are names too: not prose to judge language and length by
             own = protected_values(translated)
             names = {t: (*source_values[t], *own.get(t, ())) for t in source_values}
             required = _aligned_values(source, translated)
+        findings: list[ConversationFinding] = []
         for t, (src_messages, tr_messages) in enumerate(zip(source.turns, translated.turns, strict=True)):
-            if len(src_messages) != len(tr_messages):
-                add(t, TURN_COUNT, f"turn {t}: {len(src_messages)} message(s) in the source, "
-                                   f"{len(tr_messages)} in the translation")
+            problem = _pairing_problem(t, src_messages, tr_messages)
+            if problem:
+                findings.append(self.finding(t, TURN_COUNT, problem))
                 continue
-            roles = [(m.get("role"), n.get("role")) for m, n in zip(src_messages, tr_messages, strict=True)]
-            if any(a != b for a, b in roles):
-                add(t, TURN_COUNT, f"turn {t}: the roles of its messages differ ({[a for a, _ in roles]} in the "
-                                   f"source, {[b for _, b in roles]} in the translation)")
-                continue
-            by_code: dict[CheckCode, list[str]] = {}
-            for src, tr in zip(src_messages, tr_messages, strict=True):
-                src_text, tr_text = str(src.get("content", "")), str(tr.get("content", ""))
-                if not src_text.strip() and not tr_text.strip():
-                    continue
-                check = check_translation(src_text, tr_text, source_lang, target_lang, names[t],
-                                          back_translator=back)
-                for code in check.problems:
-                    if protect_from == "target" and code not in LOCALIZED_CODES:
-                        continue
-                    by_code.setdefault(code, []).append(_detail(code, check.details))
+            by_code = self.messages(src_messages, tr_messages, names[t])
             missing = [v for v in required[t] if not _occurs(v, _turn_text(tr_messages))]
             if missing and CheckCode.PROTECTED_CHANGED not in by_code:  # else check_translation said it already
                 named = ", ".join(repr(v) for v in missing)
                 by_code.setdefault(CheckCode.PROTECTED_CHANGED, []).insert(
                     0, f"protected_changed: {named} not verbatim in the turn")
-            for code in CheckCode:
-                if code in by_code:
-                    add(t, code.value, f"turn {t}: " + "; ".join(by_code[code]))
-    if descriptions:
-        findings.extend(_description_findings(source, translated, source_lang, target_lang, back))
-    return findings
+            findings.extend(self.finding(t, code.value, f"turn {t}: " + "; ".join(by_code[code]))
+                            for code in CheckCode if code in by_code)
+        return findings
+
+    def messages(self, src_messages: Sequence[Mapping[str, Any]], tr_messages: Sequence[Mapping[str, Any]],
+                 names: Sequence[str]) -> dict[CheckCode, list[str]]:
+        """The problems of one turn's messages (``check_translation`` of each pair not both blank), by code; a
+        localized conversation's only those of ``LOCALIZED_CODES``."""
+        by_code: dict[CheckCode, list[str]] = {}
+        for src, tr in zip(src_messages, tr_messages, strict=True):
+            src_text, tr_text = str(src.get("content", "")), str(tr.get("content", ""))
+            if not src_text.strip() and not tr_text.strip():
+                continue
+            check = check_translation(src_text, tr_text, self.source_lang, self.target_lang, names,
+                                      back_translator=self.back)
+            for code in check.problems:
+                if self.protect_from == "target" and code not in LOCALIZED_CODES:
+                    continue
+                by_code.setdefault(code, []).append(_detail(code, check.details))
+        return by_code
+
+    def finding(self, turn: int | None, code: str, message: str) -> ConversationFinding:
+        """A finding of this conversation in the target language."""
+        return ConversationFinding(self.cid, turn, code, message, self.target_lang, "")
+
+
+def _pairing_problem(t: int, src_messages: Sequence[Mapping[str, Any]], tr_messages: Sequence[Mapping[str, Any]]
+                   ) -> str:
+    """Why turn ``t``'s translated messages do not pair with the source's (another count, other roles); ``""``
+    when they do."""
+    if len(src_messages) != len(tr_messages):
+        return f"turn {t}: {len(src_messages)} message(s) in the source, {len(tr_messages)} in the translation"
+    roles = [(m.get("role"), n.get("role")) for m, n in zip(src_messages, tr_messages, strict=True)]
+    if any(a != b for a, b in roles):
+        return (f"turn {t}: the roles of its messages differ ({[a for a, _ in roles]} in the "
+                f"source, {[b for _, b in roles]} in the translation)")
+    return ""
 
 
 def _description_findings(source: Conversation, translated: Conversation, source_lang: str,

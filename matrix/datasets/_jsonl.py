@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from promptgrid.errors import DatasetError, closest
 from promptgrid.records import CATEGORIES, Case
@@ -40,6 +40,7 @@ ROLES = ("system", "user", "assistant")
 KNOWN_KEYS = ("id", "question", "function", "ground_truth", "category", "language", "group")
 _SCHEMA_HINT = "see docs/datasets.md for the record schema"
 _EXAMPLE_QUESTION = '[[{"role": "user", "content": "..."}]]'
+_T = TypeVar("_T")
 
 
 class _TooMany(Exception):
@@ -85,6 +86,22 @@ def _messages(value: Any, line: int, problems: _Problems) -> list[dict[str, Any]
             problems.add(line, "question", f"is an empty string; give the user's query, or {_EXAMPLE_QUESTION}.")
             return None
         return [{"role": "user", "content": value}]
+    found = _turn(value, line, problems)
+    if found is None:
+        return None
+    messages, prefix = found
+    ok = True
+    for i, msg in enumerate(messages):
+        ok = _message(msg, f"{prefix}[{i}]", line, problems) and ok
+    if ok and not any(m.get("role") == "user" for m in messages):
+        problems.add(line, prefix, "has no user message; add {\"role\": \"user\", \"content\": \"...\"}.")
+        ok = False
+    return [dict(m) for m in messages] if ok else None
+
+
+def _turn(value: Any, line: int, problems: _Problems) -> tuple[list[Any], str] | None:
+    """The one turn's messages of a list question, and the field that holds them (``question[0]``, or
+    ``question`` for a flat list); None, reported, when the list has another shape."""
     if not isinstance(value, list) or not value:
         problems.add(line, "question", f"must be a non-empty list of turns like {_EXAMPLE_QUESTION} "
                                        f"(or a flat list of messages, or a string); got {_type_name(value)}.")
@@ -94,36 +111,32 @@ def _messages(value: Any, line: int, problems: _Problems) -> list[dict[str, Any]
             problems.add(line, "question", f"has {len(value)} turns; only single-turn cases are supported. "
                                            "Put all messages of the one turn in question[0].")
             return None
-        messages, prefix = value[0], "question[0]"
-        if not messages:
-            problems.add(line, prefix, "is an empty turn; add at least one user message.")
+        if not value[0]:
+            problems.add(line, "question[0]", "is an empty turn; add at least one user message.")
             return None
-    elif all(isinstance(m, dict) for m in value):
-        messages, prefix = value, "question"
-    else:
-        problems.add(line, "question", "mixes messages and lists; use either a list of turns "
-                                       f"{_EXAMPLE_QUESTION} or a flat list of messages.")
-        return None
+        return value[0], "question[0]"
+    if all(isinstance(m, dict) for m in value):
+        return value, "question"
+    problems.add(line, "question", "mixes messages and lists; use either a list of turns "
+                                   f"{_EXAMPLE_QUESTION} or a flat list of messages.")
+    return None
+
+
+def _message(msg: Any, field: str, line: int, problems: _Problems) -> bool:
+    """Check one message (an object with a known role and string content); False when a problem was reported."""
+    if not isinstance(msg, dict):
+        problems.add(line, field, f'must be a message object {{"role": ..., "content": ...}}; got {_type_name(msg)}.')
+        return False
     ok = True
-    for i, msg in enumerate(messages):
-        field = f"{prefix}[{i}]"
-        if not isinstance(msg, dict):
-            problems.add(line, field,
-                         f'must be a message object {{"role": ..., "content": ...}}; got {_type_name(msg)}.')
-            ok = False
-            continue
-        role = msg.get("role")
-        if role not in ROLES:
-            hint = closest(str(role), ROLES) if isinstance(role, str) else ""
-            problems.add(line, f"{field}.role", f"must be one of {', '.join(ROLES)}; got {role!r}.{hint}")
-            ok = False
-        if not isinstance(msg.get("content"), str):
-            problems.add(line, f"{field}.content", f"must be a string; got {_type_name(msg.get('content'))}.")
-            ok = False
-    if ok and not any(m.get("role") == "user" for m in messages):
-        problems.add(line, prefix, "has no user message; add {\"role\": \"user\", \"content\": \"...\"}.")
+    role = msg.get("role")
+    if role not in ROLES:
+        hint = closest(str(role), ROLES) if isinstance(role, str) else ""
+        problems.add(line, f"{field}.role", f"must be one of {', '.join(ROLES)}; got {role!r}.{hint}")
         ok = False
-    return [dict(m) for m in messages] if ok else None
+    if not isinstance(msg.get("content"), str):
+        problems.add(line, f"{field}.content", f"must be a string; got {_type_name(msg.get('content'))}.")
+        ok = False
+    return ok
 
 
 def _function(fn: Any, field: str, line: int, problems: _Problems) -> bool:
@@ -139,11 +152,16 @@ def _function(fn: Any, field: str, line: int, problems: _Problems) -> bool:
     if "description" in fn and not isinstance(fn["description"], str):
         problems.add(line, f"{field}.description", f"must be a string; got {_type_name(fn['description'])}.")
         ok = False
-    params = fn.get("parameters")
+    return _parameters(fn.get("parameters"), field, line, problems) and ok
+
+
+def _parameters(params: Any, field: str, line: int, problems: _Problems) -> bool:
+    """Check the ``parameters`` schema of the function at ``field`` (type, properties, required)."""
     if not isinstance(params, dict):
         problems.add(line, f"{field}.parameters", 'is missing or not an object; use {"type": "dict", '
                                                   '"properties": {...}, "required": [...]}.')
         return False
+    ok = True
     if not isinstance(params.get("type"), str):
         problems.add(line, f"{field}.parameters.type", 'is missing; BFCL uses "dict" (JSON Schema: "object").')
         ok = False
@@ -203,42 +221,46 @@ def _ground_truth(value: Any, functions: Mapping[str, dict[str, Any]] | None, li
         return None
     ok = True
     for i, call in enumerate(value):
-        field = f"ground_truth[{i}]"
-        if not isinstance(call, dict) or len(call) != 1:
-            problems.add(line, field, 'must be an object with exactly one key, the function name: '
-                                      '{"func": {"param": [acceptable values]}}.')
-            ok = False
-            continue
-        ((name, args),) = call.items()
-        if not isinstance(args, dict):
-            problems.add(line, f"{field}.{name}", f"must map parameter names to lists of acceptable values; "
-                                                  f"got {_type_name(args)}.")
-            ok = False
-            continue
-        if functions is None:  # the function list is broken; its problems are reported already
-            continue
-        fn = functions.get(name)
-        if fn is None:
-            problems.add(line, field, f"calls {name!r}, which is not in this record's function list."
-                                      f"{closest(name, functions)} Add the function or fix the name.")
-            ok = False
-            continue
-        props = fn["parameters"]["properties"]
-        for param, accepted in args.items():
-            if param not in props:
-                problems.add(line, f"{field}.{name}.{param}", f"is not a parameter of {name}.{closest(param, props)}")
-                ok = False
-            elif not isinstance(accepted, list) or not accepted:
-                problems.add(line, f"{field}.{name}.{param}", "must be a non-empty list of acceptable values "
-                                                              f"(write [{json.dumps(accepted, ensure_ascii=False)}]"
-                                                              ' for one value; add "" if it may be omitted).')
-                ok = False
-        for param in fn["parameters"].get("required", []):
-            if param not in args:
-                problems.add(line, f"{field}.{name}",
-                             f"omits required parameter {param!r}; list its acceptable values.")
-                ok = False
+        ok = _expected_call(call, f"ground_truth[{i}]", functions, line, problems) and ok
     return list(value) if ok else None
+
+
+def _expected_call(call: Any, field: str, functions: Mapping[str, dict[str, Any]] | None, line: int,
+                   problems: _Problems) -> bool:
+    """Check one ground-truth call against the record's functions (None: they are broken, and reported)."""
+    if not isinstance(call, dict) or len(call) != 1:
+        problems.add(line, field, 'must be an object with exactly one key, the function name: '
+                                  '{"func": {"param": [acceptable values]}}.')
+        return False
+    ((name, args),) = call.items()
+    if not isinstance(args, dict):
+        problems.add(line, f"{field}.{name}", f"must map parameter names to lists of acceptable values; "
+                                              f"got {_type_name(args)}.")
+        return False
+    if functions is None:  # the function list is broken; its problems are reported already
+        return True
+    fn = functions.get(name)
+    if fn is None:
+        problems.add(line, field, f"calls {name!r}, which is not in this record's function list."
+                                  f"{closest(name, functions)} Add the function or fix the name.")
+        return False
+    ok = True
+    props = fn["parameters"]["properties"]
+    for param, accepted in args.items():
+        if param not in props:
+            problems.add(line, f"{field}.{name}.{param}", f"is not a parameter of {name}.{closest(param, props)}")
+            ok = False
+        elif not isinstance(accepted, list) or not accepted:
+            problems.add(line, f"{field}.{name}.{param}", "must be a non-empty list of acceptable values "
+                                                          f"(write [{json.dumps(accepted, ensure_ascii=False)}]"
+                                                          ' for one value; add "" if it may be omitted).')
+            ok = False
+    for param in fn["parameters"].get("required", []):
+        if param not in args:
+            problems.add(line, f"{field}.{name}",
+                         f"omits required parameter {param!r}; list its acceptable values.")
+            ok = False
+    return ok
 
 
 def _infer_category(ground_truth: list[dict[str, Any]], n_functions: int) -> str:
@@ -247,6 +269,30 @@ def _infer_category(ground_truth: list[dict[str, Any]], n_functions: int) -> str
     if len(ground_truth) == 1:
         return "simple" if n_functions == 1 else "multiple"
     return "parallel" if n_functions == 1 else "parallel_multiple"
+
+
+def _part(obj: Mapping[str, Any], key: str, check: Callable[[Any, int, _Problems], _T | None], line: int,
+          problems: _Problems, missing: str) -> _T | None:
+    """``check`` of the record's ``key``; None, with ``missing`` reported, when the record has no ``key``."""
+    if key not in obj:
+        problems.add(line, key, missing)
+        return None
+    return check(obj[key], line, problems)
+
+
+def _category_ok(category: Any, ground_truth: list[dict[str, Any]] | None, line: int, problems: _Problems) -> bool:
+    """Check a given category (None: inferred): a known one, and as many expected calls as it says."""
+    if category is None:
+        return True
+    if category not in CATEGORIES:
+        problems.add(line, "category", f"must be one of {', '.join(CATEGORIES)}; got {category!r}."
+                                       f"{closest(str(category), CATEGORIES)} Leave it out to infer it.")
+        return False
+    if ground_truth is not None and (category == "irrelevance") != (not ground_truth):
+        expected = "empty (no call expected)" if category == "irrelevance" else "at least one call"
+        problems.add(line, "category", f"is {category!r}, so ground_truth must have {expected}; fix one of them.")
+        return False
+    return True
 
 
 def _record(obj: Any, line: int, problems: _Problems) -> Case | None:
@@ -260,16 +306,10 @@ def _record(obj: Any, line: int, problems: _Problems) -> Case | None:
     if not isinstance(case_id, str) or not case_id.strip():
         problems.add(line, "id", "is missing or not a non-empty string; give every record a unique id.")
         ok = False
-    if "question" not in obj:
-        problems.add(line, "question", f"is missing; add the user's query, e.g. {_EXAMPLE_QUESTION}.")
-        messages = None
-    else:
-        messages = _messages(obj["question"], line, problems)
-    if "function" not in obj:
-        problems.add(line, "function", "is missing; add the list of functions offered to the model.")
-        fns = None
-    else:
-        fns = _functions(obj["function"], line, problems)
+    messages = _part(obj, "question", _messages, line, problems,
+                     f"is missing; add the user's query, e.g. {_EXAMPLE_QUESTION}.")
+    fns = _part(obj, "function", _functions, line, problems,
+                "is missing; add the list of functions offered to the model.")
     ground_truth = _ground_truth(obj.get("ground_truth"), fns[1] if fns else None, line, problems)
     language = obj.get("language", "en")
     if not isinstance(language, str) or not language.strip():
@@ -282,15 +322,8 @@ def _record(obj: Any, line: int, problems: _Problems) -> Case | None:
         problems.add(line, "group", f"must be a string; got {_type_name(group)}.")
         ok = False
     category = obj.get("category")
-    if category is not None:
-        if category not in CATEGORIES:
-            problems.add(line, "category", f"must be one of {', '.join(CATEGORIES)}; got {category!r}."
-                                           f"{closest(str(category), CATEGORIES)} Leave it out to infer it.")
-            ok = False
-        elif ground_truth is not None and (category == "irrelevance") != (not ground_truth):
-            expected = "empty (no call expected)" if category == "irrelevance" else "at least one call"
-            problems.add(line, "category", f"is {category!r}, so ground_truth must have {expected}; fix one of them.")
-            ok = False
+    if not _category_ok(category, ground_truth, line, problems):
+        ok = False
     if not (ok and messages is not None and fns is not None and ground_truth is not None):
         return None
     # ok implies both are strings; the checks narrow their types for mypy.

@@ -46,7 +46,7 @@ from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
 from promptgrid.variants import Variant
 
-from .runner import Runner, RunSummary, Transport, _Lane, _params_json, verdict_row
+from .runner import Row, Runner, RunSummary, Transport, VerdictRow, _Lane, _params_json, verdict_row
 from .store import (
     COLLECTED,
     DONE,
@@ -113,39 +113,14 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
         for line in pending:
             job = jobs[line.key]
             rows = rows_of.get(line.key, [])
-            if line.completion is not None:
-                c = line.completion
-                text = envelope(c.text, c.tool_calls) if job.native else c.text
-                cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None \
-                    else None
-                result = CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                                    params=job.params, status=DONE, response=redact.exact(text),
-                                    finish_reason=c.finish_reason, input_tokens=c.input_tokens,
-                                    output_tokens=c.output_tokens, cost_usd=cost, attempts=1, raw_model=c.model)
-                verdicts = []
-                for row in rows:
-                    try:
-                        verdicts.append(verdict_row(row, scorer(result.response or "", variants[row[1]],
-                                                                cases[row[2]])))
-                    except Exception:  # noqa: BLE001 - a checker bug must not lose the answer; `score` redoes it
-                        continue
+            result = _line_result(line, job, redact, price)
+            if result.status == DONE:
+                verdicts = _verdicts(result.response or "", rows, scorer, variants, cases)
             else:
-                error = line.error or CallError(ErrorKind.UNKNOWN, "no answer")
-                result = CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                                    params=job.params, status=ERROR, attempts=1, error=redact(error.message),
-                                    error_kind=error.kind.value)
                 verdicts = [(row, None, False, None) for row in rows]
             entries.append((result, verdicts))
         written = store.record_many(entries)
-        counts.written += written
-        counts.kept += len(entries) - written
-        for result, _ in entries:
-            if result.status == DONE:
-                counts.answers += 1
-            else:
-                counts.errors += 1
-                kind = result.error_kind or "unknown"
-                counts.error_kinds[kind] = counts.error_kinds.get(kind, 0) + 1
+        _tally(counts, entries, written)
         pending.clear()
 
     seen: set[str] = set()
@@ -159,6 +134,49 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
             flush()
     flush()
     return counts
+
+
+def _line_result(line: LineResult, job: BatchJob, redact: Redactor,
+                 price: Callable[[int, int], float | None] | None) -> CallResult:
+    """The stored call of one result line: its answer (redacted, a native one as its envelope, at the batch
+    price), or its error (``unknown``: "no answer" when the line gives none)."""
+    if line.completion is None:
+        error = line.error or CallError(ErrorKind.UNKNOWN, "no answer")
+        return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                          params=job.params, status=ERROR, attempts=1, error=redact(error.message),
+                          error_kind=error.kind.value)
+    c = line.completion
+    text = envelope(c.text, c.tool_calls) if job.native else c.text
+    cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None else None
+    return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+                      params=job.params, status=DONE, response=redact.exact(text),
+                      finish_reason=c.finish_reason, input_tokens=c.input_tokens,
+                      output_tokens=c.output_tokens, cost_usd=cost, attempts=1, raw_model=c.model)
+
+
+def _verdicts(response: str, rows: Sequence[Row], scorer: Scorer, variants: Mapping[int, Variant],
+              cases: Mapping[int, Case]) -> list[VerdictRow]:
+    """The verdict row of every job an answer answers; a job whose scoring raised gets none (``score`` redoes it)."""
+    verdicts = []
+    for row in rows:
+        try:
+            verdicts.append(verdict_row(row, scorer(response, variants[row[1]], cases[row[2]])))
+        except Exception:  # noqa: BLE001 - a checker bug must not lose the answer; `score` redoes it
+            continue
+    return verdicts
+
+
+def _tally(counts: CollectCounts, entries: Sequence[tuple[CallResult, Any]], written: int) -> None:
+    """Add a committed chunk to ``counts``: written and kept lines, answers, errors by kind."""
+    counts.written += written
+    counts.kept += len(entries) - written
+    for result, _ in entries:
+        if result.status == DONE:
+            counts.answers += 1
+        else:
+            counts.errors += 1
+            kind = result.error_kind or "unknown"
+            counts.error_kinds[kind] = counts.error_kinds.get(kind, 0) + 1
 
 
 def _lines_of(backend: BatchBackend, data: IO[bytes], where: str) -> Iterable[LineResult]:
@@ -225,25 +243,31 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
     return counts
 
 
+async def _upload(store: RunStore, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> str:
+    """Upload a preparing batch's input file; returns the provider's file id. A refusal that retrying cannot
+    change drops the batch (its keys are free again) and its file."""
+    path = run_dir / BATCH_DIR / f"{batch.id}.jsonl"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunError(f"batch {batch.id}: its input file {path} is gone ({exc.strerror}) and the provider "
+                       "has no upload of it. Remove the run directory's batch record by running with "
+                       "a new --run-dir, or restore the file.") from None
+    try:
+        return await backend.upload(batch.id, data)
+    except CallError as exc:
+        if not exc.retryable:  # refused outright (too few lines, too big): free its keys, keep nothing
+            store.drop_batch(batch.id)
+            _remove_input(run_dir, batch.id)
+        raise
+
+
 async def advance(store: RunStore, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> BatchRecord:
     """Take a batch one step further (upload, submit, poll); returns it as recorded afterwards."""
     if batch.state == PREPARING:
         file_id = await backend.find_upload(batch.id)
         if file_id is None:
-            path = run_dir / BATCH_DIR / f"{batch.id}.jsonl"
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise RunError(f"batch {batch.id}: its input file {path} is gone ({exc.strerror}) and the provider "
-                               "has no upload of it. Remove the run directory's batch record by running with "
-                               "a new --run-dir, or restore the file.") from None
-            try:
-                file_id = await backend.upload(batch.id, data)
-            except CallError as exc:
-                if not exc.retryable:  # refused outright (too few lines, too big): free its keys, keep nothing
-                    store.drop_batch(batch.id)
-                    _remove_input(run_dir, batch.id)
-                raise
+            file_id = await _upload(store, backend, batch, run_dir)
         return store.update_batch(batch.id, state=UPLOADED, input_file=file_id)
     if batch.state == UPLOADED:
         assert batch.input_file is not None

@@ -580,33 +580,54 @@ def _model(r: _Reader, node: _Node, key: str, defaults: dict[str, _Node]) -> dic
     if "api_key_env" in out and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", out["api_key_env"]):
         raise r.fail(merged["api_key_env"], f"{key}.api_key_env",
                      "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key.")
+    out["params"] = _model_params(r, m, key, defaults)
+    out.update(_model_limits(r, merged, key))
+    if "constraints" in merged and merged["constraints"].value is not None:
+        out["constraints"] = _constraints(r, merged["constraints"], f"{key}.constraints")
+    if "batch" in merged and merged["batch"].value is not None:
+        out["batch"] = _batch_options(r, merged["batch"], f"{key}.batch")
+    return out
+
+
+def _model_params(r: _Reader, m: dict[str, _Node], key: str, defaults: dict[str, _Node]) -> dict[str, Any]:
+    """A model's generation parameters: those of ``defaults``, overridden by its own, key by key."""
     params: dict[str, Any] = {}
     if "params" in defaults:
         params.update(r.params(defaults["params"], "defaults.params"))
     if "params" in m:
         params.update(r.params(m["params"], f"{key}.params"))
-    out["params"] = params
+    return params
+
+
+def _model_limits(r: _Reader, merged: dict[str, _Node], key: str) -> dict[str, Any]:
+    """A model's ``concurrency``, ``rpm``, ``tpm`` and ``timeout`` that are given, checked against their bounds."""
+    out: dict[str, Any] = {}
     if "concurrency" in merged:
         out["concurrency"] = r.number(merged["concurrency"], f"{key}.concurrency", **_bounds("concurrency"))
     for k in ("rpm", "tpm", "timeout"):
         if k in merged and merged[k].value is not None:
             out[k] = float(r.number(merged[k], f"{key}.{k}", **_bounds(k)))
-    if "constraints" in merged and merged["constraints"].value is not None:
-        value = r.expect(merged["constraints"], (str,), f"{key}.constraints", "a string")
-        if value not in CONSTRAINTS:
-            raise r.fail(merged["constraints"], f"{key}.constraints",
-                         f"{value!r} is not one of {', '.join(CONSTRAINTS)}.{closest(value, CONSTRAINTS)}")
-        out["constraints"] = value
-    if "batch" in merged and merged["batch"].value is not None:
-        options = r.keys(merged["batch"], BATCH_OPTIONS, f"{key}.batch")
-        batch: dict[str, Any] = {}
-        for k, v in options.items():
-            if k in ("max_requests", "max_bytes", "min_requests", "timeout_hours"):
-                batch[k] = r.number(v, f"{key}.batch.{k}", integer=True, minimum=1)
-            else:
-                batch[k] = r.expect(v, (str,), f"{key}.batch.{k}", "a string")
-        out["batch"] = batch
     return out
+
+
+def _constraints(r: _Reader, node: _Node, key: str) -> str:
+    """A model's ``constraints``: one of ``CONSTRAINTS``."""
+    value = r.expect(node, (str,), key, "a string")
+    if value not in CONSTRAINTS:
+        raise r.fail(node, key, f"{value!r} is not one of {', '.join(CONSTRAINTS)}.{closest(value, CONSTRAINTS)}")
+    return str(value)
+
+
+def _batch_options(r: _Reader, node: _Node, key: str) -> dict[str, Any]:
+    """A model's ``batch:`` options (``BATCH_OPTIONS``): the limits positive integers, the others strings."""
+    options = r.keys(node, BATCH_OPTIONS, key)
+    batch: dict[str, Any] = {}
+    for k, v in options.items():
+        if k in ("max_requests", "max_bytes", "min_requests", "timeout_hours"):
+            batch[k] = r.number(v, f"{key}.{k}", integer=True, minimum=1)
+        else:
+            batch[k] = r.expect(v, (str,), f"{key}.{k}", "a string")
+    return batch
 
 
 def _bounds(key: str) -> Mapping[str, Any]:
@@ -653,6 +674,21 @@ def _option_value(r: _Reader, node: _Node, key: str, option: Option, base: Path)
     return value
 
 
+def _sources(r: _Reader, top: dict[str, _Node], base: Path) -> dict[str, Any]:
+    """A run config's ``grid`` and ``dataset`` (both required), a grid file or a ``jsonl:`` path made relative
+    to the config's folder ``base``."""
+    out: dict[str, Any] = {}
+    for k in ("grid", "dataset"):
+        if k not in top:
+            raise RunError(f"{r.where}:1: {k}: missing. A run config names a grid, a dataset and models.")
+        out[k] = r.expect(top[k], (str,), k, "a string")
+    if out["grid"].endswith((".yaml", ".yml")) and not Path(out["grid"]).is_absolute():
+        out["grid"] = str(base / out["grid"])
+    if out["dataset"].startswith("jsonl:") and not Path(out["dataset"][6:]).is_absolute():
+        out["dataset"] = "jsonl:" + str(base / out["dataset"][6:])
+    return out
+
+
 def load_run_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a run config YAML into plain, checked values.
 
@@ -670,15 +706,7 @@ def load_run_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     r = _Reader(where)
     top = r.keys(top_node, _TOP_KEYS, "")
     base = p.parent
-    out: dict[str, Any] = {}
-    for k in ("grid", "dataset"):
-        if k not in top:
-            raise RunError(f"{where}:1: {k}: missing. A run config names a grid, a dataset and models.")
-        out[k] = r.expect(top[k], (str,), k, "a string")
-    if out["grid"].endswith((".yaml", ".yml")) and not Path(out["grid"]).is_absolute():
-        out["grid"] = str(base / out["grid"])
-    if out["dataset"].startswith("jsonl:") and not Path(out["dataset"][6:]).is_absolute():
-        out["dataset"] = "jsonl:" + str(base / out["dataset"][6:])
+    out = _sources(r, top, base)
     for k, option in declared(RunOptions).items():  # the run options a file holds (models: below)
         if option.file and k != "models" and k in top and top[k].value is not None:
             out[k] = _option_value(r, top[k], k, option, base)

@@ -442,14 +442,22 @@ def _fitted(variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int
     b, wv, ties_b, ties_w = _pick(point, point)
     lo, hi = _interval(acc_draws.max(axis=1) - acc_draws.min(axis=1), float(point[b] - point[wv]))
     spread = Estimate(float(point[b] - point[wv]), lo, hi, "estimated", int(measured.sum()))
+    quantiles = _fitted_quantiles(point, acc_draws, int(measured.sum()))
+    return {"variants": out_variants, "best": out_variants[b], "worst": out_variants[wv], "spread": spread,
+            "quantiles": quantiles, "point": point, "theta": theta, "ties": _tie_ids(variants, ties_b, ties_w)}
+
+
+def _fitted_quantiles(point: Any, acc_draws: Any, n: int) -> dict[str, Estimate]:
+    """Each of ``QUANTILES`` of the variants' point accuracies, its interval from the same quantile of every draw
+    (``acc_draws``: draws x variants); ``n`` the measured cells."""
+    np = _np()
     qd = np.quantile(acc_draws, [q / 100 for q in QUANTILES], axis=1)
     quantiles = {}
     for i, q in enumerate(QUANTILES):
         value = float(np.quantile(point, q / 100))
         lo, hi = _interval(qd[i], value)
-        quantiles[f"p{q}"] = Estimate(value, lo, hi, "estimated", int(measured.sum()))
-    return {"variants": out_variants, "best": out_variants[b], "worst": out_variants[wv], "spread": spread,
-            "quantiles": quantiles, "point": point, "theta": theta, "ties": _tie_ids(variants, ties_b, ties_w)}
+        quantiles[f"p{q}"] = Estimate(value, lo, hi, "estimated", n)
+    return quantiles
 
 
 def estimate_cells(goal: str, variants: Sequence[tuple[str, str, Mapping[str, Any]]], n_cases: int, repeats: int,

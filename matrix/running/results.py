@@ -177,11 +177,7 @@ class ResultRow:
         if version != RESULT_SCHEMA_VERSION or isinstance(version, bool):
             raise ReportError(f"{where}: schema_version {version!r} is not supported (this promptgrid reads "
                               f"{RESULT_SCHEMA_VERSION}); export the run again with this version.")
-        for name in _REQUIRED:
-            value = data.get(name)
-            if not isinstance(value, str) or not value:
-                raise ReportError(f"{where}: field {name!r} is missing or empty (got {json.dumps(value)[:60]}); "
-                                  f"every row needs {', '.join(_REQUIRED)}, as `promptgrid export --jsonl` writes.")
+        _check_required(data, where)
         values: dict[str, Any] = {}
         for name, (check, expected) in _CHECKS.items():
             value = data.get(name)
@@ -201,6 +197,15 @@ class ResultRow:
 
 
 _REQUIRED = ("model", "variant_id", "case_id")
+
+
+def _check_required(data: Mapping[str, Any], where: str) -> None:
+    """Raise ``ReportError`` naming the first of ``_REQUIRED`` that the row lacks or has empty."""
+    for name in _REQUIRED:
+        value = data.get(name)
+        if not isinstance(value, str) or not value:
+            raise ReportError(f"{where}: field {name!r} is missing or empty (got {json.dumps(value)[:60]}); "
+                              f"every row needs {', '.join(_REQUIRED)}, as `promptgrid export --jsonl` writes.")
 
 
 def _default(f: dataclasses.Field[Any]) -> Callable[[], Any]:

@@ -343,18 +343,7 @@ class Runner:
         self._spent_before = store.spend()
         if costcap.reached(self.config.max_cost, self._spent_before):
             self._stop = costcap.MAX_COST
-        lanes = []
-        for spec in self.config.models:
-            conc = spec.in_flight  # concurrency per endpoint
-            rpm, tpm = model_buckets(spec.rpm, spec.tpm)
-            lanes.append(_Lane(
-                spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
-                queue=asyncio.Queue(maxsize=conc * 2),
-                rpm=rpm, tpm=tpm,
-                limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
-                planner=self.planners[spec.name],
-            ))
-        self._lanes = lanes
+        lanes = self._lanes = self._open_lanes(model_ids)
         loop = asyncio.get_running_loop()
         installed = self._install_signals(loop)
         ticker = asyncio.create_task(self._tick())
@@ -373,11 +362,28 @@ class Runner:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            for sig, previous in installed.items():
-                loop.remove_signal_handler(sig)
-                if previous is not None:
-                    signal.signal(sig, previous)  # e.g. asyncio.run's own Ctrl-C handler
+            _restore_signals(loop, installed)
             self.progress.close()
+        self._complete_summary(lanes, t0, cpu0)
+        return self.summary
+
+    def _open_lanes(self, model_ids: Mapping[str, int]) -> list[_Lane]:
+        """One lane per model: its client, store id, bounded queue, rate buckets, adaptive limit and planner."""
+        lanes = []
+        for spec in self.config.models:
+            conc = spec.in_flight  # concurrency per endpoint
+            rpm, tpm = model_buckets(spec.rpm, spec.tpm)
+            lanes.append(_Lane(
+                spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
+                queue=asyncio.Queue(maxsize=conc * 2),
+                rpm=rpm, tpm=tpm,
+                limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
+                planner=self.planners[spec.name],
+            ))
+        return lanes
+
+    def _complete_summary(self, lanes: Sequence[_Lane], t0: float, cpu0: float) -> None:
+        """Fill in the summary once the run ended: why it stopped, spend, times, concurrency, CPU and memory."""
         if self._stop == "interrupted":
             self.summary.stopped = "interrupted"
         elif self._stop in ("max_cost", "disk_full"):
@@ -392,7 +398,6 @@ class Runner:
         self.summary.cpu_s = time.process_time() - cpu0
         self.summary.peak_rss_mb = _peak_rss_mb()
         self.transport.finish(self, self.summary)
-        return self.summary
 
     # ------------------------------------------------------------------ plumbing
 
@@ -559,11 +564,19 @@ class Runner:
             new.append(call)
         if late:
             store.set_verdicts([v for v in late if v is not None])
+        self._record_refused(refused)
+        await self._enqueue(lane, new)
+
+    def _record_refused(self, refused: Mapping[str, tuple[str, list[Row], Job]]) -> None:
+        """Store each call its model cannot be sent as ``unsupported`` (the reason as its error), its jobs unscored."""
         for key, (reason, refused_rows, job) in refused.items():
-            store.record(CallResult(key=key, model=job.model, repeat=job.repeat,
-                                    prompt_sha256=job.prompt_sha256, params=_params_json(job.params),
-                                    status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
-                         [(row, None, None, None) for row in refused_rows])
+            self.store.record(CallResult(key=key, model=job.model, repeat=job.repeat,
+                                         prompt_sha256=job.prompt_sha256, params=_params_json(job.params),
+                                         status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
+                              [(row, None, None, None) for row in refused_rows])
+
+    async def _enqueue(self, lane: _Lane, new: Sequence[_Call]) -> None:
+        """Put new calls on the model's queue; once the run stops, drop the rest from the calls in flight."""
         for call in new:
             if self._stop is not None:
                 self._inflight.pop(call.job.key, None)
@@ -619,10 +632,11 @@ class Runner:
         return False
 
     async def _send(self, lane: _Lane, call: _Call) -> None:
+        """Send one call until it has a final result (an answer, or an error retries cannot fix) and finish it;
+        it is left pending, with no result, when the run or its model stops first (``_left_pending``)."""
         job, spec = call.job, lane.spec
         request = getattr(job, "request", None)
         native = request is not None and request.get("call_mode") == "native"
-        ids = getattr(lane.client, "takes_job_ids", False)  # replay/PATH answers by (variant, case), not prompt
         params = dict(job.params)
         params["timeout"] = spec.timeout
         est_tokens = estimate_tokens(job.messages, params.get("max_tokens"))
@@ -636,60 +650,19 @@ class Runner:
         try:
             while True:
                 attempts += 1
-                if lane.rpm is not None:
-                    await lane.rpm.acquire(1)
-                if lane.tpm is not None:
-                    await lane.tpm.acquire(est_tokens)
-                limit = lane.limit
-                sent_round = 0 if limit is None else await limit.acquire()
-                beside = limit is not None and limit.in_flight > 1  # other calls of the model in flight
-                started = time.monotonic()
-                try:
-                    if ids:
-                        sending = lane.client.complete(job.messages, params, request=request,  # type: ignore[call-arg]
-                                                       job=JobIds(job.variant_id, job.case.id, job.repeat,
-                                                                  job.variant, job.case))
-                    else:
-                        sending = (lane.client.complete(job.messages, params) if request is None
-                                   else lane.client.complete(job.messages, params, request=request))
-                    completion = await _with_timeout(sending, spec.timeout)
-                    error: CallError | None = None
-                except CallError as exc:
-                    error = exc
-                except TimeoutError:
-                    error = call_error(ErrorKind.TIMEOUT, f"no answer within {spec.timeout:g} s")
-                finally:
-                    if limit is not None:
-                        limit.release()
-                latency = time.monotonic() - started
-                if limit is not None:
-                    if error is None:
-                        limit.answered(latency, sent_round)
-                    elif error.kind is ErrorKind.TIMEOUT:
-                        limit.timed_out(sent_round)
+                completion, error, latency, beside = await self._attempt(lane, job, params, request, est_tokens)
                 halted_here = lane.halted is None and self._check_refusals(lane, job.model, error)
-                if error is not None and lane.halted is not None and not halted_here and (
-                        error.retryable or isinstance(error, NoEndpointLeft)):
-                    self._inflight.pop(job.key, None)  # the model was stopped meanwhile: left pending
+                if self._left_pending(lane, error, halted_here):
+                    self._inflight.pop(job.key, None)  # the model was stopped meanwhile, or the run stops
                     return
+                limit = lane.limit
                 if (limit is not None and error is not None and error.kind is ErrorKind.TIMEOUT and beside
                         and free < limit.ceiling and self._stop is None):
                     free += 1  # a busy server, not a failing one: sent again within the lowered limit
                     self.summary.congested += 1
                     continue
                 if error is None:
-                    if lane.tpm is not None:
-                        used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
-                        lane.tpm.give_back(est_tokens - used if used else 0)
-                    result = CallResult(
-                        key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                        params=_params_json(job.params), status=DONE,
-                        response=self.redact.exact(envelope(completion.text, completion.tool_calls) if native
-                                                   else completion.text),
-                        finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
-                        output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-                        latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model,
-                        endpoint=completion.endpoint)
+                    result = self._answered(lane, job, completion, est_tokens, native, latency, attempts)
                     break
                 # A server that still asks for more than the cap after one capped wait will not be
                 # satisfied by more capped waits: give up then, so the run ends within about one cap.
@@ -697,28 +670,11 @@ class Runner:
                 if (error.retryable and patient and self._retry.allows(attempts - free, error.kind)
                         and self._stop is None and lane.halted is None):
                     capped_waits += self._beyond_cap(error)
-                    delay = self._retry.delay(attempts - free, error.retry_after, rand=self._rng.random)
-                    token = self.progress.wait(delay, self._wait_reason(job.model, error))
-                    try:
-                        await asyncio.sleep(delay)
-                    finally:
-                        self.progress.end_wait(token)
-                    if self._stop is not None or lane.halted is not None:
+                    if not await self._wait_to_retry(lane, job.model, error, attempts - free):
                         self._inflight.pop(job.key, None)  # left pending for the next run
                         return
                     continue
-                if error.retryable and self._stop is not None:
-                    self._inflight.pop(job.key, None)  # stopping: leave it pending for the next run
-                    return
-                result = CallResult(
-                    key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                    params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
-                    attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
-                    endpoint=error.endpoint)
-                if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)
-                                            or isinstance(error, NoEndpointLeft)):
-                    lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
-                    self.summary.halted[job.model] = lane.halted
+                result = self._failed(lane, job, error, latency, attempts)
                 break
             self._reserved -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
             reserved = False
@@ -730,6 +686,98 @@ class Runner:
             if reserved:
                 self._reserved -= 1
             self.summary.attempts += attempts
+
+    async def _attempt(self, lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None,
+                       est_tokens: int) -> tuple[Any, CallError | None, float, bool]:
+        """One try of a call: paced (requests and tokens per minute, the adaptive limit), sent with the timeout,
+        its latency fed back to the limit. Returns (completion or None, error or None, latency in seconds,
+        whether other calls of the model were in flight beside it)."""
+        if lane.rpm is not None:
+            await lane.rpm.acquire(1)
+        if lane.tpm is not None:
+            await lane.tpm.acquire(est_tokens)
+        limit = lane.limit
+        sent_round = 0 if limit is None else await limit.acquire()
+        beside = limit is not None and limit.in_flight > 1  # other calls of the model in flight
+        started = time.monotonic()
+        completion = None
+        try:
+            completion = await _with_timeout(self._complete(lane, job, params, request), lane.spec.timeout)
+            error: CallError | None = None
+        except CallError as exc:
+            error = exc
+        except TimeoutError:
+            error = call_error(ErrorKind.TIMEOUT, f"no answer within {lane.spec.timeout:g} s")
+        finally:
+            if limit is not None:
+                limit.release()
+        latency = time.monotonic() - started
+        if limit is not None:
+            if error is None:
+                limit.answered(latency, sent_round)
+            elif error.kind is ErrorKind.TIMEOUT:
+                limit.timed_out(sent_round)
+        return completion, error, latency, beside
+
+    @staticmethod
+    def _complete(lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None) -> Any:
+        """The client's ``complete`` awaitable for one try (with the request pieces, and job ids for clients that
+        answer by (variant, case): replay, PATH)."""
+        if getattr(lane.client, "takes_job_ids", False):
+            return lane.client.complete(job.messages, params, request=request,  # type: ignore[call-arg]
+                                        job=JobIds(job.variant_id, job.case.id, job.repeat, job.variant, job.case))
+        return (lane.client.complete(job.messages, params) if request is None
+                else lane.client.complete(job.messages, params, request=request))
+
+    def _left_pending(self, lane: _Lane, error: CallError | None, halted_here: bool) -> bool:
+        """Whether a failed try ends its call with no result (its job stays pending for the next run): a retryable
+        error (or no endpoint left) after another call halted the model, or a retryable error while the run stops."""
+        if error is None:
+            return False
+        if lane.halted is not None and not halted_here and (error.retryable or isinstance(error, NoEndpointLeft)):
+            return True
+        return error.retryable and self._stop is not None
+
+    async def _wait_to_retry(self, lane: _Lane, model: str, error: CallError, counted: int) -> bool:
+        """Sleep the backoff before the next try (shown on the progress line); False when the run or the model
+        stopped meanwhile. ``counted``: the attempts that count against ``max_retries``."""
+        delay = self._retry.delay(counted, error.retry_after, rand=self._rng.random)
+        token = self.progress.wait(delay, self._wait_reason(model, error))
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self.progress.end_wait(token)
+        return self._stop is None and lane.halted is None
+
+    def _answered(self, lane: _Lane, job: Job, completion: Any, est_tokens: int, native: bool, latency: float,
+                  attempts: int) -> CallResult:
+        """The stored result of an answer (redacted; a native answer as its envelope); unused estimated tokens go
+        back to the model's tokens-per-minute bucket."""
+        if lane.tpm is not None:
+            used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+            lane.tpm.give_back(est_tokens - used if used else 0)
+        return CallResult(
+            key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+            params=_params_json(job.params), status=DONE,
+            response=self.redact.exact(envelope(completion.text, completion.tool_calls) if native
+                                       else completion.text),
+            finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+            latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model,
+            endpoint=completion.endpoint)
+
+    def _failed(self, lane: _Lane, job: Job, error: CallError, latency: float, attempts: int) -> CallResult:
+        """The stored result of an error for good; it halts the model when every later call would repeat it."""
+        result = CallResult(
+            key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
+            params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
+            attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
+            endpoint=error.endpoint)
+        if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)
+                                    or isinstance(error, NoEndpointLeft)):
+            lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
+            self.summary.halted[job.model] = lane.halted
+        return result
 
     def _check_refusals(self, lane: _Lane, model: str, error: CallError | None) -> bool:
         """Count a model's connection failures in a row; True when they stop it (``REFUSALS`` over ``GRACE_S``)."""
@@ -858,6 +906,14 @@ class Runner:
         if self.summary.store_error is None:
             self.summary.store_error = str(exc)
         self.stop("disk_full")
+
+
+def _restore_signals(loop: asyncio.AbstractEventLoop, installed: Mapping[int, Any]) -> None:
+    """Remove the run's signal handlers and put back those they replaced (``Runner._install_signals``)."""
+    for sig, previous in installed.items():
+        loop.remove_signal_handler(sig)
+        if previous is not None:
+            signal.signal(sig, previous)  # e.g. asyncio.run's own Ctrl-C handler
 
 
 def _peak_rss_mb() -> float:

@@ -135,14 +135,7 @@ def build_config(grid: str | os.PathLike[str] | Grid | RunConfig, dataset: str |
     """
     given: dict[str, Any] = dict(options)
     check_keywords(given, RunOptions, "build_config")
-    if isinstance(grid, RunConfig):
-        base: dict[str, Any] = _config_fields(grid)
-    elif isinstance(grid, Grid):
-        base = {"grid": _grid_ref(grid)}
-    elif is_run_config(grid):
-        base = load_run_config(grid)
-    else:
-        base = {"grid": os.fspath(grid)}
+    base = _base_fields(grid)
     if dataset is not None:
         base["dataset"] = dataset
     for key, option in _OPTIONS.items():  # the run's own options (the models' are merged per model below)
@@ -153,16 +146,7 @@ def build_config(grid: str | os.PathLike[str] | Grid | RunConfig, dataset: str |
     if not base.get("dataset"):
         raise RunError("no dataset: give one (mini, bfcl:simple_python, jsonl:PATH, ...; --dataset on the "
                        "command line) or name one in the run config.")
-    for key, bounds in _RUN_BOUNDS.items():
-        if base.get(key) is not None:
-            _checked(key, base[key], **bounds)
-    for key, choices in _RUN_CHOICES.items():
-        if base.get(key) is not None and base[key] not in choices:
-            raise RunError(f"{key} {base[key]!r} is not one of {', '.join(choices)} ({_flag(key)})."
-                           f"{closest(str(base[key]), choices)}")
-    problem = _adaptive_problem(base.get("goal"), base.get("budget"), base.get("rounds"))
-    if problem:
-        raise RunError(problem)
+    _check_run_options(base)
     repeats_ = base.get("repeats") or 1
     overrides = dict(given.get("params") or {})
     bad = [k for k in overrides if k.lower() in _NOT_PARAMS]
@@ -182,6 +166,31 @@ def build_config(grid: str | os.PathLike[str] | Grid | RunConfig, dataset: str |
     check_plan_size(len(specs), repeats_, max_jobs=fields.get("max_jobs", MAX_JOBS))  # before the grid is read
     return RunConfig(grid=base["grid"], dataset=base["dataset"], models=tuple(specs), run_dir=out_dir,
                      repeats=repeats_, **fields)
+
+
+def _base_fields(grid: str | os.PathLike[str] | Grid | RunConfig) -> dict[str, Any]:
+    """What the options merge over: a ``RunConfig``'s fields, a run config file's values, or just the grid."""
+    if isinstance(grid, RunConfig):
+        return _config_fields(grid)
+    if isinstance(grid, Grid):
+        return {"grid": _grid_ref(grid)}
+    if is_run_config(grid):
+        return load_run_config(grid)
+    return {"grid": os.fspath(grid)}
+
+
+def _check_run_options(base: Mapping[str, Any]) -> None:
+    """Refuse a merged run option out of its bounds or choices, or an adaptive run missing one of its options."""
+    for key, bounds in _RUN_BOUNDS.items():
+        if base.get(key) is not None:
+            _checked(key, base[key], **bounds)
+    for key, choices in _RUN_CHOICES.items():
+        if base.get(key) is not None and base[key] not in choices:
+            raise RunError(f"{key} {base[key]!r} is not one of {', '.join(choices)} ({_flag(key)})."
+                           f"{closest(str(base[key]), choices)}")
+    problem = _adaptive_problem(base.get("goal"), base.get("budget"), base.get("rounds"))
+    if problem:
+        raise RunError(problem)
 
 
 _OPTIONS = declared(RunOptions)
@@ -250,13 +259,18 @@ def _api_bases(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+def _check_params(params: Mapping[str, Any]) -> None:
+    """Refuse a generation parameter out of its bounds (``PARAM_BOUNDS``), naming its option."""
+    for key, value in params.items():
+        if key in PARAM_BOUNDS and value is not None:
+            _checked(key, value, **PARAM_BOUNDS[key])
+
+
 def _model_spec(m: Mapping[str, Any], api_base: str | Sequence[str] | None, params: Mapping[str, Any], repeats: int,
                 constraints: str | None = None, **limits: Any) -> ModelSpec:
     """One model's spec: its own values, then the options given for every model (options win)."""
     merged = {**dict(m.get("params") or {}), **{k: v for k, v in params.items() if v is not None}}
-    for key, value in merged.items():
-        if key in PARAM_BOUNDS and value is not None:
-            _checked(key, value, **PARAM_BOUNDS[key])
+    _check_params(merged)
     spec: dict[str, Any] = {"name": m["name"], "params": model_params(merged, repeats),
                             "api_bases": _api_bases(api_base) or _api_bases(m.get("api_bases") or m.get("api_base")),
                             "api_key_env": m.get("api_key_env"),

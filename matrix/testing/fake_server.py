@@ -72,7 +72,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -398,6 +398,50 @@ def _error_reply(status: int, message: str, kind: str = "invalid_request_error")
     return _Reply(status, {}, _error_body(message, kind))
 
 
+def _outcome(s: FakeScript, n: int, u: Sequence[float]) -> str:
+    """What the script does with the ``n``-th sending of a request (``u``: its seeded draws): ``ok``, ``hang``,
+    ``malformed`` or ``status_<code>``."""
+    if s.status != 200:
+        return f"status_{s.status}"
+    if n < s.fail_first:
+        return f"status_{s.fail_first_status}"
+    if u[1] < s.p_rate_limit:
+        return "status_429"
+    if u[2] < s.p_server_error:
+        return "status_500"
+    if u[3] < s.p_hang:
+        return "hang"
+    if u[4] < s.p_malformed:
+        return "malformed"
+    return "ok"
+
+
+def _scripted_reply(s: FakeScript, outcome: str, headers: dict[str, str], delay: float) -> _Reply | None:
+    """The reply of an outcome that is not a generated answer (a hang, a malformed body, the script's fixed
+    ``body``, an error status); None when the answer is to be generated."""
+    if outcome == "hang":
+        return _Reply(504, {}, _error_body("hung", "timeout"), outcome, delay)
+    if outcome == "malformed":
+        return _Reply(200, {}, b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": [{"index',
+                      outcome, delay)
+    if outcome == "ok" and s.body is not None:
+        return _Reply(200, {}, s.body.encode(), "body", delay)
+    if not outcome.startswith("status_"):
+        return None
+    status = int(outcome[len("status_"):])
+    extra: dict[str, str] = {}
+    if status == 429 and s.retry_after_s is not None:
+        extra["Retry-After"] = f"{s.retry_after_s:g}"
+    error = {429: "Rate limit reached, slow down.", 500: "The server had an error.",
+             401: "Incorrect API key provided.", 404: "The model does not exist.",
+             400: "Bad request."}.get(status, "error")
+    if s.echo_auth_in_error:
+        error += f" Received: {headers.get('authorization', '')}"
+    kind = {429: "rate_limit_exceeded", 401: "invalid_api_key", 404: "model_not_found"}.get(
+        status, "invalid_request_error" if status < 500 else "server_error")
+    return _Reply(status, extra, _error_body(error, kind), outcome, delay)
+
+
 class _Dropped(Exception):
     """The server went down while this request waited: close its connection unanswered."""
 
@@ -500,57 +544,12 @@ class _Handler:
         entry.update({k: request[k] for k in REQUEST_PIECES if k in request})
         u = [_unit(s.seed, digest, n, i) for i in range(6)]
         delay = s.latency_s + s.latency_jitter_s * u[0]
-        outcome = "ok"
-        if s.status != 200:
-            outcome = f"status_{s.status}"
-        elif n < s.fail_first:
-            outcome = f"status_{s.fail_first_status}"
-        elif u[1] < s.p_rate_limit:
-            outcome = "status_429"
-        elif u[2] < s.p_server_error:
-            outcome = "status_500"
-        elif u[3] < s.p_hang:
-            outcome = "hang"
-        elif u[4] < s.p_malformed:
-            outcome = "malformed"
+        outcome = _outcome(s, n, u)
         entry["outcome"] = outcome
-        if outcome == "hang":
-            return entry, _Reply(504, {}, _error_body("hung", "timeout"), outcome, delay)
-        if outcome == "malformed":
-            return entry, _Reply(200, {}, b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": [{"index',
-                                  outcome, delay)
-        if outcome == "ok" and s.body is not None:
-            return entry, _Reply(200, {}, s.body.encode(), "body", delay)
-        if outcome.startswith("status_"):
-            status = int(outcome[len("status_"):])
-            extra: dict[str, str] = {}
-            if status == 429 and s.retry_after_s is not None:
-                extra["Retry-After"] = f"{s.retry_after_s:g}"
-            error = {429: "Rate limit reached, slow down.", 500: "The server had an error.",
-                     401: "Incorrect API key provided.", 404: "The model does not exist.",
-                     400: "Bad request."}.get(status, "error")
-            if s.echo_auth_in_error:
-                error += f" Received: {headers.get('authorization', '')}"
-            kind = {429: "rate_limit_exceeded", 401: "invalid_api_key", 404: "model_not_found"}.get(
-                status, "invalid_request_error" if status < 500 else "server_error")
-            return entry, _Reply(status, extra, _error_body(error, kind), outcome, delay)
-        tool_calls = None
-        schema_text = (schema_answer(request["response_format"])
-                       if isinstance(request.get("response_format"), dict) else None)
-        if self.answer_fn is not None:
-            text = self.answer_fn(request)
-        elif request.get("tools") and s.answer == "auto":
-            text, tool_calls = "", auto_tool_calls(request["tools"])
-        elif schema_text is not None and s.answer == "auto":
-            text = schema_text
-        elif s.answer == "prose":
-            text = "I would call a function to answer this, but I will explain in prose instead."
-        elif s.answer.startswith("text:"):
-            text = s.answer[len("text:"):]
-        else:
-            text = auto_answer(request, other_format=u[5] < s.p_other_format,
-                               wrap=_unit(s.seed, digest, n, 9) < s.p_wrap,
-                               per_call_wrap=_unit(s.seed, digest, n, 10) < s.p_per_call_wrap)
+        scripted = _scripted_reply(s, outcome, headers, delay)
+        if scripted is not None:
+            return entry, scripted
+        text, tool_calls = self._text(request, digest, n, u[5])
         if s.echo_auth_in_answer:
             text += f" Received: {headers.get('authorization', '')}"
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
@@ -568,6 +567,26 @@ class _Handler:
                       "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
         }
         return entry, _Reply(200, {}, json.dumps(payload).encode(), outcome, delay)
+
+    def _text(self, request: Any, digest: str, n: int, u5: float) -> tuple[str, list[dict[str, Any]] | None]:
+        """The answer of an ``ok`` outcome: (text, tool calls or None), as ``FakeScript.answer`` says; ``u5`` is the
+        draw for ``p_other_format``."""
+        s = self.script
+        schema_text = (schema_answer(request["response_format"])
+                       if isinstance(request.get("response_format"), dict) else None)
+        if self.answer_fn is not None:
+            return self.answer_fn(request), None
+        if request.get("tools") and s.answer == "auto":
+            return "", auto_tool_calls(request["tools"])
+        if schema_text is not None and s.answer == "auto":
+            return schema_text, None
+        if s.answer == "prose":
+            return "I would call a function to answer this, but I will explain in prose instead.", None
+        if s.answer.startswith("text:"):
+            return s.answer[len("text:"):], None
+        return auto_answer(request, other_format=u5 < s.p_other_format,
+                           wrap=_unit(s.seed, digest, n, 9) < s.p_wrap,
+                           per_call_wrap=_unit(s.seed, digest, n, 10) < s.p_per_call_wrap), None
 
     async def chat(self, headers: dict[str, str], body: bytes) -> _Reply:
         """``POST /v1/chat/completions``: log, wait the latency (within ``max_concurrency``), answer."""
@@ -818,38 +837,29 @@ class _Handler:
 
     # ----------------------------------------------------------------------- HTTP
 
+    def _chat_answered(self, writer: asyncio.StreamWriter) -> None:
+        """Count a chat answer about to be sent on ``writer``; the ``down_after``-th takes the server down."""
+        self.chat_answered += 1
+        if self.script.down_after is not None and self.chat_answered >= self.script.down_after:
+            self.go_down(writer)
+
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         quickack = getattr(socket, "TCP_QUICKACK", None)
-
-        def ack_now() -> None:
-            # Clients (httpx) send headers and body in two writes; with Nagle on their side and
-            # delayed ACKs on ours every request would stall ~40 ms. Linux resets QUICKACK, so
-            # it is set again before each read.
-            if quickack is not None and sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
-
         self.writers.add(writer)
         try:
             while not self.down:
-                ack_now()
+                _ack_now(sock, quickack)
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                     return
-                lines = head.decode("latin-1").split("\r\n")
-                try:
-                    method, path, _version = lines[0].split(" ", 2)
-                except ValueError:
+                parsed = _parse_head(head)
+                if parsed is None:
                     return
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, _, v = line.partition(":")
-                        headers[k.strip().lower()] = v.strip()
+                method, path, headers = parsed
                 length = int(headers.get("content-length", "0") or 0)
-                ack_now()
+                _ack_now(sock, quickack)
                 body = await reader.readexactly(length) if length else b""
                 if self.down:
                     return
@@ -868,24 +878,48 @@ class _Handler:
                             f"Content-Length: {len(reply.body)}"]
                 head_out += [f"{k}: {v}" for k, v in extra.items()]
                 if chat:
-                    self.chat_answered += 1
-                    if self.script.down_after is not None and self.chat_answered >= self.script.down_after:
-                        self.go_down(writer)
+                    self._chat_answered(writer)
                 writer.write(("\r\n".join(head_out) + "\r\n\r\n").encode("latin-1") + reply.body)
                 if self.down:
                     return  # the finally closes it, still sending what was written
                 await writer.drain()
                 if headers.get("connection", "").lower() == "close":
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        except asyncio.CancelledError:
-            # Server shutdown: end quietly (re-raising makes asyncio log a traceback).
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            # A client gone, or the server shutting down (cancelled): end quietly (re-raising a
+            # cancellation makes asyncio log a traceback).
             return
         finally:
             self.writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
+
+
+def _ack_now(sock: Any, quickack: int | None) -> None:
+    """Acknowledge the client's next packet at once (``TCP_QUICKACK`` where the platform has it).
+
+    Clients (httpx) send headers and body in two writes; with Nagle on their side and delayed
+    ACKs on ours every request would stall ~40 ms. Linux resets QUICKACK, so it is set again
+    before each read.
+    """
+    if quickack is not None and sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]] | None:
+    """(method, path, headers with lower-case names) of an HTTP request head; None when its request line is bad."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        method, path, _version = lines[0].split(" ", 2)
+    except ValueError:
+        return None
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+    return method, path, headers
 
 
 def _error_body(message: str, kind: str) -> bytes:
