@@ -91,30 +91,40 @@ def parameter_schema(p: Schema, *, closed: bool = False, strict: bool = False, w
     if isinstance(enum, list) and enum:
         out["enum"] = list(enum)
     if k == "dict":
-        props = properties_of(p)
-        if props:
-            required = required_params(p)
-            schemas = {}
-            for name, sub in props.items():
-                s = parameter_schema(sub, closed=closed, strict=strict, where=f"{where}.{name}" if where else name)
-                if strict and name not in required:
-                    s = {"anyOf": [s, {"type": "null"}]}
-                schemas[name] = s
-            out["properties"] = schemas
-            out["required"] = list(props) if strict else required
-            if closed or strict:
-                out["additionalProperties"] = False
-        elif strict:
-            raise ConstraintError(f"{where or 'a parameter'} is a dict without declared properties, which "
-                                  "OpenAI strict mode cannot express; use a non-strict schema (strict=False)")
+        _add_properties(out, p, closed=closed, strict=strict, where=where)
     elif k in ("array", "tuple"):
-        items = items_of(p)
-        if items is not None:
-            out["items"] = parameter_schema(items, closed=closed, strict=strict, where=f"{where}[]")
-        elif strict:
-            raise ConstraintError(f"{where or 'a parameter'} is an array without item type, which OpenAI strict "
-                                  "mode cannot express; use a non-strict schema (strict=False)")
+        _add_items(out, p, closed=closed, strict=strict, where=where)
     return out
+
+
+def _add_properties(out: dict[str, Any], p: Schema, *, closed: bool, strict: bool, where: str) -> None:
+    """A dict parameter's declared properties (and ``required``, ``additionalProperties``) added to ``out``."""
+    props = properties_of(p)
+    if props:
+        required = required_params(p)
+        schemas = {}
+        for name, sub in props.items():
+            s = parameter_schema(sub, closed=closed, strict=strict, where=f"{where}.{name}" if where else name)
+            if strict and name not in required:
+                s = {"anyOf": [s, {"type": "null"}]}
+            schemas[name] = s
+        out["properties"] = schemas
+        out["required"] = list(props) if strict else required
+        if closed or strict:
+            out["additionalProperties"] = False
+    elif strict:
+        raise ConstraintError(f"{where or 'a parameter'} is a dict without declared properties, which "
+                              "OpenAI strict mode cannot express; use a non-strict schema (strict=False)")
+
+
+def _add_items(out: dict[str, Any], p: Schema, *, closed: bool, strict: bool, where: str) -> None:
+    """An array or tuple parameter's item schema added to ``out``."""
+    items = items_of(p)
+    if items is not None:
+        out["items"] = parameter_schema(items, closed=closed, strict=strict, where=f"{where}[]")
+    elif strict:
+        raise ConstraintError(f"{where or 'a parameter'} is an array without item type, which OpenAI strict "
+                              "mode cannot express; use a non-strict schema (strict=False)")
 
 
 def _params_schema(function: Mapping[str, Any], *, strict: bool) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptgrid.languages import detect_language_match
 from promptgrid.matrix.clients import read_envelope
@@ -41,10 +41,13 @@ from promptgrid.records import Case
 from promptgrid.safeio import parse_json_line
 from promptgrid.variants import ReturnFormat, Variant
 
-from .check import CheckResult, MatchCounts, Mode, check_calls, compile_case, count_matches
+from .check import CheckResult, CompiledCase, MatchCounts, Mode, check_calls, compile_case, count_matches
 from .failure_modes import classify
 from .parse import ParseResult
 from .verdict import ErrorCode, FailureMode, Verdict
+
+if TYPE_CHECKING:
+    from promptgrid.matrix.calling import ToolCalls
 
 __all__ = ["call_mode", "native_verdict", "unwrap_constrained"]
 
@@ -75,14 +78,23 @@ def _called_names(tool_calls: Sequence[Any]) -> list[str]:
 
 def native_verdict(response: str, case: Case, languages: tuple[str, ...]) -> Verdict:
     """The verdict of a native answer (``response``: the stored envelope; see the module docstring)."""
-    from promptgrid.matrix.calling import ToolCallFailure, read_tool_calls
+    from promptgrid.matrix.calling import ToolCallFailure
 
     compiled = compile_case(case)
-    mode = compiled.mode
-    call_expected = mode is not Mode.IRRELEVANCE
     opened = read_envelope(response)
     content, tool_calls = opened if opened is not None else (response or None, [])
-    names = _name_map(case)
+    read = _read_calls(tool_calls, _name_map(case))
+    if read.ok:
+        return _calls_verdict(read.calls or (), compiled)
+    if read.failure is ToolCallFailure.EMPTY:
+        return _no_calls_verdict(content, case, compiled, languages)
+    return _unreadable_verdict(read, compiled)
+
+
+def _read_calls(tool_calls: Sequence[Any], names: dict[str, str]) -> ToolCalls:
+    """The tool calls read by the name map; a tool the case does not offer is kept under the name called."""
+    from promptgrid.matrix.calling import ToolCallFailure, read_tool_calls
+
     read = read_tool_calls(tool_calls, names)
     if read.failure is ToolCallFailure.UNKNOWN_TOOL:
         # Keep an unoffered tool under the name called, so the checker says "wrong function"; a name
@@ -91,40 +103,55 @@ def native_verdict(response: str, case: Case, languages: tuple[str, ...]) -> Ver
         originals = set(names.values())
         unknown = {n: f"{n} (not offered)" if n in originals else n for n in _called_names(tool_calls)}
         read = read_tool_calls(tool_calls, {**unknown, **names})
-    n_expected = len(compiled.expected)
+    return read
+
+
+def _calls_verdict(calls: tuple[dict[str, dict[str, Any]], ...], compiled: CompiledCase) -> Verdict:
+    """The verdict of tool calls that were read: checked as decoded calls."""
+    mode = compiled.mode
+    check = check_calls(calls, compiled)
+    valid = check.code is ErrorCode.VALID
+    if valid and mode in _CALL_MODES:
+        counts = MatchCounts(True, len(calls), 0, 0, sum(len(p) for c in calls for p in c.values()), 0, 0)
+    else:
+        counts = count_matches(calls, compiled)
+    failure = None
+    if not valid:
+        if mode is Mode.IRRELEVANCE:
+            failure = FailureMode.CALL_WHEN_NONE_EXPECTED
+        elif any(name not in compiled.offered_names for c in calls for name in c):
+            failure = FailureMode.HALLUCINATED_FUNCTION
+        else:
+            failure = classify(check.code, check.detail, ParseResult(calls, any_calls=calls), "",
+                               return_format=ReturnFormat.JSON, tool_call_tag=False,
+                               call_expected=True, offered_names=compiled.offered_names)
+    return Verdict(valid, check.code, failure, valid, None, True, *counts, len(compiled.expected), len(calls),
+                   None, None, check)
+
+
+def _no_calls_verdict(content: str | None, case: Case, compiled: CompiledCase, languages: tuple[str, ...]) -> Verdict:
+    """The verdict of an answer without tool calls ("no call"; its text, if any, is prose)."""
+    check = check_calls((), compiled)
+    valid = check.code is ErrorCode.VALID
+    text = content or ""
+    has_text = text != "" and not text.isspace()
+    failure = None
+    if not valid:
+        failure = FailureMode.PROSE_INSTEAD_OF_CALL if has_text else FailureMode.NO_CALL
     language: str | None = None
     language_match: bool | None = None
-    if read.ok:
-        calls = read.calls or ()
-        check = check_calls(calls, compiled)
-        valid = check.code is ErrorCode.VALID
-        if valid and mode in _CALL_MODES:
-            counts = MatchCounts(True, len(calls), 0, 0, sum(len(p) for c in calls for p in c.values()), 0, 0)
-        else:
-            counts = count_matches(calls, compiled)
-        failure = None
-        if not valid:
-            if not call_expected:
-                failure = FailureMode.CALL_WHEN_NONE_EXPECTED
-            elif any(name not in compiled.offered_names for c in calls for name in c):
-                failure = FailureMode.HALLUCINATED_FUNCTION
-            else:
-                failure = classify(check.code, check.detail, ParseResult(calls, any_calls=calls), "",
-                                   return_format=ReturnFormat.JSON, tool_call_tag=False,
-                                   call_expected=True, offered_names=compiled.offered_names)
-        return Verdict(valid, check.code, failure, valid, None, True, *counts, n_expected, len(calls),
-                       None, None, check)
-    if read.failure is ToolCallFailure.EMPTY:
-        check = check_calls((), compiled)
-        valid = check.code is ErrorCode.VALID
-        failure = None
-        if not valid:
-            failure = FailureMode.PROSE_INSTEAD_OF_CALL if content and not content.isspace() else FailureMode.NO_CALL
-        if content and not content.isspace():
-            language, language_match = detect_language_match(content, case.language, languages)
-        return Verdict(valid, check.code, failure, valid, None, None if not call_expected else False,
-                       *count_matches((), compiled), n_expected, 0, language, language_match, check)
-    # Unreadable tool calls: a decoder failure (nothing decoded).
+    if has_text:
+        language, language_match = detect_language_match(text, case.language, languages)
+    call_expected = compiled.mode is not Mode.IRRELEVANCE
+    return Verdict(valid, check.code, failure, valid, None, None if not call_expected else False,
+                   *count_matches((), compiled), len(compiled.expected), 0, language, language_match, check)
+
+
+def _unreadable_verdict(read: ToolCalls, compiled: CompiledCase) -> Verdict:
+    """The verdict of unreadable tool calls: a decoder failure (nothing decoded)."""
+    from promptgrid.matrix.calling import ToolCallFailure
+
+    mode = compiled.mode
     if mode is Mode.IRRELEVANCE:
         check = check_calls((), compiled)
     elif mode is Mode.RELEVANCE:
@@ -136,8 +163,8 @@ def native_verdict(response: str, case: Case, languages: tuple[str, ...]) -> Ver
     if not valid:
         failure = (FailureMode.MALFORMED_CALL if read.failure is ToolCallFailure.NOT_A_CALL
                    else FailureMode.BAD_TOOL_ARGUMENTS)
-    return Verdict(valid, check.code, failure, valid, None, False if call_expected else None,
-                   *count_matches(None, compiled), n_expected, 0, None, None, check)
+    return Verdict(valid, check.code, failure, valid, None, False if mode is not Mode.IRRELEVANCE else None,
+                   *count_matches(None, compiled), len(compiled.expected), 0, None, None, check)
 
 
 def unwrap_constrained(text: str, variant: Variant, case: Case) -> str:

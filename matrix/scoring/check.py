@@ -446,9 +446,7 @@ def _generic_check(rule: _ParamRule, value: Any) -> ErrorCode | None:
     py_type = rule.py_type
     answer_type = rule.answer_type
     if py_type is None:  # unknown schema type: no type check (bfcl-eval would crash)
-        if type(value) is str:
-            return None if standardize_string(value) in rule.std_strings else _V_STRING
-        return None if value in rule.answers else _V_OTHERS
+        return _untyped_error(rule, value)
     # Type check. A ground truth whose values are not of the schema type holds a
     # "variable" (e.g. the string "data['sales']" for an array): bfcl-eval then
     # compares raw values only.
@@ -461,14 +459,27 @@ def _generic_check(rule: _ParamRule, value: Any) -> ErrorCode | None:
     else:
         return _T_SIMPLE
     if not variable:
-        if py_type is dict:
-            return _dict_error(value, rule.dict_answers)
-        if py_type is list and rule.nested is dict:
-            return _list_dict_error(value, rule.list_dict_answers)
-        if py_type is str:
-            return None if standardize_string(value) in rule.std_strings else _V_STRING
-        if py_type is list:
-            return None if [_std(x) for x in value] in rule.std_lists else ErrorCode.VALUE_ERROR_LIST
+        return _typed_value_error(rule, py_type, value)
+    return None if value in rule.answers else _V_OTHERS
+
+
+def _untyped_error(rule: _ParamRule, value: Any) -> ErrorCode | None:
+    """The value check of a parameter whose schema type is unknown (strings standardized, others raw)."""
+    if type(value) is str:
+        return None if standardize_string(value) in rule.std_strings else _V_STRING
+    return None if value in rule.answers else _V_OTHERS
+
+
+def _typed_value_error(rule: _ParamRule, py_type: type, value: Any) -> ErrorCode | None:
+    """bfcl-eval's value checker for a value of the schema type ``py_type`` (no "variable" answer)."""
+    if py_type is dict:
+        return _dict_error(value, rule.dict_answers)
+    if py_type is list and rule.nested is dict:
+        return _list_dict_error(value, rule.list_dict_answers)
+    if py_type is str:
+        return None if standardize_string(value) in rule.std_strings else _V_STRING
+    if py_type is list:
+        return None if [_std(x) for x in value] in rule.std_lists else ErrorCode.VALUE_ERROR_LIST
     return None if value in rule.answers else _V_OTHERS
 
 
@@ -489,40 +500,54 @@ def _specialize(rule: _ParamRule) -> Callable[[Any], ErrorCode | None]:
     py_type, answer_type = rule.py_type, rule.answer_type
     plain = answer_type is None or answer_type is py_type
     if py_type is str and plain:
-        strings = rule.std_strings
-        sub = _STRIP.sub
-        # An answer written exactly as an acceptable value standardizes to it:
-        # most correct answers pass on this set lookup, without the regex.
-        exact = frozenset(a for a in rule.answers if type(a) is str)
-
-        def check_str(value: Any) -> ErrorCode | None:
-            if type(value) is str:
-                if value in exact:
-                    return None
-                return None if sub("", value).lower().replace("'", '"') in strings else _V_STRING
-            return _T_SIMPLE
-
-        return check_str
+        return _string_checker(rule)
     answers = _hashable_set(rule.answers)
     if answers is not None and plain and (py_type is int or py_type is bool):
-        exact_type = py_type
-
-        def check_exact(value: Any) -> ErrorCode | None:
-            if type(value) is exact_type:
-                return None if value in answers else _V_OTHERS
-            return _T_SIMPLE
-
-        return check_exact
+        return _exact_type_checker(py_type, answers)
     if answers is not None and plain and py_type is float:
-
-        def check_float(value: Any) -> ErrorCode | None:
-            kind = type(value)
-            if kind is float or kind is int:
-                return None if value in answers else _V_OTHERS
-            return _T_SIMPLE
-
-        return check_float
+        return _float_checker(answers)
     return functools.partial(_generic_check, rule)
+
+
+def _string_checker(rule: _ParamRule) -> Callable[[Any], ErrorCode | None]:
+    """The checker of a string parameter: exact acceptable strings first, then standardized ones."""
+    strings = rule.std_strings
+    sub = _STRIP.sub
+    # An answer written exactly as an acceptable value standardizes to it:
+    # most correct answers pass on this set lookup, without the regex.
+    exact = frozenset(a for a in rule.answers if type(a) is str)
+
+    def check_str(value: Any) -> ErrorCode | None:
+        if type(value) is str:
+            if value in exact:
+                return None
+            return None if sub("", value).lower().replace("'", '"') in strings else _V_STRING
+        return _T_SIMPLE
+
+    return check_str
+
+
+def _exact_type_checker(exact_type: type, answers: frozenset[Any]) -> Callable[[Any], ErrorCode | None]:
+    """The checker of an int or bool parameter: that exact type, then membership in ``answers``."""
+
+    def check_exact(value: Any) -> ErrorCode | None:
+        if type(value) is exact_type:
+            return None if value in answers else _V_OTHERS
+        return _T_SIMPLE
+
+    return check_exact
+
+
+def _float_checker(answers: frozenset[Any]) -> Callable[[Any], ErrorCode | None]:
+    """The checker of a float parameter: a float or an int (bfcl-eval's int-to-float rule), in ``answers``."""
+
+    def check_float(value: Any) -> ErrorCode | None:
+        kind = type(value)
+        if kind is float or kind is int:
+            return None if value in answers else _V_OTHERS
+        return _T_SIMPLE
+
+    return check_float
 
 
 def _check_one(expected: _ExpectedCall, call: Call) -> tuple[ErrorCode, str | None, Any] | None:

@@ -84,6 +84,13 @@ _TYPE_CODES = frozenset({ErrorCode.TYPE_ERROR_SIMPLE, ErrorCode.TYPE_ERROR_NESTE
                          ErrorCode.TYPE_ERROR_JAVA, ErrorCode.TYPE_ERROR_JS})
 _VALUE_CODES = frozenset(c for c in ErrorCode if c.value.startswith(("value_error:", "dict_checker:",
                                                                         "list_dict_checker:")))
+# The mode of the checker's underlying error, once format, XML types, names and count are ruled out (else WRONG_VALUE).
+_BY_REASON = {
+    ErrorCode.WRONG_FUNC_NAME: FailureMode.WRONG_FUNCTION,
+    **{c: FailureMode.MISSING_PARAMETER for c in _MISSING_CODES},
+    ErrorCode.UNEXPECTED_PARAM: FailureMode.UNKNOWN_PARAMETER,
+    **{c: FailureMode.WRONG_TYPE for c in _TYPE_CODES},
+}
 
 
 def _names(calls: Any) -> list[str]:
@@ -113,27 +120,42 @@ def classify(
     if not call_expected:
         return FailureMode.CALL_WHEN_NONE_EXPECTED
     if parsed.per_call_wrapping and parsed.failure not in _SYNTAX_FAILURES:
-        if tool_call_tag and len(_TOOLCALL_RE.findall(text)) > 1:
-            return FailureMode.PER_CALL_TOOLCALL_WRAPPING
-        if len(_FUNCTIONS_RE.findall(text)) > 1:
-            return FailureMode.PER_CALL_FUNCTIONS_WRAPPING
-        return FailureMode.PER_CALL_LIST_WRAPPING
-    any_calls = parsed.any_calls
+        return _wrapping_mode(text, tool_call_tag)
     if parsed.calls is None:
-        failure = parsed.failure
-        if failure is ParseFailure.EMPTY:
-            return FailureMode.NO_CALL
-        if failure is ParseFailure.PROSE_ONLY or (not any_calls and parsed.detected_format is None
-                                                  and failure in _NO_CALL_CONTENT):
-            return FailureMode.PROSE_INSTEAD_OF_CALL
-        if failure in _CUT_FAILURES and ends_cut(text):
-            return FailureMode.TRUNCATED
-        mode = _BY_FAILURE.get(failure)
-        if mode is not None:
-            return mode
-        if parsed.unknown_xml_types:
-            return FailureMode.WRONG_XML_TYPE_NAMES
-        return FailureMode.MALFORMED_CALL
+        return _parse_failure_mode(parsed, text)
+    return _checker_failure_mode(code, detail, parsed, return_format, offered_names)
+
+
+def _wrapping_mode(text: str, tool_call_tag: bool) -> FailureMode:
+    """Which wrapper was repeated per call: <TOOLCALL> tags, <functions> blocks, else lists."""
+    if tool_call_tag and len(_TOOLCALL_RE.findall(text)) > 1:
+        return FailureMode.PER_CALL_TOOLCALL_WRAPPING
+    if len(_FUNCTIONS_RE.findall(text)) > 1:
+        return FailureMode.PER_CALL_FUNCTIONS_WRAPPING
+    return FailureMode.PER_CALL_LIST_WRAPPING
+
+
+def _parse_failure_mode(parsed: Any, text: str) -> FailureMode:
+    """The mode of a response whose strict parse failed (precedence 3 in the module docstring)."""
+    failure = parsed.failure
+    if failure is ParseFailure.EMPTY:
+        return FailureMode.NO_CALL
+    if failure is ParseFailure.PROSE_ONLY or (not parsed.any_calls and parsed.detected_format is None
+                                              and failure in _NO_CALL_CONTENT):
+        return FailureMode.PROSE_INSTEAD_OF_CALL
+    if failure in _CUT_FAILURES and ends_cut(text):
+        return FailureMode.TRUNCATED
+    mode = _BY_FAILURE.get(failure)
+    if mode is not None:
+        return mode
+    if parsed.unknown_xml_types:
+        return FailureMode.WRONG_XML_TYPE_NAMES
+    return FailureMode.MALFORMED_CALL
+
+
+def _checker_failure_mode(code: ErrorCode, detail: ErrorCode, parsed: Any, return_format: ReturnFormat | str,
+                          offered_names: Iterable[str]) -> FailureMode:
+    """The mode of a decoded response the checker failed (precedence 4 in the module docstring)."""
     if parsed.detected_format is not None and not format_matches(parsed.detected_format, return_format):
         # bfcl's verbose-XML reader also takes concise XML, minus the values.
         return FailureMode.OTHER_FORMAT
@@ -146,12 +168,4 @@ def classify(
         return FailureMode.HALLUCINATED_FUNCTION
     if code in _COUNT_CODES:
         return FailureMode.NO_CALL if not parsed.calls else FailureMode.WRONG_COUNT
-    if reason is ErrorCode.WRONG_FUNC_NAME:
-        return FailureMode.WRONG_FUNCTION
-    if reason in _MISSING_CODES:
-        return FailureMode.MISSING_PARAMETER
-    if reason is ErrorCode.UNEXPECTED_PARAM:
-        return FailureMode.UNKNOWN_PARAMETER
-    if reason in _TYPE_CODES:
-        return FailureMode.WRONG_TYPE
-    return FailureMode.WRONG_VALUE
+    return _BY_REASON.get(reason, FailureMode.WRONG_VALUE)

@@ -90,6 +90,11 @@ class _Found:
         if self.fail is None or _FAIL_RANK.get(fail.kind, 99) < _FAIL_RANK.get(self.fail.kind, 99):
             self.fail, self.fail_fmt = fail, fmt
 
+    def note_telling(self, fail: Fail | None, fmt: str) -> None:
+        """Note ``fail`` unless it is None or a plain syntax error (what prose around the calls gives)."""
+        if fail is not None and fail.kind is not ParseFailure.BAD_SYNTAX:
+            self.note_fail(fail, fmt)
+
 
 def _max_pieces(cheap: bool) -> int:
     """How many tag blocks / code fences are read (a hostile text may hold thousands)."""
@@ -110,22 +115,12 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
     cleaned = piece.strip().strip("'")
     whole_fail: Fail | None = None
     if cleaned:
-        try:
-            calls, _ = parse_python_calls(cleaned)
-        except Fail as fail:
-            if fail.kind in (ParseFailure.TOO_LARGE, ParseFailure.TOO_DEEP):
-                out.note_fail(fail, _PYTHON)
-                return False
-            whole_fail = fail
-        else:
-            if calls:
-                out.calls, out.fmt, out.wrappers = calls, _PYTHON, 1
-                return True
-            out.empty_list = True
-            return False
+        whole = _whole_python(cleaned, out)
+        if isinstance(whole, bool):
+            return whole
+        whole_fail = whole
     if cheap:
-        if whole_fail is not None and whole_fail.kind is not ParseFailure.BAD_SYNTAX:
-            out.note_fail(whole_fail, _PYTHON)
+        out.note_telling(whole_fail, _PYTHON)
         return False
     starts = [m.start(m.lastindex or 0) for m in islice(_PY_START_RE.finditer(piece), MAX_SCAN_ATTEMPTS)]
     if not starts:
@@ -133,22 +128,50 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
                 and cleaned[:1] in ("[", "(", "{")):
             out.note_fail(whole_fail, _PYTHON)  # well-formed Python, just not calls
         return False
-    if whole_fail is not None and whole_fail.kind is not ParseFailure.BAD_SYNTAX:
-        out.note_fail(whole_fail, _PYTHON)
+    out.note_telling(whole_fail, _PYTHON)
     ends = [m.start() + 1 for m in islice(_PY_END_RE.finditer(piece, starts[0]), _MAX_ENDS)]
-    # One region from the first call start to the last line-final bracket ...
-    region = piece[starts[0]:ends[-1]] if ends else ""
     budget = [_AST_BUDGET]
-    if region and region != cleaned:
-        found = _region_calls(region, budget)
-        if isinstance(found, Fail):
-            if found.kind is not ParseFailure.BAD_SYNTAX:
-                out.note_fail(found, _PYTHON)
-        elif found:
-            out.calls, out.fmt, out.wrappers = found, _PYTHON, 1
-            out.prose = is_prose(piece[:starts[0]] + piece[ends[-1]:])
-            return True
-    # ... else one region per call start, each to the nearest end that parses.
+    if _one_region(piece, cleaned, starts, ends, budget, out):
+        return True
+    return _call_regions(piece, starts, ends, budget, whole_fail, out)
+
+
+def _whole_python(cleaned: str, out: _Found) -> bool | Fail:
+    """The whole piece read as Python: True (calls), False (search over: an empty list, a bound), else its failure."""
+    try:
+        calls, _ = parse_python_calls(cleaned)
+    except Fail as fail:
+        if fail.kind in (ParseFailure.TOO_LARGE, ParseFailure.TOO_DEEP):
+            out.note_fail(fail, _PYTHON)
+            return False
+        return fail
+    if calls:
+        out.calls, out.fmt, out.wrappers = calls, _PYTHON, 1
+        return True
+    out.empty_list = True
+    return False
+
+
+def _one_region(piece: str, cleaned: str, starts: list[int], ends: list[int], budget: list[int],
+                out: _Found) -> bool:
+    """One region from the first call start to the last line-final bracket: True when it holds calls."""
+    region = piece[starts[0]:ends[-1]] if ends else ""
+    if not region or region == cleaned:
+        return False
+    found = _region_calls(region, budget)
+    if isinstance(found, Fail):
+        out.note_telling(found, _PYTHON)
+        return False
+    if not found:
+        return False
+    out.calls, out.fmt, out.wrappers = found, _PYTHON, 1
+    out.prose = is_prose(piece[:starts[0]] + piece[ends[-1]:])
+    return True
+
+
+def _call_regions(piece: str, starts: list[int], ends: list[int], budget: list[int], whole_fail: Fail | None,
+                  out: _Found) -> bool:
+    """One region per call start, each to the nearest end that parses: True when any holds calls."""
     calls_all: Calls = []
     spans: list[tuple[int, int]] = []
     bracketed = 0
@@ -161,18 +184,12 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
             e_idx += 1
         balanced = balanced_end(piece, s)
         candidates = ([balanced] if balanced is not None else []) + ends[e_idx:e_idx + 2]
-        for e in dict.fromkeys(candidates):
-            region_calls = _region_calls(piece[s:e], budget)
-            if isinstance(region_calls, Fail):
-                if region_calls.kind is not ParseFailure.BAD_SYNTAX:
-                    out.note_fail(region_calls, _PYTHON)
-                continue
-            if region_calls:
-                calls_all.extend(region_calls)
-                spans.append((s, e))
-                bracketed += piece[s] == "["
-                pos = e
-                break
+        found = _calls_at(piece, s, candidates, budget, out)
+        if found is not None:
+            calls_all.extend(found[0])
+            spans.append((s, found[1]))
+            bracketed += piece[s] == "["
+            pos = found[1]
     if not calls_all:
         if whole_fail is not None:
             out.note_fail(whole_fail, _PYTHON)
@@ -183,6 +200,17 @@ def _python(piece: str, out: _Found, cheap: bool) -> bool:
     if len(spans) > 1 and bracketed <= 1:
         out.notes.append("Python calls on separate lines, not in one list")
     return True
+
+
+def _calls_at(piece: str, s: int, candidates: list[int], budget: list[int], out: _Found) -> tuple[Calls, int] | None:
+    """The calls of the region from ``s`` to the first candidate end that holds any, and that end."""
+    for e in dict.fromkeys(candidates):
+        found = _region_calls(piece[s:e], budget)
+        if isinstance(found, Fail):
+            out.note_telling(found, _PYTHON)
+        elif found:
+            return found, e
+    return None
 
 
 # Candidate regions first go through the fast subset parser; only this many per

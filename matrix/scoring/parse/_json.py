@@ -261,6 +261,4 @@ def find_json_calls(text: str, cheap: bool = False) -> tuple[Calls, list[tuple[i
         calls.extend(found)
         spans.append((start, end))
         pos = end
-    if spans:
-        return calls, spans
-    return first_fail
+    return (calls, spans) if spans else first_fail

@@ -159,41 +159,33 @@ class _Resolver:
         return {name: args}
 
     def value(self, node: ast.AST, depth: int) -> Any:
+        """A value node resolved by bfcl-eval's rule for its node type (``_VALUE_RULES``)."""
         if depth > MAX_DEPTH:
             raise Fail(ParseFailure.TOO_DEEP, f"Python: value nested deeper than {MAX_DEPTH}",
                        deviation=Deviation.LIMITS)
-        if isinstance(node, ast.Constant):
-            return "..." if node.value is Ellipsis else node.value
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.List):
-            return [self.value(v, depth + 1) for v in node.elts]
-        if isinstance(node, ast.Tuple):
-            return tuple(self.value(v, depth + 1) for v in node.elts)
-        if isinstance(node, ast.Dict):
-            out = {}
-            for k, v in zip(node.keys, node.values, strict=True):
-                if k is None:
-                    raise Fail(ParseFailure.BAD_VALUE, "Python: **mapping inside a dict value")
-                key = self.value(k, depth + 1)
-                try:
-                    out[key] = self.value(v, depth + 1)
-                except TypeError:
-                    raise Fail(ParseFailure.BAD_VALUE, f"Python: unhashable dict key {key!r}") from None
-            return out
-        if isinstance(node, ast.Call):
-            if not node.keywords:
-                return ast.unparse(node)  # bfcl-eval keeps keyword-less calls as source text
-            return self.call(node, depth + 1)
-        if isinstance(node, ast.UnaryOp):
-            return self.unary(node)
-        if isinstance(node, ast.BinOp):
-            return _fold(node)
-        if isinstance(node, ast.Subscript):
-            return ast.unparse(node.value) + "[" + ast.unparse(node.slice) + "]"
-        if isinstance(node, ast.Lambda):
-            raise Fail(ParseFailure.UNSAFE_EXPRESSION, "Python: lambda as a value")
-        raise Fail(ParseFailure.BAD_VALUE, f"Python: unsupported value ({_what(node)})")
+        rule = _VALUE_RULES.get(type(node))
+        if rule is None:
+            raise Fail(ParseFailure.BAD_VALUE, f"Python: unsupported value ({_what(node)})")
+        return rule(self, node, depth)
+
+    def mapping(self, node: ast.Dict, depth: int) -> dict[Any, Any]:
+        """A dict display, its keys and values resolved; ``**mapping`` and unhashable keys refused."""
+        out = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:
+                raise Fail(ParseFailure.BAD_VALUE, "Python: **mapping inside a dict value")
+            key = self.value(k, depth + 1)
+            try:
+                out[key] = self.value(v, depth + 1)
+            except TypeError:
+                raise Fail(ParseFailure.BAD_VALUE, f"Python: unhashable dict key {key!r}") from None
+        return out
+
+    def nested_call(self, node: ast.Call, depth: int) -> Any:
+        """A call as a value: a nested call when it has keywords, else its source text (as bfcl-eval keeps it)."""
+        if not node.keywords:
+            return ast.unparse(node)
+        return self.call(node, depth + 1)
 
     def unary(self, node: ast.UnaryOp) -> Any:
         """bfcl-eval negates the operand's literal whatever the operator.
@@ -217,6 +209,26 @@ class _Resolver:
             bfcl_error_type=None,
             deviation=Deviation.UNARY_OP,
         )
+
+
+def _lambda(resolver: _Resolver, node: ast.Lambda, depth: int) -> Any:
+    """A lambda is refused: code, not a value."""
+    raise Fail(ParseFailure.UNSAFE_EXPRESSION, "Python: lambda as a value")
+
+
+# bfcl-eval's value rule for each node type ``ast.parse`` gives (``resolve_ast_by_type``); other types are refused.
+_VALUE_RULES: dict[type, Callable[[_Resolver, Any, int], Any]] = {
+    ast.Constant: lambda r, node, depth: "..." if node.value is Ellipsis else node.value,
+    ast.Name: lambda r, node, depth: node.id,
+    ast.List: lambda r, node, depth: [r.value(v, depth + 1) for v in node.elts],
+    ast.Tuple: lambda r, node, depth: tuple(r.value(v, depth + 1) for v in node.elts),
+    ast.Dict: _Resolver.mapping,
+    ast.Call: _Resolver.nested_call,
+    ast.UnaryOp: lambda r, node, depth: r.unary(node),
+    ast.BinOp: lambda r, node, depth: _fold(node),
+    ast.Subscript: lambda r, node, depth: ast.unparse(node.value) + "[" + ast.unparse(node.slice) + "]",
+    ast.Lambda: _lambda,
+}
 
 
 def _fold(node: ast.BinOp) -> Any:

@@ -205,10 +205,8 @@ def _call(toks: list[str], i: int, depth: int) -> tuple[str, dict[str, Any] | No
     if depth >= MAX_DEPTH:
         raise TooDeep
     i += 1
-    if toks[i] == ")":
-        return name, None, i + 1
     args: dict[str, Any] = {}
-    while True:
+    while toks[i] != ")":
         k = toks[i]
         if toks[i + 1] != "=" or not _is_name(k) or k in args:
             raise Decline  # positional argument, **kwargs, repeated keyword, ...
@@ -216,14 +214,9 @@ def _call(toks: list[str], i: int, depth: int) -> tuple[str, dict[str, Any] | No
         t = toks[i]
         if t == ",":
             i += 1
-            if toks[i] == ")":
-                return name, args, i + 1
-        elif t == ")":
-            return name, args, i + 1
-        elif t in _CLOSERS:
-            raise Mismatch
-        else:
-            raise Decline
+        elif t != ")":
+            raise Mismatch if t in _CLOSERS else Decline
+    return name, args or None, i + 1  # every pass of the loop adds a keyword: no keywords is ``name()``
 
 
 def _value(toks: list[str], i: int, literal: bool, depth: int) -> tuple[Any, int]:
@@ -248,31 +241,42 @@ def _value(toks: list[str], i: int, literal: bool, depth: int) -> tuple[Any, int
     if c in _NUM_START and t != ".":
         return _number(t), i + 1
     if t == "[" or t == "(" or t == "{":
-        if depth >= MAX_DEPTH:
-            raise TooDeep
-        if t == "{":
-            return _mapping(toks, i + 1, literal, depth + 1)
-        close = "]" if t == "[" else ")"
-        items = []
-        i += 1
-        while toks[i] != close:
-            v, i = _value(toks, i, literal, depth + 1)
-            items.append(v)
-            sep = toks[i]
-            if sep == ",":
-                i += 1
-            elif sep != close:
-                raise Mismatch if sep in _CLOSERS else Decline
-            elif close == ")" and len(items) == 1 and toks[i - 1] != ",":
-                return v, i + 1  # a parenthesized value, not a tuple
-        return (items if close == "]" else tuple(items)), i + 1
+        return _container(toks, i, literal, depth)
     if t == "-" or (t == "+" and literal):
-        n = toks[i + 1]
-        if n[:1] not in _NUM_START or n == ".":
-            raise Decline  # bfcl-eval's "-x" rule is only safe to mirror on literals
-        v = _number(n)
-        return (-v if t == "-" else v), i + 2
+        return _signed(toks, i)
     raise Decline
+
+
+def _container(toks: list[str], i: int, literal: bool, depth: int) -> tuple[Any, int]:
+    """The list, tuple, parenthesized value or dict opening at ``i``, and the index past its end."""
+    if depth >= MAX_DEPTH:
+        raise TooDeep
+    t = toks[i]
+    if t == "{":
+        return _mapping(toks, i + 1, literal, depth + 1)
+    close = "]" if t == "[" else ")"
+    items = []
+    i += 1
+    while toks[i] != close:
+        v, i = _value(toks, i, literal, depth + 1)
+        items.append(v)
+        sep = toks[i]
+        if sep == ",":
+            i += 1
+        elif sep != close:
+            raise Mismatch if sep in _CLOSERS else Decline
+        elif close == ")" and len(items) == 1 and toks[i - 1] != ",":
+            return v, i + 1  # a parenthesized value, not a tuple
+    return (items if close == "]" else tuple(items)), i + 1
+
+
+def _signed(toks: list[str], i: int) -> tuple[int | float, int]:
+    """The number after the sign at ``i`` (``-`` negates it), and the index past it."""
+    n = toks[i + 1]
+    if n[:1] not in _NUM_START or n == ".":
+        raise Decline  # bfcl-eval's "-x" rule is only safe to mirror on literals
+    v = _number(n)
+    return (-v if toks[i] == "-" else v), i + 2
 
 
 def _mapping(toks: list[str], i: int, literal: bool, depth: int) -> tuple[dict[Any, Any], int]:
@@ -317,24 +321,29 @@ def parse_calls_fast(text: str, toks: list[str]) -> list[dict[str, dict[str, Any
                 raise Mismatch if sep in _CLOSERS else Decline
         i += 1
     elif toks[0][:1] in _NAME_START:
-        if "\n" in text or "\r" in text:
-            raise Decline  # a newline outside brackets ends a Python expression
-        i = 0
-        while True:
-            name, args, i = _call(toks, i, 0)
-            calls.append({name: {} if args is None else args})
-            if i >= n:
-                break
-            if toks[i] != ",":
-                raise Decline
-            i += 1
-            if i >= n:
-                break
+        i = _bare_calls(text, toks, n, calls)
     else:
         raise Decline
     if i != n:
         raise Decline
     return calls
+
+
+def _bare_calls(text: str, toks: list[str], n: int, calls: list[dict[str, dict[str, Any]]]) -> int:
+    """Read a bare ``call, call`` sequence (``n`` tokens before the sentinel) into ``calls``: the index past it."""
+    if "\n" in text or "\r" in text:
+        raise Decline  # a newline outside brackets ends a Python expression
+    i = 0
+    while True:
+        name, args, i = _call(toks, i, 0)
+        calls.append({name: {} if args is None else args})
+        if i >= n:
+            return i
+        if toks[i] != ",":
+            raise Decline
+        i += 1
+        if i >= n:
+            return i
 
 
 # Texts where the token list cannot tell what Python's tokenizer would do:
@@ -406,59 +415,103 @@ def certain_syntax_error(text: str, toks: list[str], *, first: bool = False) -> 
     names_side_by_side = False
     bang_ok = "!=" in text
     last = len(lines) - 1
-    for line_no, line_toks in enumerate(lines):
-        prev = ""  # kind of the previous token on this line: name, number, other
-        for t in line_toks:
-            c = t[0]
-            if c in _NAME_START:
-                if prev == "number":
-                    return None  # "2nd", "0x1g", "1_0": maybe a tokenizer error
-                if t in _MAY_PAIR:
-                    prev = "other"
-                    continue
-                if prev == "name":
-                    if first:
-                        return ParseFailure.BAD_SYNTAX, "invalid syntax"
-                    names_side_by_side = True
-                prev = "prefix" if t in _PREFIXES else "name"
-                continue
-            if c in _QUOTES:
-                if prev == "prefix":
-                    return None  # a string prefix: f-strings are tokenized differently from 3.12 on
-                if len(t) < 2 or t[-1] != c:
-                    return ParseFailure.UNCLOSED_BRACKET, "unterminated string literal"
-            elif c in _DIGITS or (c == "." and len(t) > 1):
-                if prev == "number" or (c == "0" and len(t) > 1 and t[1] in _DIGITS):
-                    return None  # "04": leading zeros are a tokenizer error
-                prev = "number"
-                continue
-            elif c == "(" or c == "[" or c == "{":
-                stack.append((c, line_no))
-                if len(stack) > MAX_DEPTH:
-                    return None
-            elif c == ")" or c == "]" or c == "}":
-                if not stack:
-                    return ParseFailure.BAD_SYNTAX, f"unmatched {t!r}"
-                if stack.pop()[0] != _PAIRS[c]:
-                    return ParseFailure.UNCLOSED_BRACKET, f"closing {t!r} does not match the opening bracket"
-            elif parser_error_line < 0 and (c in _STRAY or (c == "!" and not bang_ok)):
-                if first:
-                    return ParseFailure.BAD_SYNTAX, "invalid syntax"
-                parser_error_line = line_no
-            prev = "other"
-        if not stack and line_no < last:
-            return None  # a line break outside brackets: indentation and statement rules apply
+    try:
+        for line_no, line_toks in enumerate(lines):
+            parser_error_line, side_by_side = _scan_line(line_toks, line_no, stack, parser_error_line, first,
+                                                         bang_ok)
+            names_side_by_side |= side_by_side
+            if not stack and line_no < last:
+                return None  # a line break outside brackets: indentation and statement rules apply
+    except _Settled as settled:
+        return settled.result
     if not stack:
-        if parser_error_line >= 0 or names_side_by_side:
-            return ParseFailure.BAD_SYNTAX, "invalid syntax"
-        return None
+        return _INVALID_SYNTAX if parser_error_line >= 0 or names_side_by_side else None
     # A bracket left open at the end is reported instead of a parser error
     # the parser met at the end of the text (its look-ahead after two names
     # side by side may run there) or on a later line than that bracket. A
     # stray character stops it where it stands.
     if 0 <= parser_error_line <= stack[-1][1]:
-        return ParseFailure.BAD_SYNTAX, "invalid syntax"
+        return _INVALID_SYNTAX
     return None
+
+
+_INVALID_SYNTAX = (ParseFailure.BAD_SYNTAX, "invalid syntax")
+
+
+class _Settled(Exception):
+    """Ends ``certain_syntax_error``'s scan: ``result`` is its answer (a sure failure, or None: not sure)."""
+
+    def __init__(self, result: tuple[ParseFailure, str] | None) -> None:
+        super().__init__()
+        self.result = result
+
+
+def _scan_line(line_toks: list[str], line_no: int, stack: list[tuple[str, int]], parser_error_line: int,
+               first: bool, bang_ok: bool) -> tuple[int, bool]:
+    """``certain_syntax_error`` over one line: (first stray character's line so far or -1, names side by side)."""
+    prev = ""  # kind of the previous token on this line: name, prefix, number, other
+    side_by_side = False
+    for t in line_toks:
+        c = t[0]
+        if c in _NAME_START:
+            if prev == "number" or (prev == "name" and t not in _MAY_PAIR):
+                side_by_side = _name_after(prev, first)
+            prev = "other" if t in _MAY_PAIR else "prefix" if t in _PREFIXES else "name"
+            continue
+        if c in _QUOTES and prev != "prefix" and len(t) > 1 and t[-1] == c:
+            prev = "other"  # a closed string (the common case, decided here)
+            continue
+        if c in _QUOTES or c in _DIGITS or (c == "." and len(t) > 1):
+            prev = _literal_kind(t, prev)
+            continue
+        if c == "(" or c == "[" or c == "{":
+            stack.append((c, line_no))
+            if len(stack) > MAX_DEPTH:
+                raise _Settled(None)
+        elif c == ")" or c == "]" or c == "}":
+            _check_close(stack, t)
+        elif (c in _STRAY or (c == "!" and not bang_ok)) and parser_error_line < 0:
+            parser_error_line = _stray(line_no, first)
+        prev = "other"
+    return parser_error_line, side_by_side
+
+
+def _name_after(prev: str, first: bool) -> bool:
+    """A name after a number settles (not sure); after a name, a parser error: settled if ``first``, else True."""
+    if prev == "number":
+        raise _Settled(None)  # "2nd", "0x1g", "1_0": maybe a tokenizer error
+    if first:
+        raise _Settled(_INVALID_SYNTAX)
+    return True
+
+
+def _stray(line_no: int, first: bool) -> int:
+    """The line of the first character never valid outside strings (a parser error there); settled when ``first``."""
+    if first:
+        raise _Settled(_INVALID_SYNTAX)
+    return line_no
+
+
+def _literal_kind(t: str, prev: str) -> str:
+    """``prev`` after a string or number token; settles where the tokens cannot judge it or a string never closes."""
+    c = t[0]
+    if c in _QUOTES:
+        if prev == "prefix":
+            raise _Settled(None)  # a string prefix: f-strings are tokenized differently from 3.12 on
+        if len(t) < 2 or t[-1] != c:
+            raise _Settled((ParseFailure.UNCLOSED_BRACKET, "unterminated string literal"))
+        return "other"
+    if prev == "number" or (c == "0" and len(t) > 1 and t[1] in _DIGITS):
+        raise _Settled(None)  # "04": leading zeros are a tokenizer error
+    return "number"
+
+
+def _check_close(stack: list[tuple[str, int]], t: str) -> None:
+    """Pop the bracket the closing bracket ``t`` closes; settle on an unmatched or mismatched one."""
+    if not stack:
+        raise _Settled((ParseFailure.BAD_SYNTAX, f"unmatched {t!r}"))
+    if stack.pop()[0] != _PAIRS[t]:
+        raise _Settled((ParseFailure.UNCLOSED_BRACKET, f"closing {t!r} does not match the opening bracket"))
 
 
 def parse_literal_fast(text: str) -> Any:

@@ -97,36 +97,15 @@ def parse_response(
     Raises :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     fmt = _format_of(return_format)
-    if text is None:
-        text = ""
-    if len(text) > MAX_INPUT_CHARS:
-        return _failure(_TOO_LARGE, text, None, code_fence=False)
-    if not text or text.isspace():
-        # bfcl-eval decodes nothing as [] in python and json without the tag (its
-        # checker then reports the count); anything else fails to decode.
-        fail = _EMPTY_LENIENT if (fmt is _PYTHON or fmt is _JSON) and not tool_call_tag else _EMPTY_FAILED
-        return _failure(fail, text, None, code_fence=False)
+    text = "" if text is None else text
+    if len(text) > MAX_INPUT_CHARS or not text or text.isspace():
+        return _failure(_too_large_or_blank(text, fmt, tool_call_tag), text, None, code_fence=False)
     if tool_call_tag:
-        # bfcl-eval strips and brackets the text first; that never changes what
-        # lies between the first <TOOLCALL> and the first </TOOLCALL> after it
-        # (the stripped characters cannot be part of a tag), so positions are
-        # taken in the text itself.
-        i = text.find(TAG_OPEN)
-        if i < 0:
-            return _refine(_TAG_MISSING, text, fmt, None)
-        j = text.find(TAG_CLOSE, i + len(TAG_OPEN))
-        if j < 0:
-            return _refine(_TAG_UNCLOSED, text, fmt, None, tag_found=True)
-        raw = text[i + len(TAG_OPEN):j]
-        body = raw.strip()
-        body_at = i + len(TAG_OPEN) + len(raw) - len(raw.lstrip())
-        per_call = text.find(TAG_OPEN, j + len(TAG_CLOSE)) >= 0
-        tag_found = True
-        bt = None
-        if not body:
-            bfcl = None if fmt is _JSON else BFCL_DECODER_FAILED
-            return _failure(Fail(ParseFailure.EMPTY, "empty <TOOLCALL> tag", bfcl_error_type=bfcl), text, None,
-                            tag_found=True, per_call_wrapping=per_call, code_fence=has_fence(text))
+        block = _tag_block(text, fmt)
+        if isinstance(block, ParseResult):
+            return block
+        body, body_at, per_call = block
+        tag_found, bt = True, None
     elif fmt is _PYTHON or fmt is _JSON:
         bt = BfclText(text)
         body, body_at, per_call = bt.s, 0, False
@@ -165,26 +144,62 @@ def parse_response(
         rest = text[:body_at + span[0]] + text[body_at + span[1]:]
     else:
         rest = text[:bt.to_text(span[0])] + text[bt.to_text(span[1]):]
-    if per_call and tool_call_tag:
-        blocks = toolcall_blocks(rest)
-        rest = rest if blocks is None else blocks.outside
     result = ParseResult(
         calls=found,
         detected_format=detected,
         tag_found=tag_found,
         per_call_wrapping=per_call,
-        prose=is_prose(rest),
+        prose=is_prose(_outside_blocks(rest) if per_call and tool_call_tag else rest),
         code_fence=has_fence(text),
         unknown_xml_types=unknown,
         bfcl_deviation=deviation,
         any_calls=found,
     )
-    if per_call:
-        # bfcl-eval reads the first block only; the format-agnostic calls are all of them.
-        everything = parse_any(text)
-        if everything.calls:
-            result = result.evolve(any_calls=everything.calls)
-    return result
+    # bfcl-eval reads the first block only; the format-agnostic calls are all of them.
+    return _with_every_call(result, text) if per_call else result
+
+
+def _too_large_or_blank(text: str, fmt: ReturnFormat, tool_call_tag: bool) -> Fail:
+    """The failure of a text too long to read, or of one that is empty or whitespace."""
+    if len(text) > MAX_INPUT_CHARS:
+        return _TOO_LARGE
+    # bfcl-eval decodes nothing as [] in python and json without the tag (its
+    # checker then reports the count); anything else fails to decode.
+    return _EMPTY_LENIENT if (fmt is _PYTHON or fmt is _JSON) and not tool_call_tag else _EMPTY_FAILED
+
+
+def _tag_block(text: str, fmt: ReturnFormat) -> tuple[str, int, bool] | ParseResult:
+    """(stripped content, its start, more blocks follow) of the first <TOOLCALL> block, or why there is none."""
+    # bfcl-eval strips and brackets the text first; that never changes what
+    # lies between the first <TOOLCALL> and the first </TOOLCALL> after it
+    # (the stripped characters cannot be part of a tag), so positions are
+    # taken in the text itself.
+    i = text.find(TAG_OPEN)
+    if i < 0:
+        return _refine(_TAG_MISSING, text, fmt, None)
+    j = text.find(TAG_CLOSE, i + len(TAG_OPEN))
+    if j < 0:
+        return _refine(_TAG_UNCLOSED, text, fmt, None, tag_found=True)
+    raw = text[i + len(TAG_OPEN):j]
+    body = raw.strip()
+    per_call = text.find(TAG_OPEN, j + len(TAG_CLOSE)) >= 0
+    if not body:
+        bfcl = None if fmt is _JSON else BFCL_DECODER_FAILED
+        return _failure(Fail(ParseFailure.EMPTY, "empty <TOOLCALL> tag", bfcl_error_type=bfcl), text, None,
+                        tag_found=True, per_call_wrapping=per_call, code_fence=has_fence(text))
+    return body, i + len(TAG_OPEN) + len(raw) - len(raw.lstrip()), per_call
+
+
+def _outside_blocks(rest: str) -> str:
+    """The text left around the calls without its other <TOOLCALL> blocks (one tag per call)."""
+    blocks = toolcall_blocks(rest)
+    return rest if blocks is None else blocks.outside
+
+
+def _with_every_call(result: ParseResult, text: str) -> ParseResult:
+    """``result`` with the calls of every block as its format-agnostic calls (when any are found)."""
+    everything = parse_any(text)
+    return result.evolve(any_calls=everything.calls) if everything.calls else result
 
 
 def decode_bfcl(text: str, return_format: ReturnFormat | str,
@@ -204,12 +219,9 @@ def decode_bfcl(text: str, return_format: ReturnFormat | str,
     :class:`UnknownReturnFormatError` for an unknown ``return_format``.
     """
     fmt = _format_of(return_format)
-    if text is None:
-        text = ""
-    if len(text) > MAX_INPUT_CHARS:
-        return None, _TOO_LARGE
-    if not text or text.isspace():
-        return None, _EMPTY_LENIENT if (fmt is _PYTHON or fmt is _JSON) and not tool_call_tag else _EMPTY_FAILED
+    text = "" if text is None else text
+    if len(text) > MAX_INPUT_CHARS or not text or text.isspace():
+        return None, _too_large_or_blank(text, fmt, tool_call_tag)
     if tool_call_tag:
         i = text.find(TAG_OPEN)
         if i < 0:
@@ -308,25 +320,29 @@ def _refine(fail: Fail, text: str, return_format: ReturnFormat, tag_body: str | 
         first = first_block() if first_block is not None else None
         # The lenient reader's first block is usually the one bfcl-eval parsed.
         judged = first[1] if first is not None and first[0].strip() == tag_body else parse_any(tag_body)
-    kind = fail.kind
-    note = ""
-    if kind in _REFINABLE and judged.calls:
-        if not format_matches(judged.detected_format, return_format):
-            kind = ParseFailure.WRONG_FORMAT
-            note = f"calls are in {judged.detected_format}"
-        elif return_format is _PYTHON:
-            if tag_body is None and judged.tag_found:
-                kind, note = ParseFailure.UNEXPECTED_TAG, "<TOOLCALL> tag was not asked for"
-            elif judged.prose:
-                kind, note = ParseFailure.EXTRA_TEXT, "text around the calls"
-            elif judged.code_fence:
-                kind, note = ParseFailure.CODE_FENCE, "calls inside a code fence"
-    elif (kind in _PROSE_REFINABLE and judged.failure is ParseFailure.PROSE_ONLY
-          and _has_words(text if tag_body is None else tag_body)):
-        kind, note = ParseFailure.PROSE_ONLY, "no function call found"
+    kind, note = _explained(fail.kind, judged, text, return_format, tag_body)
     if kind is not fail.kind:
         fail = Fail(kind, f"{note} ({fail.details})", bfcl_error_type=fail.bfcl_error_type,
                     deviation=fail.deviation)
     if judged is not whole:
         flags.setdefault("detected_format", judged.detected_format)
     return _failure(fail, text, whole, **flags)
+
+
+def _explained(kind: ParseFailure, judged: ParseResult, text: str, return_format: ReturnFormat,
+               tag_body: str | None) -> tuple[ParseFailure, str]:
+    """The kind the lenient reading ``judged`` explains the strict failure ``kind`` as, and a note ("" if unchanged)."""
+    if kind in _REFINABLE and judged.calls:
+        if not format_matches(judged.detected_format, return_format):
+            return ParseFailure.WRONG_FORMAT, f"calls are in {judged.detected_format}"
+        if return_format is _PYTHON:
+            if tag_body is None and judged.tag_found:
+                return ParseFailure.UNEXPECTED_TAG, "<TOOLCALL> tag was not asked for"
+            if judged.prose:
+                return ParseFailure.EXTRA_TEXT, "text around the calls"
+            if judged.code_fence:
+                return ParseFailure.CODE_FENCE, "calls inside a code fence"
+    elif (kind in _PROSE_REFINABLE and judged.failure is ParseFailure.PROSE_ONLY
+          and _has_words(text if tag_body is None else tag_body)):
+        return ParseFailure.PROSE_ONLY, "no function call found"
+    return kind, ""

@@ -37,6 +37,11 @@ _PROSE_WINDOW = 10_000
 _CUT_MAX_CHARS = 100_000
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
 _FIRST_BRACKET_RE = re.compile(r"[\[({]")
+# What ``ends_cut`` reads, as (bracket, closing single quote, closing double
+# quote): a bracket, or a string (a backslash escapes the next character; the
+# closing quote's group is empty when the text ends first). A quote always
+# starts a match, so each string is read once, left to right.
+_CUT_TOKEN_RE = re.compile(r"""([()\[\]{}])|'[^'\\]*(?:\\.[^'\\]*)*(')?|"[^"\\]*(?:\\.[^"\\]*)*(")?""", re.DOTALL)
 
 
 def bfcl_bracketed(text: str) -> str:
@@ -168,37 +173,38 @@ def ends_cut(text: str) -> bool:
     """
     if len(text) > _CUT_MAX_CHARS:
         return False
-    region = text
-    fences = text.count("```")
-    if fences % 2:
-        region = text[text.rfind("```") + 3:]
-        newline = region.find("\n")
-        region = "" if newline < 0 and _FENCE_MARK_RE.fullmatch("```" + region.strip()) else region[newline + 1:]
-        if not region.strip():
-            return True
+    region = _after_open_fence(text)
+    if region is None:
+        return True
     opened = region.rfind("<functions")
     if opened >= 0:
         # XML: its quotes are attribute delimiters, not strings; only the block's end counts.
         return region.find("</functions>", opened) < 0
+    return _ends_open(region)
+
+
+def _after_open_fence(text: str) -> str | None:
+    """The content of a last code fence left open (None when it is empty), or the whole text when none is."""
+    if not text.count("```") % 2:
+        return text
+    region = text[text.rfind("```") + 3:]
+    newline = region.find("\n")
+    region = "" if newline < 0 and _FENCE_MARK_RE.fullmatch("```" + region.strip()) else region[newline + 1:]
+    return region if region.strip() else None
+
+
+def _ends_open(region: str) -> bool:
+    """Whether ``region`` ends inside a string or an open bracket, from its first bracket on (False at a mismatch)."""
     m = _FIRST_BRACKET_RE.search(region)
     if m is None:
         return False
     stack: list[str] = []
-    quote = ""
-    escaped = False
-    for ch in region[m.start():]:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch == '"' or ch == "'":
-            quote = ch
-        elif ch in _CLOSER:
-            stack.append(_CLOSER[ch])
-        elif ch == ")" or ch == "]" or ch == "}":
-            if not stack or stack.pop() != ch:
+    for bracket, single, double in _CUT_TOKEN_RE.findall(region, m.start()):
+        if bracket in _CLOSER:
+            stack.append(_CLOSER[bracket])
+        elif bracket:
+            if not stack or stack.pop() != bracket:
                 return False
-    return bool(quote or stack)
+        elif not (single or double):
+            return True  # a string that is never closed
+    return bool(stack)

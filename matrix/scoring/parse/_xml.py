@@ -280,18 +280,27 @@ def shape_of(functions: list[Node]) -> ReturnFormat | None:
                 params = [child]
             else:
                 continue
-            for p in params:
-                if p.tag != "param":
-                    continue
-                if "value" in p.attrib:
-                    verbose += 1
-                elif p.text.strip():
-                    concise += 1
+            for_verbose, for_concise = _param_evidence(params)
+            verbose += for_verbose
+            concise += for_concise
     if verbose > concise:
         return ReturnFormat.VERBOSE_XML
     if concise > verbose:
         return ReturnFormat.CONCISE_XML
     return None
+
+
+def _param_evidence(params: list[Node]) -> tuple[int, int]:
+    """How many ``<param>``s hold a ``value`` attribute (verbose) and how many hold text instead (concise)."""
+    verbose = concise = 0
+    for p in params:
+        if p.tag != "param":
+            continue
+        if "value" in p.attrib:
+            verbose += 1
+        elif p.text.strip():
+            concise += 1
+    return verbose, concise
 
 
 def parse_xml_calls(body: str, verbose: bool, *, remember: bool = True) -> tuple[XmlDecoded, tuple[int, int], bool]:
@@ -315,7 +324,12 @@ def parse_xml_calls(body: str, verbose: bool, *, remember: bool = True) -> tuple
         if fast is not None:
             out.calls, out.detected = fast
             return out, (i, end), more
-    root = parse_tree(doc, remember=remember)
+    _decode_tree(parse_tree(doc, remember=remember), verbose, out)
+    return out, (i, end), more
+
+
+def _decode_tree(root: Node, verbose: bool, out: XmlDecoded) -> None:
+    """bfcl-eval's decode of a parsed <functions> element into ``out`` (calls, shape); raises :class:`Fail`."""
     functions = [f for f in root.children if f.tag == "function"]
     nameless_param = False
     for func in functions:
@@ -323,30 +337,43 @@ def parse_xml_calls(body: str, verbose: bool, *, remember: bool = True) -> tuple
             name = func.attrib["name"]
         except KeyError:
             raise Fail(ParseFailure.NOT_A_CALL, "XML: <function> without a name attribute") from None
-        args: dict[str, Any] = {}
         if verbose:
-            container = next((c for c in func.children if c.tag == "params"), None)
-            for p in (container or func).children:
-                if p.tag != "param":
-                    continue
-                pname = p.attrib.get("name")
-                if pname is None:
-                    nameless_param = True
-                value = _convert(p.attrib.get("value", ""), p.attrib.get("type", "string"), str(pname), out)
-                args[pname] = value  # type: ignore[index]
+            args, nameless = _verbose_args(func, out)
+            nameless_param |= nameless
         else:
-            for p in func.children:
-                if p.tag != "param":
-                    continue
-                try:
-                    pname = p.attrib["name"]
-                except KeyError:
-                    raise Fail(ParseFailure.NOT_A_CALL, f"XML: <param> of {name} without a name") from None
-                args[pname] = _convert(p.text.strip(), p.attrib.get("type", "string"), pname, out)
+            args = _concise_args(func, name, out)
         out.calls.append({name: args})
     if nameless_param:
         # bfcl-eval stores such a value under the key None and lets its checker fail.
         raise Fail(ParseFailure.NOT_A_CALL, "XML: <param> without a name attribute",
                    bfcl_error_type=None, deviation=Deviation.NON_STRING_NAME)
     out.detected = shape_of(functions)
-    return out, (i, end), more
+
+
+def _verbose_args(func: Node, out: XmlDecoded) -> tuple[dict[Any, Any], bool]:
+    """A verbose <function>'s arguments (from ``value`` attributes), and whether a <param> has no name."""
+    args: dict[Any, Any] = {}
+    nameless = False
+    container = next((c for c in func.children if c.tag == "params"), None)
+    for p in (container or func).children:
+        if p.tag != "param":
+            continue
+        pname = p.attrib.get("name")
+        if pname is None:
+            nameless = True
+        args[pname] = _convert(p.attrib.get("value", ""), p.attrib.get("type", "string"), str(pname), out)
+    return args, nameless
+
+
+def _concise_args(func: Node, name: str, out: XmlDecoded) -> dict[str, Any]:
+    """A concise <function>'s arguments (from each <param>'s text); a nameless <param> raises :class:`Fail`."""
+    args: dict[str, Any] = {}
+    for p in func.children:
+        if p.tag != "param":
+            continue
+        try:
+            pname = p.attrib["name"]
+        except KeyError:
+            raise Fail(ParseFailure.NOT_A_CALL, f"XML: <param> of {name} without a name") from None
+        args[pname] = _convert(p.text.strip(), p.attrib.get("type", "string"), pname, out)
+    return args

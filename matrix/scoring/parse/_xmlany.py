@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from typing import Any
 
 from promptgrid.variants import ReturnFormat
@@ -202,56 +203,19 @@ def find_xml_calls(text: str, cheap: bool = False) -> XmlFound | Fail | None:
     if has_dtd(text):
         return Fail(ParseFailure.XML_ENTITY_REFUSED, "XML: DOCTYPE/ENTITY declarations are refused")
     found = XmlFound()
-    regions: list[tuple[int, int, str]] = []
-    pos = 0
-    for _ in range(1 if cheap else MAX_SCAN_ATTEMPTS):
-        m = _FUNCTIONS_OPEN_RE.search(text, pos) if "<functions" in text else None
-        if m is None:
-            break
-        close = text.find("</functions>", m.end())
-        end = len(text) if close < 0 else close + 12
-        regions.append((m.start(), end, text[m.start():end]))
-        pos = end
-    if not regions:
-        m = _FUNCTION_START_RE.search(text)
-        if m is None:
-            return None
-        last = text.rfind("</function", m.start())
-        close = text.find(">", last) if last >= 0 else -1
-        end = close + 1 if close >= 0 else len(text)
-        regions.append((m.start(), end, "<functions>" + text[m.start():end] + "</functions>"))
+    lenient = _lenient_converter(found.unknown_types)
+    regions = _regions(text, cheap)
     shapes = []
     first_fail: Fail | None = None
-    def lenient(raw: str, type_name: str, param: str) -> Any:
-        return _lenient_value(raw, type_name, found.unknown_types)
-
     for start, end, doc in regions:
-        # The prompt's exact shapes first (no tree needed), then expat, then recovery.
-        verbose_first = "value=" in doc
-        fast = None
-        if len(doc) < FAST_PATH_MAX_CHARS:
-            fast = fast_xml_calls(doc, verbose_first, lenient) or fast_xml_calls(doc, not verbose_first, lenient)
-        if fast is not None:
-            calls, shape = fast
-            if calls:
-                found.blocks += 1
-                found.calls.extend(calls)
-                found.spans.append((start, end))
-                shapes.append(shape)
+        read = _read_region(doc, cheap, found.unknown_types, lenient)
+        if isinstance(read, Fail):
+            if cheap or read.kind in _FINAL:
+                return read
+            first_fail = first_fail or read
             continue
-        try:
-            root = parse_tree(doc)
-            calls = _lenient_decode(root, found.unknown_types)
-            shape = shape_of([c for c in root.children if c.tag == "function"])
-        except Fail as fail:
-            if cheap or fail.kind in (ParseFailure.TOO_DEEP, ParseFailure.TOO_LARGE,
-                                      ParseFailure.XML_ENTITY_REFUSED):
-                return fail
-            calls, shape = _recover(doc, found.unknown_types)
-            if not calls:
-                first_fail = first_fail or fail
-                continue
-            found.recovered = True
+        calls, shape, recovered = read
+        found.recovered |= recovered
         if calls:
             found.blocks += 1
             found.calls.extend(calls)
@@ -264,3 +228,62 @@ def find_xml_calls(text: str, cheap: bool = False) -> XmlFound | Fail | None:
     known = [s for s in shapes if s is not None]
     found.detected = known[0] if known else EITHER_XML
     return found
+
+
+# Failures no other region or recovery can undo.
+_FINAL = (ParseFailure.TOO_DEEP, ParseFailure.TOO_LARGE, ParseFailure.XML_ENTITY_REFUSED)
+
+
+def _lenient_converter(unknown: list[str]) -> Callable[[str, str, str], Any]:
+    """A converter for ``fast_xml_calls`` applying the lenient type rules (unknown names into ``unknown``)."""
+    def lenient(raw: str, type_name: str, param: str) -> Any:
+        return _lenient_value(raw, type_name, unknown)
+
+    return lenient
+
+
+def _regions(text: str, cheap: bool) -> list[tuple[int, int, str]]:
+    """(start, end, document) of each <functions> block, else of the bare <function>s wrapped in one; or none."""
+    regions: list[tuple[int, int, str]] = []
+    pos = 0
+    for _ in range(1 if cheap else MAX_SCAN_ATTEMPTS):
+        m = _FUNCTIONS_OPEN_RE.search(text, pos) if "<functions" in text else None
+        if m is None:
+            break
+        close = text.find("</functions>", m.end())
+        end = len(text) if close < 0 else close + 12
+        regions.append((m.start(), end, text[m.start():end]))
+        pos = end
+    if regions:
+        return regions
+    m = _FUNCTION_START_RE.search(text)
+    if m is None:
+        return regions
+    last = text.rfind("</function", m.start())
+    close = text.find(">", last) if last >= 0 else -1
+    end = close + 1 if close >= 0 else len(text)
+    return [(m.start(), end, "<functions>" + text[m.start():end] + "</functions>")]
+
+
+def _read_region(doc: str, cheap: bool, unknown: list[str], lenient: Callable[[str, str, str], Any]
+                 ) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None, bool] | Fail:
+    """(calls, shape, recovered) of one region, or its failure.
+
+    The prompt's exact shapes first (no tree needed), then expat, then (unless
+    ``cheap`` or the failure is final) the regex recovery.
+    """
+    verbose_first = "value=" in doc
+    if len(doc) < FAST_PATH_MAX_CHARS:
+        fast = fast_xml_calls(doc, verbose_first, lenient) or fast_xml_calls(doc, not verbose_first, lenient)
+        if fast is not None:
+            return fast[0], fast[1], False
+    try:
+        root = parse_tree(doc)
+        calls = _lenient_decode(root, unknown)
+        shape = shape_of([c for c in root.children if c.tag == "function"])
+    except Fail as fail:
+        if cheap or fail.kind in _FINAL:
+            return fail
+        calls, shape = _recover(doc, unknown)
+        return (calls, shape, True) if calls else fail
+    return calls, shape, False

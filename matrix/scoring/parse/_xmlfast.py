@@ -65,30 +65,44 @@ def fast_xml_calls(
     """
     if "]]>" in doc:
         return None
+    return _verbose_calls(doc, convert) if verbose else _concise_calls(doc, convert)
+
+
+def _verbose_calls(
+    doc: str, convert: Converter
+) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None] | None:
+    """``fast_xml_calls`` for the verbose decoder (a concise block is read as expat + ``_xml`` would)."""
+    if _VERBOSE_RE.fullmatch(doc) is None:
+        return _concise_read_as_verbose(doc, convert)
+    calls: list[dict[str, dict[str, Any]]] = []
+    args: dict[str, Any] = {}
+    evidence = "<params>" in doc  # as in _xml.shape_of: a <params> container or a value= is verbose
+    for kind, name, quoted_value, quoted_type in _VERBOSE_ITEM_RE.findall(doc):
+        if kind == "function":
+            args = {}
+            calls.append({name: args})
+            continue
+        value = quoted_value[1:-1]
+        if quoted_value:
+            evidence = True
+        if not quoted_type or quoted_type == '"string"':
+            args[name] = value
+        elif quoted_type == '"integer"' and value.isdigit() and value.isascii() and len(value) < 18:
+            args[name] = int(value)
+        else:
+            args[name] = convert(value, quoted_type[1:-1], name)
+    return calls, _VERBOSE_XML if evidence else None
+
+
+def _concise_calls(
+    doc: str, convert: Converter
+) -> tuple[list[dict[str, dict[str, Any]]], ReturnFormat | None] | None:
+    """``fast_xml_calls`` for the concise decoder."""
+    if _CONCISE_RE.fullmatch(doc) is None:
+        return None
     calls: list[dict[str, dict[str, Any]]] = []
     args: dict[str, Any] = {}
     evidence = 0
-    if verbose:
-        if _VERBOSE_RE.fullmatch(doc) is None:
-            return _concise_read_as_verbose(doc, convert)
-        evidence = "<params>" in doc  # as in _xml.shape_of: a <params> container or a value= is verbose
-        for kind, name, quoted_value, quoted_type in _VERBOSE_ITEM_RE.findall(doc):
-            if kind == "function":
-                args = {}
-                calls.append({name: args})
-                continue
-            value = quoted_value[1:-1]
-            if quoted_value:
-                evidence = True
-            if not quoted_type or quoted_type == '"string"':
-                args[name] = value
-            elif quoted_type == '"integer"' and value.isdigit() and value.isascii() and len(value) < 18:
-                args[name] = int(value)
-            else:
-                args[name] = convert(value, quoted_type[1:-1], name)
-        return calls, _VERBOSE_XML if evidence else None
-    if _CONCISE_RE.fullmatch(doc) is None:
-        return None
     for is_func, fname, pname, has_type, type_name, text in _CONCISE_ITEM_RE.findall(doc):
         if is_func:
             args = {}
