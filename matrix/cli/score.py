@@ -121,7 +121,10 @@ def cmd_score_file(args: argparse.Namespace) -> int:
 def _score_conversations(args: argparse.Namespace, path: Path | None, inputs: list[Path]) -> int:
     """score-file for bfcl-eval's multi-turn result lines (``promptgrid.matrix.conversations._score_file``)."""
     from promptgrid.matrix.conversations import load_conversations, score_conversation_stream
+    from promptgrid.matrix.conversations._env import warm_up
     from promptgrid.matrix.scoring import variant_index
+
+    warm_up()  # the environments' fork server starts while the conversations load
 
     return_format, tag = "python", False
     if args.variant is not None:

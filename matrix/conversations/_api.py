@@ -233,6 +233,9 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
     from ._run import _check_options, arun_conversations, check_episodes
 
     _check_options(batch, config.goal, config.budget, config.rounds)
+    from ._env import warm_up
+
+    warm_up()  # the environments' fork server starts while the grid and the conversations load
     grid = grid if grid is not None else load_grid(config.grid)
     variants = grid.select(config.variants)
     conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,

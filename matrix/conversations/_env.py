@@ -876,6 +876,22 @@ def _fork_server(environment: Mapping[str, str], sys_path: Sequence[str]) -> _Fo
         return server
 
 
+def warm_up() -> None:
+    """Start this process's fork server in the background, so that its imports (bfcl-eval's API classes) overlap the
+    caller's own start-up (loading a dataset); the first ``Environment`` then finds it ready, or waits for it. Does
+    nothing where workers are not forked or bfcl-eval is missing (the first ``Environment`` says why)."""
+    if not (_FORK_SERVER and sys.executable and _bfcl_installed()):
+        return
+    threading.Thread(target=_start_server_quietly, name="promptgrid-fork-server", daemon=True).start()
+
+
+def _start_server_quietly() -> None:
+    try:
+        _fork_server(_worker_environment(), list(_sys_path()))
+    except Exception:  # noqa: BLE001 - the first environment starts it again and reports the error
+        pass
+
+
 @atexit.register
 def _close_fork_servers() -> None:
     with _SERVERS_LOCK:
