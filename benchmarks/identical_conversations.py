@@ -36,7 +36,9 @@ Then, on each side and with that side's own CLI, ``export RUN -o FILE`` (one JSO
   ``failure_mode``, ``bfcl_error_type`` and ``argument_rule_disagrees`` (how the other argument rule
   would score the turn). An episode on one side only, or twice in one export, is a difference;
 - records (unless ``--verdicts-only``): the whole exported episode (steps and calls per turn, steps
-  sent, tokens, cost, final answers, state differences, environment counters, ...);
+  sent, tokens, cost, final answers, state differences, environment counters, ...); a top-level field
+  only the new side's export has (a field added since, such as ``transcript``, the rebuilt steps) is
+  counted and listed, not compared;
 - report: every value of ``conversations.json`` (accuracy, pass^k tau-bench and Ticket-Bench with their
   intervals, turn accuracy, divergence, failure-mode counts, native gap, comparisons, languages), lists
   of records matched by what they are about (model, variant, turn, mode, language, ...) rather than by
@@ -329,6 +331,10 @@ def compare_episodes(old: list[dict[str, Any]], new: list[dict[str, Any]], what:
                 cmp.examples.append(f"{_label(key)} only in the {'new' if x is None else 'old'} export")
             continue
         px, py = project(x), project(y)
+        for added in set(py) - set(px):  # a field the new export adds (e.g. ``transcript``): counted, not a diff
+            if project is record_of:
+                cmp.changes[f"field only the new export has: {added}"] += 1
+                py.pop(added)
         if px == py:
             continue
         cmp.diffs += 1

@@ -859,6 +859,7 @@ async def arun_conversations(
                           limits={m: model_buckets((rpm or {}).get(m), (tpm or {}).get(m)) for m in models},
                           max_cost=max_cost)
         state.progress = progress
+        _record_params(store, per_model_params)
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
         summary.episodes = sum(planner.total for planner in planners.values())
         summary.goal = goal
@@ -905,6 +906,18 @@ def _prepare_store(store: ConversationStore, variants: Sequence[Variant], strict
     if describe:
         for key, value in describe.items():
             store.set_meta(key, value)
+
+
+def _record_params(store: ConversationStore, per_model: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each model's generation parameters in the store's meta (``model_params``), so that a transcript rebuilt from
+    the store later finds the step keys they went into; parameters that are not plain JSON are left out."""
+    recorded = dict(store.meta("model_params", {}) or {})
+    for model, params in per_model.items():
+        try:
+            recorded[model] = json.loads(json.dumps(dict(params), allow_nan=False))
+        except (TypeError, ValueError):
+            recorded.pop(model, None)
+    store.set_meta("model_params", recorded)
 
 
 def _made_clients(models: Sequence[str], clients: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -349,7 +349,8 @@ class _Replay:
 
     def _candidates(self, model: str) -> list[Mapping[str, Any]]:
         """The generation parameters the run may have given ``model``: those given here; else the one that found
-        an answer before, or each of ``promptgrid run``'s defaults (temperature 0, or 0.7 with repeats, and its
+        an answer before, or those the run recorded (``model_params`` in the store's meta), then each of
+        ``promptgrid run``'s defaults (temperature 0, or 0.7 with repeats, and its
         max_tokens) and none (``run_conversations`` without parameters)."""
         if model in self.params:
             return [self.params[model]]
@@ -357,7 +358,9 @@ class _Replay:
             return [self.found[model]]
         from promptgrid.matrix.running.config import model_params
 
-        return [model_params(None, 1), model_params(None, 2), {}]
+        recorded = (self.store.meta("model_params", {}) or {}).get(model)  # what the run recorded it was given
+        candidates: list[Mapping[str, Any]] = [dict(recorded)] if isinstance(recorded, Mapping) else []
+        return candidates + [model_params(None, 1), model_params(None, 2), {}]
 
     def _answer(self, keys: Sequence[Any], transcript: Any, episode: EpisodeResult,
                 params: list[Mapping[str, Any]], turn: int, step: int) -> StoredStep | None:

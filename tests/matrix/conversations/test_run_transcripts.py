@@ -311,3 +311,16 @@ def test_hostile_escapes_are_neutralized_in_render_and_export(tmp_path: Path,
             assert "Done.\\x1b[2J\\x1b[31m\\x9b31m\\u202e\\x07 All good." in out
             assert "[cd(folder='x\\x1b[2J\\x1b[31m\\x9b31m\\u202e\\x07')]" in out  # the answer with its call
     assert json.loads(json_line(record)) == record
+
+
+def test_a_run_given_generation_parameters_is_rebuilt_from_the_parameters_it_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Step keys include the generation parameters; the run records them (meta ``model_params``), so the export of a
+    run at temperature 1 with repeats rebuilds every transcript without being told the parameters."""
+    run = tmp_path / "hot"
+    assert main(["run", "call_modes", "--dataset", "mini-mt:en", "--model", "fake/noisy:3", "--limit", "2",
+                 "--repeats", "2", "--temperature", "1", "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(run), "--jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert records and all(record["transcript"]["complete"] for record in records)
