@@ -516,11 +516,15 @@ def serve(proto_in: int, proto_out: int, reusable: bool = False) -> None:
                 return
             if reusable and pristine is None:
                 try:
-                    pristine = Pristine()
+                    pristine = Pristine(classes.values())
                 except Unrestorable:
                     reusable = False
             elif pristine is not None:
                 pristine.take_new_modules()
+                try:
+                    pristine.watch(classes.values())
+                except Unrestorable:  # a module of these classes holds a value that cannot be copied
+                    pristine, reusable = None, False
             phase = "load"
             worker: Worker | None = Worker(init, classes, limits)
         except MemoryError:
@@ -846,19 +850,23 @@ class Pristine:
     """The state of this (forked) worker before its first environment, put back after each one so that the next
     environment starts as a fresh fork would.
 
-    Taken when the first ``init`` has imported the classes and before any instance exists: every module under
-    ``REUSE_PREFIXES`` (globals, class attributes, functions' defaults, code and attributes; a module imported by
-    a later ``init`` is taken when it is imported, before its classes run), the global ``random`` generator,
+    Taken when the first ``init`` has imported the classes and before any instance exists: the modules under
+    ``REUSE_PREFIXES`` that the classes can reach (``watch``: globals, class attributes, functions' defaults,
+    code and attributes; a later ``init``'s classes add theirs, still untouched), the global ``random`` generator,
     ``decimal``'s context, ``mpmath``'s precision, ``warnings``' filters, the signal handlers, the modules loaded,
     the threads and the working directory. ``restore`` puts back the first five and checks the rest; where
     something cannot be put back or checked (a value that cannot be copied, a module imported while a method
     ran, a thread left running, a handler or directory changed) it raises ``Unrestorable`` and the worker ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, classes: Any = None) -> None:
         self.modules: dict[str, _Module] = {}
         self.loaded: set[str] = set()
+        self.everything = classes is None
+        """Snapshot every watched module (else only what ``watch`` reaches from the classes an ``init`` names)."""
         self.take_new_modules()
+        if classes is not None:
+            self.watch(classes)
         self.random_state = random.getstate()
         self.decimal_context = decimal.getcontext().copy()
         self.warning_filters = list(warnings.filters)
@@ -877,10 +885,28 @@ class Pristine:
         """Snapshot the watched modules imported since the last call (by an ``init``, before any method ran)."""
         if self.loaded and len(sys.modules) == len(self.loaded):
             return  # nothing imported since (modules are only ever added here)
-        for name, module in list(sys.modules.items()):
-            if name not in self.modules and name.startswith(REUSE_PREFIXES) and isinstance(module, types.ModuleType):
-                self.modules[name] = _Module(module)
+        if self.everything:
+            for name, module in list(sys.modules.items()):
+                if name not in self.modules and name.startswith(REUSE_PREFIXES) and \
+                        isinstance(module, types.ModuleType):
+                    self.modules[name] = _Module(module)
         self.loaded = set(sys.modules)
+
+    def watch(self, classes: Any) -> None:
+        """Snapshot, before any of their instances exists, the watched modules ``classes`` can reach (``reach``)
+        that are not snapshotted yet. A module no earlier environment's classes could reach is still as it was
+        imported, so taking it now is taking it pristine; the snapshot stays as small as the classes in use."""
+        todo = [base.__module__ for cls in classes for base in cls.__mro__]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            module = sys.modules.get(name)
+            if name in seen or not name.startswith(REUSE_PREFIXES) or not isinstance(module, types.ModuleType):
+                continue
+            seen.add(name)
+            if name not in self.modules:
+                self.modules[name] = _Module(module)
+            todo.extend(self.modules[name].reaches)
 
     def reach(self, classes: Any) -> list[_Module]:
         """The watched modules code of ``classes`` can change: theirs (and their bases'), and every watched module

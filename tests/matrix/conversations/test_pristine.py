@@ -109,3 +109,16 @@ def test_reach_follows_the_modules_a_class_s_module_holds(probe: types.ModuleTyp
         ["pg_pristine_probe", "pg_pristine_probe_data"]
     other.helper()
     assert pristine.restore([probe.Account]) == 1 and other.ITEMS == [1]
+
+
+def test_a_worker_snapshots_only_what_its_classes_reach_and_adds_the_next_classes_modules(
+        probe: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = types.ModuleType("pg_pristine_probe_other")
+    exec("class Other:\n    table = [1]\n", vars(other))  # noqa: S102
+    monkeypatch.setitem(sys.modules, "pg_pristine_probe_other", other)
+    pristine = Pristine([probe.Account])
+    assert set(pristine.modules) == {"pg_pristine_probe"}
+    pristine.watch([other.Other])  # a later environment's class: its module is taken before it runs
+    assert set(pristine.modules) == {"pg_pristine_probe", "pg_pristine_probe_other"}
+    other.Other.table.append(2)
+    assert pristine.restore([other.Other]) == 1 and other.Other.table == [1]
