@@ -82,6 +82,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from adaptive import _expected_accuracy_inverse, _sigmoid  # noqa: E402 - the single-turn planting's logistic model
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 GRID = "call_modes"
@@ -140,19 +143,6 @@ def _value(variant: Any, dim: str) -> str:
     return str(getattr(v, "value", v))
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _ability_for(target: float, difficulty: np.ndarray) -> float:
-    """The ability whose mean sigmoid(ability - difficulty) over the conversations is ``target`` (bisection)."""
-    lo, hi = -20.0, 20.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if float(_sigmoid(mid - difficulty).mean()) < target else (lo, mid)
-    return (lo + hi) / 2
-
-
 def plant(variants: Sequence[Any], conversations: Sequence[Any], repeats: int, seed: int, *,
           accuracy_range: tuple[float, float] = ACCURACY_RANGE) -> Planted:
     """The planted matrix of these variants, conversations and repeats (module docstring)."""
@@ -164,7 +154,7 @@ def plant(variants: Sequence[Any], conversations: Sequence[Any], repeats: int, s
         raw += np.array([effect[_value(v, dim)] for v in variants])
     raw += rng.normal(0.0, RESIDUAL_SD, size=len(variants))
     difficulty = rng.normal(0.0, DIFFICULTY_SD, size=len(conversations))
-    lo, hi = (_ability_for(p, difficulty) for p in accuracy_range)
+    lo, hi = (_expected_accuracy_inverse(p, difficulty) for p in accuracy_range)
     spread = raw.max() - raw.min()
     ability = lo + (raw - raw.min()) * ((hi - lo) / spread) if spread > 0 else np.full(len(variants), (lo + hi) / 2)
     p = _sigmoid(ability[:, None] - difficulty[None, :])

@@ -42,8 +42,9 @@ Running models through conversations:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from promptgrid._lazy import lazy_exports
 
 # Public name -> the module that defines it, imported on first access: recognising a conversation dataset or
 # run directory (every `promptgrid run`, `status`, `report`) must not import the reports (numpy, jinja2) or the
@@ -254,16 +255,4 @@ __all__ = [
     "score_conversation_stream",
 ]
 
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later accesses skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

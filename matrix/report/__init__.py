@@ -11,11 +11,12 @@ matplotlib is imported only when figures are drawn; the names here are imported 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from promptgrid._lazy import lazy_exports as _lazy_exports
 from promptgrid.errors import ReportError
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._build import FORMATS, ReportResult, build_report, expand_formats
     from ._compare import CompareResult, VariantDiff, compare_runs
     from ._compute import aggregate
@@ -86,21 +87,6 @@ _LAZY = {
 }
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
 __all__ = [
     "FORMATS",
     "Cell",
@@ -139,3 +125,5 @@ __all__ = [
     "explain",
     "synthetic_rows",
 ]
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)

@@ -18,9 +18,11 @@ Nothing here talks to a model or touches the disk.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-if TYPE_CHECKING:
+from promptgrid._lazy import lazy_exports as _lazy_exports
+
+if _TYPE_CHECKING:
     from ._score import (
         BFCL_DEFAULT_VARIANT,
         CACHE_SIZE,
@@ -61,21 +63,6 @@ _LAZY = {
 }
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
 __all__ = [
     "BFCL_DEFAULT_VARIANT",
     "CACHE_SIZE",
@@ -96,3 +83,5 @@ __all__ = [
     "score_uncached",
     "variant_index",
 ]
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)
