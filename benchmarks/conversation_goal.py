@@ -67,6 +67,7 @@ Measured (2 shared cores, best-worst, budget a third):
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -82,8 +83,22 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from adaptive import _expected_accuracy_inverse, _sigmoid  # noqa: E402 - the single-turn planting's logistic model
+
+def _adaptive_benchmark() -> Any:
+    """benchmarks/adaptive.py, loaded by its path (``sys.path`` is left as it is: a process that loads this file,
+    a test run, keeps one fork server per ``sys.path``): its logistic planting model is this one's too."""
+    name = "_promptgrid_adaptive_benchmark"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().with_name("adaptive.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclasses look their module up while they are made
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_sigmoid = _adaptive_benchmark()._sigmoid
+_expected_accuracy_inverse = _adaptive_benchmark()._expected_accuracy_inverse
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
