@@ -905,10 +905,11 @@ _SYS_PATH: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
 
 
 def _sys_path() -> tuple[str, ...]:
-    """``sys.path`` as absolute paths (the worker's), worked out again only when ``sys.path`` changes."""
-    now = tuple(sys.path)
+    """``sys.path`` as absolute paths (the worker's), worked out again only when ``sys.path`` or the working
+    directory (which a relative entry such as ``""`` depends on) changes."""
+    now = (os.getcwd(), *sys.path)
     if not _SYS_PATH or _SYS_PATH[0][0] != now:
-        _SYS_PATH[:] = [(now, tuple(os.path.abspath(entry) for entry in now if isinstance(entry, str)))]
+        _SYS_PATH[:] = [(now, tuple(os.path.abspath(entry) for entry in now[1:] if isinstance(entry, str)))]
     return _SYS_PATH[0][1]
 
 
@@ -1468,7 +1469,7 @@ class Environment:
             # Encoded once: the pickle is this environment's own copy of the initial state (a caller's later change
             # to its dict changes nothing here), and every restart sends the same bytes.
             self._init_message = protocol.encode({
-                "sys_path": [os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)],
+                "sys_path": list(_sys_path()),
                 "classes": list(self.classes),
                 "modules": {name: f"{_BACKEND}.{ENVIRONMENT_CLASSES[name][0]}" for name in self.classes},
                 "stateless": sorted(_STATELESS),

@@ -10,7 +10,7 @@ them), ``TurnResult`` one user turn of it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = ["EpisodeResult", "TurnResult"]
@@ -66,7 +66,9 @@ class EpisodeResult:
     characters of the answer that ended it (``None`` when no answer did: force-quit, error)."""
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        # Not dataclasses.asdict(self): that deep-copies ``details`` (the whole verdict), only to be replaced by
+        # the shallow copy below; the fields are read as they are instead (the same JSON).
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
         out["turns"] = [asdict(turn) for turn in self.turns]
         out["details"] = dict(self.details)
         return out
@@ -102,3 +104,5 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "latency_s": (int, float), "error": (str, type(None)), "language": (str,), "template": (str,),
 }
 """The fields of a stored episode whose type the reports rely on (``from_dict`` checks them)."""
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(EpisodeResult))

@@ -614,12 +614,17 @@ class _Walk:
 
 
 async def _close_env(env: Any) -> Any:
-    """Close an episode's environment; its usage (``None`` when it cannot report one)."""
+    """Close an episode's environment; its usage (``None`` when it cannot report one). Both in a worker thread:
+    asking the worker for its peak memory waits on its answer, which the event loop must not."""
+    return await asyncio.to_thread(_usage_and_close, env)
+
+
+def _usage_and_close(env: Any) -> Any:
     try:
         usage = env.usage()
     except EnvironmentFailure:
         usage = None
-    await asyncio.to_thread(env.close)
+    env.close()
     return usage
 
 

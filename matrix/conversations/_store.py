@@ -104,6 +104,7 @@ class ConversationStore:
             raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
                            "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
+        self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
         if self.readonly:
             self.db, self._copy = _connect_readonly(self.path)
         else:
@@ -199,9 +200,19 @@ class ConversationStore:
 
     @_guarded
     def step(self, key: str) -> StoredStep | None:
+        if not self.readonly and hash(key) not in self._step_hashes():
+            return None  # never stored: no query (the runner asks for every step it plays, mostly new ones)
         row = self.db.execute("SELECT response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s "
                               "FROM steps WHERE key = ?", (key,)).fetchone()
         return None if row is None else StoredStep(*row)
+
+    def _step_hashes(self) -> set[int]:
+        """The ``hash`` of every stored step key, read once by the writer (the only one: ``run.lock``) and kept up
+        to date by ``add_step``; a hash that is absent means the key is absent, a present one is looked up (hash
+        collisions cost a query, never a wrong answer). 8 bytes and a set slot per step, not the key."""
+        if self._hashes is None:
+            self._hashes = {hash(key) for (key,) in self.db.execute("SELECT key FROM steps")}
+        return self._hashes
 
     @_guarded
     def add_step(self, key: str, model: str, step: StoredStep) -> None:
@@ -209,6 +220,8 @@ class ConversationStore:
         self.db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, model, step.response, step.finish_reason, step.input_tokens, step.output_tokens,
                          step.cost_usd, step.latency_s, time.time()))
+        if self._hashes is not None:
+            self._hashes.add(hash(key))
 
     @_guarded
     def spend(self) -> float:
