@@ -92,6 +92,7 @@ from typing import Any
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running import costcap
+from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
@@ -180,6 +181,11 @@ class ConversationRunSummary:
     planned: dict[str, str] = field(default_factory=dict)
     """Adaptive goals: models whose plan stopped before its budget, model -> why (a round whose episodes the run
     did not finish); the same command goes on from there."""
+    concurrency: dict[str, list[int]] = field(default_factory=dict)
+    """Per model: [lowest limit on steps in flight, limit at the end, ceiling] (``adaptive.Adaptive``, as a
+    single-turn run's ``RunSummary.concurrency``)."""
+    congested: int = 0
+    """Timeouts of steps sent beside others of the same model, sent again without using up their retries."""
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
 
@@ -255,9 +261,10 @@ class _Episodes:
                  make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
                  max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
                  limits: Mapping[str, tuple[TokenBucket | None, TokenBucket | None]] | None = None,
-                 max_cost: float | None = None) -> None:
+                 max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
         self.limits = dict(limits or {})  # model -> (requests, tokens) buckets (ratelimit.model_buckets)
+        self.adaptive = dict(adaptive or {})  # model -> its limit on steps in flight (None: its concurrency)
         self.max_cost = max_cost  # the run directory's cost cap (costcap)
         self.spent_before = store.spend() if max_cost is not None else 0.0  # recorded before this run
         self.spent_now = 0.0  # what the steps this run sent cost
@@ -405,8 +412,9 @@ class _Episodes:
         Retry-After is still above the policy's cap after one capped wait, or an error every later call would
         repeat (``_HALTING``), stops the model (the single-turn runner's rule); ``_ModelStopped`` when it was
         stopped before or while this step waited."""
-        attempts = capped = 0
+        attempts = capped = free = 0
         requests, tokens = self.limits.get(model, (None, None))
+        limit = self.adaptive.get(model)
         estimate = estimate_tokens(transcript.messages, params.get("max_tokens"))
         while True:
             if model in self.halted:
@@ -418,19 +426,47 @@ class _Episodes:
                 await tokens.acquire(estimate)
             if self.stopped is not None:  # the cap was reached while this step waited its turn: not sent
                 raise _RunStopped(self.stopped)
-            started = time.perf_counter()
-            try:
-                completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
-                                                    self.timeouts.get(model, 600.0))
+            completion, error, latency, beside = await self._attempt(client, model, params, transcript, kwargs,
+                                                                     limit)
+            if error is None:
                 if tokens is not None:
                     used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
                     tokens.give_back(estimate - used if used else 0)
-                return completion, time.perf_counter() - started
-            except asyncio.TimeoutError:
-                error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
-            except CallError as exc:
-                error = exc
-            capped = await self._retry_or_raise(model, error, attempts, capped)
+                return completion, latency
+            if (limit is not None and error.kind is ErrorKind.TIMEOUT and beside and free < limit.ceiling
+                    and self.stopped is None and model not in self.halted):
+                free += 1  # a server busy with the model's own steps, not a failing one: sent again, not counted
+                self.summary.congested += 1
+                continue
+            capped = await self._retry_or_raise(model, error, attempts - free, capped)
+
+    async def _attempt(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+                       kwargs: Mapping[str, Any], limit: Adaptive | None) -> tuple[Any, CallError | None, float, bool]:
+        """One try of a step, within the model's adaptive limit on steps in flight (the single-turn runner's
+        ``Adaptive``: lowered by late answers and timeouts, raised by quick ones). Returns (completion or None,
+        error or None, latency in seconds, whether other steps of the model were in flight beside it)."""
+        sent_round = 0 if limit is None else await limit.acquire()
+        beside = limit is not None and limit.in_flight > 1
+        started = time.perf_counter()
+        completion: Any = None
+        error: CallError | None = None
+        try:
+            completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
+                                                self.timeouts.get(model, 600.0))
+        except asyncio.TimeoutError:
+            error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
+        except CallError as exc:
+            error = exc
+        finally:
+            if limit is not None:
+                limit.release()
+        latency = time.perf_counter() - started
+        if limit is not None:
+            if error is None:
+                limit.answered(latency, sent_round)
+            elif error.kind is ErrorKind.TIMEOUT:
+                limit.timed_out(sent_round)
+        return completion, error, latency, beside
 
     async def _retry_or_raise(self, model: str, error: CallError, attempts: int, capped: int) -> int:
         """After a failed attempt: wait the retry policy's delay and return the count of capped Retry-After waits
@@ -851,18 +887,23 @@ async def arun_conversations(
     if retry_policy is None:
         retry_policy = _default_retry_policy(retries)
     summary = ConversationRunSummary(str(run_dir))
+    step_timeouts = {m: float((timeouts or {}).get(m, 600.0)) for m in models}
+    # Within each model's concurrency, the steps in flight adapt to how its answers come back, as a single-turn
+    # run's calls do (``running/adaptive.py``); one episode at a time has nothing to adapt.
+    adaptive = {m: Adaptive(gate_sizes.get(m, 4), step_timeouts[m]) if gate_sizes.get(m, 4) > 1 else None
+                for m in models}
     started = time.perf_counter()
     with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
         _prepare_store(store, variants, strict_arguments, describe)
         made = _made_clients(models, clients)  # made once the directory is this run's (a refused run makes none)
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
-                          timeouts={m: float((timeouts or {}).get(m, 600.0)) for m in models},
+                          timeouts=step_timeouts,
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
                           summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
                           strict_arguments=strict_arguments, max_answer_chars=max_answer_chars,
                           limits={m: model_buckets((rpm or {}).get(m), (tpm or {}).get(m)) for m in models},
-                          max_cost=max_cost)
+                          max_cost=max_cost, adaptive=adaptive)
         state.progress = progress
         _record_params(store, per_model_params)
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
@@ -872,7 +913,11 @@ async def arun_conversations(
         summary.max_cost = max_cost
         driver = _Driver(state, variants, conversations, models, made, per_model_params, gate_sizes, planners,
                          progress)
-        await driver.run(started)
+        try:
+            await driver.run(started)
+        finally:
+            summary.concurrency = {m: [limit.lowest, limit.allowed, limit.ceiling]
+                                   for m, limit in adaptive.items() if limit is not None}
     return summary
 
 

@@ -285,3 +285,49 @@ def test_pg_run_with_max_cost_returns_the_stopped_run(tmp_path: Path) -> None:
     assert again.summary.steps_sent == 0 and again.spend() == pytest.approx(0.25 * run.summary.steps_sent)
     frame = again.to_pandas()
     assert len(frame) == 1 and json.loads(frame.to_json(orient="records"))[0]["valid"] is True
+
+
+# --------------------------------------------------------------------------- adaptive concurrency
+
+class Queueing:
+    """Answers as ``fake/ground-truth`` after ``seconds`` each, counting the steps in flight at once."""
+
+    takes_episode = True
+
+    def __init__(self, seconds: float) -> None:
+        self.inner, self.name, self.seconds = ScriptedClient(GT), GT, seconds
+        self.in_flight = self.most = self.sent = 0
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
+                       episode: EpisodeContext | None = None) -> Completion:
+        self.in_flight += 1
+        self.sent += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(self.seconds)
+            return await self.inner.complete(messages, params, request=request, episode=episode)
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_steps_in_flight_adapt_to_a_slow_server_as_single_turn_calls_do(tmp_path: Path,
+                                                                       mini: list[Conversation]) -> None:
+    """The single-turn runner's ``Adaptive`` limit: answers in over half the timeout keep one step in flight
+    (a one-slot server); quick answers let the model's whole concurrency run."""
+    slow = Queueing(0.3)
+    summary = run_conversations([PROMPT], mini[:2], models=[GT], run_dir=tmp_path / "slow", clients={GT: slow},
+                                concurrency=4, timeouts={GT: 0.58})
+    assert summary.valid == summary.episodes == 2 and summary.errors == 0
+    assert slow.most == 1 and summary.concurrency == {GT: [1, 1, 4]}
+
+    quick = Queueing(0.01)
+    summary = run_conversations([PROMPT, NATIVE], mini, models=[GT], run_dir=tmp_path / "quick",
+                                clients={GT: quick}, concurrency=4, timeouts={GT: 60.0})
+    assert summary.valid == summary.episodes == 6
+    assert quick.most == 4 and summary.concurrency == {GT: [4, 4, 4]}
+    one = run_conversations([PROMPT], mini[:1], models=[GT], run_dir=tmp_path / "one", clients={GT: Queueing(0)},
+                            concurrency=1)
+    assert one.valid == 1 and one.concurrency == {}  # one episode at a time: nothing to adapt
