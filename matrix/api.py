@@ -708,14 +708,17 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
     model; ``rpm``/``tpm``: every step is paced; ``max_cost``: no new step once the run directory's spend
     reaches it, unfinished episodes stored and resumed by the next call, ``summary.stopped == "max_cost"``);
     ``goal``/``budget`` plan (variant, conversation, repeat) episodes as a single-turn run plans jobs
-    (``.adaptive()`` says what the goal found); ``batch`` is refused (``RunError``) before anything is sent;
-    ``retry_errors`` and ``append`` change nothing (an episode that ended in an error is always run again, and a
-    conversation run directory keeps every variant's episodes); nothing goes to ``run.json``. Ctrl-C stops it with
-    ``KeyboardInterrupt`` (every answer received is stored; calling it again resumes).
+    (``.adaptive()`` says what the goal found); ``batch`` sends new steps in provider batches, one round at a time
+    (the next step of every live episode; ``batch_poll_s`` between polls; ``batch_wait=False`` is refused: each
+    round needs the last one's answers); ``retry_errors`` and ``append`` change nothing (an episode that ended in
+    an error is always run again, and a conversation run directory keeps every variant's episodes); nothing goes
+    to ``run.json``. Ctrl-C stops it with ``KeyboardInterrupt`` (every answer received is stored; calling it
+    again resumes).
     """
     config = _config(run, grid, dataset, options)
     if _conversations(config):
-        return _run_conversations(config, grid, batch=batch, progress=progress)
+        _conversation_batch_mode(batch, batch_wait)
+        return _run_conversations(config, grid, batch=batch, progress=progress, batch_poll_s=batch_poll_s)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     mode = _batch_mode(batch, batch_wait, batch_poll_s)
     try:
@@ -735,8 +738,9 @@ async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *,
     if _conversations(config):
         from promptgrid.matrix.conversations import arun_conversation_config
 
+        _conversation_batch_mode(batch, batch_wait)
         return await arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
-                                              progress=sys.stderr if progress else None)
+                                              batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
                           batch=_batch_mode(batch, batch_wait, batch_poll_s))
@@ -752,8 +756,8 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
     ``_miss_param``, ``_long_context``), ``mini-mt`` or ``jsonl:PATH`` of conversations
     (docs/conversations.md). Every answer is stored as it arrives, so calling
     it again resumes mid-episode and sends nothing twice. ``--repeats k``
-    gives pass^k (``ConversationRun.report``). ``batch=True`` is refused (``RunError``) before anything is
-    sent; an adaptive ``goal`` plans episodes; ``rpm``/``tpm`` pace every step and
+    gives pass^k (``ConversationRun.report``). ``batch=True`` sends new steps in provider batches, a round at
+    a time (as ``run``); an adaptive ``goal`` plans episodes; ``rpm``/``tpm`` pace every step and
     ``max_cost`` caps the run directory's spend, as in a single-turn run. Model strings as for ``run``, plus
     the offline scripted models ``fake/ground-truth``, ``fake/noisy`` (``fake/noisy:SEED``) and ``fake/hostile``.
     """
@@ -761,8 +765,14 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
     return _run_conversations(config, grid, batch=batch, progress=progress)
 
 
+def _conversation_batch_mode(batch: bool, batch_wait: bool) -> None:
+    if batch and not batch_wait:
+        raise RunError("batch_wait=False applies to a single-turn batch run: a conversation's next step needs the "
+                       "answer of this one, so a conversation run with batch=True waits for each round.")
+
+
 def _run_conversations(config: RunConfig, grid: Grid | PathLike | RunConfig, *, batch: bool,
-                       progress: bool) -> ConversationRun:
+                       progress: bool, batch_poll_s: float = 30.0) -> ConversationRun:
     """Run a conversation config (``run``, ``run_conversations``): in a new event loop, or, where one is running
     already (Jupyter), in a new loop on a worker thread, waited for; Ctrl-C while waiting cancels the run there
     (every answer received is stored) and is raised here as ``KeyboardInterrupt``."""
@@ -770,7 +780,7 @@ def _run_conversations(config: RunConfig, grid: Grid | PathLike | RunConfig, *, 
 
     def start() -> Any:
         return arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
-                                        progress=sys.stderr if progress else None)
+                                        batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None)
 
     try:
         asyncio.get_running_loop()

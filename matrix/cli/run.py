@@ -84,7 +84,11 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
     if args.dry_run:
         _dry_run_conversations(config, out)
         return 0
-    run = run_conversation_config(config, batch=args.batch, progress=None if args.no_progress else sys.stderr)
+    if args.no_wait:
+        raise RunError("--no-wait applies to a single-turn batch run: a conversation's next step needs the answer "
+                       "of this one, so a conversation run with --batch waits for each round (drop --no-wait).")
+    run = run_conversation_config(config, batch=args.batch, batch_poll_s=args.poll,
+                                  progress=None if args.no_progress else sys.stderr)
     s = run.summary
     failed_env = (f" ({s.environment_failures:,} ended by an environment failure)" if s.environment_failures
                   else "")
@@ -93,6 +97,9 @@ def run_conversations_cli(config: RunConfig, args: argparse.Namespace, out: Text
           f"{s.valid:,} valid, {s.errors:,} ended in an error{unfinished}; {s.steps_sent:,} steps sent, "
           f"{s.steps_stored:,} read back from the store; spent ${s.spend:.4f}; {s.wall_s:.1f} s. Stored in "
           f"{config.run_dir}.", file=out)
+    if s.batches:
+        print(f"--batch: {s.batch_rounds:,} round(s), {s.batches:,} provider batch(es); the steps sent were answered "
+              "through them, at the batch price.", file=out)
     if s.stopped == "max_cost":
         print(f"stopped: the run directory's spend reached --max-cost ${s.max_cost:.4f} (now ${run.spend():.4f}); "
               f"{s.unfinished:,} episode(s) stored unfinished and {s.not_run:,} not started. Raise --max-cost and "

@@ -207,7 +207,7 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
     return frame
 
 
-def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
+def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False, batch_poll_s: float = 30.0,
                             progress: Any = None) -> ConversationRun:
     """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here).
 
@@ -217,13 +217,15 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     Every option of the config applies as in a single-turn run, ``rpm``/``tpm`` per model, ``max_cost``
     for the run directory and an adaptive ``goal`` (its ``budget``, ``rounds`` and ``plan_seed``) included
     (``arun_conversations``). Not in a running event loop (``asyncio.run``):
-    there, await ``arun_conversation_config``.
+    there, await ``arun_conversation_config``. ``batch``: new steps go in provider batches, a round at a time,
+    polled every ``batch_poll_s`` seconds (``arun_conversations``); each model's ``batch:`` options apply.
     """
-    return asyncio.run(arun_conversation_config(config, grid=grid, batch=batch, progress=progress))
+    return asyncio.run(arun_conversation_config(config, grid=grid, batch=batch, batch_poll_s=batch_poll_s,
+                                                progress=progress))
 
 
 async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
-                                   progress: Any = None) -> ConversationRun:
+                                   batch_poll_s: float = 30.0, progress: Any = None) -> ConversationRun:
     """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here)."""
     from promptgrid.matrix.running.session import _clients, make_renderer
     from promptgrid.variants import load_grid
@@ -255,6 +257,11 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
 
     redactor = Redactor()  # one per run, shared by the clients and the runner's stored errors
     clients.update(_clients(None, redactor, others))
+    backends = None
+    if batch:
+        from promptgrid.matrix.running.session import batch_backends
+
+        backends = batch_backends(config.models, clients, retry=config.retry_policy())
     model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
     summary = await arun_conversations(
         variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
@@ -265,7 +272,8 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
         strict_arguments=config.strict_arguments, goal=config.goal, budget=config.budget, rounds=config.rounds,
         seed=config.plan_seed,
         rpm={spec.name: spec.rpm for spec in config.models}, tpm={spec.name: spec.tpm for spec in config.models},
-        max_cost=config.max_cost, progress=progress, redactor=redactor,
+        max_cost=config.max_cost, progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
+        batch_poll_s=batch_poll_s,
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 

@@ -1342,6 +1342,25 @@ class Environment:
                                 calls_replayed=self._replayed,
                                 peak_memory_mb=round(self._peak_kib / 1024, 1), bounds=dict(self._bounds))
 
+    def park(self) -> None:
+        """Let the worker go while the environment waits a long time (a batch round): the next call starts a
+        worker and replays the calls that ran, as after a restart. A worker in step goes back to its fork
+        server's pool, its pristine state put back; any other one ends. Its peak memory is read first."""
+        if self._closed or self._process is None:
+            return
+        self._note_peak()
+        process = self._process
+        if isinstance(process, _Forked) and self._in_sync and not self._inbox:
+            self._process = None
+            try:
+                protocol.write_all(process.to_worker, _RESET)
+            except OSError:
+                process.end()
+                return
+            process.server.give_back(process, self.memory_limit_mb * 1024 * 1024)
+            return
+        self._kill()
+
     def close(self) -> None:
         """End the worker process. Safe to call twice; the environment cannot be used afterwards."""
         if self._closed:

@@ -54,9 +54,10 @@ seed, models, the variants' and conversations' ids in plan order, repeats),
 from which ``conversation_findings`` replays the planner to say what the
 goal found (``ConversationRun.adaptive``).
 
-Not supported for conversations, and refused before anything is sent:
-provider batch (``--batch``) and ``export-batch`` (a step depends on the
-answer before it; a batch round per step is a later change). A failed call
+With ``--batch``, new steps go through the models' provider batch APIs in
+rounds, the next step of every live episode in one batch per model
+(``_batch.BatchRounds``); ``export-batch`` is refused for conversations. A
+failed call
 is sent again as the run's ``RetryPolicy`` allows (a retryable error or a
 timeout; the wait its backoff gives); one that keeps
 failing, or a fatal error, ends its episode with ``error`` set; the episode
@@ -83,8 +84,9 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,7 @@ from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
 
+from ._batch import BatchRounds
 from ._check import (
     MAXIMUM_STEP_LIMIT,
     GroundTruthRun,
@@ -181,6 +184,10 @@ class ConversationRunSummary:
     planned: dict[str, str] = field(default_factory=dict)
     """Adaptive goals: models whose plan stopped before its budget, model -> why (a round whose episodes the run
     did not finish); the same command goes on from there."""
+    batch_rounds: int = 0
+    """``--batch``: rounds sent (each carries the next step of every live episode)."""
+    batches: int = 0
+    """``--batch``: provider batches created (a round's steps of one model, split by the provider's limits)."""
     concurrency: dict[str, list[int]] = field(default_factory=dict)
     """Per model: [lowest limit on steps in flight, limit at the end, ceiling] (``adaptive.Adaptive``, as a
     single-turn run's ``RunSummary.concurrency``)."""
@@ -261,10 +268,12 @@ class _Episodes:
                  make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
                  max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
                  limits: Mapping[str, tuple[TokenBucket | None, TokenBucket | None]] | None = None,
-                 max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None) -> None:
+                 max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None,
+                 rounds: BatchRounds | None = None) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
         self.limits = dict(limits or {})  # model -> (requests, tokens) buckets (ratelimit.model_buckets)
         self.adaptive = dict(adaptive or {})  # model -> its limit on steps in flight (None: its concurrency)
+        self.rounds = rounds  # --batch: new steps wait for a round's provider batch instead of being sent
         self.max_cost = max_cost  # the run directory's cost cap (costcap)
         self.spent_before = store.spend() if max_cost is not None else 0.0  # recorded before this run
         self.spent_now = 0.0  # what the steps this run sent cost
@@ -300,8 +309,10 @@ class _Episodes:
         return await future
 
     async def answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
-                     context: EpisodeContext, repeat: int, keys: _StepKeys) -> tuple[StoredStep, bool]:
-        """The stored answer for this step, or a new one (sent, then committed). Second value: sent now."""
+                     context: EpisodeContext, repeat: int, keys: _StepKeys,
+                     park: Callable[[], Awaitable[None]] | None = None) -> tuple[StoredStep, bool]:
+        """The stored answer for this step, or a new one (sent, then committed; with ``--batch``, from the round
+        that carries it, the episode's environment ``park``-ed while it waits). Second value: sent now."""
         from promptgrid.matrix.running.plan import job_key
 
         key = job_key(model, params, keys.digest(transcript.messages, transcript.request, context.turn,
@@ -312,6 +323,8 @@ class _Episodes:
         if stored is not None:
             self.summary.steps_stored += 1
             return stored, False
+        if self.rounds is not None:
+            return await self._batch_answer(client, model, params, transcript, context, repeat, key, park)
         pending = self.in_flight.get(key)
         if pending is not None:
             self.summary.steps_stored += 1
@@ -347,6 +360,41 @@ class _Episodes:
                   f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
                   f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
         return step, True
+
+    async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+                            context: EpisodeContext, repeat: int, key: str,
+                            park: Callable[[], Awaitable[None]] | None) -> tuple[StoredStep, bool]:
+        """A new step's answer from the batch round that carries it (``_batch.BatchRounds``): the cost cap is
+        checked as before an online step; the round stores the answer. Second value: this episode's line (a key
+        shared by several episodes is one line, sent and paid once)."""
+        assert self.rounds is not None
+        self._check_budget(client, transcript)
+        if park is not None:
+            await park()
+        self.reserved += 1
+        try:
+            step, mine = await self.rounds.answer(key, model, transcript.messages, params, transcript.request,
+                                                  native=context.variant.call_mode is CallMode.NATIVE, repeat=repeat)
+        finally:
+            self.reserved -= 1
+        if not mine:
+            self.summary.steps_stored += 1
+            return step, False
+        self.summary.steps_sent += 1
+        self._spent(step.cost_usd)
+        return step, True
+
+    def batch_step(self, completion: Any, native: bool, price: Callable[[int, int], float | None]) -> StoredStep:
+        """A batch line's answer as the step an online answer would store: redacted, cut to the bound, the tool
+        calls' envelope for a native variant; its cost the answer's own, else the batch price of its tokens."""
+        exact = self.redact_answer
+        variant = Variant(call_mode=CallMode.NATIVE) if native else Variant()
+        cost = completion.cost_usd
+        if cost is None and completion.input_tokens is not None and completion.output_tokens is not None:
+            cost = price(completion.input_tokens, completion.output_tokens)
+        return StoredStep(exact(stored_answer(_redacted(completion, exact), variant,
+                                              max_chars=self.max_answer_chars)),
+                          completion.finish_reason, completion.input_tokens, completion.output_tokens, cost, 0.0)
 
     def _check_budget(self, client: Any, transcript: Transcript) -> None:
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
@@ -499,7 +547,18 @@ class _Episodes:
 
     async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
                   conversation: Conversation, repeat: int) -> EpisodeResult:
-        """One episode from its first step (stored steps are read back), scored."""
+        """One episode from its first step (stored steps are read back), scored. With ``--batch`` the episode
+        counts as live for the rounds from here to its end (a round goes when every live episode waits)."""
+        if self.rounds is None:
+            return await self._run(client, model, params, variant, conversation, repeat)
+        self.rounds.started()
+        try:
+            return await self._run(client, model, params, variant, conversation, repeat)
+        finally:
+            self.rounds.ended()
+
+    async def _run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
+                   conversation: Conversation, repeat: int) -> EpisodeResult:
         from promptgrid.matrix.running.plan import repeat_params
 
         walk = _Walk(client, model, repeat_params(params, repeat), variant, conversation, repeat,
@@ -546,7 +605,8 @@ class _Episodes:
             context = EpisodeContext(walk.conversation, variant, turn, walk.step, transcript.request, walk.repeat)
             try:
                 answer, now = await self.answer(walk.client, walk.model, walk.params, transcript, context,
-                                                walk.repeat, walk.keys)
+                                                walk.repeat, walk.keys,
+                                                None if self.rounds is None else partial(asyncio.to_thread, env.park))
             except CallError as exc:
                 walk.error = self.redact(f"turn {turn}, step {walk.step}: {exc}")
                 return False
@@ -778,12 +838,10 @@ def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> No
 
 
 def _check_options(batch: bool, goal: str | None, budget: int | None = None, rounds: int | None = None) -> None:
-    """``RunError`` for what a conversation run cannot do: a provider batch, or an adaptive goal's options that do
-    not go together (a goal without a budget, a budget or rounds without a goal: the single-turn run's rule,
-    ``session._adaptive_problem``). An unknown goal or a bad budget is refused by ``planning.make_planner``."""
-    if batch:
-        raise RunError("conversation datasets cannot be sent as a provider batch: each step depends on the answer "
-                       "before it. Run them online (drop --batch / export-batch); see docs/conversations.md.")
+    """``RunError`` for what a conversation run cannot do: an adaptive goal's options that do not go together (a
+    goal without a budget, a budget or rounds without a goal: the single-turn run's rule,
+    ``session._adaptive_problem``). An unknown goal or a bad budget is refused by ``planning.make_planner``.
+    ``batch`` is taken (rounds: ``_batch``); it stays a parameter for the callers that pass it."""
     from promptgrid.matrix.running.session import _adaptive_problem
 
     problem = _adaptive_problem(goal, budget, rounds)
@@ -825,6 +883,8 @@ async def arun_conversations(
     rpm: Mapping[str, float | None] | None = None,
     tpm: Mapping[str, float | None] | None = None,
     max_cost: float | None = None,
+    batch_backends: Mapping[str, Any] | None = None,
+    batch_poll_s: float = 30.0,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -870,9 +930,17 @@ async def arun_conversations(
     stored steps' cost included): once reached, no new step is sent and no episode started (``costcap``, the
     single-turn rule); an episode stopped mid-way is stored unfinished (``valid`` ``None``,
     ``details["stopped"] == "max_cost"``) and resumed by the next run; ``summary.stopped == "max_cost"``.
+
+    ``batch``: new steps go in provider batches, one round at a time (``_batch.BatchRounds``: the next step of
+    every live episode, one batch per model), polled every ``batch_poll_s`` seconds; ``batch_backends``: each
+    model's ``BatchBackend`` (default: its client's, ``make_batch_backend``; a model without a batch API is
+    refused). A round holds at most ``concurrency`` episodes of a model: raise it for fewer, larger batches.
+    Batches a killed run left are collected first.
     """
     _check_arguments(variants, conversations, models, batch=batch, goal=goal, budget=budget, rounds=rounds,
                      max_cost=max_cost, rpm=rpm, tpm=tpm, repeats=repeats, max_jobs=max_jobs, seed=seed)
+    if batch and batch_backends is None:
+        _check_batch_models(models, clients or {})
     planners = {model: make_planner(model, len(variants), len(conversations), repeats, goal=goal, budget=budget,
                                     rounds=rounds, seed=seed) for model in models}
     per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
@@ -905,6 +973,11 @@ async def arun_conversations(
                           limits={m: model_buckets((rpm or {}).get(m), (tpm or {}).get(m)) for m in models},
                           max_cost=max_cost, adaptive=adaptive)
         state.progress = progress
+        if batch:
+            backends = batch_backends if batch_backends is not None else _batch_backends(made, retry_policy)
+            state.rounds = BatchRounds(store, backends, Path(run_dir), to_step=state.batch_step, redact=state.redact,
+                                       poll_s=batch_poll_s, progress=progress)
+            await state.rounds.resume()
         _record_params(store, per_model_params)
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
         summary.episodes = sum(planner.total for planner in planners.values())
@@ -918,7 +991,44 @@ async def arun_conversations(
         finally:
             summary.concurrency = {m: [limit.lowest, limit.allowed, limit.ceiling]
                                    for m, limit in adaptive.items() if limit is not None}
+            if state.rounds is not None:
+                summary.batch_rounds, summary.batches = state.rounds.rounds, state.rounds.batches
     return summary
+
+
+def _check_batch_models(models: Sequence[str], clients: Mapping[str, Any]) -> None:
+    """``RunError`` before anything is written when a model has no batch API (``_batch_backends``' rule: a
+    ``LiteLLMClient`` of a provider with one; a model without a given client, by its provider prefix)."""
+    from promptgrid.matrix.clients import batch_kind
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
+
+    missing = [model for model in models
+               if not (isinstance(clients[model], LiteLLMClient) and batch_kind(clients[model].name) is not None
+                       if model in clients else batch_kind(model) is not None)]
+    if missing:
+        raise RunError(_no_batch_api(missing))
+
+
+def _no_batch_api(models: Sequence[str]) -> str:
+    return (f"--batch: no batch API for {', '.join(models)}. Batches go through OpenAI-compatible files + batches "
+            "endpoints (openai/, azure/, hosted_vllm/ models, e.g. vLLM with --api-base) and Bedrock batch inference "
+            "(bedrock/ models). Run these models online (without --batch).")
+
+
+def _batch_backends(clients: Mapping[str, Any], retry: RetryPolicy) -> dict[str, Any]:
+    """Each model's batch backend (its client's provider batch API); ``RunError`` naming the models without one."""
+    from promptgrid.matrix.clients import make_batch_backend
+    from promptgrid.matrix.clients._litellm import LiteLLMClient
+
+    out: dict[str, Any] = {}
+    for model, client in clients.items():
+        backend = make_batch_backend(client, retry=retry) if isinstance(client, LiteLLMClient) else None
+        if backend is not None:
+            out[model] = backend
+    missing = [model for model in clients if model not in out]
+    if missing:
+        raise RunError(_no_batch_api(missing))
+    return out
 
 
 def _check_arguments(variants: Sequence[Variant], conversations: Sequence[Conversation], models: Sequence[str], *,

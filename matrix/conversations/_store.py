@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError, StoreError
-from promptgrid.matrix.running.store import _connect_readonly, _guarded, _open_checked, _store_error
+from promptgrid.matrix.running.store import (
+    _BATCH_SCHEMA,
+    BatchLedger,
+    _connect_readonly,
+    _guarded,
+    _open_checked,
+    _store_error,
+)
 
 from ._records import EpisodeResult
 
@@ -84,7 +91,7 @@ class StoredStep:
     latency_s: float = 0.0
 
 
-class ConversationStore:
+class ConversationStore(BatchLedger):
     """``conversations.sqlite3`` of a run directory.
 
     ``create=True`` (the runner) opens it for writing, making it when it is
@@ -105,6 +112,7 @@ class ConversationStore:
                            "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
         self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
+        self._tables: set[str] | None = None  # BatchLedger's table names, read when first needed
         if self.readonly:
             self.db, self._copy = _connect_readonly(self.path)
         else:
@@ -130,6 +138,12 @@ class ConversationStore:
         if not self.readonly and not tables:  # the tables and the version in one transaction: no half store
             self.db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
                                   f"('schema_version', '{_SCHEMA_VERSION}'); COMMIT;")
+        if not self.readonly:
+            # The batch ledger's tables (``--batch``), added to a store of any earlier release as it is opened for
+            # writing: additive, so that release still reads the store; a reader of a store without them sees
+            # no batches.
+            self.db.executescript(_BATCH_SCHEMA)
+            self._tables = None
 
     def close(self) -> None:
         self.db.close()

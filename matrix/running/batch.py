@@ -56,6 +56,7 @@ from .store import (
     SUBMITTED,
     UPLOADED,
     BatchJob,
+    BatchLedger,
     BatchRecord,
     CallResult,
     RunStore,
@@ -193,7 +194,7 @@ def _lines_of(backend: BatchBackend, data: IO[bytes], where: str) -> Iterable[Li
             continue
 
 
-def _download_file(store: RunStore) -> BinaryIO:
+def _download_file(store: BatchLedger) -> BinaryIO:
     """An unnamed temporary file in the run directory (its disk holds the run), else in the system's temp dir."""
     try:
         return tempfile.TemporaryFile(dir=store.path.parent, prefix=".batch-download-")
@@ -243,7 +244,7 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
     return counts
 
 
-async def _upload(store: RunStore, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> str:
+async def _upload(store: BatchLedger, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> str:
     """Upload a preparing batch's input file; returns the provider's file id. A refusal that retrying cannot
     change drops the batch (its keys are free again) and its file."""
     path = run_dir / BATCH_DIR / f"{batch.id}.jsonl"
@@ -262,8 +263,9 @@ async def _upload(store: RunStore, backend: BatchBackend, batch: BatchRecord, ru
         raise
 
 
-async def advance(store: RunStore, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> BatchRecord:
-    """Take a batch one step further (upload, submit, poll); returns it as recorded afterwards."""
+async def advance(store: BatchLedger, backend: BatchBackend, batch: BatchRecord, run_dir: Path) -> BatchRecord:
+    """Take a batch one step further (upload, submit, poll); returns it as recorded afterwards. ``store``: any
+    store with the batch ledger (a single-turn run's or a conversation run's)."""
     if batch.state == PREPARING:
         file_id = await backend.find_upload(batch.id)
         if file_id is None:

@@ -445,7 +445,116 @@ def _open_checked(db: sqlite3.Connection, path: Path, *, create: bool, readonly:
     return tables
 
 
-class RunStore:
+class BatchLedger:
+    """The batch records of a run directory's store: tables ``batches`` and ``batch_jobs`` (``_BATCH_SCHEMA``),
+    what every step of a provider batch is recorded in before and after it happens (``running/batch.py``).
+
+    One ledger for both kinds of run: ``RunStore`` (a job's key) and the conversation store (a step's key) mix
+    it in, so a batch is recorded, advanced and resumed by the same code whatever its lines are. A class that
+    mixes it in has ``db`` (a connection in autocommit mode), ``path`` and ``_tables`` (``None`` until
+    ``_has_table`` reads them; set back to ``None`` after a schema change).
+    """
+
+    db: sqlite3.Connection
+    path: Path
+    _tables: set[str] | None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any failure (a full disk leaves no transaction open)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _has_table(self, name: str) -> bool:
+        """Whether the store has table ``name`` (a read-only store of an older version may lack the batch tables)."""
+        if self._tables is None:
+            self._tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return name in self._tables
+
+    @_guarded
+    def add_batch(self, batch: BatchRecord, lines: Sequence[BatchJob]) -> None:
+        """Record a batch and its jobs in one transaction, before anything is uploaded.
+
+        Written first so that a process killed while uploading finds the batch
+        (and its keys) on resume and never puts those keys in a second batch.
+        """
+        with self._transaction():
+            self.db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                batch.id, batch.model, batch.kind, batch.state, batch.provider_id, batch.input_file,
+                batch.output_file, batch.error_file, batch.requests, batch.bytes, batch.created_at,
+                batch.updated_at, batch.detail))
+            self.db.executemany("INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?)",
+                                [(batch.id, j.key, j.model, j.repeat, j.prompt_sha256, j.params, j.native)
+                                 for j in lines])
+
+    @_guarded
+    def update_batch(self, batch_id: str, **fields: Any) -> BatchRecord:
+        """Set fields of a stored batch (state, provider_id, files, detail), committed at once; returns it."""
+        allowed = {"state", "provider_id", "input_file", "output_file", "error_file", "detail"}
+        if not fields.keys() <= allowed:
+            raise ValueError(f"cannot update batch fields {sorted(fields.keys() - allowed)}")
+        sets = ", ".join(f"{k}=?" for k in fields)
+        with self._transaction():
+            self.db.execute(f"UPDATE batches SET {sets}, updated_at=? WHERE id=?",
+                            (*fields.values(), time.time(), batch_id))
+        found = self.batches(batch_id=batch_id)
+        if not found:
+            raise KeyError(batch_id)
+        return found[0]
+
+    @_guarded
+    def drop_batch(self, batch_id: str) -> None:
+        """Forget a batch the provider never received (``preparing``): its keys may be batched or sent again."""
+        with self._transaction():
+            state = self.db.execute("SELECT state FROM batches WHERE id=?", (batch_id,)).fetchone()
+            if state is None or state[0] != PREPARING:
+                raise ValueError(f"batch {batch_id} is not preparing: the provider may have it")
+            self.db.execute("DELETE FROM batch_jobs WHERE batch=?", (batch_id,))
+            self.db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
+
+    @_guarded
+    def batches(self, *, model: str | None = None, batch_id: str | None = None) -> list[BatchRecord]:
+        """The recorded batches (of ``model``, or the one ``batch_id``), oldest first."""
+        if not self._has_table("batches"):
+            return []
+        where, args = [], []
+        if model is not None:
+            where.append("model=?")
+            args.append(model)
+        if batch_id is not None:
+            where.append("id=?")
+            args.append(batch_id)
+        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at, id"
+        return [BatchRecord(*row) for row in self.db.execute(sql, args)]
+
+    @_guarded
+    def batch_jobs(self, batch_id: str) -> dict[str, BatchJob]:
+        """The jobs of one batch by key (what its result lines must join back to)."""
+        if not self._has_table("batch_jobs"):
+            return {}
+        return {row[0]: BatchJob(*row) for row in self.db.execute(
+            "SELECT key, model, repeat, prompt_sha256, params, native FROM batch_jobs WHERE batch=?", (batch_id,))}
+
+    @_guarded
+    def live_batch_keys(self, model: str) -> set[str]:
+        """Keys of ``model`` that are in a live batch (recorded, uploaded, running or not yet collected)."""
+        if not self._has_table("batches"):
+            return set()
+        marks = ",".join("?" * len(LIVE_BATCH_STATES))
+        return {k for (k,) in self.db.execute(
+            f"SELECT bj.key FROM batch_jobs bj JOIN batches b ON b.id = bj.batch WHERE b.model=? "
+            f"AND b.kind != 'export' AND b.state IN ({marks})", (model, *LIVE_BATCH_STATES))}
+
+
+
+class RunStore(BatchLedger):
     """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself.
 
     ``readonly=True`` opens it for reading only (see ``_connect_readonly``):
@@ -502,12 +611,6 @@ class RunStore:
         """The columns of ``calls`` (a read-only store of an older version may lack ``endpoint``)."""
         return {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
 
-    def _has_table(self, name: str) -> bool:
-        """Whether the store has table ``name`` (a read-only store of an older version may lack the batch tables)."""
-        if self._tables is None:
-            self._tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return name in self._tables
-
     def close(self) -> None:
         if self._spill_fd is not None:
             os.close(self._spill_fd)
@@ -525,19 +628,6 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any failure (a full disk leaves no transaction open)."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
 
     # ------------------------------------------------------------------ metadata
 
@@ -699,82 +789,6 @@ class RunStore:
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
                 "AND repeat=?",
                 [(v, None if ok is None else int(ok), code, *row) for row, v, ok, code in verdicts])
-
-    # ------------------------------------------------------------------ batches (provider batch APIs, export)
-
-    @_guarded
-    def add_batch(self, batch: BatchRecord, lines: Sequence[BatchJob]) -> None:
-        """Record a batch and its jobs in one transaction, before anything is uploaded.
-
-        Written first so that a process killed while uploading finds the batch
-        (and its keys) on resume and never puts those keys in a second batch.
-        """
-        with self._transaction():
-            self.db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-                batch.id, batch.model, batch.kind, batch.state, batch.provider_id, batch.input_file,
-                batch.output_file, batch.error_file, batch.requests, batch.bytes, batch.created_at,
-                batch.updated_at, batch.detail))
-            self.db.executemany("INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?)",
-                                [(batch.id, j.key, j.model, j.repeat, j.prompt_sha256, j.params, j.native)
-                                 for j in lines])
-
-    @_guarded
-    def update_batch(self, batch_id: str, **fields: Any) -> BatchRecord:
-        """Set fields of a stored batch (state, provider_id, files, detail), committed at once; returns it."""
-        allowed = {"state", "provider_id", "input_file", "output_file", "error_file", "detail"}
-        if not fields.keys() <= allowed:
-            raise ValueError(f"cannot update batch fields {sorted(fields.keys() - allowed)}")
-        sets = ", ".join(f"{k}=?" for k in fields)
-        with self._transaction():
-            self.db.execute(f"UPDATE batches SET {sets}, updated_at=? WHERE id=?",
-                            (*fields.values(), time.time(), batch_id))
-        found = self.batches(batch_id=batch_id)
-        if not found:
-            raise KeyError(batch_id)
-        return found[0]
-
-    @_guarded
-    def drop_batch(self, batch_id: str) -> None:
-        """Forget a batch the provider never received (``preparing``): its keys may be batched or sent again."""
-        with self._transaction():
-            state = self.db.execute("SELECT state FROM batches WHERE id=?", (batch_id,)).fetchone()
-            if state is None or state[0] != PREPARING:
-                raise ValueError(f"batch {batch_id} is not preparing: the provider may have it")
-            self.db.execute("DELETE FROM batch_jobs WHERE batch=?", (batch_id,))
-            self.db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
-
-    @_guarded
-    def batches(self, *, model: str | None = None, batch_id: str | None = None) -> list[BatchRecord]:
-        """The recorded batches (of ``model``, or the one ``batch_id``), oldest first."""
-        if not self._has_table("batches"):
-            return []
-        where, args = [], []
-        if model is not None:
-            where.append("model=?")
-            args.append(model)
-        if batch_id is not None:
-            where.append("id=?")
-            args.append(batch_id)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at, id"
-        return [BatchRecord(*row) for row in self.db.execute(sql, args)]
-
-    @_guarded
-    def batch_jobs(self, batch_id: str) -> dict[str, BatchJob]:
-        """The jobs of one batch by key (what its result lines must join back to)."""
-        if not self._has_table("batch_jobs"):
-            return {}
-        return {row[0]: BatchJob(*row) for row in self.db.execute(
-            "SELECT key, model, repeat, prompt_sha256, params, native FROM batch_jobs WHERE batch=?", (batch_id,))}
-
-    @_guarded
-    def live_batch_keys(self, model: str) -> set[str]:
-        """Keys of ``model`` that are in a live batch (recorded, uploaded, running or not yet collected)."""
-        if not self._has_table("batches"):
-            return set()
-        marks = ",".join("?" * len(LIVE_BATCH_STATES))
-        return {k for (k,) in self.db.execute(
-            f"SELECT bj.key FROM batch_jobs bj JOIN batches b ON b.id = bj.batch WHERE b.model=? "
-            f"AND b.kind != 'export' AND b.state IN ({marks})", (model, *LIVE_BATCH_STATES))}
 
     @_guarded
     def job_rows(self, keys: Sequence[str]) -> dict[str, list[tuple[int, int, int, int]]]:

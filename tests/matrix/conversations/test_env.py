@@ -873,3 +873,21 @@ def test_functions_for_gives_the_docs_bfcl_eval_sends() -> None:
     assert functions_for(["GorillaFileSystem"])[0]["name"] == "cat"
     with pytest.raises(DatasetError, match="'srot' is not a function"):
         functions_for(["GorillaFileSystem"], ["srot"])
+
+
+def test_a_parked_environment_lets_its_worker_go_and_replays_its_calls_on_the_next_one() -> None:
+    """``park`` (a batch round's wait): the worker goes back to its pool; the next call starts a worker and
+    replays the calls that ran, so the state and every output are as if it had stayed."""
+    with Environment(["GorillaFileSystem"], FILES) as env:
+        env.run([call("mkdir", dir_name="kept"), call("cd", folder="kept")])
+        before = env.state()
+        env.park()
+        env.park()  # nothing to let go the second time
+        assert env._process is None
+        assert env.state() == before
+        touched, = env.run([call("touch", file_name="after.txt")])
+        assert touched.ok
+        listed, = env.run([call("ls")])
+        assert "after.txt" in listed.output
+        usage = env.usage()
+        assert usage.starts == 2 and usage.calls_replayed == 2

@@ -418,7 +418,7 @@ def test_what_cannot_run_is_refused_before_anything_is_sent(
         assert "best-worst" in str(info.value)
 
 
-def test_the_cli_refuses_batch_for_conversations_with_exit_2(tmp_path: Path) -> None:
+def test_the_cli_refuses_batch_for_a_model_without_a_batch_api_with_exit_2(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "promptgrid.matrix.cli", "run", "call_modes", "--dataset",
                            "bfcl:multi_turn_base", "--model", GT, "--limit", "1", "--batch", "--run-dir",

@@ -248,7 +248,7 @@ def test_the_cost_cap_stops_the_plan_in_a_round_and_a_rerun_goes_on(tmp_path: Pa
     ({"goal": "best_worst", "budget": 10}, "Did you mean 'best-worst'"),
     ({"goal": "best-worst", "budget": 0}, "a budget of at least 1"),
     ({"goal": "best-worst", "budget": 10, "seed": "x"}, "seed must be a whole number"),
-    ({"goal": "best-worst", "budget": 10, "batch": True}, "cannot be sent as a provider batch"),
+    ({"goal": "best-worst", "budget": 10, "batch": True}, "no batch API for"),
 ])
 def test_goal_options_that_do_not_go_together_are_refused_before_anything_is_written(
         tmp_path: Path, mini: list[Conversation], options: dict[str, Any], says: str) -> None:

@@ -1,0 +1,151 @@
+"""``--batch`` for conversation runs: rounds of provider batches (``_batch.BatchRounds``) against the fake server's
+files + batches API. The same requests as online, the same stored steps and verdicts; a run stopped mid-round
+resumes from the batch ledger without uploading or batching a step twice; a line the batch did not answer ends
+its episode with that error; models without a batch API are refused before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptgrid.errors import RunError
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.conversations import Conversation, load_conversations
+from promptgrid.matrix.conversations._env import call_source
+from promptgrid.matrix.running.session import build_config
+from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+
+pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")  # mini-mt's classes
+
+MODEL = "openai/fake-model"
+VARIANT = "python->python,False"
+
+
+@pytest.fixture(scope="module")
+def mini() -> list[Conversation]:
+    return load_conversations("mini-mt:en", limit=3)
+
+
+def truth_answers(conversations: list[Conversation]) -> Any:
+    """The fake server's answer: a turn's ground-truth calls (as Python) to the user message that opens the turn,
+    a closing sentence to anything else (the calls' results)."""
+    by_text: dict[str, str] = {}
+    for conversation in conversations:
+        for turn, messages in enumerate(conversation.turns):
+            calls = conversation.ground_truth[turn]
+            if messages and calls:
+                by_text[str(messages[-1]["content"])] = "[" + ", ".join(call_source(c, 10_000) for c in calls) + "]"
+
+    def answer(request: dict[str, Any]) -> str:
+        last = request["messages"][-1]
+        return by_text.get(str(last.get("content")), "Done.") if last.get("role") == "user" else "Done."
+
+    return answer
+
+
+def _config(path: Path, url: str, run_dir: Path, concurrency: int = 8, **extra: Any) -> Path:
+    path.write_text(json.dumps({
+        "grid": "bfcl_v4", "dataset": "mini-mt:en", "limit": 3, "run_dir": str(run_dir), "variants": [VARIANT],
+        "repeats": 2, "models": [{"name": MODEL, "api_base": url, "concurrency": concurrency}], **extra}),
+        encoding="utf-8")
+    return path
+
+
+def _steps(run_dir: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        return sorted(db.execute("SELECT key, response FROM steps"))
+
+
+def _episodes(run_dir: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        rows = db.execute("SELECT variant_id, conversation_id, repeat, valid, result FROM episodes").fetchall()
+    return sorted((v, c, r, ok, json.loads(result)["failure_mode"], json.loads(result)["steps"])
+                  for v, c, r, ok, result in rows)
+
+
+def _uploads(server: FakeServer) -> tuple[Counter[str], Counter[str]]:
+    uploaded: Counter[str] = Counter()
+    batched: Counter[str] = Counter()
+    for entry in server.batch_log():
+        if entry["endpoint"] == "files.create":
+            uploaded.update(entry.get("custom_ids") or ())
+        elif entry["endpoint"] == "batches.create" and entry.get("status") == 200:
+            batched.update(entry.get("custom_ids") or ())
+    return uploaded, batched
+
+
+def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: list[Conversation],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeServer.thread(FakeScript(batch_polls=1), answer_fn=truth_answers(mini)) as server:
+        online = tmp_path / "online"
+        assert main(["run", str(_config(tmp_path / "o.yaml", server.url, online)), "--no-progress"]) == 0
+        sent_online = len(server.requests())
+        batch = tmp_path / "batch"
+        assert main(["run", str(_config(tmp_path / "b.yaml", server.url, batch)), "--batch", "--poll", "0.01"]) == 0
+        assert len(server.requests()) == sent_online  # the batch run sent nothing online
+        uploaded, batched = _uploads(server)
+    err = capsys.readouterr().err
+    assert "batch round 1:" in err and "batch round 2:" in err
+    assert _steps(batch) == _steps(online)  # the same step keys (the same requests) and the same answers
+    assert len(uploaded) == sent_online and set(uploaded.values()) == {1} and set(batched.values()) == {1}
+    episodes = _episodes(batch)
+    assert episodes == _episodes(online) and len(episodes) == 6
+    assert all(ok == 1 for _, _, _, ok, _, _ in episodes)  # the ground truth, answered through batches
+    assert not list((batch / "batches").glob("*.jsonl"))  # input files removed once collected
+    with sqlite3.connect(batch / "conversations.sqlite3") as db:
+        states = Counter(state for (state,) in db.execute("SELECT state FROM batches"))
+    assert states == {"collected": sum(states.values())} and sum(states.values()) >= 2
+
+
+def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: list[Conversation]) -> None:
+    script = FakeScript(batch_polls=10 ** 6)  # the first round never ends while the first run polls
+    with FakeServer.thread(script, answer_fn=truth_answers(mini)) as server:
+        run_dir = tmp_path / "run"
+        config = build_config(_config(tmp_path / "c.yaml", server.url, run_dir))
+
+        async def first() -> None:
+            from promptgrid.matrix.conversations import arun_conversation_config
+
+            await asyncio.wait_for(arun_conversation_config(config, batch=True, batch_poll_s=0.01), 1.5)
+
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(first())
+        with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+            assert [s for (s,) in db.execute("SELECT state FROM batches")] == ["submitted"]
+            assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
+        server._handler.script = dataclasses.replace(script, batch_polls=1)  # type: ignore[union-attr]
+        assert main(["run", str(tmp_path / "c.yaml"), "--batch", "--poll", "0.01", "--no-progress"]) == 0
+        uploaded, batched = _uploads(server)
+        assert server.requests() == []
+    assert set(uploaded.values()) == {1} and set(batched.values()) == {1}  # nothing uploaded or batched twice
+    assert len(_episodes(run_dir)) == 6 and all(ok == 1 for _, _, _, ok, _, _ in _episodes(run_dir))
+
+
+def test_a_line_the_batch_did_not_answer_ends_its_episode_with_that_error(tmp_path: Path,
+                                                                         mini: list[Conversation]) -> None:
+    with FakeServer.thread(FakeScript(batch_polls=1, batch_expire_after=2),
+                           answer_fn=truth_answers(mini)) as server:
+        run_dir = tmp_path / "run"
+        assert main(["run", str(_config(tmp_path / "c.yaml", server.url, run_dir)), "--batch", "--poll", "0.01",
+                     "--no-progress"]) in (0, 1)
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        errors = [json.loads(r)["error"] for (r,) in db.execute("SELECT result FROM episodes WHERE valid IS NULL")]
+    assert errors and all("expired" in e or "before answering" in e for e in errors)
+
+
+def test_a_model_without_a_batch_api_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    assert main(["run", "bfcl_v4", "--dataset", "mini-mt:en", "--model", "fake/ground-truth", "--limit", "1",
+                 "--variant", VARIANT, "--batch", "--run-dir", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run" / "conversations.sqlite3").exists()
+    with pytest.raises(RunError, match="single-turn batch run"):
+        import promptgrid as pg
+
+        pg.run("bfcl_v4", "mini-mt:en", models=["fake/ground-truth"], run_dir=tmp_path / "api", batch=True,
+               batch_wait=False)
