@@ -33,9 +33,9 @@ import os
 import random
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "DEFAULT_RETRY_AFTER_CAP_S",
@@ -56,6 +56,8 @@ __all__ = [
     "missing_credentials",
     "one_line",
     "quiet_dependency_warnings",
+    "retried",
+    "retried_sync",
 ]
 
 DEFAULT_RETRY_AFTER_CAP_S = 120.0
@@ -194,6 +196,62 @@ class RetryPolicy:
             # Honour the server, plus a little jitter so waiters do not return in lockstep.
             delay = max(delay, retry_after + rand() * min(1.0, 0.1 * retry_after + 0.05))
         return delay
+
+
+_T = TypeVar("_T")
+
+
+async def retried(attempt: Callable[[int], Awaitable[_T]], policy: RetryPolicy, *,
+                  sleep: Callable[[float], Awaitable[Any]],
+                  retryable: Callable[[CallError], bool] = lambda error: error.retryable,
+                  on_retry: Callable[[CallError, int, float], None] | None = None,
+                  rand: Callable[[], float] = random.random) -> _T:
+    """promptgrid's retry loop for one request: ``attempt(n)`` (``n``: 1 for the first try) until it returns.
+
+    A try that raises ``CallError`` is tried again when ``retryable(error)`` and
+    the policy ``allows`` another (``RetryPolicy.allows``: its ``max_attempts``,
+    fewer for malformed answers), after ``policy.delay`` (backoff with jitter, the
+    server's Retry-After honoured up to the cap) slept with ``sleep``;
+    ``on_retry(error, n, delay)`` hears each wait first. Otherwise the error is
+    raised, as is any other exception at once. Asynchronous code passes
+    ``asyncio.sleep`` (or its own); synchronous code runs it with ``retried_sync``.
+    The batch API client and the translation backends retry through it; the
+    runners, whose tries also wait on rate limits and adaptive concurrency and
+    may stop a model, keep their own loop over the same ``RetryPolicy``.
+    """
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return await attempt(tries)
+        except CallError as error:
+            if not (retryable(error) and policy.allows(tries, error.kind)):
+                raise
+            delay = policy.delay(tries, error.retry_after, rand=rand)
+            if on_retry is not None:
+                on_retry(error, tries, delay)
+            await sleep(delay)
+
+
+def retried_sync(attempt: Callable[[int], _T], policy: RetryPolicy, *, sleep: Callable[[float], Any],
+                 retryable: Callable[[CallError], bool] = lambda error: error.retryable,
+                 on_retry: Callable[[CallError, int, float], None] | None = None,
+                 rand: Callable[[], float] = random.random) -> _T:
+    """``retried`` for synchronous code (``attempt`` and ``sleep`` plain functions): the same loop, run to its end
+    without an event loop (nothing in it suspends: the attempt and the sleep are called in place)."""
+    async def one(tries: int) -> _T:
+        return attempt(tries)
+
+    async def pause(seconds: float) -> None:
+        sleep(seconds)
+
+    coroutine = retried(one, policy, sleep=pause, retryable=retryable, on_retry=on_retry, rand=rand)
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(_T, done.value)
+    coroutine.close()  # pragma: no cover - only an awaitable that suspends gets here, and none is given
+    raise RuntimeError("retried_sync: the retry loop suspended")
 
 
 _litellm: Any = None

@@ -31,7 +31,7 @@ from typing import Any
 
 from promptgrid.errors import MissingDependencyError, TranslationError
 from promptgrid.languages import base_language
-from promptgrid.providers import DEFAULT_TIMEOUT_S, RetryPolicy, one_line
+from promptgrid.providers import DEFAULT_TIMEOUT_S, CallError, ErrorKind, RetryPolicy, one_line, retried_sync
 from promptgrid.redact import Redactor
 
 from ._protect import TOKEN_RE
@@ -228,9 +228,11 @@ class AmazonTranslateBackend:
         from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 
         client = self.client
-        attempts = 0
-        while True:
-            attempts += 1
+        tries = [0]
+        failed: list[Exception] = []  # the last failure, for the message once retries are spent
+
+        def attempt(number: int) -> str:
+            tries[0] = number
             try:
                 self.requests += 1
                 response = client.translate_text(**params)
@@ -243,21 +245,28 @@ class AmazonTranslateBackend:
             except (ClientError, ReadTimeoutError, ConnectTimeoutError) as exc:
                 timed_out = not isinstance(exc, ClientError)
                 code = "timeout" if timed_out else exc.response.get("Error", {}).get("Code", "")
-                if (timed_out or code in _RETRYABLE) and self.retry.allows(attempts):
-                    delay = self.retry.delay(attempts, rand=self._rng)
-                    if self._on_retry is not None:
-                        why = f"no answer within {self.retry.timeout:g} s" if timed_out else code
-                        self._on_retry(f"amazon: {why}; retrying in {delay:.1f} s "
-                                       f"(attempt {attempts + 1} of {self.retry.max_attempts})")
-                    self._sleep(delay)
-                    continue
-                if timed_out:
-                    raise TranslationError(f"Amazon Translate: no answer within {self.retry.timeout:g} s "
-                                           f"({attempts} attempt(s)); try again later, or give it longer with "
-                                           "--timeout. Finished translations are kept in the store.") from None
+                failed[:] = [exc]
+                if timed_out:  # retried as the policy allows (its kind counts as timeouts count elsewhere)
+                    raise CallError(ErrorKind.TIMEOUT, f"no answer within {self.retry.timeout:g} s") from None
+                if code in _RETRYABLE:
+                    raise CallError(ErrorKind.SERVER, code) from None
                 raise self._error(exc, source, target) from None
             except BotoCoreError as exc:
                 raise self._error(exc, source, target) from None
+
+        def heard(error: CallError, number: int, delay: float) -> None:
+            if self._on_retry is not None:
+                self._on_retry(f"amazon: {error.message}; retrying in {delay:.1f} s "
+                               f"(attempt {number + 1} of {self.retry.max_attempts})")
+
+        try:
+            return retried_sync(attempt, self.retry, sleep=self._sleep, on_retry=heard, rand=self._rng)
+        except CallError as error:  # retries spent
+            if error.kind is ErrorKind.TIMEOUT:
+                raise TranslationError(f"Amazon Translate: no answer within {self.retry.timeout:g} s "
+                                       f"({tries[0]} attempt(s)); try again later, or give it longer with "
+                                       "--timeout. Finished translations are kept in the store.") from None
+            raise self._error(failed[0], source, target) from None
 
     def _error(self, exc: Exception, source: str = "", target: str = "") -> TranslationError:
         """``_convert``'s error, its message redacted and one line."""

@@ -73,6 +73,7 @@ from promptgrid.providers import (
     convert_exception,
     credential_vars,
     import_litellm,
+    retried_sync,
 )
 from promptgrid.redact import Redactor
 
@@ -262,22 +263,22 @@ class LLMBackend:
 
     def _call(self, messages: list[dict[str, str]], texts: list[str]) -> Any:
         """One answer's text; rate limits and transient failures are retried with backoff and jitter."""
-        attempts = 0
-        while True:
-            attempts += 1
+        tries = [0]
+
+        def attempt(number: int) -> Any:
+            tries[0] = number
             self.requests += 1
-            try:
-                return self._send(messages, texts)
-            except CallError as error:
-                if error.retryable and self.retry.allows(attempts, error.kind):
-                    delay = self.retry.delay(attempts, error.retry_after)
-                    if self._on_retry is not None:
-                        self._on_retry(self._redact(f"{self.name}: {_why(error, self.retry.timeout)}; retrying in "
-                                                    f"{delay:.1f} s (attempt {attempts + 1} of "
-                                                    f"{self.retry.max_attempts})"))
-                    self._sleep(delay)
-                    continue
-                raise _translation_error(error, self.model, self.retry.timeout, attempts, self._redact) from None
+            return self._send(messages, texts)
+
+        def heard(error: CallError, number: int, delay: float) -> None:
+            if self._on_retry is not None:
+                self._on_retry(self._redact(f"{self.name}: {_why(error, self.retry.timeout)}; retrying in "
+                                            f"{delay:.1f} s (attempt {number + 1} of {self.retry.max_attempts})"))
+
+        try:
+            return retried_sync(attempt, self.retry, sleep=self._sleep, on_retry=heard)
+        except CallError as error:
+            raise _translation_error(error, self.model, self.retry.timeout, tries[0], self._redact) from None
 
     def _send(self, messages: list[dict[str, str]], texts: list[str]) -> Any:
         """The text of one answer (``_Violation`` when there is none); a failed call is a ``CallError``."""

@@ -41,6 +41,7 @@ from promptgrid.providers import (
     kind_from_status,
     malformed_message,
     one_line,
+    retried,
 )
 from promptgrid.safeio import parse_json_line
 
@@ -158,6 +159,14 @@ class BatchBackend(Protocol):
     def price(self, input_tokens: int, output_tokens: int) -> float | None:
         """USD of one line at the batch price; None when unknown."""
         ...
+
+
+class _Final(Exception):
+    """Carries a ``CallError`` through ``retried`` without a retry (one that is ours already, not the provider's)."""
+
+    def __init__(self, error: CallError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 _OPENAI_FILES = frozenset({"openai", "hosted_vllm", "litellm_proxy"})
@@ -314,23 +323,24 @@ class OpenAIBatchBackend:
     async def _call(self, fn: str, *, reads: bool = True, bounded: bool = True, **kwargs: Any) -> Any:
         """``litellm.<fn>``; ``reads``: sending it again is harmless (retried by the policy); ``bounded``: it
         gets the policy's ``timeout`` (file transfers, which may be large, do not)."""
-        attempts = 0
-        while True:
-            attempts += 1
+        async def attempt(_tries: int) -> Any:
             try:
                 call = getattr(self._lt, fn)(**kwargs, **self._kwargs())
                 return await (asyncio.wait_for(call, self.retry.timeout) if bounded else call)
-            except CallError:
-                raise
+            except CallError as exc:  # already ours (said by the client's own checks): final, not retried
+                raise _Final(exc) from None
             except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
                 error = (call_error(ErrorKind.TIMEOUT, f"batch API ({fn}): no answer within {self.retry.timeout:g} s")
                          if isinstance(exc, TimeoutError) else convert_exception(exc, self.client._redact))
                 if error.kind is ErrorKind.MALFORMED:  # not a chat completion that was asked for: say what was
                     error = call_error(ErrorKind.MALFORMED, error.message.replace(
                         malformed_message(), malformed_message(what=f"a {fn} answer"), 1), status=error.status)
-            if not (reads and error.retryable and self.retry.allows(attempts, error.kind)):
-                raise error
-            await self._sleep(self.retry.delay(attempts, error.retry_after))
+                raise error from None
+
+        try:
+            return await retried(attempt, self.retry, sleep=self._sleep, retryable=lambda e: reads and e.retryable)
+        except _Final as final:
+            raise final.error from None
 
     async def upload(self, name: str, data: bytes) -> str:
         created = await self._call("acreate_file", reads=False, bounded=False, file=(name, data, "application/jsonl"),
@@ -408,24 +418,21 @@ class OpenAIBatchBackend:
 
         client = openai.AsyncOpenAI(base_url=self.client.api_base or None, api_key=self.client._api_key or "EMPTY",
                                     max_retries=0, timeout=self.retry.timeout)
-        attempts = 0
+        async def attempt(_tries: int) -> int:
+            out.seek(0)
+            out.truncate()
+            written = 0
+            try:
+                async with client.files.with_streaming_response.content(file_id) as response:
+                    async for chunk in response.iter_bytes(_CHUNK):
+                        out.write(chunk)
+                        written += len(chunk)
+                return written
+            except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
+                raise convert_exception(exc, self.client._redact) from None
+
         try:
-            while True:
-                attempts += 1
-                out.seek(0)
-                out.truncate()
-                written = 0
-                try:
-                    async with client.files.with_streaming_response.content(file_id) as response:
-                        async for chunk in response.iter_bytes(_CHUNK):
-                            out.write(chunk)
-                            written += len(chunk)
-                    return written
-                except Exception as exc:  # noqa: BLE001 - the boundary where provider errors become ours
-                    error = convert_exception(exc, self.client._redact)
-                if not (error.retryable and self.retry.allows(attempts, error.kind)):
-                    raise error
-                await self._sleep(self.retry.delay(attempts, error.retry_after))
+            return await retried(attempt, self.retry, sleep=self._sleep)
         finally:
             await client.close()
 
