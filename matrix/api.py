@@ -406,16 +406,31 @@ def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, bo
         raise RunError(f"model must be a model string (e.g. hosted_vllm/my-model), not {model!r}.")
     if not hasattr(out, "write"):
         _path(out, "out", OutputError)
-    from promptgrid.matrix.conversations import is_conversation_dataset
+    from promptgrid.matrix.conversations import is_conversation_dataset, is_conversation_run
 
-    if dataset is not None and is_conversation_dataset(dataset):
-        raise RunError(f"{dataset} is a conversation dataset: export-batch cannot write it, because each step of a "
-                       "conversation depends on the answer before it. Run it online: promptgrid run GRID "
-                       f"--dataset {dataset} (see docs/conversations.md).")
+    if (dataset is not None and is_conversation_dataset(dataset)) or is_conversation_run(run_dir):
+        return _export_conversation_round(run_dir, model, out, grid=grid, dataset=dataset, body_model=body_model,
+                                          **options)
     config, new_run = export_config(run_dir, model, grid=grid, dataset=dataset, **options)
     prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
     return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,
                            retry_errors=retry_errors)
+
+
+def _export_conversation_round(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *,
+                               grid: Grid | PathLike | RunConfig | None, dataset: str | None,
+                               body_model: str | None, **options: Any) -> ExportSummary:
+    """``export_batch`` of a conversation run: the next round (``conversations._api.export_conversation_round``).
+    The run's grid and dataset are given again each round, as a resumed run gives them."""
+    from promptgrid.matrix.conversations._api import export_conversation_round
+
+    if grid is None or dataset is None:
+        raise RunError(f"{run_dir} holds a conversation run: export-batch writes its next round from the same grid "
+                       "and dataset (and options) as the run: give --grid GRID --dataset DS again each round.")
+    config = build_config(grid, dataset, models=[model], run_dir=os.fspath(run_dir), **options)
+    summary: ExportSummary = export_conversation_round(config, out, body_model=body_model,
+                                                       grid=grid if isinstance(grid, Grid) else None)
+    return summary
 
 
 def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
@@ -429,8 +444,14 @@ def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
     Calls of the exports that the file does not answer stay pending
     (``ImportSummary.pending``).
     """
+    from promptgrid.matrix.conversations import is_conversation_run
     from promptgrid.matrix.running.exchange import import_results
 
+    if is_conversation_run(_path(run_dir, "run_dir")):  # a round of an export-batch of conversations
+        from promptgrid.matrix.conversations._api import import_conversation_results
+
+        imported: ImportSummary = import_conversation_results(_path(run_dir, "run_dir"), _path(results, "results"))
+        return imported
     return import_results(_path(run_dir, "run_dir"), _path(results, "results"))
 
 

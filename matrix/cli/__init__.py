@@ -287,7 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write the calls of MODEL in RUN_DIR that have no result yet as OpenAI batch "
                        "request lines (what vllm run-batch reads), one per call, its custom_id the job key. Store "
                        "the answers with promptgrid import-batch RUN_DIR RESULTS.jsonl. The run is RUN_DIR's "
-                       "latest config (run.json), or the one --grid and --dataset make (this starts RUN_DIR).")
+                       "latest config (run.json), or the one --grid and --dataset make (this starts RUN_DIR). A "
+                       "conversation dataset is exported in rounds: each export writes the next step of every "
+                       "episode that needs one (give --grid and --dataset again each round); import its answers, "
+                       "then export again, until nothing is left to export.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--model", required=True, metavar="M",
                    help="litellm model string of the run (hosted_vllm/NAME, openai/NAME, ...)")
@@ -300,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", default=None, metavar="GRID",
                    help="grid name/path or run CONFIG.yaml: start RUN_DIR from these options, as promptgrid run "
                         "--run-dir RUN_DIR does")
-    _add_dataset_options(p, required=False, bfcl_data=False, conversations=False)
+    _add_dataset_options(p, required=False, bfcl_data=False)
     add_flags(p, PlanOptions, "export-batch")
     p.add_argument("--append", action="store_true",
                    help="with --grid: combine another grid or dataset into RUN_DIR on purpose")

@@ -44,10 +44,12 @@ def export_note(s: ExportSummary, run_dir: str, output: str | None) -> str:
                + f", {s.in_batch} are in a live provider batch")
     head = (f"export-batch: {s.lines} request line(s) for {s.model} written to {where}; of the plan's {s.jobs} "
             f"jobs, {s.shared} share a line with an identical prompt, {skipped}.")
+    # What comes next: an adaptive plan's next round, or a conversation run's next round.
+    then = f"\n{s.planned.rstrip('.')}." if s.planned else ""
     if not s.lines:
-        return head + " Nothing to export."
+        return head + " Nothing to export." + then
     return (f"{head}\nRun them on your engine (e.g. vllm run-batch -i REQUESTS.jsonl -o RESULTS.jsonl --model "
-            f"NAME), then store the answers: promptgrid import-batch {run_dir} RESULTS.jsonl")
+            f"NAME), then store the answers: promptgrid import-batch {run_dir} RESULTS.jsonl" + then)
 
 
 def import_note(s: ImportSummary, run_dir: str) -> str:

@@ -225,8 +225,10 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
 
 
 async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
-                                   batch_poll_s: float = 30.0, progress: Any = None) -> ConversationRun:
-    """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here)."""
+                                   batch_poll_s: float = 30.0, progress: Any = None,
+                                   export: tuple[Any, Any, list[Any]] | None = None) -> ConversationRun:
+    """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here). ``export``:
+    (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list."""
     from promptgrid.matrix.running.session import _clients, make_renderer
     from promptgrid.variants import load_grid
 
@@ -256,9 +258,13 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
     from promptgrid.redact import Redactor
 
     redactor = Redactor()  # one per run, shared by the clients and the runner's stored errors
-    clients.update(_clients(None, redactor, others))
     backends = None
-    if batch:
+    if export is not None:
+        clients[config.models[0].name], backend, _lines = export
+        backends = {config.models[0].name: backend}
+    else:
+        clients.update(_clients(None, redactor, others))
+    if batch and backends is None:
         from promptgrid.matrix.running.session import batch_backends
 
         backends = batch_backends(config.models, clients, retry=config.retry_policy())
@@ -273,7 +279,7 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
         seed=config.plan_seed,
         rpm={spec.name: spec.rpm for spec in config.models}, tpm={spec.name: spec.tpm for spec in config.models},
         max_cost=config.max_cost, progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
-        batch_poll_s=batch_poll_s,
+        batch_poll_s=batch_poll_s, export_round=None if export is None else export[2],
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
     return ConversationRun(config.run_dir, summary)
 
@@ -334,3 +340,151 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
         transcript.add_answer(stored_answer(recorder.answers[-1], variant), *recorder.where)
         messages = transcript.messages
     return messages, request
+
+
+# --------------------------------------------------------------------------- export-batch / import-batch rounds
+
+def export_conversation_round(config: Any, out: Any, *, body_model: str | None = None,
+                              grid: Any = None) -> Any:
+    """``export-batch`` for a conversation run: the next round of every episode of ``config`` (one model), written
+    as OpenAI batch request lines (what ``vllm run-batch`` reads), each ``custom_id`` the step's key.
+
+    The episodes play from the stored steps until each needs an answer the store does not have; those requests
+    are the round (``_batch.BatchRounds`` in export mode), recorded in the store's batch ledger (kind ``export``)
+    before a line is written. An episode whose steps are all answered is scored and stored. ``import-batch``
+    stores the answers; the next export writes the round after. ``out``: a path (replaced only when complete) or
+    a binary stream. Returns an ``ExportSummary`` (``lines``: the round's requests; ``jobs``: the plan's
+    episodes; ``stored``: episodes finished; ``planned``: what to do next, ``None`` once every episode is
+    finished). Raises ``RunError`` for more than one model or a model that is not a litellm model string.
+    """
+    import contextlib
+    import json
+    import time
+    import uuid
+
+    from promptgrid.errors import OutputError
+    from promptgrid.matrix.clients import OpenAIBatchBackend, encode_request_line, make_client, provider_of
+    from promptgrid.matrix.running.exchange import EXPORT_KIND, FILE_ENGINE, ExportSummary
+    from promptgrid.matrix.running.store import EXPORTED, BatchJob, BatchRecord
+    from promptgrid.safeio import atomic_output, check_output
+
+    if isinstance(out, (str, os.PathLike)):
+        check_output(out)
+    if len(config.models) != 1:
+        raise RunError("export-batch writes the requests of one model at a time: give one --model.")
+    spec = config.models[0]
+    if provider_of(spec.name) != "litellm":
+        raise RunError(f"export-batch writes OpenAI chat-completion requests, for a litellm model string "
+                       f"(hosted_vllm/NAME, openai/NAME, ...), not {spec.name}: local and fake models run online "
+                       "(promptgrid run).")
+    client = make_client(spec.name, api_base=spec.api_base or FILE_ENGINE, constraints=spec.constraints)
+    backend = OpenAIBatchBackend(client)
+    lines: list[Any] = []
+    run = asyncio.run(arun_conversation_config(config, grid=grid, batch=True, export=(client, backend, lines)))
+    summary = run.summary
+    data: list[bytes] = []
+    for line in lines:
+        if body_model is None:
+            data.append(line.data)
+            continue
+        request = json.loads(line.data)
+        request["body"]["model"] = body_model
+        data.append(encode_request_line(line.key, request["body"]))
+    export_id = None
+    if lines:  # recorded before a line is written: import-batch joins the answers to it
+        export_id = f"export-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
+        now = time.time()
+        path = os.fspath(out) if isinstance(out, (str, os.PathLike)) else None
+        detail = json.dumps({"output": path, "body_model": body_model, "conversations": True}, separators=(",", ":"))
+        with ConversationStore(config.run_dir, readonly=False) as store:
+            store.add_batch(BatchRecord(export_id, spec.name, EXPORT_KIND, EXPORTED, None, None, None, None,
+                                        len(lines), sum(map(len, data)), now, now, detail),
+                            [BatchJob(line.key, spec.name, line.repeat, line.key, line.params, int(line.native))
+                             for line in lines])
+    path = os.fspath(out) if isinstance(out, (str, os.PathLike)) else None
+    with contextlib.ExitStack() as stack:
+        # A file is replaced only when complete; a FIFO, a device or a stream is written in place.
+        handle = stack.enter_context(atomic_output(path, binary=True)) if path is not None else out
+        try:
+            handle.writelines(data)
+            handle.flush()
+        except OSError as exc:
+            raise OutputError(f"cannot write {path or 'the output stream'}: {exc.strerror or exc}; the round is "
+                              "recorded in the run: export again to write its lines.") from None
+    planned = None
+    if summary.waiting:
+        planned = (f"{summary.waiting} episode(s) wait on this round: run it, promptgrid import-batch "
+                   f"{config.run_dir} RESULTS.jsonl, then export-batch again for the next round")
+    return ExportSummary(model=spec.name, export_id=export_id, lines=len(lines), jobs=summary.episodes,
+                         shared=0, stored=summary.finished + summary.skipped, unsupported=0, in_batch=0,
+                         bytes=sum(map(len, data)), planned=planned)
+
+
+def import_conversation_results(run_dir: str | os.PathLike[str], results: str | os.PathLike[str]) -> Any:
+    """``import-batch`` for a conversation run: store the answers of an OpenAI batch output file to the steps an
+    ``export-batch`` round wrote (each as the step an online answer would store: redacted, cut to the bound;
+    cost unknown). The whole file is checked first: a line that does not parse, a ``custom_id`` no export of
+    this run wrote, or one given twice stores nothing and raises ``RunError`` naming ``file:line``. A line that
+    is an error is counted, not stored: the next export writes that step again. Idempotent. Returns an
+    ``ImportSummary``."""
+    from collections import Counter
+
+    from promptgrid.matrix.clients import decode_result_line
+    from promptgrid.matrix.running.exchange import EXPORT_KIND, ImportSummary
+    from promptgrid.matrix.running.store import COLLECTED
+    from promptgrid.providers import CallError
+    from promptgrid.redact import Redactor
+    from promptgrid.safeio import bounded_lines
+
+    from ._run import _run_dir_lock, line_step
+
+    path = Path(results)
+    with _run_dir_lock(run_dir), ConversationStore(run_dir, readonly=False) as store:
+        exports = [b for b in store.batches() if b.kind == EXPORT_KIND]
+        jobs = {key: (batch.id, job) for batch in exports for key, job in store.batch_jobs(batch.id).items()}
+        found: dict[str, Any] = {}
+        count = 0
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise RunError(f"cannot read {path}: {exc.strerror or exc}.") from None
+        with handle:
+            for number, raw in enumerate(bounded_lines(handle, name=str(path)), start=1):
+                if not raw.strip():
+                    continue
+                count += 1
+                where = f"{path}:{number}"
+                try:
+                    line = decode_result_line(raw, where)
+                except CallError as exc:
+                    raise RunError(f"{where}: {exc}; nothing was stored.") from None
+                if line.key not in jobs:
+                    raise RunError(f"{where}: custom_id {line.key[:80]!r} is not a step an export-batch of "
+                                   f"{run_dir} wrote; nothing was stored. Import the results of this run's exports.")
+                if line.key in found:
+                    raise RunError(f"{where}: custom_id {line.key[:80]!r} is given twice; nothing was stored.")
+                found[line.key] = line
+        exact = Redactor().exact
+        stored = answers = errors = already = 0
+        kinds: Counter[str] = Counter()
+        for key, line in found.items():
+            _batch_id, job = jobs[key]
+            if line.completion is None:
+                errors += 1
+                kinds[line.error.kind.value if line.error is not None else "unknown"] += 1
+                continue
+            if store.step(key) is not None:
+                already += 1
+                continue
+            store.add_step(key, job.model, line_step(line.completion, bool(job.native), None, exact))
+            stored += 1
+            answers += 1
+        collected = []
+        for batch in exports:
+            keys = store.batch_jobs(batch.id)
+            if batch.state != COLLECTED and all(store.step(key) is not None for key in keys):
+                store.update_batch(batch.id, state=COLLECTED)
+                collected.append(batch.id)
+        pending = sum(1 for key in jobs if store.step(key) is None)
+    return ImportSummary(lines=count, stored=stored, answers=answers, errors=errors, already=already,
+                         pending=pending, collected=tuple(collected), error_kinds=dict(kinds))

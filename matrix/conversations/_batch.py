@@ -26,6 +26,10 @@ file) instead of being uploaded or submitted twice, polled to its end and
 collected before any episode plays, and the episodes then read its answers
 from the store. Results equal an online run's: the same requests, the same
 stored steps, scored the same way; cost is recorded at the batch price.
+
+``export-batch`` uses the same rounds in export mode: every episode plays at
+once, and the round is kept (``exported``) instead of being sent; the
+episodes waiting on it end with ``RoundExported``, left for the next export.
 """
 
 from __future__ import annotations
@@ -48,7 +52,12 @@ from promptgrid.safeio import atomic_output
 
 from ._store import ConversationStore, StoredStep
 
-__all__ = ["BatchRounds"]
+__all__ = ["BatchRounds", "RoundExported"]
+
+
+class RoundExported(Exception):
+    """Raised in an episode that waits on a round ``export-batch`` wrote to a file instead of sending: the episode
+    is left unfinished (not stored); ``import-batch`` stores the answers, and the next export replays it."""
 
 
 _Price = Callable[[int, int], "float | None"]
@@ -93,6 +102,10 @@ class BatchRounds:
         self.lines = 0
         self._flushing: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
+        self.export = False
+        """``export-batch``: the first round is kept in ``exported`` instead of being sent, and every episode that
+        waits on it ends with ``RoundExported``."""
+        self.exported: list[_Line] | None = None
 
     # ----------------------------------------------------------------- episodes
 
@@ -110,6 +123,8 @@ class BatchRounds:
         it."""
         if self._failure is not None:
             raise self._failure
+        if self.exported is not None:
+            raise RoundExported(key)
         if key in self.failed:
             raise self.failed[key]
         future = self.futures.get(key)
@@ -134,6 +149,14 @@ class BatchRounds:
             asyncio.get_running_loop().call_soon(self._go)
 
     def _go(self) -> None:
+        if self.export and self.pending and self.waiting >= self.live and self.exported is None:
+            self.exported = list(self.pending.values())
+            self.pending = {}
+            for key in [line.key for line in self.exported]:
+                future = self.futures.pop(key, None)
+                if future is not None and not future.done():
+                    future.set_exception(RoundExported(key))
+            return
         if self.pending and self._flushing is None and self.waiting >= self.live:
             lines, self.pending = self.pending, {}
             self._flushing = asyncio.ensure_future(self._round(lines))

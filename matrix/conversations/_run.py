@@ -56,10 +56,10 @@ goal found (``ConversationRun.adaptive``).
 
 With ``--batch``, new steps go through the models' provider batch APIs in
 rounds, the next step of every live episode in one batch per model
-(``_batch.BatchRounds``); ``export-batch`` is refused for conversations. A
-failed call
-is sent again as the run's ``RetryPolicy`` allows (a retryable error or a
-timeout; the wait its backoff gives); one that keeps
+(``_batch.BatchRounds``); ``export-batch`` writes such a round to a file
+instead (``_api.export_conversation_round``). A failed call is sent again
+as the run's ``RetryPolicy`` allows (a retryable error or a timeout; the
+wait its backoff gives); one that keeps
 failing, or a fatal error, ends its episode with ``error`` set; the episode
 is not scored and the next run resumes it. As in a single-turn run, an error
 every later call would repeat (an unauthorised key, an unknown model, a
@@ -102,7 +102,7 @@ from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
 
-from ._batch import BatchRounds
+from ._batch import BatchRounds, RoundExported
 from ._check import (
     MAXIMUM_STEP_LIMIT,
     GroundTruthRun,
@@ -186,6 +186,8 @@ class ConversationRunSummary:
     did not finish); the same command goes on from there."""
     batch_rounds: int = 0
     """``--batch``: rounds sent (each carries the next step of every live episode)."""
+    waiting: int = 0
+    """``export-batch``: episodes left waiting on the exported round (``import-batch``, then export again)."""
     batches: int = 0
     """``--batch``: provider batches created (a round's steps of one model, split by the provider's limits)."""
     concurrency: dict[str, list[int]] = field(default_factory=dict)
@@ -385,16 +387,8 @@ class _Episodes:
         return step, True
 
     def batch_step(self, completion: Any, native: bool, price: Callable[[int, int], float | None]) -> StoredStep:
-        """A batch line's answer as the step an online answer would store: redacted, cut to the bound, the tool
-        calls' envelope for a native variant; its cost the answer's own, else the batch price of its tokens."""
-        exact = self.redact_answer
-        variant = Variant(call_mode=CallMode.NATIVE) if native else Variant()
-        cost = completion.cost_usd
-        if cost is None and completion.input_tokens is not None and completion.output_tokens is not None:
-            cost = price(completion.input_tokens, completion.output_tokens)
-        return StoredStep(exact(stored_answer(_redacted(completion, exact), variant,
-                                              max_chars=self.max_answer_chars)),
-                          completion.finish_reason, completion.input_tokens, completion.output_tokens, cost, 0.0)
+        """``line_step`` with this run's redaction and answer bound."""
+        return line_step(completion, native, price, self.redact_answer, self.max_answer_chars)
 
     def _check_budget(self, client: Any, transcript: Transcript) -> None:
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
@@ -885,6 +879,7 @@ async def arun_conversations(
     max_cost: float | None = None,
     batch_backends: Mapping[str, Any] | None = None,
     batch_poll_s: float = 30.0,
+    export_round: list[Any] | None = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
 
@@ -935,7 +930,9 @@ async def arun_conversations(
     every live episode, one batch per model), polled every ``batch_poll_s`` seconds; ``batch_backends``: each
     model's ``BatchBackend`` (default: its client's, ``make_batch_backend``; a model without a batch API is
     refused). A round holds at most ``concurrency`` episodes of a model: raise it for fewer, larger batches.
-    Batches a killed run left are collected first.
+    Batches a killed run left are collected first. ``export_round`` (``export-batch``; with ``batch``): the
+    round is not sent but appended to this list (its lines), every episode taking part at once; the episodes
+    waiting on it are left unfinished (``summary.waiting``).
     """
     _check_arguments(variants, conversations, models, batch=batch, goal=goal, budget=budget, rounds=rounds,
                      max_cost=max_cost, rpm=rpm, tpm=tpm, repeats=repeats, max_jobs=max_jobs, seed=seed)
@@ -978,6 +975,9 @@ async def arun_conversations(
             state.rounds = BatchRounds(store, backends, Path(run_dir), to_step=state.batch_step, redact=state.redact,
                                        poll_s=batch_poll_s, progress=progress)
             await state.rounds.resume()
+            if export_round is not None:
+                state.rounds.export = True  # one round: every episode at once (parked while they wait: no process)
+                gate_sizes = {m: max(1, planners[m].total) for m in models}
         _record_params(store, per_model_params)
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
         summary.episodes = sum(planner.total for planner in planners.values())
@@ -988,12 +988,28 @@ async def arun_conversations(
                          progress)
         try:
             await driver.run(started)
+            if export_round is not None and state.rounds is not None:
+                export_round.extend(state.rounds.exported or ())
         finally:
             summary.concurrency = {m: [limit.lowest, limit.allowed, limit.ceiling]
                                    for m, limit in adaptive.items() if limit is not None}
             if state.rounds is not None:
                 summary.batch_rounds, summary.batches = state.rounds.rounds, state.rounds.batches
     return summary
+
+
+def line_step(completion: Any, native: bool, price: Callable[[int, int], float | None] | None,
+              exact: Callable[[str], str], max_chars: int = MAX_STORED_ANSWER_CHARS) -> StoredStep:
+    """A batch line's answer as the step an online answer would store: redacted (``exact``), cut to ``max_chars``,
+    the tool calls' envelope for a ``native`` variant; its cost the answer's own, else ``price`` of its tokens
+    (the batch price; ``None``: unknown, as for an imported file)."""
+    variant = Variant(call_mode=CallMode.NATIVE) if native else Variant()
+    cost = completion.cost_usd
+    if cost is None and price is not None and completion.input_tokens is not None \
+            and completion.output_tokens is not None:
+        cost = price(completion.input_tokens, completion.output_tokens)
+    return StoredStep(exact(stored_answer(_redacted(completion, exact), variant, max_chars=max_chars)),
+                      completion.finish_reason, completion.input_tokens, completion.output_tokens, cost, 0.0)
 
 
 def _check_batch_models(models: Sequence[str], clients: Mapping[str, Any]) -> None:
@@ -1166,6 +1182,8 @@ class _Driver:
                 return
             try:
                 await self.one(model, *item)
+            except RoundExported:  # export-batch wrote its step: left unfinished, replayed by the next export
+                self.summary.waiting += 1
             except _ModelStopped:  # left unfinished, not stored: the next run resumes it
                 self.summary.not_run += 1
 

@@ -71,9 +71,11 @@ def test_run_and_render_help_name_the_conversation_datasets(command: str,
     assert "promptgrid datasets lists them" in text and "mini, mini:de,ja" in text
 
 
-def test_export_batch_help_names_single_turn_datasets_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_batch_help_names_both_kinds_and_the_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    """export-batch takes conversation datasets too, a round per export (test_batch_rounds.py)."""
     with pytest.raises(SystemExit):
         main(["export-batch", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     dataset_help = text[text.index("--dataset DS single-turn"):text.index("--bfcl-data PATH bfcl-eval")]
-    assert "single-turn: mini" in dataset_help and "conversations" not in dataset_help
+    assert "single-turn: mini" in dataset_help and "conversations: bfcl:multi_turn_base" in dataset_help
+    assert "exported in rounds" in text

@@ -149,3 +149,66 @@ def test_a_model_without_a_batch_api_is_refused_before_anything_is_sent(tmp_path
 
         pg.run("bfcl_v4", "mini-mt:en", models=["fake/ground-truth"], run_dir=tmp_path / "api", batch=True,
                batch_wait=False)
+
+
+def _answer_file(requests: Path, results: Path, answer: Any) -> int:
+    """What ``vllm run-batch`` would write for ``requests``: one output line per request, the answer ``answer``
+    gives its body."""
+    out = []
+    for raw in requests.read_text(encoding="utf-8").splitlines():
+        request = json.loads(raw)
+        body = {"id": "cmpl", "object": "chat.completion", "model": request["body"]["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": answer(request["body"])}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        out.append(json.dumps({"id": "r", "custom_id": request["custom_id"], "error": None,
+                               "response": {"status_code": 200, "request_id": "q", "body": body}}))
+    results.write_text("".join(line + "\n" for line in out), encoding="utf-8")
+    return len(out)
+
+
+def test_export_and_import_rounds_finish_the_study_as_online(tmp_path: Path, mini: list[Conversation],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A vLLM cluster's way: export-batch writes a round, the engine answers it, import-batch stores it, and the
+    next export writes the round after, until every episode is finished, with the online run's steps and
+    verdicts."""
+    answer = truth_answers(mini)
+    with FakeServer.thread(FakeScript(), answer_fn=answer) as server:
+        online = tmp_path / "online"
+        assert main(["run", str(_config(tmp_path / "o.yaml", server.url, online)), "--no-progress"]) == 0
+    run_dir = tmp_path / "rounds"
+    options = ["--grid", "bfcl_v4", "--dataset", "mini-mt:en", "--limit", "3", "--variant", VARIANT, "--repeats", "2"]
+    rounds = 0
+    while True:
+        requests = tmp_path / f"round{rounds}.jsonl"
+        assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests), *options]) == 0
+        note = capsys.readouterr().err
+        if not requests.read_text(encoding="utf-8"):
+            assert "Nothing to export" in note
+            break
+        assert "import-batch" in note and "wait on this round" in note
+        results = tmp_path / f"results{rounds}.jsonl"
+        lines = _answer_file(requests, results, answer)
+        assert main(["import-batch", str(run_dir), str(results)]) == 0
+        assert f"{lines} stored ({lines} answers" in capsys.readouterr().err
+        assert main(["import-batch", str(run_dir), str(results)]) == 0  # idempotent
+        assert f"{lines} already stored" in capsys.readouterr().err
+        rounds += 1
+        assert rounds < 10
+    assert rounds >= 2
+    assert _steps(run_dir) == _steps(online)
+    assert _episodes(run_dir) == _episodes(online)
+
+
+def test_import_refuses_a_line_no_export_wrote_and_stores_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "rounds"
+    options = ["--grid", "bfcl_v4", "--dataset", "mini-mt:en", "--limit", "1", "--variant", VARIANT]
+    requests = tmp_path / "round.jsonl"
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests), *options]) == 0
+    results = tmp_path / "results.jsonl"
+    _answer_file(requests, results, lambda body: "Done.")
+    text = results.read_text(encoding="utf-8")
+    results.write_text(text + text.replace('"custom_id": "', '"custom_id": "x'), encoding="utf-8")
+    assert main(["import-batch", str(run_dir), str(results)]) == 2
+    assert _steps(run_dir) == []
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests)]) == 2  # no --grid: said how
