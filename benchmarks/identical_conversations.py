@@ -46,10 +46,11 @@ Then, on each side and with that side's own CLI, ``export RUN -o FILE`` (one JSO
 
 What is left out of the comparison, and why:
 
-- ``latency_s``, in the export and anywhere in the report (wall-clock time of each episode and its
-  sums per variant and model); ``details.environment.slowest_step_s`` and
-  ``details.environment.peak_memory_mb`` of the export (the slowest environment step's time and the
-  environment's peak memory: measurements of the machine, not results). Costs and tokens are compared,
+- ``latency_s``, in the export (the episode's and, in its ``transcript``, each step's) and anywhere in
+  the report (wall-clock time of each episode and its sums per variant and model);
+  ``details.environment.slowest_step_s`` and ``details.environment.peak_memory_mb`` of the export (the
+  slowest environment step's time and the environment's peak memory: measurements of the machine, not
+  results). Costs and tokens are compared,
   though the fakes' cost is always 0 and their input tokens are not counted, so those fields only check
   that they stay so;
 - the console output of ``run`` and ``report`` (it holds the run's wall time; its numbers are the
@@ -90,6 +91,8 @@ MODELS = ("fake/ground-truth", "fake/prose", "fake/noisy:7")
 PASS_K_MODEL = "fake/noisy:7"
 #: Paths (dotted) left out of the exported episodes (see the module docstring).
 EXCLUDED_RECORD_PATHS = {"latency_s", "details.environment.slowest_step_s", "details.environment.peak_memory_mb"}
+#: Keys left out wherever they occur in an exported episode's ``transcript`` (each step's answer time).
+EXCLUDED_TRANSCRIPT_KEYS = {"latency_s"}
 #: Keys left out wherever they occur in conversations.json.
 EXCLUDED_REPORT_KEYS = {"latency_s"}
 #: Fields that say what a record of a report list is about (its key when the list is matched).
@@ -253,7 +256,20 @@ def record_of(obj: dict[str, Any]) -> dict[str, Any]:
             node = node.get(p) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(last, None)
+    _drop(out.get("transcript"), EXCLUDED_TRANSCRIPT_KEYS)
     return out
+
+
+def _drop(value: Any, keys: set[str]) -> None:
+    """Remove ``keys`` wherever they occur in ``value`` (in place)."""
+    if isinstance(value, dict):
+        for key in keys & value.keys():
+            del value[key]
+        for child in value.values():
+            _drop(child, keys)
+    elif isinstance(value, list):
+        for child in value:
+            _drop(child, keys)
 
 
 def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
