@@ -56,6 +56,7 @@ __all__ = [
     "missing_credentials",
     "one_line",
     "quiet_dependency_warnings",
+    "TryAgain",
     "retried",
     "retried_sync",
 ]
@@ -201,6 +202,10 @@ class RetryPolicy:
 _T = TypeVar("_T")
 
 
+class TryAgain(Exception):
+    """Raised by a ``retried`` attempt to be tried again at once, without counting against the policy."""
+
+
 async def retried(attempt: Callable[[int], Awaitable[_T]], policy: RetryPolicy, *,
                   sleep: Callable[[float], Awaitable[Any]],
                   retryable: Callable[[CallError], bool] = lambda error: error.retryable,
@@ -213,17 +218,21 @@ async def retried(attempt: Callable[[int], Awaitable[_T]], policy: RetryPolicy, 
     fewer for malformed answers), after ``policy.delay`` (backoff with jitter, the
     server's Retry-After honoured up to the cap) slept with ``sleep``;
     ``on_retry(error, n, delay)`` hears each wait first. Otherwise the error is
-    raised, as is any other exception at once. Asynchronous code passes
-    ``asyncio.sleep`` (or its own); synchronous code runs it with ``retried_sync``.
-    The batch API client and the translation backends retry through it; the
-    runners, whose tries also wait on rate limits and adaptive concurrency and
-    may stop a model, keep their own loop over the same ``RetryPolicy``.
+    raised, as is any other exception at once. A try that raises ``TryAgain``
+    is tried again at once and not counted (a timeout the caller knows was its
+    own doing, such as a server busy with its other calls). Asynchronous code
+    passes ``asyncio.sleep`` (or its own, which may raise to stop); synchronous
+    code runs it with ``retried_sync``. Every request promptgrid retries goes
+    through it: the runners' calls and steps, the batch API client, the
+    translation backends.
     """
     tries = 0
     while True:
         tries += 1
         try:
             return await attempt(tries)
+        except TryAgain:  # tried again at once, not counted against the policy
+            tries -= 1
         except CallError as error:
             if not (retryable(error) and policy.allows(tries, error.kind)):
                 raise

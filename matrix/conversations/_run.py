@@ -98,7 +98,7 @@ from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, TryAgain, call_error, retried
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
 
@@ -450,15 +450,18 @@ class _Episodes:
 
     async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                         kwargs: Mapping[str, Any]) -> tuple[Any, float]:
-        """The completion (and its latency) of one step, sent as the retry policy allows. A rate limit whose
-        Retry-After is still above the policy's cap after one capped wait, or an error every later call would
-        repeat (``_HALTING``), stops the model (the single-turn runner's rule); ``_ModelStopped`` when it was
-        stopped before or while this step waited."""
+        """The completion (and its latency) of one step, sent as the retry policy allows (``providers.retried``,
+        the single-turn runner's loop). A rate limit whose Retry-After is still above the policy's cap after one
+        capped wait, or an error every later call would repeat (``_HALTING``), stops the model (the single-turn
+        runner's rule); ``_ModelStopped`` when it was stopped before or while this step waited; ``_RunStopped``
+        once the run is stopping (the step is not sent again)."""
         attempts = capped = free = 0
         requests, tokens = self.limits.get(model, (None, None))
         limit = self.adaptive.get(model)
         estimate = estimate_tokens(transcript.messages, params.get("max_tokens"))
-        while True:
+
+        async def attempt(_counted: int) -> tuple[Any, float]:
+            nonlocal attempts, free
             if model in self.halted:
                 raise _ModelStopped(model)
             attempts += 1
@@ -479,8 +482,32 @@ class _Episodes:
                     and self.stopped is None and model not in self.halted):
                 free += 1  # a server busy with the model's own steps, not a failing one: sent again, not counted
                 self.summary.congested += 1
-                continue
-            capped = await self._retry_or_raise(model, error, attempts - free, capped)
+                raise TryAgain
+            raise error
+
+        def retryable(error: CallError) -> bool:
+            if error.retryable and self.stopped is not None:
+                raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
+            return error.retryable and not (self._beyond_cap(error) and capped)
+
+        def heard(error: CallError, _counted: int, _delay: float) -> None:
+            nonlocal capped
+            capped += self._beyond_cap(error)
+
+        async def pause(delay: float) -> None:
+            await asyncio.sleep(delay)
+            if self.stopped is not None:
+                raise _RunStopped(self.stopped)
+
+        try:
+            result: tuple[Any, float] = await retried(attempt, self.retry, sleep=pause, retryable=retryable,
+                                                      on_retry=heard)
+            return result
+        except CallError as error:  # not retried (any more): every later call may fail the same way
+            if model not in self.halted and (error.kind in _HALTING or self._beyond_cap(error)
+                                             or _no_endpoint_left(error)):
+                self.halted[model] = self._halt_reason(error, attempts - free)
+            raise
 
     async def _attempt(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                        kwargs: Mapping[str, Any], limit: Adaptive | None) -> tuple[Any, CallError | None, float, bool]:
@@ -509,22 +536,6 @@ class _Episodes:
             elif error.kind is ErrorKind.TIMEOUT:
                 limit.timed_out(sent_round)
         return completion, error, latency, beside
-
-    async def _retry_or_raise(self, model: str, error: CallError, attempts: int, capped: int) -> int:
-        """After a failed attempt: wait the retry policy's delay and return the count of capped Retry-After waits
-        so far, or raise (``_RunStopped`` once the run is stopping, else ``error``, stopping the model first when
-        every later call would fail the same way)."""
-        beyond = self._beyond_cap(error)
-        if error.retryable and self.stopped is not None:
-            raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
-        if error.retryable and not (beyond and capped) and self.retry.allows(attempts, error.kind):
-            await asyncio.sleep(self.retry.delay(attempts, error.retry_after))
-            if self.stopped is not None:
-                raise _RunStopped(self.stopped)
-            return capped + beyond
-        if model not in self.halted and (error.kind in _HALTING or beyond or _no_endpoint_left(error)):
-            self.halted[model] = self._halt_reason(error, attempts)
-        raise error from None
 
     def _beyond_cap(self, error: CallError) -> bool:
         """A rate limit whose Retry-After is longer than the run may wait (the policy's ``retry_after_cap``)."""

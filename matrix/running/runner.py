@@ -83,7 +83,7 @@ from promptgrid.errors import StoreFullError
 from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.scoring.verdict import Verdict
-from promptgrid.providers import CallError, ErrorKind, call_error
+from promptgrid.providers import CallError, ErrorKind, TryAgain, call_error, retried
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
@@ -206,6 +206,10 @@ class _Call:
 
     job: Job
     rows: list[tuple[Row, Job]] = field(default_factory=list)
+
+
+class _LeftPending(Exception):
+    """Ends a call's tries with no result: the run or its model stopped (``_left_pending``); the job stays pending."""
 
 
 @dataclass
@@ -647,35 +651,52 @@ class Runner:
         reserved = True
         if self._first_send is None:
             self._first_send = time.monotonic()
+        latency = 0.0
+        waiting_on: CallError | None = None
+
+        async def attempt(_counted: int) -> Any:
+            nonlocal attempts, free, latency
+            attempts += 1
+            completion, error, latency, beside = await self._attempt(lane, job, params, request, est_tokens)
+            halted_here = lane.halted is None and self._check_refusals(lane, job.model, error)
+            if self._left_pending(lane, error, halted_here):
+                raise _LeftPending  # the model was stopped meanwhile, or the run stops
+            limit = lane.limit
+            if (limit is not None and error is not None and error.kind is ErrorKind.TIMEOUT and beside
+                    and free < limit.ceiling and self._stop is None):
+                free += 1  # a busy server, not a failing one: sent again within the lowered limit
+                self.summary.congested += 1
+                raise TryAgain
+            if error is not None:
+                raise error
+            return completion
+
+        def retryable(error: CallError) -> bool:
+            # A server that still asks for more than the cap after one capped wait will not be
+            # satisfied by more capped waits: give up then, so the run ends within about one cap.
+            patient = not (self._beyond_cap(error) and capped_waits)
+            return error.retryable and patient and self._stop is None and lane.halted is None
+
+        def heard(error: CallError, _counted: int, _delay: float) -> None:
+            nonlocal capped_waits, waiting_on
+            capped_waits += self._beyond_cap(error)
+            waiting_on = error
+
+        async def pause(delay: float) -> None:
+            assert waiting_on is not None
+            if not await self._wait_to_retry(lane, job.model, waiting_on, delay):
+                raise _LeftPending  # left pending for the next run
+
         try:
-            while True:
-                attempts += 1
-                completion, error, latency, beside = await self._attempt(lane, job, params, request, est_tokens)
-                halted_here = lane.halted is None and self._check_refusals(lane, job.model, error)
-                if self._left_pending(lane, error, halted_here):
-                    self._inflight.pop(job.key, None)  # the model was stopped meanwhile, or the run stops
-                    return
-                limit = lane.limit
-                if (limit is not None and error is not None and error.kind is ErrorKind.TIMEOUT and beside
-                        and free < limit.ceiling and self._stop is None):
-                    free += 1  # a busy server, not a failing one: sent again within the lowered limit
-                    self.summary.congested += 1
-                    continue
-                if error is None:
-                    result = self._answered(lane, job, completion, est_tokens, native, latency, attempts)
-                    break
-                # A server that still asks for more than the cap after one capped wait will not be
-                # satisfied by more capped waits: give up then, so the run ends within about one cap.
-                patient = not (self._beyond_cap(error) and capped_waits)
-                if (error.retryable and patient and self._retry.allows(attempts - free, error.kind)
-                        and self._stop is None and lane.halted is None):
-                    capped_waits += self._beyond_cap(error)
-                    if not await self._wait_to_retry(lane, job.model, error, attempts - free):
-                        self._inflight.pop(job.key, None)  # left pending for the next run
-                        return
-                    continue
+            try:
+                answer = await retried(attempt, self._retry, sleep=pause, retryable=retryable, on_retry=heard,
+                                       rand=self._rng.random)
+                result = self._answered(lane, job, answer, est_tokens, native, latency, attempts)
+            except _LeftPending:
+                self._inflight.pop(job.key, None)
+                return
+            except CallError as error:  # not retried (any more)
                 result = self._failed(lane, job, error, latency, attempts)
-                break
             self._reserved -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
             reserved = False
             await self._finish_soon(call, result)
@@ -738,10 +759,9 @@ class Runner:
             return True
         return error.retryable and self._stop is not None
 
-    async def _wait_to_retry(self, lane: _Lane, model: str, error: CallError, counted: int) -> bool:
-        """Sleep the backoff before the next try (shown on the progress line); False when the run or the model
-        stopped meanwhile. ``counted``: the attempts that count against ``max_retries``."""
-        delay = self._retry.delay(counted, error.retry_after, rand=self._rng.random)
+    async def _wait_to_retry(self, lane: _Lane, model: str, error: CallError, delay: float) -> bool:
+        """Sleep ``delay``, the backoff before the next try (``providers.retried`` works it out from the policy),
+        shown on the progress line; False when the run or the model stopped meanwhile."""
         token = self.progress.wait(delay, self._wait_reason(model, error))
         try:
             await asyncio.sleep(delay)
