@@ -426,8 +426,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def conversation_status(run_dir: Path, *, as_json: bool) -> int:
-    """``promptgrid status`` of a conversation run: episodes per model (finished, valid, unfinished) and the
-    steps stored. Nothing is polled (conversations are never sent as batches)."""
+    """``promptgrid status`` of a conversation run: episodes per model (finished, valid, unfinished), the steps
+    stored, and the batches in its ledger by kind and state (``--batch`` rounds, ``export-batch`` rounds).
+    Nothing is polled: the run's own command (run --batch again) collects a live batch, before any episode
+    plays."""
     import json
 
     from tabulate import tabulate
@@ -437,6 +439,7 @@ def conversation_status(run_dir: Path, *, as_json: bool) -> int:
     with ConversationStore(run_dir) as store:
         episodes = store.episodes()
         steps = store.step_count()
+        batches = store.batches()
     rows: dict[str, list[int]] = {}
     for e in episodes:
         row = rows.setdefault(e.model, [0, 0, 0, 0])
@@ -447,11 +450,20 @@ def conversation_status(run_dir: Path, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "kind": "conversations", "steps_stored": steps,
                           "models": [dict(zip(("model", "episodes", "finished", "valid", "unfinished"),
-                                              [m, *r], strict=True)) for m, r in rows.items()]}, indent=2))
+                                              [m, *r], strict=True)) for m, r in rows.items()],
+                          "batches": [{"id": b.id, "model": b.model, "kind": b.kind, "state": b.state,
+                                       "provider_id": b.provider_id, "requests": b.requests} for b in batches]},
+                         indent=2))
         return 0
     print(f"{run_dir}: a conversation run, {steps:,} model answers stored")
     print(tabulate([[m, *r] for m, r in rows.items()],
                    headers=["model", "episodes stored", "finished", "valid", "unfinished (resumed by run)"]))
+    if batches:
+        live = [b for b in batches if b.live and b.kind != "export"]
+        states = ", ".join(f"{n} {state}" for state, n in sorted(Counter(b.state for b in batches).items()))
+        print(f"batches: {len(batches)} ({states}); "
+              + (f"{len(live)} live: run the same command with --batch to collect them and go on" if live
+                 else "none live"))
     return 0
 
 

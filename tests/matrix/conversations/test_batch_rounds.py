@@ -70,6 +70,15 @@ def _episodes(run_dir: Path) -> list[tuple[Any, ...]]:
                   for v, c, r, ok, result in rows)
 
 
+def _ledger(run_dir: Path) -> list[str]:
+    """The states of the batches recorded in a run directory's store (none while it has no store)."""
+    if not (run_dir / "conversations.sqlite3").exists():
+        return []
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return [state for (state,) in db.execute("SELECT state FROM batches")] if "batches" in tables else []
+
+
 def _uploads(server: FakeServer) -> tuple[Counter[str], Counter[str]]:
     uploaded: Counter[str] = Counter()
     batched: Counter[str] = Counter()
@@ -104,22 +113,32 @@ def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: 
     assert states == {"collected": sum(states.values())} and sum(states.values()) >= 2
 
 
-def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: list[Conversation]) -> None:
+def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: list[Conversation],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     script = FakeScript(batch_polls=10 ** 6)  # the first round never ends while the first run polls
     with FakeServer.thread(script, answer_fn=truth_answers(mini)) as server:
         run_dir = tmp_path / "run"
         config = build_config(_config(tmp_path / "c.yaml", server.url, run_dir))
 
         async def first() -> None:
+            """Run until the ledger holds a submitted batch, then stop the run (as Ctrl-C would)."""
             from promptgrid.matrix.conversations import arun_conversation_config
 
-            await asyncio.wait_for(arun_conversation_config(config, batch=True, batch_poll_s=0.01), 1.5)
+            task = asyncio.ensure_future(arun_conversation_config(config, batch=True, batch_poll_s=0.01))
+            for _ in range(1200):  # up to a minute: the first litellm import alone can take seconds
+                await asyncio.sleep(0.05)
+                if _ledger(run_dir) == ["submitted"] or task.done():
+                    break
+            task.cancel()
+            await task
 
-        with pytest.raises(asyncio.TimeoutError):
+        with pytest.raises(asyncio.CancelledError):
             asyncio.run(first())
         with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
             assert [s for (s,) in db.execute("SELECT state FROM batches")] == ["submitted"]
             assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
+        assert main(["status", str(run_dir)]) == 0
+        assert "batches: 1 (1 submitted); 1 live: run the same command with --batch" in capsys.readouterr().out
         server._handler.script = dataclasses.replace(script, batch_polls=1)  # type: ignore[union-attr]
         assert main(["run", str(tmp_path / "c.yaml"), "--batch", "--poll", "0.01", "--no-progress"]) == 0
         uploaded, batched = _uploads(server)
