@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptgrid._astparse import parse
 from promptgrid.errors import DatasetError, closest
 from promptgrid.safeio import read_json_lines
 from promptgrid.templates import BfclSource
@@ -202,7 +203,7 @@ def _call_node(text: Any) -> tuple[ast.Call, str]:
     if len(text) > MAX_CALL_CHARS:
         raise ValueError(f"the call is longer than {MAX_CALL_CHARS} characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"not a Python call ({exc.msg})") from None
     except (ValueError, MemoryError, RecursionError):

@@ -112,6 +112,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from promptgrid._astparse import parse
 from promptgrid.errors import DatasetError, MissingDependencyError, PromptgridError, RunError, closest
 from promptgrid.templates import BFCL_DATA_ENV, BFCL_INSTALL_HINT, BfclSource, find_bfcl
 
@@ -392,7 +393,7 @@ def _read_class_signatures(name: str) -> Mapping[str, tuple[str, ...] | None]:
     relative = Path(*_BACKEND.split(".")[1:], f"{ENVIRONMENT_CLASSES[name][0]}.py")
     path = Path(folders[0], relative)
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, ValueError) as exc:
         raise RunError(f"{path}: the source of bfcl-eval's {name} cannot be read ({exc}); reinstall bfcl-eval "
                        "(pip install --no-deps bfcl-eval).") from None

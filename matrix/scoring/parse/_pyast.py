@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from promptgrid._astparse import parse
+
 from ._fail import Fail
 from ._limits import MAX_ARITH_OPERANDS, MAX_DEPTH, MAX_INT_BITS
 from ._pyfast import Decline, TooDeep, TooLarge, parse_literal_fast
@@ -54,10 +56,10 @@ def _parse(text: str, mode: str = "eval") -> ast.AST:
     # name ("0in"); without either, skip catch_warnings (it costs as much as a
     # small parse).
     if "\\" not in text and _NUMBER_THEN_NAME_RE.search(text) is None:
-        return ast.parse(text, mode=mode)
+        return parse(text, mode=mode)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ast.parse(text, mode=mode)
+        return parse(text, mode=mode)
 
 
 def syntax_failure(exc: SyntaxError, text: str) -> Fail:
