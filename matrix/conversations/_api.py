@@ -363,24 +363,15 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
     import uuid
 
     from promptgrid.errors import OutputError
-    from promptgrid.matrix.clients import OpenAIBatchBackend, encode_request_line, make_client, provider_of
-    from promptgrid.matrix.running.exchange import EXPORT_KIND, FILE_ENGINE, ExportSummary
+    from promptgrid.matrix.clients import encode_request_line
+    from promptgrid.matrix.running.exchange import EXPORT_KIND, ExportSummary, export_backend
     from promptgrid.matrix.running.store import EXPORTED, BatchJob, BatchRecord
-    from promptgrid.safeio import atomic_output, check_output
+    from promptgrid.safeio import atomic_output
 
-    if isinstance(out, (str, os.PathLike)):
-        check_output(out)
-    if len(config.models) != 1:
-        raise RunError("export-batch writes the requests of one model at a time: give one --model.")
-    spec = config.models[0]
-    if provider_of(spec.name) != "litellm":
-        raise RunError(f"export-batch writes OpenAI chat-completion requests, for a litellm model string "
-                       f"(hosted_vllm/NAME, openai/NAME, ...), not {spec.name}: local and fake models run online "
-                       "(promptgrid run).")
-    client = make_client(spec.name, api_base=spec.api_base or FILE_ENGINE, constraints=spec.constraints)
-    backend = OpenAIBatchBackend(client)
+    spec, backend = export_backend(config, out)
     lines: list[Any] = []
-    run = asyncio.run(arun_conversation_config(config, grid=grid, batch=True, export=(client, backend, lines)))
+    run = asyncio.run(arun_conversation_config(config, grid=grid, batch=True,
+                                               export=(backend.client, backend, lines)))
     summary = run.summary
     data: list[bytes] = []
     for line in lines:

@@ -262,13 +262,13 @@ class BatchRounds:
         for key, job in jobs.items():
             found = got.get(key)
             if found is not None and found.completion is not None:
-                if self.store.step(key) is None:
-                    self.store.add_step(key, job.model, self.to_step(found.completion, bool(job.native),
-                                                                     backend.price))
+                stored = self.store.step(key)  # stored already: a collection that a killed run began
+                if stored is None:
+                    stored = self.to_step(found.completion, bool(job.native), backend.price)
+                    self.store.add_step(key, job.model, stored)
                 answered += 1
                 future = self.futures.pop(key, None)
-                stored = self.store.step(key)
-                if future is not None and not future.done() and stored is not None:
+                if future is not None and not future.done():
                     future.set_result(stored)
                 continue
             error = found.error if found is not None and found.error is not None else _unanswered(batch, detail)

@@ -906,11 +906,12 @@ _SYS_PATH: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
 
 
 def _sys_path() -> tuple[str, ...]:
-    """``sys.path`` as absolute paths (the worker's), worked out again only when ``sys.path`` or the working
-    directory (which a relative entry such as ``""`` depends on) changes."""
-    now = (os.getcwd(), *sys.path)
+    """``sys.path`` as absolute paths (the worker's), worked out again only when ``sys.path`` changes. A relative
+    entry (``""``) stays resolved against the working directory of the first call: keying on the directory too
+    would start one fork server per directory a process visits, for entries that hold no API class."""
+    now = tuple(sys.path)
     if not _SYS_PATH or _SYS_PATH[0][0] != now:
-        _SYS_PATH[:] = [(now, tuple(os.path.abspath(entry) for entry in now[1:] if isinstance(entry, str)))]
+        _SYS_PATH[:] = [(now, tuple(os.path.abspath(entry) for entry in now if isinstance(entry, str)))]
     return _SYS_PATH[0][1]
 
 
@@ -1350,27 +1351,21 @@ class Environment:
         if self._closed or self._process is None:
             return
         self._note_peak()
-        process = self._process
-        if isinstance(process, _Forked) and self._in_sync and not self._inbox:
-            self._process = None
-            try:
-                protocol.write_all(process.to_worker, _RESET)
-            except OSError:
-                process.end()
-                return
-            process.server.give_back(process, self.memory_limit_mb * 1024 * 1024)
-            return
-        self._kill()
+        self._let_go()
 
     def close(self) -> None:
         """End the worker process. Safe to call twice; the environment cannot be used afterwards."""
         if self._closed:
             return
         self._closed = True
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Part with the worker: one in step goes back to its fork server's pool (it puts its pristine state back
+        while this process goes on, and the next environment reads its answer to the reset first, ``_start``);
+        any other one ends."""
         process = self._process
         if isinstance(process, _Forked) and self._in_sync and not self._inbox:
-            # Back to its fork server's pool: it puts its pristine state back while this process goes on, and
-            # the next environment reads its answer to the reset first (``_start``).
             self._process = None
             try:
                 protocol.write_all(process.to_worker, _RESET)

@@ -94,7 +94,7 @@ from typing import Any
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running import costcap
-from promptgrid.matrix.running.adaptive import Adaptive
+from promptgrid.matrix.running.adaptive import Adaptive, limited_try
 from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
@@ -514,28 +514,8 @@ class _Episodes:
         """One try of a step, within the model's adaptive limit on steps in flight (the single-turn runner's
         ``Adaptive``: lowered by late answers and timeouts, raised by quick ones). Returns (completion or None,
         error or None, latency in seconds, whether other steps of the model were in flight beside it)."""
-        sent_round = 0 if limit is None else await limit.acquire()
-        beside = limit is not None and limit.in_flight > 1
-        started = time.perf_counter()
-        completion: Any = None
-        error: CallError | None = None
-        try:
-            completion = await asyncio.wait_for(client.complete(list(transcript.messages), params, **kwargs),
-                                                self.timeouts.get(model, 600.0))
-        except asyncio.TimeoutError:
-            error = call_error(ErrorKind.TIMEOUT, "no answer within the model's timeout")
-        except CallError as exc:
-            error = exc
-        finally:
-            if limit is not None:
-                limit.release()
-        latency = time.perf_counter() - started
-        if limit is not None:
-            if error is None:
-                limit.answered(latency, sent_round)
-            elif error.kind is ErrorKind.TIMEOUT:
-                limit.timed_out(sent_round)
-        return completion, error, latency, beside
+        return await limited_try(limit, lambda: client.complete(list(transcript.messages), params, **kwargs),
+                                 self.timeouts.get(model, 600.0), "no answer within the model's timeout")
 
     def _beyond_cap(self, error: CallError) -> bool:
         """A rate limit whose Retry-After is longer than the run may wait (the policy's ``retry_after_cap``)."""

@@ -28,9 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["Adaptive"]
+from promptgrid.providers import CallError, ErrorKind, call_error
+
+__all__ = ["Adaptive", "limited_try"]
 
 SLOW_SHARE = 0.5
 """An answer later than this share of the timeout halves the limit."""
@@ -134,3 +139,41 @@ class Adaptive:
     def describe(self) -> str | None:
         """``concurrency 2/8`` while the limit is below the ceiling; None at it."""
         return None if self.allowed >= self.ceiling else f"concurrency {self.allowed}/{self.ceiling}"
+
+
+async def limited_try(limit: Adaptive | None, send: Callable[[], Awaitable[Any]], timeout: float,
+                      timed_out: str) -> tuple[Any, CallError | None, float, bool]:
+    """One try of a model's request within its adaptive ``limit`` (``None``: no limit): a place taken, ``send()``
+    awaited with ``timeout`` seconds (a ``TIMEOUT`` error saying ``timed_out`` when they pass), the place given
+    back and the latency fed to the limit. Returns (answer or None, error or None, latency in seconds, whether
+    other requests of the model were in flight beside it). The single-turn runner's calls and the conversation
+    runner's steps both try through it."""
+    sent_round = 0 if limit is None else await limit.acquire()
+    beside = limit is not None and limit.in_flight > 1
+    started = time.monotonic()
+    answer: Any = None
+    error: CallError | None = None
+    try:
+        answer = await _with_timeout(send(), timeout)
+    except CallError as exc:
+        error = exc
+    except TimeoutError:
+        error = call_error(ErrorKind.TIMEOUT, timed_out)
+    finally:
+        if limit is not None:
+            limit.release()
+    latency = time.monotonic() - started
+    if limit is not None:
+        if error is None:
+            limit.answered(latency, sent_round)
+        elif error.kind is ErrorKind.TIMEOUT:
+            limit.timed_out(sent_round)
+    return answer, error, latency, beside
+
+
+async def _with_timeout(awaitable: Awaitable[Any], seconds: float) -> Any:
+    """``await`` with a deadline; ``asyncio.timeout`` where available (no extra task per call)."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10

@@ -227,21 +227,7 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
     Raises ``RunError`` for a model that is not a litellm model string.
     """
     config = prep.config
-    if isinstance(out, (str, os.PathLike)):
-        check_output(out)  # before any work: never an input or a run's own file
-    if len(config.models) != 1:
-        raise RunError("export-batch writes the requests of one model at a time: give one --model.")
-    spec = config.models[0]
-    if provider_of(spec.name) != "litellm":
-        raise RunError(f"export-batch writes OpenAI chat-completion requests, for a litellm model string "
-                       f"(hosted_vllm/NAME, openai/NAME, ...), not {spec.name}: local and fake models run online "
-                       "(promptgrid run).")
-    from promptgrid.matrix.clients import make_client
-
-    # What the model cannot be sent is decided as a run decides it; with no api_base, as for an OpenAI-compatible
-    # server given one (native tools trusted): the engine that reads the file is such a server (vllm run-batch).
-    client = make_client(spec.name, api_base=spec.api_base or FILE_ENGINE, constraints=spec.constraints)
-    backend = OpenAIBatchBackend(client)
+    spec, backend = export_backend(config, out)
     run_dir = Path(config.run_dir)
     with disk_full_errors(run_dir), RunLock(run_dir):
         if new_run:
@@ -282,6 +268,27 @@ def export_requests(prep: Prepared, out: IO[bytes] | str | os.PathLike[str], *, 
                 invocation["export_batch"].update(lines=summary.lines, export=summary.export_id)
                 _write_run_json(prep, invocation)
     return summary
+
+
+def export_backend(config: RunConfig, out: Any) -> tuple[ModelSpec, OpenAIBatchBackend]:
+    """What ``export-batch`` writes with, checked before any work (single-turn and conversation runs alike):
+    ``out`` neither an input nor a run's own file, one model, a litellm model string; the model's spec and the
+    OpenAI line format's backend (its client never sends: with no ``api_base``, it decides what the model
+    cannot be sent as a run does for an OpenAI-compatible server, native tools trusted: the engine that reads
+    the file is such a server, ``vllm run-batch``). Raises ``RunError``/``OutputError``."""
+    if isinstance(out, (str, os.PathLike)):
+        check_output(out)
+    if len(config.models) != 1:
+        raise RunError("export-batch writes the requests of one model at a time: give one --model.")
+    spec = config.models[0]
+    if provider_of(spec.name) != "litellm":
+        raise RunError(f"export-batch writes OpenAI chat-completion requests, for a litellm model string "
+                       f"(hosted_vllm/NAME, openai/NAME, ...), not {spec.name}: local and fake models run online "
+                       "(promptgrid run).")
+    from promptgrid.matrix.clients import make_client
+
+    client = make_client(spec.name, api_base=spec.api_base or FILE_ENGINE, constraints=spec.constraints)
+    return spec, OpenAIBatchBackend(client)
 
 
 def _export(store: RunStore, prep: Prepared, spec: ModelSpec, backend: OpenAIBatchBackend, handle: IO[bytes], *,

@@ -83,12 +83,12 @@ from promptgrid.errors import StoreFullError
 from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.scoring.verdict import Verdict
-from promptgrid.providers import CallError, ErrorKind, TryAgain, call_error, retried
+from promptgrid.providers import CallError, ErrorKind, TryAgain, retried
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
 from . import costcap
-from .adaptive import Adaptive
+from .adaptive import Adaptive, limited_try
 from .plan import Job, JobMaker, Renders
 from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
@@ -235,14 +235,6 @@ class _Lane:
     """What this model sends next (``planning``): the product, or an adaptive goal's rounds."""
     planned_note: str | None = None
     """Why this model's adaptive round cannot be settled now, as its transport puts it (``RunSummary.planned``)."""
-
-
-async def _with_timeout(awaitable: Any, seconds: float) -> Any:
-    """``await`` with a deadline; ``asyncio.timeout`` where available (no extra task per call)."""
-    if hasattr(asyncio, "timeout"):
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
 class Transport:
@@ -717,28 +709,8 @@ class Runner:
             await lane.rpm.acquire(1)
         if lane.tpm is not None:
             await lane.tpm.acquire(est_tokens)
-        limit = lane.limit
-        sent_round = 0 if limit is None else await limit.acquire()
-        beside = limit is not None and limit.in_flight > 1  # other calls of the model in flight
-        started = time.monotonic()
-        completion = None
-        try:
-            completion = await _with_timeout(self._complete(lane, job, params, request), lane.spec.timeout)
-            error: CallError | None = None
-        except CallError as exc:
-            error = exc
-        except TimeoutError:
-            error = call_error(ErrorKind.TIMEOUT, f"no answer within {lane.spec.timeout:g} s")
-        finally:
-            if limit is not None:
-                limit.release()
-        latency = time.monotonic() - started
-        if limit is not None:
-            if error is None:
-                limit.answered(latency, sent_round)
-            elif error.kind is ErrorKind.TIMEOUT:
-                limit.timed_out(sent_round)
-        return completion, error, latency, beside
+        return await limited_try(lane.limit, lambda: self._complete(lane, job, params, request), lane.spec.timeout,
+                                 f"no answer within {lane.spec.timeout:g} s")
 
     @staticmethod
     def _complete(lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None) -> Any:

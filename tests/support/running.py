@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+from collections import Counter
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,16 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def batch_uploads(server: FakeServer) -> tuple[Counter[str], Counter[str]]:
+    """From the fake server's batch log: how often each key was uploaded (files.create) and how often it was put
+    in a batch that was created (batches.create, 200)."""
+    uploaded: Counter[str] = Counter()
+    batched: Counter[str] = Counter()
+    for entry in server.batch_log():
+        if entry["endpoint"] == "files.create":
+            uploaded.update(entry.get("custom_ids") or ())
+        elif entry["endpoint"] == "batches.create" and entry.get("status") == 200:
+            batched.update(entry.get("custom_ids") or ())
+    return uploaded, batched

@@ -21,6 +21,7 @@ from promptgrid.matrix.conversations import Conversation, load_conversations
 from promptgrid.matrix.conversations._env import call_source
 from promptgrid.matrix.running.session import build_config
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+from support.running import batch_uploads
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")  # mini-mt's classes
 
@@ -79,17 +80,6 @@ def _ledger(run_dir: Path) -> list[str]:
         return [state for (state,) in db.execute("SELECT state FROM batches")] if "batches" in tables else []
 
 
-def _uploads(server: FakeServer) -> tuple[Counter[str], Counter[str]]:
-    uploaded: Counter[str] = Counter()
-    batched: Counter[str] = Counter()
-    for entry in server.batch_log():
-        if entry["endpoint"] == "files.create":
-            uploaded.update(entry.get("custom_ids") or ())
-        elif entry["endpoint"] == "batches.create" and entry.get("status") == 200:
-            batched.update(entry.get("custom_ids") or ())
-    return uploaded, batched
-
-
 def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: list[Conversation],
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     with FakeServer.thread(FakeScript(batch_polls=1), answer_fn=truth_answers(mini)) as server:
@@ -99,7 +89,7 @@ def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: 
         batch = tmp_path / "batch"
         assert main(["run", str(_config(tmp_path / "b.yaml", server.url, batch)), "--batch", "--poll", "0.01"]) == 0
         assert len(server.requests()) == sent_online  # the batch run sent nothing online
-        uploaded, batched = _uploads(server)
+        uploaded, batched = batch_uploads(server)
     err = capsys.readouterr().err
     assert "batch round 1:" in err and "batch round 2:" in err
     assert _steps(batch) == _steps(online)  # the same step keys (the same requests) and the same answers
@@ -141,7 +131,7 @@ def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: l
         assert "batches: 1 (1 submitted); 1 live: run the same command with --batch" in capsys.readouterr().out
         server._handler.script = dataclasses.replace(script, batch_polls=1)  # type: ignore[union-attr]
         assert main(["run", str(tmp_path / "c.yaml"), "--batch", "--poll", "0.01", "--no-progress"]) == 0
-        uploaded, batched = _uploads(server)
+        uploaded, batched = batch_uploads(server)
         assert server.requests() == []
     assert set(uploaded.values()) == {1} and set(batched.values()) == {1}  # nothing uploaded or batched twice
     assert len(_episodes(run_dir)) == 6 and all(ok == 1 for _, _, _, ok, _, _ in _episodes(run_dir))

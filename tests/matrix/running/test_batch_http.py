@@ -18,7 +18,15 @@ from promptgrid.matrix.running.session import BatchMode, execute
 from promptgrid.matrix.running.store import RunStore
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
-from support.running import answer_right, child_command, child_env, config, prepared, stand_in_score
+from support.running import (
+    answer_right,
+    batch_uploads,
+    child_command,
+    child_env,
+    config,
+    prepared,
+    stand_in_score,
+)
 
 MODEL = "openai/fake-model"
 
@@ -31,17 +39,6 @@ def _rows(run_dir: Path) -> list[tuple[Any, ...]]:
     with RunStore(run_dir, readonly=True) as store:
         return sorted((r.variant_id, r.case_id, r.status, r.response, r.valid, r.error_kind)
                       for r in store.rows(include_pending=True))
-
-
-def _uploads(server: FakeServer) -> tuple[Counter[str], Counter[str]]:
-    uploaded: Counter[str] = Counter()
-    batched: Counter[str] = Counter()
-    for entry in server.batch_log():
-        if entry["endpoint"] == "files.create":
-            uploaded.update(entry.get("custom_ids") or ())
-        elif entry["endpoint"] == "batches.create" and entry.get("status") == 200:
-            batched.update(entry.get("custom_ids") or ())
-    return uploaded, batched
 
 
 def test_batch_run_uploads_the_online_request_and_stores_the_online_rows(tmp_path: Path) -> None:
@@ -92,7 +89,7 @@ def test_sigkill_at_each_stage_resumes_without_sending_a_job_twice(tmp_path: Pat
         proc.wait()
         again = subprocess.run(child_command(opts), capture_output=True, text=True, env=child_env(), timeout=120)
         assert again.returncode == 0, again.stderr
-        uploaded, batched = _uploads(server)
+        uploaded, batched = batch_uploads(server)
     assert len(uploaded) == 32 and set(uploaded.values()) == {1}
     assert len(batched) == 32 and set(batched.values()) == {1}
     statuses = Counter(r[2] for r in _rows(tmp_path))
