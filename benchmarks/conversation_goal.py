@@ -35,7 +35,7 @@ once and counts the stored verdicts that differ from the plant.
 Each seed: one adaptive run through the conversation runner
 (``run_conversations(..., goal=GOAL, budget=product // 3, seed=SEED)``, the
 code ``promptgrid run GRID --dataset mini-mt:en --goal ... --budget ...``
-runs), then ``ConversationRun(run_dir).adaptive()``: the goal's best and
+runs), then ``Run(run_dir).adaptive()``: the goal's best and
 worst variant. Per goal, over the seeds:
 
 - best ok / worst ok: % of seeds whose reported best (worst) has a true
@@ -225,13 +225,14 @@ def load(dataset: str = DATASET) -> tuple[list[Any], list[Any]]:
 
 def run(planted: Planted, variants: Sequence[Any], conversations: Sequence[Any], run_dir: Path, *,
         goal: str | None, budget: int | None, seed: int, concurrency: int = 8) -> Any:
-    """One run of the conversation runner on the planted model; returns its ``ConversationRun``."""
-    from promptgrid.matrix.conversations import ConversationRun, run_conversations
+    """One run of the conversation runner on the planted model; returns its ``Run``."""
+    from promptgrid.matrix.api import Run
+    from promptgrid.matrix.conversations import run_conversations
 
     summary = run_conversations(variants, conversations, models=[MODEL], run_dir=run_dir,
                                 repeats=planted.correct.shape[2], goal=goal, budget=budget, seed=seed,
                                 concurrency=concurrency, clients={MODEL: PlantedClient(planted)})
-    return ConversationRun(run_dir, summary)
+    return Run(run_dir, summary=summary)
 
 
 def verify(planted: Planted, variants: Sequence[Any], conversations: Sequence[Any],

@@ -152,7 +152,7 @@ def main() -> int:
             print(f"{attempt}: rc {done.returncode} in {time.monotonic() - started:.1f} s, {sent} requests sent")
             tail = (done.stdout + done.stderr).strip().splitlines()[-6:]
             print("  " + "\n  ".join(tail))
-    from promptgrid.matrix.conversations import open_conversation_run
+    from promptgrid.matrix.api import open_conversation_run
 
     episodes = open_conversation_run(run_dir).episodes()
     print(f"episodes stored: {len(episodes)}")

@@ -6,7 +6,7 @@
     cases = pg.load_dataset("mini:en")              # -> list[Case]
     for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages, request
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)   # -> Run
-    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> ConversationRun
+    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> Run (kind "conversation")
     run = pg.open_run("runs/x")                     # read-only, also on a read-only copy
     rows = run.results()                            # list[ResultRow] (pg.load_results: also a JSONL export)
     table = run.accuracy()                          # list[AccuracyRow], 95% intervals
@@ -32,17 +32,10 @@ running (Jupyter): it then runs on a worker thread and waits for it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
 import json
 import os
-import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -51,46 +44,38 @@ from typing_extensions import Unpack
 from promptgrid.errors import (
     DatasetError,
     GridError,
-    MissingDependencyError,
     OutputError,
     PromptgridError,
     ReportError,
     RunError,
 )
-from promptgrid.matrix.conversations import ConversationRun  # run's return type; light (no report, no environment)
+from promptgrid.matrix.episodes._run import Run
+from promptgrid.matrix.episodes._run import Run as ConversationRun  # its name for conversation runs before one Run
 from promptgrid.matrix.running.config import PlanOptions, RunConfig, RunOptions
 from promptgrid.matrix.running.options import check_keywords, takes_options
-from promptgrid.matrix.running.results import ResultRow, read_results
+from promptgrid.matrix.running.reader import FRAME_EXTRA_COLUMNS, results_frame  # noqa: F401 - re-exported
+from promptgrid.matrix.running.results import AccuracyRow, ResultRow
 from promptgrid.matrix.running.session import (
-    BatchMode,
-    Prepared,
     build_config,
-    execute,
     make_renderer,
-    prepare,
-    read_run_json,
 )
-from promptgrid.matrix.running.store import STORE_FILE, RunStore
 from promptgrid.records import Case, Prompt
 from promptgrid.variants import Grid, Variant, load_grid
 
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
-    import pandas as pd
 
     from promptgrid.matrix.conversations import Conversation
     from promptgrid.matrix.conversations._localize import ConversationChecks, ConversationTranslations
     from promptgrid.matrix.conversations._translate import ConversationFinding, TranslatedConversation
-    from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
-    from promptgrid.matrix.running.findings import AdaptiveResult
-    from promptgrid.matrix.running.runner import Runner, RunSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.translate import Finding, TranslationBackend
     from promptgrid.translate._catalogs import TranslationCatalog
 
-__all__ = ["AccuracyRow", "Run", "TranslationChecks", "arun", "check_conversation_translations", "check_translations",
-           "export_batch", "import_batch", "load_dataset", "load_results", "open_conversation_run", "open_run",
-           "render", "report", "run", "run_conversations", "status", "translate_conversations"]
+__all__ = ["AccuracyRow", "ConversationRun", "Run", "TranslationChecks", "arun", "check_conversation_translations",
+           "check_translations", "export_batch", "import_batch", "load_dataset", "load_results",
+           "open_conversation_run", "open_run", "render", "report", "run", "run_conversations",
+           "status", "translate_conversations"]
 
 PathLike = str | os.PathLike[str]
 
@@ -187,169 +172,13 @@ def _prompts(renderer: Any, variants: Sequence[Variant], cases: Sequence[Case]) 
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
-class AccuracyRow:
-    """Accuracy of one model on one variant, with its 95% interval (as the report computes it)."""
-
-    model: str
-    variant_id: str
-    label: str
-    """The variant's short label (``json->python,False``)."""
-    n: int
-    """Scored jobs: answered and scored, or failed calls (counted as incorrect)."""
-    correct: int
-    accuracy: float
-    ci_low: float
-    """Lower end of the 95% interval: Wilson over jobs without repeats, cluster bootstrap over cases with them."""
-    ci_high: float
-
-
-class Run:
-    """A run directory, read-only: its config, results, accuracy and counts.
-
-    Made by ``run``/``arun`` (``summary`` says what that invocation did) and
-    by ``open_run`` (``summary`` is ``None``). Every read opens the store
-    read-only and closes it again: no lock, nothing written, so a ``Run``
-    also reads a directory another process is still writing, or a
-    read-only copy of one.
-    """
-
-    def __init__(self, path: PathLike, *, summary: RunSummary | None = None) -> None:
-        self.path = Path(path)
-        with RunStore(self.path, readonly=True):  # a RunError now if it is not a readable run directory
-            pass
-        self.summary = summary
-        """What the invocation that made this ``Run`` did (``RunSummary``: sent, errors, spend, ``stopped``
-        = None | "interrupted" | "max_cost", ``halted`` = {model: error}); ``None`` from ``open_run``."""
-
-    def __repr__(self) -> str:
-        return f"Run({str(self.path)!r})"
-
-    @cached_property
-    def config(self) -> dict[str, Any]:
-        """The content of ``run.json``: the latest config, grid name and counts, and ``invocations``, one per
-        run into this directory (each with its config, grid, dataset, models, planned and pending jobs, summary);
-        ``{}`` when absent."""
-        return read_run_json(self.path)
-
-    def results(self, include_pending: bool = False) -> list[ResultRow]:
-        """One row per (model, variant, case, repeat) with a result; with ``include_pending``, all of them."""
-        with RunStore(self.path, readonly=True) as store:
-            return list(store.rows(include_pending=include_pending))
-
-    def to_pandas(self, include_pending: bool = False) -> pd.DataFrame:
-        """The results as a pandas DataFrame, one row per ``results()`` row (pandas is optional:
-        ``MissingDependencyError`` naming the ``pandas`` extra without it).
-
-        The columns are those of ``ResultRow.to_dict()`` (the ``export --jsonl`` fields, in their order:
-        ``schema_version``, ``model``, ``variant_id``, ``case_id``, ``repeat``, ..., ``case_group``), so this is
-        ``pd.DataFrame([r.to_dict() for r in run.results()])`` with these changes:
-
-        - ``dimensions`` always holds ``call_mode`` (``"prompt"`` where the stored dimensions leave the
-          default out), and three columns follow the fields:
-        - ``category``: the case's dataset category (``case_category``: simple, multiple, parallel,
-          parallel_multiple, irrelevance);
-        - ``call_mode``: the variant's call mode (prompt, native, constrained);
-        - ``parsed``: the answer parses as a call, as the report's "parse as calls" share counts it (no
-          failed call and no format-level failure mode, ``PARSE_FAILURE_MODES``; a correct answer counts,
-          a correct "no call" on an irrelevance case included); ``<NA>`` (nullable ``boolean``) for a job
-          that is not scored (pending, unsupported, no verdict).
-
-        An empty run gives an empty frame with these columns.
-        """
-        return results_frame(self.results(include_pending=include_pending))
-
-    def accuracy(self) -> list[AccuracyRow]:
-        """Accuracy per model x variant with 95% intervals: the report's accuracy cells (empty before results)."""
-        from promptgrid.matrix.report import aggregate
-
-        rows = self.results()
-        if not rows:
-            return []
-        return [AccuracyRow(c.model, c.variant_id, c.label, c.n, c.correct, c.accuracy, c.ci[0], c.ci[1])
-                for c in aggregate(rows).cells]
-
-    def counts(self) -> dict[str, int]:
-        """Jobs (``jobs``, ``done``, ``errors``, ``pending``, ``unsupported``) and calls (``calls``,
-        ``call_errors``, ``transient_errors``) in the run directory, counted as ``status`` counts them: the
-        jobs of the latest invocation's plan that no model reached yet (a model stopped early) are jobs and
-        pending too."""
-        from promptgrid.matrix.running.session import Plan, last_invocation, model_counts
-
-        plan = Plan.of(last_invocation(self.config))
-        with RunStore(self.path, readonly=True) as store:
-            counts = store.counts()
-            unreached = sum(row[1] for row in model_counts(store, plan)) - counts["jobs"]
-        counts["jobs"] += unreached
-        counts["pending"] += unreached
-        return counts
-
-    def pending(self) -> int | None:
-        """The jobs of the latest invocation's plan that have no result now (whoever stores them: a re-run,
-        ``status`` collecting provider batches, ``import_batch``); None when ``run.json`` records no plan."""
-        from promptgrid.matrix.running.session import Plan, last_invocation, plan_status
-
-        plan = Plan.of(last_invocation(self.config))
-        if plan is None:
-            return None
-        with RunStore(self.path, readonly=True) as store:
-            return sum(p for _jobs, p in plan_status(store, plan).values())
-
-    def spend(self) -> float:
-        """USD recorded for every call in the run directory (unknown prices count 0)."""
-        with RunStore(self.path, readonly=True) as store:
-            return store.spend()
-
-    def adaptive(self, *, trace: bool = True) -> dict[str, AdaptiveResult]:
-        """What an adaptive run (``goal``/``budget``) found, per model: the best and worst variant, the spread,
-        every variant's accuracy and the quantiles, each an ``Estimate`` that says whether it is ``measured`` or
-        ``estimated``, with its interval; the calls spent against the product; with ``trace``, the estimates after
-        each round (schema: docs/adaptive.md). ``{}`` for a run of the whole product.
-
-        Computed once per state of the run directory (its store and ``run.json``, by size and modification
-        time) and kept for the process: a second call, another ``Run`` of the same directory, ``report`` after
-        ``run``, return copies of the first call's results; a call after the store changed computes them again."""
-        import copy
-
-        from promptgrid.matrix.running.findings import cached_findings, run_findings
-
-        def compute(with_trace: bool) -> dict[str, AdaptiveResult]:
-            with RunStore(self.path, readonly=True) as store:
-                return run_findings(self.config, store, trace=with_trace)
-
-        return copy.deepcopy(cached_findings(self.path, trace, compute))
-
-
-FRAME_EXTRA_COLUMNS = ("category", "call_mode", "parsed")
-"""The columns ``Run.to_pandas`` adds after the ``ResultRow`` fields."""
-
-
-def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
-    """``rows`` as the DataFrame ``Run.to_pandas`` returns (see there); ``MissingDependencyError`` without pandas."""
-    try:
-        import pandas as pd
-    except ImportError:
-        raise MissingDependencyError("Run.to_pandas() (results as a pandas DataFrame)",
-                                     "pip install 'promptgrid[pandas]' (or pip install pandas)") from None
-    from promptgrid.matrix.report._call_modes import call_mode_of, parses_as_call
-
-    records = []
-    for r in rows:
-        d = r.to_dict()
-        mode = call_mode_of(d["dimensions"])
-        d["dimensions"]["call_mode"] = mode
-        d["category"] = r.case_category
-        d["call_mode"] = mode
-        d["parsed"] = parses_as_call(r) if r.scored else None
-        records.append(d)
-    columns = ["schema_version", *(f.name for f in dataclasses.fields(ResultRow)), *FRAME_EXTRA_COLUMNS]
-    frame = pd.DataFrame.from_records(records, columns=columns)
-    frame["parsed"] = frame["parsed"].astype("boolean")
-    return frame
-
-
 def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: float = 30.0) -> RunStatus:
-    """Where a run directory stands: jobs per model (done, errors, pending, unsupported) and its batches.
+    """Where a run directory stands: its results per model and its batches (``RunStatus``).
+
+    Single-turn: jobs per model (done, errors, pending, unsupported). A
+    conversation run: episodes per model (stored, finished, valid,
+    unfinished), the steps stored, and its ``--batch``/``export-batch``
+    rounds (never polled here: the run's own command collects them).
 
     With ``poll`` (the default) the live batches of ``--batch`` runs are
     advanced and their results collected first (the models' credentials must
@@ -358,18 +187,10 @@ def status(run_dir: PathLike, *, poll: bool = True, wait: bool = False, poll_s: 
     without polling (``RunStatus.note`` says so). Raises ``RunError`` for a
     directory that is not a run, ``StoreError`` for a damaged store.
     """
-    from promptgrid.matrix.running.session import run_status
+    from promptgrid.matrix.episodes import kind_of_run
 
     path = _path(run_dir, "run_dir")
-    if not (path / STORE_FILE).is_file():
-        raise RunError(f"{path} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
-    coro = run_status(path, poll=poll, wait=wait, poll_s=poll_s)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-status") as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return kind_of_run(path).status(path, poll=poll, wait=wait, poll_s=poll_s)
 
 
 @takes_options(PlanOptions, "Options (``PlanOptions``: the run options an export takes, the flags of "
@@ -397,7 +218,6 @@ def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, bo
     another grid, an option that is not one), ``OutputError`` for an ``out``
     that would destroy a file of the run.
     """
-    from promptgrid.matrix.running.exchange import export_config, export_requests
 
     check_keywords(options, PlanOptions, "export_batch()", also=export_batch.__kwdefaults__ or (),
                    wider=(RunOptions, "run()"))
@@ -406,31 +226,12 @@ def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, bo
         raise RunError(f"model must be a model string (e.g. hosted_vllm/my-model), not {model!r}.")
     if not hasattr(out, "write"):
         _path(out, "out", OutputError)
-    from promptgrid.matrix.conversations import is_conversation_dataset, is_conversation_run
+    from promptgrid.matrix.episodes import kind_of_dataset, kind_of_run
 
-    if (dataset is not None and is_conversation_dataset(dataset)) or is_conversation_run(run_dir):
-        return _export_conversation_round(run_dir, model, out, grid=grid, dataset=dataset, body_model=body_model,
-                                          **options)
-    config, new_run = export_config(run_dir, model, grid=grid, dataset=dataset, **options)
-    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
-    return export_requests(prep, out, new_run=new_run, append=append, body_model=body_model,
-                           retry_errors=retry_errors)
-
-
-def _export_conversation_round(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *,
-                               grid: Grid | PathLike | RunConfig | None, dataset: str | None,
-                               body_model: str | None, **options: Any) -> ExportSummary:
-    """``export_batch`` of a conversation run: the next round (``conversations._api.export_conversation_round``).
-    The run's grid and dataset are given again each round, as a resumed run gives them."""
-    from promptgrid.matrix.conversations._api import export_conversation_round
-
-    if grid is None or dataset is None:
-        raise RunError(f"{run_dir} holds a conversation run: export-batch writes its next round from the same grid "
-                       "and dataset (and options) as the run: give --grid GRID --dataset DS again each round.")
-    config = build_config(grid, dataset, models=[model], run_dir=os.fspath(run_dir), **options)
-    summary: ExportSummary = export_conversation_round(config, out, body_model=body_model,
-                                                       grid=grid if isinstance(grid, Grid) else None)
-    return summary
+    path = _path(run_dir, "run_dir")
+    kind = kind_of_dataset(dataset) if dataset is not None else kind_of_run(path)
+    return kind.export_batch(path, model, out, grid=grid, dataset=dataset, body_model=body_model, append=append,
+                             retry_errors=retry_errors, options=options)
 
 
 def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
@@ -444,15 +245,10 @@ def import_batch(run_dir: PathLike, results: PathLike) -> ImportSummary:
     Calls of the exports that the file does not answer stay pending
     (``ImportSummary.pending``).
     """
-    from promptgrid.matrix.conversations import is_conversation_run
-    from promptgrid.matrix.running.exchange import import_results
+    from promptgrid.matrix.episodes import kind_of_run
 
-    if is_conversation_run(_path(run_dir, "run_dir")):  # a round of an export-batch of conversations
-        from promptgrid.matrix.conversations._api import import_conversation_results
-
-        imported: ImportSummary = import_conversation_results(_path(run_dir, "run_dir"), _path(results, "results"))
-        return imported
-    return import_results(_path(run_dir, "run_dir"), _path(results, "results"))
+    path = _path(run_dir, "run_dir")
+    return kind_of_run(path).import_batch(path, _path(results, "results"))
 
 
 def open_run(path: PathLike) -> Run:
@@ -470,21 +266,11 @@ def load_results(source: Run | PathLike) -> list[ResultRow]:
     Raises ``ReportError`` when the path is neither, naming what to give instead, and ``StoreError`` when
     the run directory's store is damaged (see ``open_run``).
     """
-    if isinstance(source, Run):
-        return source.results()
-    p = _path(source, "source (a Run, a run directory or a JSONL export)", ReportError)
-    if p.is_file():
-        if p.suffix in (".jsonl", ".json", ".ndjson"):
-            return read_results(p)
-        raise ReportError(f"{p} is a file but not a JSONL export; give a run directory or a file from "
-                          "promptgrid export.")
-    if not p.is_dir():
-        raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL "
-                          "export.")
-    if not (p / STORE_FILE).is_file():
-        raise ReportError(f"{p} has no {STORE_FILE}: it is not a run directory. Give the directory a run wrote "
-                          "(promptgrid run --run-dir DIR) or a JSONL export (promptgrid export DIR --output FILE).")
-    return open_run(p).results()
+    from promptgrid.matrix.episodes._single import load_rows
+
+    if not isinstance(source, Run):
+        source = _path(source, "source (a Run, a run directory or a JSONL export)", ReportError)
+    return load_rows(source)
 
 
 def report(
@@ -493,36 +279,43 @@ def report(
     *,
     formats: Iterable[str] = ("md",),
     baseline: str | None = None,
-) -> ReportResult:
-    """The sensitivity report of a run, a run directory, an exported JSONL file or rows.
+    episodes: Sequence[str] | None = None,
+    transcripts: int | None = None,
+) -> Any:
+    """The report of a run, a run directory, an exported JSONL file or rows.
 
-    ``out``: the folder to write ``formats`` into (md, csv, latex, html, json,
-    figures, or all); without it nothing is written and the result holds the
-    numbers (``.data``) and the console table (``.console``). ``baseline``: a
-    variant id or label (as the report shows it) to test every other variant
-    against. From a run directory (or ``Run``) the report also states the jobs
-    its last invocation left pending (``.data.pending``), and for an adaptive
-    run what it found (``.data.adaptive``: ``Run.adaptive()`` as dicts, its own
-    section, figure and ``report.json`` key). Raises ``ReportError``.
+    ``out``: the folder to write ``formats`` into; without it nothing is
+    written and the result holds the numbers and the console table
+    (``.console``; ``.files``: what was written). Raises ``ReportError``.
+
+    Single-turn (a ``ReportResult``): the sensitivity report, ``formats`` md,
+    csv, latex, html, json, figures, or all; the numbers in ``.data``.
+    ``baseline``: a variant id or label (as the report shows it) to test every
+    other variant against. From a run directory (or ``Run``) the report also
+    states the jobs its last invocation left pending (``.data.pending``), and
+    for an adaptive run what it found (``.data.adaptive``: ``Run.adaptive()``
+    as dicts, its own section, figure and ``report.json`` key).
+
+    A conversation run (``.report``: the ``ConversationReport``, ``.languages``
+    its per-language report when the run has several): ``formats`` md, json,
+    html or all write ``conversations.md``, ``conversations.json`` and
+    ``conversations.html`` (figures, the tables, and transcripts of chosen
+    episodes: ``episodes``, ``CONVERSATION[#REPEAT]`` each, or by default per
+    variant its first failed and first valid episode, at most ``transcripts``).
     """
-    from promptgrid.matrix.report import PendingJobs, build_report
+    from promptgrid.matrix.episodes import kind_named, kind_of_run
 
-    pending = None
-    adaptive: list[dict[str, Any]] = []
-    rows: Iterable[ResultRow | Mapping[str, Any]]
     if isinstance(source, (Run, str, os.PathLike)):
-        rows = load_results(source)
-        if isinstance(source, Run) or Path(source).is_dir():
-            the_run = source if isinstance(source, Run) else Run(source)
-            pending = PendingJobs.from_run_record(the_run.config, the_run.pending())
-            adaptive = [r.to_dict() for r in the_run.adaptive().values()]
-    elif isinstance(source, Iterable) and not isinstance(source, (bytes, Mapping)):
-        rows = source
-    else:
+        kind = kind_named(source.kind) if isinstance(source, Run) else kind_of_run(_path(source, "source", ReportError))
+        return kind.report(source, _path(out, "out", ReportError) if out is not None else None,
+                           formats=_formats(formats), baseline=baseline, episodes=episodes, transcripts=transcripts)
+    if not isinstance(source, Iterable) or isinstance(source, (bytes, Mapping)):
         raise ReportError(f"source must be a Run, a run directory, a JSONL export or rows, not "
                           f"{type(source).__name__}.")
-    return build_report(rows, _path(out, "out", ReportError) if out is not None else None, baseline=baseline,
-                        formats=_formats(formats), pending=pending, adaptive=adaptive)
+    from promptgrid.matrix.episodes._single import report_rows
+
+    return report_rows(source, _path(out, "out", ReportError) if out is not None else None,
+                       formats=_formats(formats), baseline=baseline, episodes=episodes, transcripts=transcripts)
 
 
 def _formats(formats: Any) -> set[str]:
@@ -662,12 +455,9 @@ def check_translations(
 def _dataset_functions(dataset: str, bfcl_data: Any) -> list[dict[str, Any]]:
     """Every function doc a dataset offers: its cases' docs, or, for a conversation dataset (``mini-mt``,
     ``bfcl:multi_turn_*``), the docs of its English conversations at their last turn (held-out docs included)."""
-    from promptgrid.matrix.conversations import is_conversation_dataset, load_conversations
+    from promptgrid.matrix.episodes import kind_of_dataset
 
-    if is_conversation_dataset(dataset):
-        conversations = load_conversations(dataset, bfcl_data=bfcl_data)
-        return [dict(f) for c in conversations if c.language == "en" for f in c.functions_at(len(c.turns))]
-    return [dict(f) for case in load_dataset(dataset, bfcl_data=bfcl_data) for f in case.functions]
+    return kind_of_dataset(dataset).functions(dataset, bfcl_data)
 
 
 # --------------------------------------------------------------------------- running
@@ -682,20 +472,13 @@ def _config(function: Callable[..., Any], grid: Grid | PathLike | RunConfig, dat
     return build_config(grid, dataset, **options)
 
 
-def _conversations(config: RunConfig) -> bool:
-    """Whether the config's dataset is a conversation dataset (it may come from a run config: asked once built)."""
-    from promptgrid.matrix.conversations import is_conversation_dataset
-
-    return is_conversation_dataset(config.dataset)
-
-
 _RUN_OPTIONS_DOC = "Options (``RunOptions``: the flags of ``promptgrid run``, and most of them run config keys):"
 
 
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
         append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
-        batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run | ConversationRun:
+        batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
     """Send every (model, variant, case, repeat) not yet answered in the run directory, score and store the answers.
 
     ``grid``: a ``Grid``, a grid name or YAML path, or a run-config YAML
@@ -736,40 +519,31 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
     to ``run.json``. Ctrl-C stops it with ``KeyboardInterrupt`` (every answer received is stored; calling it
     again resumes).
     """
+    from promptgrid.matrix.episodes import kind_of_dataset
+
     config = _config(run, grid, dataset, options)
-    if _conversations(config):
-        _conversation_batch_mode(batch, batch_wait)
-        return _run_conversations(config, grid, batch=batch, progress=progress, batch_poll_s=batch_poll_s)
-    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
-    mode = _batch_mode(batch, batch_wait, batch_poll_s)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors, append=append, batch=mode))
-    return _execute_on_thread(prep, progress=progress, retry_errors=retry_errors, append=append, batch=mode)
+    return kind_of_dataset(config.dataset).run(config, grid, progress=progress, retry_errors=retry_errors,
+                                               append=append, batch=batch, batch_wait=batch_wait,
+                                               batch_poll_s=batch_poll_s)
 
 
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 async def arun(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_errors: bool = False,
                append: bool = False, progress: bool = False, batch: bool = False, batch_wait: bool = True,
-               batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run | ConversationRun:
+               batch_poll_s: float = 30.0, **options: Unpack[RunOptions]) -> Run:
     """``run``, awaited in the caller's event loop (same options, same result: a ``Run``, or a
     ``ConversationRun`` for a conversation dataset)."""
-    config = _config(arun, grid, dataset, options)
-    if _conversations(config):
-        from promptgrid.matrix.conversations import arun_conversation_config
+    from promptgrid.matrix.episodes import kind_of_dataset
 
-        _conversation_batch_mode(batch, batch_wait)
-        return await arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
-                                              batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None)
-    prep = prepare(config, grid=grid if isinstance(grid, Grid) else None)
-    return await _execute(prep, progress=progress, retry_errors=retry_errors, append=append,
-                          batch=_batch_mode(batch, batch_wait, batch_poll_s))
+    config = _config(arun, grid, dataset, options)
+    return await kind_of_dataset(config.dataset).arun(config, grid, progress=progress, retry_errors=retry_errors,
+                                                      append=append, batch=batch, batch_wait=batch_wait,
+                                                      batch_poll_s=batch_poll_s)
 
 
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)
 def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, batch: bool = False,
-                      progress: bool = False, **options: Unpack[RunOptions]) -> ConversationRun:
+                      progress: bool = False, **options: Unpack[RunOptions]) -> Run:
     """Take every (model, variant, conversation, repeat) of a conversation dataset through its turns; store, score.
 
     What ``run`` does with a conversation dataset (kept for code written before ``run`` took them), and a
@@ -782,51 +556,11 @@ def run_conversations(grid: Grid | PathLike | RunConfig, dataset: str | None = N
     ``max_cost`` caps the run directory's spend, as in a single-turn run. Model strings as for ``run``, plus
     the offline scripted models ``fake/ground-truth``, ``fake/noisy`` (``fake/noisy:SEED``) and ``fake/hostile``.
     """
+    from promptgrid.matrix.episodes._conversation import CONVERSATION
+
     config = _config(run_conversations, grid, dataset, options)
-    return _run_conversations(config, grid, batch=batch, progress=progress)
-
-
-def _conversation_batch_mode(batch: bool, batch_wait: bool) -> None:
-    if batch and not batch_wait:
-        raise RunError("batch_wait=False applies to a single-turn batch run: a conversation's next step needs the "
-                       "answer of this one, so a conversation run with batch=True waits for each round.")
-
-
-def _run_conversations(config: RunConfig, grid: Grid | PathLike | RunConfig, *, batch: bool,
-                       progress: bool, batch_poll_s: float = 30.0) -> ConversationRun:
-    """Run a conversation config (``run``, ``run_conversations``): in a new event loop, or, where one is running
-    already (Jupyter), in a new loop on a worker thread, waited for; Ctrl-C while waiting cancels the run there
-    (every answer received is stored) and is raised here as ``KeyboardInterrupt``."""
-    from promptgrid.matrix.conversations import arun_conversation_config
-
-    def start() -> Any:
-        return arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
-                                        batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None)
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        result: ConversationRun = asyncio.run(start())
-        return result
-    started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
-
-    async def main() -> ConversationRun:
-        task = asyncio.ensure_future(start())
-        started.append((asyncio.get_running_loop(), task))
-        done: ConversationRun = await task
-        return done
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
-        future = pool.submit(asyncio.run, main())
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            for loop, task in started:
-                with contextlib.suppress(RuntimeError):  # the loop already finished
-                    loop.call_soon_threadsafe(task.cancel)
-            with contextlib.suppress(BaseException):
-                future.result()
-            raise
+    return CONVERSATION.run(config, grid, progress=progress, retry_errors=False, append=False, batch=batch,
+                            batch_wait=True, batch_poll_s=30.0)
 
 
 def translate_conversations(
@@ -1004,62 +738,9 @@ def _clients(name: str, **options: Any) -> Any:
     return make_client(name, **options)
 
 
-def open_conversation_run(path: PathLike) -> ConversationRun:
-    """A conversation run directory (``run_conversations``'s ``run_dir``), read from its store."""
-    from promptgrid.matrix.conversations import ConversationRun as _ConversationRun
+def open_conversation_run(path: PathLike) -> Run:
+    """A conversation run directory (``run``'s ``run_dir``) as a ``Run``; ``RunError`` when it holds none."""
+    from promptgrid.matrix.conversations._api import ConversationReader
 
-    return _ConversationRun(_path(path, "path"))
-
-
-def _batch_mode(batch: bool, wait: bool, poll_s: float) -> BatchMode | None:
-    if not batch:
-        return None
-    if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not poll_s > 0 or poll_s == float("inf"):
-        raise RunError(f"batch_poll_s must be a positive number of seconds, got {poll_s!r}.")
-    return BatchMode(wait=bool(wait), poll_s=float(poll_s))
-
-
-async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
-                   started: Callable[[Runner], None] | None = None, batch: BatchMode | None = None) -> Run:
-    summary = await execute(prep, progress=progress, retry_errors=retry_errors, started=started, append=append,
-                            batch=batch)
-    return Run(prep.config.run_dir, summary=summary)
-
-
-class _Stopper:
-    """Lets the thread that waits for a run on a worker thread stop it (signals reach the main thread only)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stop: Callable[[], object] | None = None
-        self._requested = False
-
-    def started(self, runner: Runner) -> None:
-        """Called from the worker's loop once the runner exists."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            self._stop = lambda: loop.call_soon_threadsafe(runner.stop, "interrupted")
-            requested = self._requested
-        if requested:
-            runner.stop("interrupted")
-
-    def interrupt(self) -> None:
-        with self._lock:
-            self._requested = True
-            stop = self._stop
-        if stop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already finished
-                stop()
-
-
-def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
-                       batch: BatchMode | None = None) -> Run:
-    stopper = _Stopper()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
-        future = pool.submit(lambda: asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors,
-                                                          append=append, started=stopper.started, batch=batch)))
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            stopper.interrupt()
-            return future.result()
+    ConversationReader(_path(path, "path"))  # the conversation run's own error for a directory that holds none
+    return Run(path)

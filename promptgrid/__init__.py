@@ -10,7 +10,7 @@ called)::
     cases = pg.load_dataset("mini:en")              # -> list[Case]
     for prompt in pg.render(grid, cases): ...       # Prompt: variant_id, case_id, messages
     run = pg.run(grid, "mini:en", models=["fake/auto"], run_dir="runs/x", limit=5)
-    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> ConversationRun
+    mt = pg.run(grid, "mini-mt:en", models=["fake/ground-truth"], run_dir="runs/mt")  # -> Run (kind "conversation")
     mt.to_pandas(); mt.report()                     # one row per episode; pass^k, per turn, failure modes
     run = pg.open_run("runs/x")                     # also on a read-only copy
     rows = run.results()                            # list[ResultRow]
@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "promptgrid.matrix.running.config",
     "ModelSpec": "promptgrid.matrix.running.config",
     "Run": "promptgrid.matrix.api",
-    "ConversationRun": "promptgrid.matrix.conversations",
+    "ConversationRun": "promptgrid.matrix.api",
     "ConversationRunSummary": "promptgrid.matrix.conversations",
     "RunSummary": "promptgrid.matrix.running.runner",
     "RunStatus": "promptgrid.matrix.running.session",
@@ -150,6 +150,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.api import (
         AccuracyRow as AccuracyRow,
     )
+    from promptgrid.matrix.api import ConversationRun as ConversationRun
     from promptgrid.matrix.api import (
         Run as Run,
     )
@@ -195,7 +196,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.api import (
         translate_conversations as translate_conversations,
     )
-    from promptgrid.matrix.conversations import ConversationRun as ConversationRun
     from promptgrid.matrix.conversations import ConversationRunSummary as ConversationRunSummary
     from promptgrid.matrix.report import ReportResult as ReportResult
     from promptgrid.matrix.running.config import ModelSpec as ModelSpec

@@ -74,12 +74,6 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from promptgrid.matrix.conversations import is_conversation_run
-
-    if is_conversation_run(args.run_dir):  # episodes with their steps (inspect.cmd_export_conversations)
-        from .inspect import cmd_export_conversations
-
-        return cmd_export_conversations(args)
     from .run import cmd_export
 
     return cmd_export(args)
@@ -182,21 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print a JSON array")
     g.set_defaults(handler=_grid_show)
 
-    p = sub.add_parser("render", help="render the prompts of a grid over a dataset, or a conversation run's episodes",
+    p = sub.add_parser("render", help="render the prompts of a grid over a dataset, or a run's results as stored",
                        description="Print the prompts each variant of GRID sends for the cases of --dataset. For a "
                        "conversation dataset (bfcl:multi_turn_*, mini-mt, a jsonl: file of conversations), each "
                        "conversation in full as each variant sends it, along the ground truth's calls and their "
-                       "results. Given a conversation run's directory instead of GRID, its episodes as they "
-                       "happened: per turn the user message, each answer of the model, the calls it decoded to and "
-                       "their outputs, and the turn's verdict (--model, --variant, --case, --repeat, --limit choose "
-                       "the episodes; --dataset only says where to read the run's conversations if they moved).")
+                       "results. Given a run's directory instead of GRID, its results as they happened, rebuilt "
+                       "from the store (nothing is sent): a single-turn job's prompt, the model's answer and its "
+                       "verdict; a conversation episode per turn: the user message, each answer of the model, the "
+                       "calls it decoded to and their outputs, and the turn's verdict (--model, --variant, --case, "
+                       "--repeat, --limit choose them; --dataset only says where to read the run's cases if they "
+                       "moved).")
     p.add_argument("grid", metavar="GRID|RUN_DIR")
     _add_dataset_options(p, required=False)
     p.add_argument("--variant", action="append", default=[], metavar="ID")
     p.add_argument("--case", action="append", default=[], metavar="ID")
-    p.add_argument("--model", action="append", default=[], metavar="M", help="RUN_DIR: this model's episodes only")
+    p.add_argument("--model", action="append", default=[], metavar="M", help="RUN_DIR: this model's results only")
     p.add_argument("--repeat", action="append", default=[], type=int, metavar="R",
-                   help="RUN_DIR: this repeat's episodes only")
+                   help="RUN_DIR: this repeat's results only")
     add_flags(p, PlanOptions, only=("limit",))
     p.add_argument("--jsonl", action="store_true",
                    help="one JSON object per line, with the tools / response_format / grammar of native and "

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from promptgrid.display import escape_controls
-from promptgrid.errors import closest
 from promptgrid.safeio import atomic_output, check_output
 
 __all__ = ["SCORE_FILE_INPUT", "cmd_score", "cmd_score_file"]
@@ -78,8 +77,7 @@ def cmd_score_file(args: argparse.Namespace) -> int:
     then 1. The last line on standard error is the accuracy over the scored
     lines with its Wilson interval.
     """
-    from promptgrid.matrix.datasets import load_dataset
-    from promptgrid.matrix.scoring import score_stream, variant_index
+    from promptgrid.matrix.episodes import kind_of_dataset
 
     from_stdin = args.input == "-"
     path = Path(args.input)
@@ -91,60 +89,16 @@ def cmd_score_file(args: argparse.Namespace) -> int:
         inputs.append(Path(args.dataset.removeprefix("jsonl:").strip()).expanduser())
     if args.output:
         check_output(args.output, inputs=inputs)  # before any work
-    from promptgrid.matrix.conversations import is_conversation_dataset
-
-    if is_conversation_dataset(args.dataset):  # BFCL's multi-turn categories, mini-mt, a jsonl: of conversations
-        return _score_conversations(args, path if not from_stdin else None, inputs)
-    if getattr(args, "strict_arguments", False):
-        return _bad_argument("--strict-arguments applies to conversation datasets (bfcl:multi_turn_*, mini-mt, "
-                             f"a jsonl: file of conversations) only; {args.dataset} is scored by comparing calls "
-                             "with its possible answers.")
-    dataset = load_dataset(args.dataset, bfcl_data=args.bfcl_data)
-    cases = {c.id: c for c in dataset.cases}
-    variants = variant_index(args.grid)
-    if args.variant is not None and args.variant not in variants:
-        where = f"grid {args.grid!r}" if args.grid else "the built-in grids (pass --grid for a grid of your own)"
-        return _bad_argument(f"--variant {args.variant!r} is not a variant id of {where}."
-                             f"{closest(args.variant, variants)}")
+    kind = kind_of_dataset(args.dataset)
     name = "<stdin>" if from_stdin else str(path)
     with contextlib.ExitStack() as stack:
         source = sys.stdin.buffer if from_stdin else stack.enter_context(path.open("rb"))
         sink = stack.enter_context(atomic_output(args.output, inputs=inputs)) if args.output else sys.stdout
-        counts = score_stream(source, sink, name=name, variants=variants, cases=cases, grid=args.grid,
-                              errors=sys.stderr, variant=args.variant)
-    print(f"promptgrid: {_accuracy_line(counts.scored, counts.valid)}"
-          + (f"; {counts.failed} line(s) could not be scored (see above)." if counts.failed else "."),
-          file=sys.stderr)
-    return 1 if counts.failed else 0
-
-
-def _score_conversations(args: argparse.Namespace, path: Path | None, inputs: list[Path]) -> int:
-    """score-file for bfcl-eval's multi-turn result lines (``promptgrid.matrix.conversations._score_file``)."""
-    from promptgrid.matrix.conversations import load_conversations, score_conversation_stream
-    from promptgrid.matrix.conversations._env import warm_up
-    from promptgrid.matrix.scoring import variant_index
-
-    warm_up()  # the environments' fork server starts while the conversations load
-
-    return_format, tag = "python", False
-    if args.variant is not None:
-        variants = variant_index(args.grid)
-        if args.variant not in variants:
-            return _bad_argument(f"--variant {args.variant!r} is not a variant id of "
-                                 f"{args.grid or 'the built-in grids'}.{closest(args.variant, variants)}")
-        chosen = variants[args.variant]
-        return_format, tag = chosen.return_format.value, chosen.tool_call_tag
-    conversations = load_conversations(args.dataset, bfcl_data=args.bfcl_data)
-    strict = bool(getattr(args, "strict_arguments", False))
-    name = "<stdin>" if path is None else str(path)
-    with contextlib.ExitStack() as stack:
-        source = sys.stdin.buffer if path is None else stack.enter_context(path.open("rb"))
-        sink = stack.enter_context(atomic_output(args.output, inputs=inputs)) if args.output else sys.stdout
-        scored, valid, failed = score_conversation_stream(source, sink, name=name, conversations=conversations,
-                                                          errors=sys.stderr, return_format=return_format,
-                                                          tool_call_tag=tag, strict_arguments=strict)
-    rule = "strict" if strict else "bfcl (lenient)"
-    print(f"promptgrid: {_accuracy_line(scored, valid)} (entries: every turn must be right; arguments: {rule})"
+        scored, valid, failed, rule = kind.score_file(
+            source, sink, name=name, dataset=args.dataset, grid=args.grid, variant=args.variant,
+            strict_arguments=bool(getattr(args, "strict_arguments", False)), bfcl_data=args.bfcl_data,
+            errors=sys.stderr)
+    print(f"promptgrid: {_accuracy_line(scored, valid)}{rule}"
           + (f"; {failed} line(s) could not be scored (see above)." if failed else "."), file=sys.stderr)
     return 1 if failed else 0
 

@@ -35,9 +35,8 @@ Running models through conversations:
   native-vs-prompt gap; ``_html``: ``conversation_html`` / ``conversation_run_html``, the
   report as one HTML page with figures (``_figures``) and transcripts of chosen episodes
   rebuilt from the store (``_transcript``); ``_api``: ``run_conversation_config``
-  (``arun_conversation_config``), ``ConversationRun`` (what ``pg.run`` and
-  ``promptgrid run`` give for a conversation dataset; ``episodes_frame`` its
-  ``to_pandas``).
+  (``arun_conversation_config``), ``ConversationReader`` (the reads behind the ``Run`` that ``pg.run`` and
+  ``promptgrid run`` give for a conversation dataset; ``episodes_frame`` its ``to_pandas``).
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ _EXPORTS: dict[str, str] = {
     "TAU_BENCH_PASS_K": "._report",
     "TICKET_BENCH_PASS_K": "._report",
     "ConversationReport": "._report",
-    "ConversationRun": "._api",
     "ConversationRunSummary": "._run",
     "ConversationStore": "._store",
     "EpisodeContext": "._episode",
@@ -84,7 +82,6 @@ _EXPORTS: dict[str, str] = {
     "decode_answer": "._episode",
     "is_conversation_dataset": "._api",
     "make_conversation_client": "._run",
-    "open_conversation_run": "._api",
     "render_conversation": "._api",
     "results_message": "._episode",
     "run_conversation_config": "._api",
@@ -119,11 +116,9 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ._api import ConversationRun as ConversationRun
     from ._api import arun_conversation_config as arun_conversation_config
     from ._api import episodes_frame as episodes_frame
     from ._api import is_conversation_dataset as is_conversation_dataset
-    from ._api import open_conversation_run as open_conversation_run
     from ._api import render_conversation as render_conversation
     from ._api import run_conversation_config as run_conversation_config
     from ._check import MAXIMUM_STEP_LIMIT as MAXIMUM_STEP_LIMIT
@@ -195,7 +190,6 @@ __all__ = [
     "TAU_BENCH_PASS_K",
     "TICKET_BENCH_PASS_K",
     "ConversationReport",
-    "ConversationRun",
     "ConversationRunSummary",
     "ConversationStore",
     "EpisodeContext",
@@ -221,7 +215,6 @@ __all__ = [
     "is_conversation_dataset",
     "is_conversation_run",
     "make_conversation_client",
-    "open_conversation_run",
     "render_conversation",
     "results_message",
     "run_conversation_config",

@@ -1,4 +1,4 @@
-"""The library entry points of a conversation run: ``run_conversation_config`` and ``ConversationRun``.
+"""The library entry points of a conversation run: ``run_conversation_config`` and ``ConversationReader``.
 
 ``promptgrid run GRID --dataset bfcl:multi_turn_base ...``, ``pg.run`` and
 ``pg.arun`` come here when the dataset is a conversation dataset
@@ -11,7 +11,7 @@ there (models with their parameters, timeout, concurrency, ``rpm``/``tpm``,
 repeats, limit, cases, variants, run directory, ``--max-cost`` for the whole
 run directory, and ``--goal``/``--budget``/``--rounds``/``--seed``: an
 adaptive study whose cells are (variant, conversation, repeat) episodes,
-planned by the single-turn planner, see ``_run``; ``ConversationRun.adaptive``
+planned by the single-turn planner, see ``_run``; ``Run.adaptive``
 says what it found).
 """
 
@@ -33,8 +33,8 @@ from ._store import CONVERSATION_STORE, ConversationStore
 if TYPE_CHECKING:  # pragma: no cover - types only
     import pandas as pd
 
-__all__ = ["ConversationRun", "arun_conversation_config", "episodes_frame", "is_conversation_dataset",
-           "open_conversation_run", "render_conversation", "run_conversation_config"]
+__all__ = ["ConversationReader", "arun_conversation_config", "episodes_frame", "is_conversation_dataset",
+           "render_conversation", "run_conversation_config"]
 
 
 def is_conversation_dataset(spec: str) -> bool:
@@ -69,43 +69,52 @@ def is_conversation_dataset(spec: str) -> bool:
 _SNIFF_SLACK = 1_000_000  # bytes of blank lines before the first line that recognising reads past the line bound
 
 
-class ConversationRun:
-    """A conversation run directory: its episodes, its variants, its report. Read from the store each time.
+class ConversationReader:
+    """``Run``'s reads of a conversation run directory (``runs.Run`` answers its methods with these): each opens
+    the store read-only and closes it again."""
 
-    What ``pg.run``/``pg.arun`` return for a conversation dataset (``pg.open_conversation_run`` opens one), with
-    the methods of a single-turn ``Run`` where they mean something for episodes: ``path``, ``summary``,
-    ``results()`` (the episodes), ``to_pandas()`` (one row per episode, with per-turn columns), ``spend()``,
-    ``adaptive()`` (what an adaptive goal found) and ``report()`` (the ``ConversationReport``: pass^k, per turn,
-    failure modes, native - prompt).
-    """
-
-    def __init__(self, run_dir: str | os.PathLike[str], summary: Any = None) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         self.path = Path(run_dir)
         if not (self.path / CONVERSATION_STORE).is_file():
             raise RunError(f"{self.path} holds no conversation run ({CONVERSATION_STORE} is missing).")
-        self.summary = summary
-        """The ``ConversationRunSummary`` of the run that returned this object (``None`` when opened): episodes,
-        finished, valid, errors, ``unfinished``, steps sent and read back, ``spend``, ``stopped`` (None, or
-        ``"max_cost"`` when the cost cap stopped it), ``halted`` (model -> why), ``not_run``."""
 
-    def episodes(self, *, models: Sequence[str] | None = None) -> list[EpisodeResult]:
-        """Every stored episode (of ``models`` when given), in (model, variant, conversation, repeat) order;
-        an unfinished one has ``valid`` ``None``."""
+    def episodes(self, models: Sequence[str] | None = None) -> list[EpisodeResult]:
         with ConversationStore(self.path) as store:
             return store.episodes(models=models)
 
-    def results(self, *, models: Sequence[str] | None = None) -> list[EpisodeResult]:
-        """``episodes()``: the unit of a conversation run's results is the episode (``Run.results`` gives jobs)."""
-        return self.episodes(models=models)
+    def results(self, include_pending: bool = False) -> list[EpisodeResult]:
+        return self.episodes()  # an episode is stored once it starts: an unfinished one is its pending result
 
-    def to_pandas(self) -> pd.DataFrame:
-        """The stored episodes as a pandas DataFrame, one row per episode (``episodes_frame``; pandas is optional:
-        ``MissingDependencyError`` naming the ``pandas`` extra without it)."""
+    def to_pandas(self, include_pending: bool = False) -> pd.DataFrame:
         return episodes_frame(self.episodes(), self.variants(), self.labels())
 
+    def accuracy(self) -> list[Any]:
+        """Per (model, variant): valid / finished episodes with its Wilson interval (the report's ``accuracy``)."""
+        from promptgrid.matrix.report._wilson import wilson_interval
+        from promptgrid.matrix.running.results import AccuracyRow
+
+        tally: dict[tuple[str, str], list[int]] = {}
+        for e in self.episodes():
+            if e.valid is not None:
+                cell = tally.setdefault((e.model, e.variant_id), [0, 0])
+                cell[0] += 1
+                cell[1] += bool(e.valid)
+        labels = self.labels()
+        return [AccuracyRow(model, vid, labels.get(vid, vid), n, correct, correct / n, *wilson_interval(correct, n))
+                for (model, vid), (n, correct) in sorted(tally.items())]
+
+    def counts(self, config: Mapping[str, Any] | None = None) -> dict[str, int]:
+        with ConversationStore(self.path) as store:
+            episodes, steps = store.episodes(), store.step_count()
+        finished = [e for e in episodes if e.valid is not None]
+        return {"episodes": len(episodes), "finished": len(finished), "valid": sum(bool(e.valid) for e in finished),
+                "errors": sum(e.error is not None for e in episodes), "unfinished": len(episodes) - len(finished),
+                "steps": steps}
+
+    def pending(self, config: Mapping[str, Any] | None = None) -> int:
+        return sum(e.valid is None for e in self.episodes())
+
     def spend(self) -> float:
-        """USD recorded for every step stored in the run directory (unknown prices count 0): what ``max_cost``
-        caps."""
         with ConversationStore(self.path) as store:
             return store.spend()
 
@@ -113,17 +122,13 @@ class ConversationRun:
         with ConversationStore(self.path) as store:
             return store.variants()
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         with ConversationStore(self.path) as store:
             return {key: store.meta(key) for key in ("grid", "dataset", "models")}
 
-    def adaptive(self, *, trace: bool = True) -> dict[str, Any]:
-        """What the latest run's adaptive goal (``goal``/``budget``) found, per model: a
-        ``findings.AdaptiveResult``, as a single-turn ``Run.adaptive`` gives it (the best and worst variant, the
-        spread, every variant's accuracy, the quantiles, each ``measured`` or ``estimated`` with its interval;
-        the episodes spent against the product; with ``trace``, the estimates after each round). Its planner is
-        replayed against the stored episodes (``_run.conversation_findings``). ``{}`` when the latest run into
-        the directory ran every episode."""
+    def adaptive(self, config: Mapping[str, Any] | None = None, trace: bool = True) -> dict[str, Any]:
+        """The latest run's adaptive findings: its planner replayed against the stored episodes
+        (``_run.conversation_findings``); ``{}`` when it ran every episode."""
         from ._run import conversation_findings
 
         with ConversationStore(self.path) as store:
@@ -134,31 +139,21 @@ class ConversationRun:
             dimensions, labels = store.variants(), dict(store.meta("labels", {}))
         return conversation_findings(plan, episodes, dimensions, labels, trace=trace)
 
-    def report(self, *, k: int | None = None, confidence: float = 0.95) -> Any:
-        """The ``ConversationReport`` of every stored episode (``_report.conversation_report``)."""
+    def report(self, run: Any = None, options: Mapping[str, Any] | None = None) -> Any:
+        """The ``ConversationReport`` of every stored episode (``_report.conversation_report``; ``options``:
+        ``k``, ``confidence``)."""
         from ._report import conversation_report
 
-        return conversation_report(self.episodes(), self.variants(), k=k, confidence=confidence,
-                                   labels=self.labels())
+        return conversation_report(self.episodes(), self.variants(), labels=self.labels(), **dict(options or {}))
 
     def labels(self) -> dict[str, str]:
-        """Variant id -> the grid's label, as the run recorded them (the report shows labels)."""
         with ConversationStore(self.path) as store:
             return dict(store.meta("labels", {}))
 
-    def language_report(self, *, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
-        """The ``LanguageReport`` of every stored episode, per language (``_languages.language_report``)."""
+    def language_report(self, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
         from ._languages import language_report
 
         return language_report(self.episodes(), self.variants(), baseline=baseline, k=k, confidence=confidence)
-
-    def __repr__(self) -> str:
-        return f"ConversationRun({str(self.path)!r})"
-
-
-def open_conversation_run(path: str | os.PathLike[str]) -> ConversationRun:
-    """A finished (or partial) conversation run directory; ``RunError`` when it holds none."""
-    return ConversationRun(path)
 
 
 FRAME_TURN_COLUMNS = ("valid", "failure_mode", "steps", "calls")
@@ -168,7 +163,7 @@ FRAME_TURN_COLUMNS = ("valid", "failure_mode", "steps", "calls")
 
 def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]] | None = None,
                    labels: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """``episodes`` as a pandas DataFrame, one row per episode (``ConversationRun.to_pandas``).
+    """``episodes`` as a pandas DataFrame, one row per episode (``Run.to_pandas``).
 
     Columns: the ``EpisodeResult`` fields but ``turns`` and ``details``, in their order (``model``,
     ``variant_id``, ``conversation_id``, ``category``, ``repeat``, ``valid``, ``failure_mode``, ``steps``,
@@ -183,7 +178,7 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
     try:
         import pandas as pd
     except ImportError:
-        raise MissingDependencyError("ConversationRun.to_pandas() (episodes as a pandas DataFrame)",
+        raise MissingDependencyError("Run.to_pandas() (episodes as a pandas DataFrame)",
                                      "pip install 'promptgrid[pandas]' (or pip install pandas)") from None
     variants, labels = variants or {}, labels or {}
     fields = [f.name for f in dataclasses.fields(EpisodeResult) if f.name not in ("turns", "details")]
@@ -208,8 +203,9 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
 
 
 def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False, batch_poll_s: float = 30.0,
-                            progress: Any = None) -> ConversationRun:
-    """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here).
+                            progress: Any = None) -> Any:
+    """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here,
+    through the conversation ``Kind``, which makes the ``Run``); returns the ``ConversationRunSummary``.
 
     ``grid``: the loaded ``Grid`` when the caller has it (else ``config.grid`` is loaded). ``progress``: a text
     stream for a line per finished episode. Raises ``RunError``
@@ -226,7 +222,7 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
 
 async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
                                    batch_poll_s: float = 30.0, progress: Any = None,
-                                   export: tuple[Any, Any, list[Any]] | None = None) -> ConversationRun:
+                                   export: tuple[Any, Any, list[Any]] | None = None) -> Any:
     """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here). ``export``:
     (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list."""
     from promptgrid.matrix.running.session import _clients, make_renderer
@@ -281,7 +277,7 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
         max_cost=config.max_cost, progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
         batch_poll_s=batch_poll_s, export_round=None if export is None else export[2],
         describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
-    return ConversationRun(config.run_dir, summary)
+    return summary
 
 
 class _Recorder:
@@ -370,9 +366,8 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
 
     spec, backend = export_backend(config, out)
     lines: list[Any] = []
-    run = asyncio.run(arun_conversation_config(config, grid=grid, batch=True,
-                                               export=(backend.client, backend, lines)))
-    summary = run.summary
+    summary = asyncio.run(arun_conversation_config(config, grid=grid, batch=True,
+                                                   export=(backend.client, backend, lines)))
     data: list[bytes] = []
     for line in lines:
         if body_model is None:

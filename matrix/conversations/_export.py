@@ -73,30 +73,31 @@ def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeRe
         yield {**transcript.episode.to_dict(), "transcript": transcript_record(transcript, system=False)}
 
 
-def select_episodes(episodes: Sequence[EpisodeResult], *, models: Sequence[str] = (), variants: Sequence[str] = (),
+def select_episodes(episodes: Sequence[Any], *, models: Sequence[str] = (), variants: Sequence[str] = (),
                     cases: Sequence[str] = (), repeats: Sequence[int] = (), labels: Mapping[str, str] | None = None,
-                    limit: int | None = None) -> list[EpisodeResult]:
+                    limit: int | None = None, case_noun: str = "conversation") -> list[Any]:
     """The episodes of ``episodes`` that every given filter keeps, in their order, at most ``limit``.
 
     ``models``: model strings; ``variants``: variant ids or their labels (``labels``: id -> label, as the run
     recorded them); ``cases``: conversation ids; ``repeats``: repeat indices. An empty filter keeps all. Raises
     ``RunError`` for a value no episode has (naming the closest, so a typo is not an empty answer), for a
-    ``limit`` below 0, and when the filters together keep nothing.
+    ``limit`` below 0, and when the filters together keep nothing. Any results with ``model``, ``variant_id``,
+    ``case_id`` and ``repeat`` are chosen alike (a single-turn run's ``ResultRow``s: ``case_noun`` "case").
     """
     if limit is not None and limit < 0:
         raise RunError(f"the number of episodes must be 0 or more, not {limit}.")
     wanted_variants = _wanted_variants(episodes, variants, dict(labels or {}))
-    _check_present(episodes, models, cases, repeats)
+    _check_present(episodes, models, cases, repeats, case_noun)
     chosen = [e for e in episodes
               if (not models or e.model in models) and (not wanted_variants or e.variant_id in wanted_variants)
-              and (not cases or e.conversation_id in cases) and (not repeats or e.repeat in repeats)]
+              and (not cases or e.case_id in cases) and (not repeats or e.repeat in repeats)]
     if not chosen and episodes and (models or variants or cases or repeats):
-        raise RunError("no episode of this run has the given models, variants, conversations and repeats together "
+        raise RunError(f"no episode of this run has the given models, variants, {case_noun}s and repeats together "
                        "(each one alone has some).")
     return chosen if limit is None else chosen[:limit]
 
 
-def _wanted_variants(episodes: Sequence[EpisodeResult], variants: Sequence[str], labels: Mapping[str, str]
+def _wanted_variants(episodes: Sequence[Any], variants: Sequence[str], labels: Mapping[str, str]
                      ) -> set[str]:
     """The variant ids that ``variants`` (ids or labels) name among the episodes'; ``RunError`` for one that names
     none."""
@@ -117,11 +118,11 @@ def _wanted_variants(episodes: Sequence[EpisodeResult], variants: Sequence[str],
     return wanted_variants
 
 
-def _check_present(episodes: Sequence[EpisodeResult], models: Sequence[str], cases: Sequence[str],
-                   repeats: Sequence[int]) -> None:
+def _check_present(episodes: Sequence[Any], models: Sequence[str], cases: Sequence[str],
+                   repeats: Sequence[int], case_noun: str) -> None:
     """``RunError`` for a model, conversation or repeat that no episode has."""
     for what, given_values, present in (("model", models, {e.model for e in episodes}),
-                                        ("conversation", cases, {e.conversation_id for e in episodes})):
+                                        (case_noun, cases, {e.case_id for e in episodes})):
         for given in given_values:
             if given not in present:
                 raise RunError(f"no episode of {what} {given!r} in this run.{closest(given, sorted(present))} "

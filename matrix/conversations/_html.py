@@ -284,10 +284,10 @@ def conversation_run_html(
     otherwise made here with ``k`` and ``confidence``. Raises ``RunError``/``StoreError`` for a directory
     without a readable conversation store, ``ReportError`` for a transcript id the run does not have.
     """
-    from ._api import open_conversation_run
+    from ._api import ConversationReader
     from ._transcript import choose_episodes, episode_transcripts
 
-    run = open_conversation_run(run_dir)
+    run = ConversationReader(run_dir)
     variants = run.variants()
     episodes = list(results) if results is not None else run.episodes()
     labels = run.labels()

@@ -65,6 +65,11 @@ class EpisodeResult:
     peak memory (MiB) and the slowest environment step (s); ``final_answers``: per turn, the first 500
     characters of the answer that ended it (``None`` when no answer did: force-quit, error)."""
 
+    @property
+    def case_id(self) -> str:
+        """``conversation_id``: the case an episode plays, under the name a single-turn result gives it."""
+        return self.conversation_id
+
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict(self): that deep-copies ``details`` (the whole verdict), only to be replaced by
         # the shallow copy below; the fields are read as they are instead (the same JSON).

@@ -29,7 +29,8 @@ from typing import IO, Any
 from promptgrid.errors import OutputError, ReportError
 from promptgrid.safeio import atomic_output, read_json_lines
 
-__all__ = ["RESULT_SCHEMA_VERSION", "ResultRow", "dump_results", "read_results", "unique_rows", "write_results"]
+__all__ = ["RESULT_SCHEMA_VERSION", "AccuracyRow", "ResultRow", "dump_results", "read_results", "unique_rows",
+           "write_results"]
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -297,3 +298,21 @@ def write_results(rows: Iterable[ResultRow], path: str | Path) -> int:
             return dump_results(rows, out)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}.") from None
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyRow:
+    """Accuracy of one model on one variant, with its 95% interval (as the report computes it)."""
+
+    model: str
+    variant_id: str
+    label: str
+    """The variant's short label (``json->python,False``)."""
+    n: int
+    """Scored results: jobs answered and scored or failed (counted as incorrect); finished episodes."""
+    correct: int
+    accuracy: float
+    ci_low: float
+    """Lower end of the 95% interval: Wilson over results without repeats, cluster bootstrap over cases with
+    them (single-turn); Wilson over a conversation run's finished episodes."""
+    ci_high: float

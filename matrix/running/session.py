@@ -927,8 +927,9 @@ class RunStatus:
     """Where a run directory stands (``promptgrid status``): jobs per model, batches, and what polling collected."""
 
     path: Path
-    models: list[tuple[str, int, int, int, int, int]]
-    """(model, jobs, done, errors, pending, unsupported) per model."""
+    models: list[tuple[Any, ...]]
+    """A row per model, its values named by ``columns``: (model, jobs, done, errors, pending, unsupported) for a
+    single-turn run."""
     batches: list[Any]
     """``store.BatchRecord``s, oldest first."""
     collected: Any = None
@@ -938,10 +939,34 @@ class RunStatus:
     problems: list[str] = field(default_factory=list)
     """One line per batch that could not be polled (its batch API down, refusing, or answering garbage),
     redacted; such a batch stays as recorded and the next ``status`` polls it again."""
+    kind: str = "single"
+    """The kind of run (``Run.kind.name``): ``single`` or ``conversation``."""
+    columns: tuple[str, ...] = ("model", "jobs", "done", "errors", "pending", "unsupported")
+    """The names of the values of a ``models`` row (the JSON keys; the table's headings unless ``headers``)."""
+    headers: tuple[str, ...] | None = None
+    """The table's headings when they say more than ``columns``."""
+    heading: str | None = None
+    """The first line of the text (default: the run directory)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Further figures of the kind (a conversation run's ``steps_stored``), in the JSON form."""
+    live_hint: str = "run `promptgrid status {path}` again later (or with --wait)"
+    """What to do about live batches (``{path}``: the run directory)."""
 
     @property
     def live(self) -> list[Any]:
         return [b for b in self.batches if b.live and b.kind != "export"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``promptgrid status --json``)."""
+        return {
+            "run_dir": str(self.path), "kind": self.kind, "note": self.note, **self.extra,
+            "models": [dict(zip(self.columns, m, strict=True)) for m in self.models],
+            "batches": [{"id": b.id, "model": b.model, "kind": b.kind, "state": b.state,
+                         "provider_id": b.provider_id, "requests": b.requests, "created_at": b.created_at,
+                         "updated_at": b.updated_at, "detail": json.loads(b.detail) if b.detail else None}
+                        for b in self.batches],
+            "collected": None if self.collected is None else self.collected.__dict__,
+            "problems": self.problems}
 
 
 async def run_status(run_dir: str | os.PathLike[str], *, poll: bool = True, wait: bool = False, poll_s: float = 30.0,

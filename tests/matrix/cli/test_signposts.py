@@ -55,7 +55,7 @@ def test_datasets_lists_the_conversation_datasets_beside_the_single_turn_ones(
     names = [line.split()[0] for line in conversations.splitlines()[3:] if line and not line.startswith(" ")]
     assert names == ["bfcl:multi_turn_base", "bfcl:multi_turn_miss_func", "bfcl:multi_turn_miss_param",
                      "bfcl:multi_turn_long_context", "mini-mt", "mini-mt:LANG[,LANG...]", "jsonl:PATH"]
-    assert "pg.run_conversations" in conversations and "docs/conversations.md" in conversations
+    assert "(pg.run;" in conversations and "docs/conversations.md" in conversations
     assert main(["datasets", "--bfcl-data", "/nowhere"]) == 0
     out = capsys.readouterr().out
     assert "bfcl:multi_turn_<...>" in out and "not available here" in out and "mini-mt" in out

@@ -128,7 +128,9 @@ def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: l
             assert [s for (s,) in db.execute("SELECT state FROM batches")] == ["submitted"]
             assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
         assert main(["status", str(run_dir)]) == 0
-        assert "batches: 1 (1 submitted); 1 live: run the same command with --batch" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "batches: 1 (1 submitted)" in out
+        assert "1 batch(es) still running: run the same command with --batch" in out
         server._handler.script = dataclasses.replace(script, batch_polls=1)  # type: ignore[union-attr]
         assert main(["run", str(tmp_path / "c.yaml"), "--batch", "--poll", "0.01", "--no-progress"]) == 0
         uploaded, batched = batch_uploads(server)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import ReportError
+from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
@@ -29,7 +30,6 @@ from promptgrid.matrix.conversations import (
     conversation_run_html,
     episode_transcripts,
     load_conversations,
-    open_conversation_run,
     run_conversations,
 )
 from promptgrid.variants import Variant

@@ -213,7 +213,7 @@ def _per_level_language(summary: Any, model: str) -> dict[tuple[str, str], list[
 
 
 def test_ground_truth_everywhere_prose_nowhere_and_no_points_lost_against_english(e2e: dict[str, Any]) -> None:
-    from promptgrid.matrix.conversations import open_conversation_run
+    from promptgrid.matrix.api import open_conversation_run
 
     levels = e2e["levels"]
     labels = [v.label for v in levels]

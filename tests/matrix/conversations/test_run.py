@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import RunError
+from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
@@ -35,7 +36,6 @@ from promptgrid.matrix.conversations import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     Conversation,
-    ConversationRun,
     ConversationStore,
     EpisodeContext,
     EpisodeResult,
@@ -587,7 +587,7 @@ def test_cli_status_of_a_conversation_run(tmp_path: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert main(["status", str(run_dir), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["kind"] == "conversations" and status["steps_stored"] > 0
+    assert status["kind"] == "conversation" and status["steps_stored"] > 0
     assert status["models"] == [{"model": "fake/prose", "episodes": 1, "finished": 1, "valid": 0, "unfinished": 0}]
 
 
@@ -609,7 +609,7 @@ def test_a_native_call_of_a_function_not_offered_yet_is_left_to_the_environment(
 
 
 def test_the_report_names_variants_by_their_grid_labels(tmp_path: Path) -> None:
-    from promptgrid.matrix.conversations import open_conversation_run
+    from promptgrid.matrix.api import open_conversation_run
 
     run_dir = tmp_path / "run"
     assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", GT, "--limit", "1",

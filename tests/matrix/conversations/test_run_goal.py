@@ -19,11 +19,11 @@ import pytest
 
 import promptgrid as pg
 from promptgrid.errors import RunError
+from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
     Conversation,
-    ConversationRun,
     ConversationStore,
     EpisodeContext,
     ScriptedClient,

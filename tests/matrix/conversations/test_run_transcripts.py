@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import RunError
+from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
@@ -27,7 +28,6 @@ from promptgrid.matrix.conversations import (
     export_records,
     iter_transcripts,
     load_conversations,
-    open_conversation_run,
     render_conversation,
     run_conversations,
     select_episodes,
@@ -36,7 +36,7 @@ from promptgrid.matrix.conversations import (
 )
 from promptgrid.matrix.conversations._export import json_line
 from promptgrid.matrix.conversations._transcript import TranscriptCall, TranscriptStep, TranscriptTurn
-from promptgrid.variants import Variant
+from promptgrid.variants import Variant, load_grid
 
 GT, NOISY = "fake/ground-truth", "fake/noisy:3"
 PROMPT_LABEL = "json->python,False"
@@ -240,8 +240,17 @@ def test_cli_render_refuses_what_it_cannot_choose(mini_run: Path, tmp_path: Path
     assert main(["run", "demo", "--dataset", "mini:en", "--model", "fake/auto", "--limit", "1", "--run-dir",
                  str(single), "--no-progress"]) == 0
     capsys.readouterr()
-    assert main(["render", str(single)]) == 2
-    assert "holds a single-turn run" in capsys.readouterr().err
+    assert main(["render", str(single)]) == 0  # a single-turn run's jobs as they happened (one-step episodes)
+    text = capsys.readouterr().out
+    assert text.count("=== ") == len(load_grid("demo")) and "--- user\n" in text and "--- answer\n" in text
+    assert "--- verdict: " in text
+    assert main(["render", str(single), "--limit", "1", "--jsonl"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    record = json.loads(line)
+    assert record["trajectory"] == "run" and record["model"] == "fake/auto" and record["messages"]
+    assert record["status"] == "done" and isinstance(record["response"], str)
+    assert main(["render", str(single), "--case", "nope"]) == 2
+    assert "no episode of case 'nope'" in capsys.readouterr().err
 
 
 def test_a_moved_dataset_is_a_note_in_the_export_and_render_reads_it_from_dataset(

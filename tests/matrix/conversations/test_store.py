@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import RunError, StoreError, StoreFullError
+from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationRun, ConversationStore
+from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationStore
 from promptgrid.matrix.conversations._store import StoredStep
 
 

@@ -101,7 +101,7 @@ def test_run_summary_escapes_provider_and_scorer_errors(monkeypatch: pytest.Monk
 
     summary = RunSummary(jobs=2, sent=2, errors=1, halted={"m": "401 \x1b[2Jbad key"}, score_failures=1,
                          score_error="ValueError: \x1b[31mx\r")
-    run = SimpleNamespace(summary=summary, path=tmp_path, counts=dict, results=list)  # no rows: no table
+    run = SimpleNamespace(summary=summary, path=tmp_path, counts=dict, results=list, kind="single")  # no rows
     err = io.StringIO()
     run_cli.print_run(run, io.StringIO(), err)  # type: ignore[arg-type]
     text = err.getvalue()
