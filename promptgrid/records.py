@@ -1,4 +1,4 @@
-"""Records shared by every layer: a test case and the prompt rendered from it.
+"""Records shared by every layer: a test case, the prompt rendered from it, and a step that answered it.
 
 They live here, in the lowest package, because templates render a ``Case``
 and matrix loads, runs and scores it (dependency direction: variants <-
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CATEGORIES", "Case", "Prompt", "messages_sha256"]
+__all__ = ["CATEGORIES", "Case", "Prompt", "Step", "messages_sha256"]
 
 # BFCL's single-turn AST categories (live_* and non-live share the rules) plus
 # irrelevance: no function applies and the right answer is no call at all.
@@ -95,3 +95,41 @@ class Prompt:
             ensure_ascii=False, sort_keys=True, separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One model call of an episode and what it ended in; a single-turn job is a one-step episode.
+
+    Both stores keep steps: a single-turn run's ``calls`` table (its rows are shared by the jobs of one
+    prompt; ``running.store``, where it is also called ``CallResult``) and a conversation run's ``steps``
+    table (one per request key; ``conversations._store``, where it is also called ``StoredStep``).
+    ``status``: ``done`` (answered: ``response``), ``error`` (failed for good: ``error``, ``error_kind``)
+    or ``unsupported`` (never sent: the model cannot do the variant's call mode; the reason in ``error``).
+    """
+
+    key: str = ""
+    """The request key: a hash of the model, its parameters, the messages (and request) and the repeat."""
+    model: str = ""
+    repeat: int = 0
+    prompt_sha256: str = ""
+    """The prompt's hash (``Prompt.sha256``); empty for a conversation step (its key covers the messages)."""
+    params: str = ""
+    """The generation parameters sent, as canonical JSON; empty for a conversation step."""
+    status: str = "done"
+    response: str | None = None
+    """The answer: text, or for a native call the JSON envelope of its text and tool calls."""
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    attempts: int = 1
+    error: str | None = None
+    """Why the call failed, redacted; stored cut to 2,000 characters (``running.store.bounded_error``)."""
+    error_kind: str | None = None
+    raw_model: str | None = None
+    """The model name the provider reported."""
+    endpoint: str | None = None
+    """The ``api_base`` that answered (or last failed), credentials removed; ``None`` for a provider's default."""
+

@@ -40,12 +40,12 @@ present (``None`` for score-file lines); the reported model is the stored row's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import ReportError, RunError
 from promptgrid.providers import ErrorKind, FatalError
+from promptgrid.records import Step
 from promptgrid.safeio import read_json_lines
 
 from ._base import Completion, JobIds, Messages, OfflineClient
@@ -60,24 +60,6 @@ _FINAL_KINDS = frozenset({ErrorKind.BAD_REQUEST, ErrorKind.CONTEXT_LENGTH, Error
 _SKIPPED = ("pending", "unsupported")
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """One stored answer (or final error) and the line it came from."""
-
-    line: int
-    response: str | None = None
-    """The answer text (``None`` for a stored error)."""
-    error: str | None = None
-    error_kind: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    finish_reason: str | None = None
-    model: str | None = None
-
-    def same_answer(self, other: Stored) -> bool:
-        return (self.response, self.error, self.error_kind) == (other.response, other.error, other.error_kind)
-
-
 class _ReplayedError(FatalError):
     """A final error: never retried, whatever its kind."""
 
@@ -86,8 +68,10 @@ class _ReplayedError(FatalError):
         return False
 
 
+Stored = tuple[int, Step]
+"""A stored answer (or final error, ``status`` ``error``) as a ``Step``, with the line of the file it came from."""
 Answers = dict[tuple[str, str], dict[int, Stored]]
-"""(variant_id, case_id) -> repeat -> stored answer."""
+"""(variant_id, case_id) -> repeat -> (line, stored answer)."""
 
 
 def read_replay(path: str | Path) -> Answers:
@@ -120,14 +104,14 @@ def read_replay(path: str | Path) -> Answers:
                 key, stored = _score_line(value, where, line.number)
             repeats = answers.setdefault(key[:2], {})
             first = repeats.setdefault(key[2], stored)
-            if first is not stored and not first.same_answer(stored):
+            if first is not stored and not _same_answer(first[1], stored[1]):
                 hint = ""
-                a, b = models.get(first.line), models.get(stored.line)
+                a, b = models.get(first[0]), models.get(stored[0])
                 if a is not None and b is not None and a != b:
                     hint = (f" They are answers of two models ({a[:100]!r}, {b[:100]!r}): replay reads one model's "
                             "answers, so keep that model's lines.")
                 raise RunError(f"replay: {where}: variant {key[0][:200]!r}, case {key[1][:200]!r}, repeat {key[2]} "
-                               f"was given at {p}:{first.line} already, with a different answer.{hint}")
+                               f"was given at {p}:{first[0]} already, with a different answer.{hint}")
     if not answers:
         more = f" ({skipped} pending or unsupported rows, none answered)" if skipped else ""
         raise RunError(f"replay: {p} holds no answers{more}; give a JSONL export of a run (promptgrid export "
@@ -149,9 +133,9 @@ def _export_row(value: Mapping[str, Any], where: str, number: int) -> tuple[tupl
         return key, None
     model = row.raw_model or row.model
     if row.status == "error":
-        return key, Stored(number, error=row.error or "", error_kind=row.error_kind, model=model)
-    return key, Stored(number, response=row.response or "", input_tokens=row.input_tokens,
-                       output_tokens=row.output_tokens, finish_reason=row.finish_reason, model=model)
+        return key, (number, Step(status="error", error=row.error or "", error_kind=row.error_kind, raw_model=model))
+    return key, (number, Step(response=row.response or "", input_tokens=row.input_tokens,
+                              output_tokens=row.output_tokens, finish_reason=row.finish_reason, raw_model=model))
 
 
 def _score_line(value: Mapping[str, Any], where: str, number: int) -> tuple[tuple[str, str, int], Stored]:
@@ -172,7 +156,7 @@ def _score_line(value: Mapping[str, Any], where: str, number: int) -> tuple[tupl
         repeat = 0
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 0:
         raise RunError(f"replay: {where}: field 'repeat' must be an integer, 0 or more, got {repeat!r}.")
-    return (ids[0], ids[1], repeat), Stored(number, response=response or "")
+    return (ids[0], ids[1], repeat), (number, Step(response=response or ""))
 
 
 class ReplayClient(OfflineClient):
@@ -203,14 +187,15 @@ class ReplayClient(OfflineClient):
         if job is None:
             raise FatalError(ErrorKind.BAD_REQUEST, f"{self.name} answers by variant and case id; it was called "
                                                     "without them (the runner passes them as job=JobIds(...)).")
-        stored = self.lookup(job)
-        if stored is None:
+        found = self.lookup(job)
+        if found is None:
             raise FatalError(ErrorKind.BAD_REQUEST, f"{self.path} holds no answer for variant {job.variant_id!r}, "
                                                     f"case {job.case_id!r}.")
+        line, stored = found
         if stored.response is None:
             kind = _kind(stored.error_kind)
             note = "" if kind.value == stored.error_kind else f" (stored kind {stored.error_kind})"
-            raise _ReplayedError(kind, f"replayed error from {self.path}:{stored.line}{note}: {stored.error}")
+            raise _ReplayedError(kind, f"replayed error from {self.path}:{line}{note}: {stored.error}")
         text, tool_calls = stored.response, None
         if (request or {}).get("call_mode") == "native":
             unpacked = read_envelope(text)
@@ -218,8 +203,12 @@ class ReplayClient(OfflineClient):
                 content, calls = unpacked
                 text, tool_calls = content or "", tuple(calls)
         return Completion(text=text, finish_reason=stored.finish_reason, input_tokens=stored.input_tokens,
-                          output_tokens=stored.output_tokens, cost_usd=0.0, model=stored.model,
+                          output_tokens=stored.output_tokens, cost_usd=0.0, model=stored.raw_model,
                           tool_calls=tool_calls)
+
+
+def _same_answer(a: Step, b: Step) -> bool:
+    return (a.response, a.error, a.error_kind) == (b.response, b.error, b.error_kind)
 
 
 def _kind(stored: str | None) -> ErrorKind:

@@ -48,9 +48,10 @@ from promptgrid.matrix.clients import BatchBackend, LineResult
 from promptgrid.matrix.running.batch import BATCH_DIR, _download_file, _lines_of, _remove_input, advance
 from promptgrid.matrix.running.store import COLLECTED, ENDED, PREPARING, BatchJob, BatchRecord
 from promptgrid.providers import CallError, ErrorKind
+from promptgrid.records import Step
 from promptgrid.safeio import atomic_output
 
-from ._store import ConversationStore, StoredStep
+from ._store import ConversationStore
 
 __all__ = ["BatchRounds", "RoundExported"]
 
@@ -80,18 +81,18 @@ class BatchRounds:
     """The rounds of one conversation run: what waits, when a round goes, and its batches' lifecycle.
 
     ``backends``: each model's ``BatchBackend``. ``to_step(completion, native, price)``: a line's
-    ``Completion`` as the ``StoredStep`` an online step would store (redacted, cut; ``native``: the answer is
+    ``Completion`` as the ``Step`` an online step would store (redacted, cut; ``native``: the answer is
     the tool-call envelope), priced by ``price`` (the backend's batch price) where the answer has no cost.
     ``progress``: a line per round and per batch."""
 
     def __init__(self, store: ConversationStore, backends: Mapping[str, BatchBackend], run_dir: Path, *,
-                 to_step: Callable[[Any, bool, _Price], StoredStep], redact: Callable[[str], str],
+                 to_step: Callable[[Any, bool, _Price], Step], redact: Callable[[str], str],
                  poll_s: float = 30.0, progress: TextIO | None = None) -> None:
         self.store, self.backends, self.run_dir = store, dict(backends), Path(run_dir)
         self.to_step, self.redact, self.poll_s, self.progress = to_step, redact, float(poll_s), progress
         self.pending: dict[str, _Line] = {}
         """The next round's requests, by step key."""
-        self.futures: dict[str, asyncio.Future[StoredStep]] = {}
+        self.futures: dict[str, asyncio.Future[Step]] = {}
         """The answer each waiting step key will get (a key shared by several episodes: one line, one answer)."""
         self.failed: dict[str, CallError] = {}
         """Step keys whose line got no answer in this run: the episode that asks again ends with this error."""
@@ -117,7 +118,7 @@ class BatchRounds:
         self._maybe_go()
 
     async def answer(self, key: str, model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-                     request: Mapping[str, Any] | None, *, native: bool, repeat: int) -> tuple[StoredStep, bool]:
+                     request: Mapping[str, Any] | None, *, native: bool, repeat: int) -> tuple[Step, bool]:
         """The answer to this step, from the round that carries it, and whether this call made its line (a key
         several episodes ask for is one line); raises the line's ``CallError`` when the batch did not answer
         it."""

@@ -155,7 +155,7 @@ class DecodeFailure:
     error: str = ""
 
 
-Step = Sequence[ToolCall] | DecodeFailure
+DecodedStep = Sequence[ToolCall] | DecodeFailure
 """One model answer within a turn: the calls it decoded to (possibly none), or a ``DecodeFailure``."""
 
 
@@ -326,7 +326,7 @@ def run_ground_truth(conversation: Conversation, *, make_env: Callable[..., _Env
 
 def check_conversation(
     conversation: Conversation,
-    model_turns: Sequence[Sequence[Step]],
+    model_turns: Sequence[Sequence[DecodedStep]],
     *,
     make_env: Callable[..., _Env] = Environment,
     ground_truth: GroundTruthRun | None = None,
@@ -376,7 +376,7 @@ def check_conversation(
                                argument_rule=ARGUMENT_RULES[strict_arguments])
 
 
-def _score(conversation: Conversation, model_turns: Sequence[Sequence[Step]], *, make_env: Callable[..., _Env],
+def _score(conversation: Conversation, model_turns: Sequence[Sequence[DecodedStep]], *, make_env: Callable[..., _Env],
            ground_truth: GroundTruthRun, step_limit: int | None, strict_irrelevance: bool, strict_arguments: bool
            ) -> tuple[list[TurnVerdict], bool]:
     """The turn verdicts under one argument rule, and whether a call would be treated otherwise under the other
@@ -477,13 +477,13 @@ def _run(env: _Env, calls: list[ToolCall], *, then_state: bool) -> Sequence[Call
     return env.run(calls)
 
 
-def _calls_of(step: Step) -> Sequence[ToolCall]:
+def _calls_of(step: DecodedStep) -> Sequence[ToolCall]:
     return () if isinstance(step, DecodeFailure) else step
 
 
 def _judge_turn(
     index: int,
-    steps: Sequence[Step],
+    steps: Sequence[DecodedStep],
     outcomes: Sequence[CallOutcome],
     truth_calls: Sequence[ToolCall],
     truth_outputs: Sequence[str],

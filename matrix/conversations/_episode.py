@@ -54,7 +54,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from promptgrid.variants import CallMode, DocFormat, ReturnFormat, Variant
 
-from ._check import DecodeFailure, Step
+from ._check import DecodedStep, DecodeFailure
 from ._dataset import Conversation
 from ._env import CallOutcome, ToolCall, decoded_call
 from ._render import first_turn_case
@@ -101,7 +101,7 @@ def results_message(variant: Variant, outcomes: Sequence[CallOutcome]) -> dict[s
 
 
 def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | None,
-                  functions: Sequence[Mapping[str, Any]], known: Sequence[str] = ()) -> tuple[Step, bool]:
+                  functions: Sequence[Mapping[str, Any]], known: Sequence[str] = ()) -> tuple[DecodedStep, bool]:
     """A stored answer as the step's calls, and whether it ends the turn. Never raises on model output.
 
     ``stored`` is the text (prompt, constrained) or the native envelope; ``request`` the step's request

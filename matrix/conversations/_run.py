@@ -99,14 +99,15 @@ from promptgrid.matrix.running.config import retry_policy as run_retry_policy
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, TryAgain, call_error, retried
+from promptgrid.records import Step
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
 
 from ._batch import BatchRounds, RoundExported
 from ._check import (
     MAXIMUM_STEP_LIMIT,
+    DecodedStep,
     GroundTruthRun,
-    Step,
     TurnFailureMode,
     check_conversation,
     run_ground_truth,
@@ -116,7 +117,7 @@ from ._env import Environment, EnvironmentFailure
 from ._episode import MAX_STORED_ANSWER_CHARS, EpisodeContext, Transcript, decode_answer, stored_answer
 from ._mini_mt import ascii_results_for
 from ._records import EpisodeResult, TurnResult
-from ._store import ConversationStore, StoredStep
+from ._store import ConversationStore
 
 __all__ = ["ConversationRunSummary", "arun_conversations", "check_episodes", "conversation_findings",
            "episode_outcome", "episode_variants", "plan_record", "round_outcomes", "run_conversations", "settled",
@@ -298,7 +299,7 @@ class _Episodes:
         self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
         self.env_options, self.summary = dict(env_options), summary
         self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
-        self.in_flight: dict[str, asyncio.Future[StoredStep]] = {}
+        self.in_flight: dict[str, asyncio.Future[Step]] = {}
         self.on_sent = on_sent
         self.progress: Any = None  # the run's progress stream: a line for every slow step (SLOW_STEP_S)
 
@@ -312,7 +313,7 @@ class _Episodes:
 
     async def answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                      context: EpisodeContext, repeat: int, keys: _StepKeys,
-                     park: Callable[[], Awaitable[None]] | None = None) -> tuple[StoredStep, bool]:
+                     park: Callable[[], Awaitable[None]] | None = None) -> tuple[Step, bool]:
         """The stored answer for this step, or a new one (sent, then committed; with ``--batch``, from the round
         that carries it, the episode's environment ``park``-ed while it waits). Second value: sent now."""
         from promptgrid.matrix.running.plan import job_key
@@ -332,7 +333,7 @@ class _Episodes:
             self.summary.steps_stored += 1
             return await asyncio.shield(pending), False
         self._check_budget(client, transcript)
-        future: asyncio.Future[StoredStep] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         self.in_flight[key] = future
         self.reserved += 1
         try:
@@ -356,7 +357,7 @@ class _Episodes:
             del self.in_flight[key]
         if self.on_sent is not None:
             self.on_sent(self.summary.steps_sent)  # the step is committed: a hook that kills here loses nothing
-        if self.progress is not None and step.latency_s >= SLOW_STEP_S:
+        if self.progress is not None and (step.latency_s or 0.0) >= SLOW_STEP_S:
             # A slow model (a local one on a small machine: seconds a step) is seen to move between episodes.
             print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
                   f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
@@ -365,7 +366,7 @@ class _Episodes:
 
     async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                             context: EpisodeContext, repeat: int, key: str,
-                            park: Callable[[], Awaitable[None]] | None) -> tuple[StoredStep, bool]:
+                            park: Callable[[], Awaitable[None]] | None) -> tuple[Step, bool]:
         """A new step's answer from the batch round that carries it (``_batch.BatchRounds``): the cost cap is
         checked as before an online step; the round stores the answer. Second value: this episode's line (a key
         shared by several episodes is one line, sent and paid once)."""
@@ -386,7 +387,7 @@ class _Episodes:
         self._spent(step.cost_usd)
         return step, True
 
-    def batch_step(self, completion: Any, native: bool, price: Callable[[int, int], float | None]) -> StoredStep:
+    def batch_step(self, completion: Any, native: bool, price: Callable[[int, int], float | None]) -> Step:
         """``line_step`` with this run's redaction and answer bound."""
         return line_step(completion, native, price, self.redact_answer, self.max_answer_chars)
 
@@ -414,7 +415,7 @@ class _Episodes:
                 self.stopped = costcap.MAX_COST
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
-                    context: EpisodeContext) -> StoredStep:
+                    context: EpisodeContext) -> Step:
         kwargs: dict[str, Any] = {}
         if transcript.request is not None:
             why = client.unsupported(transcript.request) if hasattr(client, "unsupported") else None
@@ -443,10 +444,10 @@ class _Episodes:
                 gate.release()
         self.proven.add(model)
         exact = self.redact_answer
-        return StoredStep(exact(stored_answer(_redacted(completion, exact), context.variant,
-                                              max_chars=self.max_answer_chars)),
-                          completion.finish_reason, completion.input_tokens, completion.output_tokens,
-                          completion.cost_usd, latency)
+        return Step(model=model, response=exact(stored_answer(_redacted(completion, exact), context.variant,
+                                                                       max_chars=self.max_answer_chars)),
+                    finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+                    output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
 
     async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                         kwargs: Mapping[str, Any]) -> tuple[Any, float]:
@@ -573,7 +574,7 @@ class _Episodes:
         for turn in range(len(walk.conversation.turns)):
             walk.turn = turn
             walk.transcript.open_turn(turn)
-            turn_steps: list[Step] = []
+            turn_steps: list[DecodedStep] = []
             force_quit = await self._steps(walk, env, turn_steps)
             walk.trajectory.append(turn_steps)
             if len(walk.final_answers) < len(walk.trajectory):
@@ -581,7 +582,7 @@ class _Episodes:
             if walk.error is not None or force_quit:
                 break
 
-    async def _steps(self, walk: _Walk, env: Any, turn_steps: list[Step]) -> bool:
+    async def _steps(self, walk: _Walk, env: Any, turn_steps: list[DecodedStep]) -> bool:
         """The steps of the turn under way, appended to ``turn_steps``; whether the turn was force-quit (more
         steps with calls than the step limit). A failed call or a stopped run ends it with ``walk.error`` set."""
         turn, transcript, variant = walk.turn, walk.transcript, walk.variant
@@ -601,12 +602,12 @@ class _Episodes:
                               "the next run resumes this episode from its stored steps")
                 return False
             walk.count(answer, now)
-            transcript.add_answer(answer.response, turn, walk.step)
-            step, ended = decode_answer(variant, answer.response, transcript.request, transcript.functions,
-                                        walk.known)
+            text = answer.response or ""  # a stored step always has its answer
+            transcript.add_answer(text, turn, walk.step)
+            step, ended = decode_answer(variant, text, transcript.request, transcript.functions, walk.known)
             turn_steps.append(step)
             if ended:
-                walk.final_answers.append(_answer_text(answer.response, variant)[:_FINAL_CHARS])
+                walk.final_answers.append(_answer_text(text, variant)[:_FINAL_CHARS])
                 return False
             began = time.perf_counter()
             outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
@@ -667,7 +668,7 @@ class _Walk:
     known: list[str]
     """The names of the functions the conversation offers by its last turn (``decode_answer``)."""
     keys: _StepKeys
-    trajectory: list[list[Step]] = field(default_factory=list)
+    trajectory: list[list[DecodedStep]] = field(default_factory=list)
     final_answers: list[str | None] = field(default_factory=list)
     """Per turn, the text of the answer that ended it (None: none did)."""
     turn: int = 0
@@ -684,7 +685,7 @@ class _Walk:
     stopped: str | None = None
     """Why the run stopped this episode mid-way (``costcap.MAX_COST``)."""
 
-    def count(self, answer: StoredStep, now: bool) -> None:
+    def count(self, answer: Step, now: bool) -> None:
         """Add a step's answer (``now``: sent by this run) to the episode's counts, tokens, cost and latency."""
         self.steps += 1
         self.sent += now
@@ -990,7 +991,7 @@ async def arun_conversations(
 
 
 def line_step(completion: Any, native: bool, price: Callable[[int, int], float | None] | None,
-              exact: Callable[[str], str], max_chars: int = MAX_STORED_ANSWER_CHARS) -> StoredStep:
+              exact: Callable[[str], str], max_chars: int = MAX_STORED_ANSWER_CHARS) -> Step:
     """A batch line's answer as the step an online answer would store: redacted (``exact``), cut to ``max_chars``,
     the tool calls' envelope for a ``native`` variant; its cost the answer's own, else ``price`` of its tokens
     (the batch price; ``None``: unknown, as for an imported file)."""
@@ -999,8 +1000,9 @@ def line_step(completion: Any, native: bool, price: Callable[[int, int], float |
     if cost is None and price is not None and completion.input_tokens is not None \
             and completion.output_tokens is not None:
         cost = price(completion.input_tokens, completion.output_tokens)
-    return StoredStep(exact(stored_answer(_redacted(completion, exact), variant, max_chars=max_chars)),
-                      completion.finish_reason, completion.input_tokens, completion.output_tokens, cost, 0.0)
+    return Step(response=exact(stored_answer(_redacted(completion, exact), variant, max_chars=max_chars)),
+                finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+                output_tokens=completion.output_tokens, cost_usd=cost, latency_s=0.0)
 
 
 def _check_batch_models(models: Sequence[str], clients: Mapping[str, Any]) -> None:

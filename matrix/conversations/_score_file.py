@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from promptgrid.safeio import read_json_lines
 
-from ._check import DecodeFailure, GroundTruthRun, Step, check_conversation, run_ground_truth
+from ._check import DecodedStep, DecodeFailure, GroundTruthRun, check_conversation, run_ground_truth
 from ._dataset import Conversation
 from ._env import EnvironmentFailure, ToolCall, decoded_call
 
@@ -49,7 +49,7 @@ class _LineError(Exception):
     pass
 
 
-def decode_step(step: Any, *, return_format: str = "python", tool_call_tag: bool = False) -> Step:
+def decode_step(step: Any, *, return_format: str = "python", tool_call_tag: bool = False) -> DecodedStep:
     """One step of a bfcl-eval result as the calls it holds, or a ``DecodeFailure`` saying why not."""
     if isinstance(step, str):
         from promptgrid.matrix.scoring.parse import parse_response
@@ -81,7 +81,7 @@ _MEMO_CHARS = 4096  # the longest text kept
 
 
 def _trajectory(result: Any, conversation: Conversation, return_format: str, tool_call_tag: bool,
-                memo: dict[str, Step] | None = None) -> list[list[Step]]:
+                memo: dict[str, DecodedStep] | None = None) -> list[list[DecodedStep]]:
     """The line's steps decoded. ``memo`` keeps the decoding of short answer texts for the stream: models repeat
     the same text across entries (above all a closing sentence at each turn's end), and a text always decodes the
     same way (the decoded calls are never changed: the environment copies what it sends)."""
@@ -90,7 +90,7 @@ def _trajectory(result: Any, conversation: Conversation, return_format: str, too
     if len(result) > len(conversation.ground_truth):
         raise _LineError(f'"result" has {len(result)} turns; {conversation.id} has {len(conversation.ground_truth)}')
 
-    def decoded(step: Any) -> Step:
+    def decoded(step: Any) -> DecodedStep:
         if memo is None or not isinstance(step, str) or len(step) > _MEMO_CHARS:
             return decode_step(step, return_format=return_format, tool_call_tag=tool_call_tag)
         found = memo.get(step)
@@ -124,7 +124,7 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
     """
     by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
     truths: dict[str, Future[GroundTruthRun]] = {}
-    memo: dict[str, Step] = {}
+    memo: dict[str, DecodedStep] = {}
     lock = threading.Lock()
 
     def truth_of(conversation: Conversation) -> GroundTruthRun:

@@ -36,7 +36,6 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from promptgrid.matrix.running.store import (
     _open_checked,
     _store_error,
 )
+from promptgrid.records import Step
 
 from ._records import EpisodeResult
 
@@ -79,16 +79,9 @@ CREATE TABLE IF NOT EXISTS episodes (
 """
 
 
-@dataclass(frozen=True)
-class StoredStep:
-    """One stored model answer (``response``: text, or the native envelope)."""
-
-    response: str
-    finish_reason: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    latency_s: float = 0.0
+StoredStep = Step
+"""A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
+(``response``: text, or the native envelope; a stored step always has one)."""
 
 
 class ConversationStore(BatchLedger):
@@ -213,12 +206,16 @@ class ConversationStore(BatchLedger):
     # ----------------------------------------------------------------- steps
 
     @_guarded
-    def step(self, key: str) -> StoredStep | None:
+    def step(self, key: str) -> Step | None:
         if not self.readonly and hash(key) not in self._step_hashes():
             return None  # never stored: no query (the runner asks for every step it plays, mostly new ones)
-        row = self.db.execute("SELECT response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s "
-                              "FROM steps WHERE key = ?", (key,)).fetchone()
-        return None if row is None else StoredStep(*row)
+        row = self.db.execute("SELECT model, response, finish_reason, input_tokens, output_tokens, cost_usd, "
+                              "latency_s FROM steps WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        model, response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s = row
+        return Step(key=key, model=model, response=response, finish_reason=finish_reason, input_tokens=input_tokens,
+                    output_tokens=output_tokens, cost_usd=cost_usd, latency_s=latency_s)
 
     def _step_hashes(self) -> set[int]:
         """The ``hash`` of every stored step key, read once by the writer (the only one: ``run.lock``) and kept up
@@ -229,7 +226,7 @@ class ConversationStore(BatchLedger):
         return self._hashes
 
     @_guarded
-    def add_step(self, key: str, model: str, step: StoredStep) -> None:
+    def add_step(self, key: str, model: str, step: Step) -> None:
         """Commit one answer now (a killed run keeps every answer it got)."""
         self.db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, model, step.response, step.finish_reason, step.input_tokens, step.output_tokens,

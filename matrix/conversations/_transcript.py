@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, ReportError, closest
+from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
 
 from ._check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from ._dataset import Conversation
 from ._records import EpisodeResult
-from ._store import ConversationStore, StoredStep
+from ._store import ConversationStore
 
 __all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "TranscriptCall", "TranscriptStep", "TranscriptTurn",
            "choose_episodes", "episode_transcripts"]
@@ -335,9 +336,9 @@ class _Replay:
             stored = self._answer(rebuild.keys, transcript, rebuild.episode, rebuild.params, turn, index)
             if stored is None:
                 return steps, _missing(rebuild.episode, turn, index)
-            transcript.add_answer(stored.response, turn, index)
-            decoded, ended = decode_answer(variant, stored.response, transcript.request, transcript.functions,
-                                           rebuild.known)
+            text = stored.response or ""  # a stored step always has its answer
+            transcript.add_answer(text, turn, index)
+            decoded, ended = decode_answer(variant, text, transcript.request, transcript.functions, rebuild.known)
             if ended or isinstance(decoded, DecodeFailure):  # no calls, or calls that could not be read
                 steps.append(_step(index, stored, variant, decoded, (), True))
                 return steps, ""
@@ -363,7 +364,7 @@ class _Replay:
         return candidates + [model_params(None, 1), model_params(None, 2), {}]
 
     def _answer(self, keys: Sequence[Any], transcript: Any, episode: EpisodeResult,
-                params: list[Mapping[str, Any]], turn: int, step: int) -> StoredStep | None:
+                params: list[Mapping[str, Any]], turn: int, step: int) -> Step | None:
         """The stored answer of this step, under the key the run used (per episode, deduplicated, or legacy) with
         the parameters it used (the first candidate that finds one is kept: ``params`` is narrowed to it)."""
         from promptgrid.matrix.running.plan import job_key
@@ -452,21 +453,21 @@ def _differs(turn: int, steps: Sequence[TranscriptStep], judged: Mapping[str, An
     return ""
 
 
-def _step(index: int, stored: StoredStep, variant: Variant, decoded: Any, outcomes: Sequence[Any],
+def _step(index: int, stored: Step, variant: Variant, decoded: Any, outcomes: Sequence[Any],
           ends: bool) -> TranscriptStep:
-    answer = stored.response
+    answer = stored.response or ""  # a stored step always has its answer
     tool_calls: tuple[str, ...] = ()
     if variant.call_mode is CallMode.NATIVE:
         from promptgrid.matrix.clients import read_envelope
 
-        env = read_envelope(stored.response)
+        env = read_envelope(answer)
         if env is not None:
             answer = env[0] or ""
             tool_calls = tuple(f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
                                if isinstance(c, Mapping) else str(c) for c in env[1])
     calls = tuple(TranscriptCall(_shown(o.call), o.output, o.refused) for o in outcomes)
     error = (decoded.error or "the answer could not be decoded") if isinstance(decoded, DecodeFailure) else None
-    return TranscriptStep(index, answer, tool_calls, calls, error, ends, stored.latency_s)
+    return TranscriptStep(index, answer, tool_calls, calls, error, ends, stored.latency_s or 0.0)
 
 
 def _shown(call: Any) -> str:

@@ -93,13 +93,12 @@ from .plan import Job, JobMaker, Renders
 from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
 from .ratelimit import TokenBucket, estimate_tokens, model_buckets
-from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore
+from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow
 
 __all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
 Scorer = Callable[[str, Variant, Case], Any]
 Row = tuple[int, int, int, int]
-VerdictRow = tuple[Row, str | None, bool, str | None]
 
 # Errors that every later call to the same model would repeat: record the first, send no more.
 _HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 from promptgrid.errors import StoreError, StoreFullError
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
-from promptgrid.records import Case
+from promptgrid.records import Case, Step
 from promptgrid.variants import Variant
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
@@ -127,30 +127,8 @@ UNSUPPORTED = "unsupported"
 _NO_VERDICT: Mapping[str, Any] = {}  # a failed or pending call has none: the verdict fields keep their defaults
 
 
-@dataclass(frozen=True, slots=True)
-class CallResult:
-    """What one call ended in: a response (``status == "done"``), a final error, or ``unsupported`` (never sent)."""
-
-    key: str
-    model: str
-    repeat: int
-    prompt_sha256: str
-    params: str
-    """The generation parameters sent, as canonical JSON."""
-    status: str
-    response: str | None = None
-    finish_reason: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    latency_s: float | None = None
-    attempts: int = 1
-    error: str | None = None
-    """Why the call failed, redacted; stored cut to ``MAX_ERROR_CHARS`` (2000) characters (``bounded_error``)."""
-    error_kind: str | None = None
-    raw_model: str | None = None
-    endpoint: str | None = None
-    """The ``api_base`` that answered (or last failed), credentials removed; ``None`` for a provider's default."""
+CallResult = Step
+"""A single-turn run's stored call: the one ``Step`` record (``promptgrid.records``), by its name here."""
 
 
 #: Batch states (``BatchRecord.state``): recorded before upload, file uploaded, batch created at the provider,

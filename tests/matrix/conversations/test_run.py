@@ -988,7 +988,7 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
             from promptgrid.matrix.conversations._episode import stored_answer
 
             store.add_step(job_key(GT, params, _sha(messages, request), 0), GT,
-                           StoredStep(stored_answer(completion, _context.variant)))
+                           StoredStep(response=stored_answer(completion, _context.variant)))
         assert store.meta("step_keys") is None
     again = Recorder()
     summary = run_conversations([PROMPT, NATIVE], base[:1], models=[GT], run_dir=old, clients={GT: again},

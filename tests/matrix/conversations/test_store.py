@@ -23,7 +23,8 @@ def _fill(run_dir: Path) -> None:
     with ConversationStore(run_dir, create=True) as store:
         store.set_meta("grid", "g")
         store.add_variants({"v1": {"call_mode": "prompt"}})
-        store.add_step("k1", "m", StoredStep("answer", "stop", 3, 4, 0.5, 0.1))
+        store.add_step("k1", "m", StoredStep(response="answer", finish_reason="stop", input_tokens=3, output_tokens=4,
+                                             cost_usd=0.5, latency_s=0.1))
 
 
 def _snapshot(run_dir: Path) -> dict[str, str]:
@@ -62,7 +63,9 @@ def test_a_reader_opens_an_existing_store_read_only_and_leaves_no_wal_or_shm(tmp
     with ConversationStore(tmp_path) as store:
         assert store.readonly
         assert store.meta("grid") == "g" and store.variants() == {"v1": {"call_mode": "prompt"}}
-        assert store.step("k1") == StoredStep("answer", "stop", 3, 4, 0.5, 0.1) and store.step_count() == 1
+        assert store.step("k1") == StoredStep(key="k1", model="m", response="answer", finish_reason="stop",
+                                              input_tokens=3, output_tokens=4, cost_usd=0.5, latency_s=0.1)
+        assert store.step_count() == 1
         assert store.episodes() == []
         assert _snapshot(tmp_path) == before  # while open too: no -wal/-shm beside it
         with pytest.raises(StoreError, match=CONVERSATION_STORE):  # a reader cannot write
@@ -74,11 +77,11 @@ def test_a_reader_opens_an_existing_store_read_only_and_leaves_no_wal_or_shm(tmp
 
 def test_a_reader_sees_what_a_writer_still_open_committed(tmp_path: Path) -> None:
     with ConversationStore(tmp_path, create=True) as writer:
-        writer.add_step("k1", "m", StoredStep("answer"))
+        writer.add_step("k1", "m", StoredStep(response="answer"))
         assert (tmp_path / f"{CONVERSATION_STORE}-wal").exists()
         with ConversationStore(tmp_path) as reader:
             assert reader.step_count() == 1
-        writer.add_step("k2", "m", StoredStep("again"))
+        writer.add_step("k2", "m", StoredStep(response="again"))
     with ConversationStore(tmp_path) as reader:
         assert reader.step_count() == 2
 
@@ -167,16 +170,16 @@ def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None
         other = sqlite3.connect(tmp_path / CONVERSATION_STORE, isolation_level=None)
         other.execute("BEGIN EXCLUSIVE")
         with pytest.raises(StoreError, match="database is locked"):
-            store.add_step("k2", "m", StoredStep("answer"))
+            store.add_step("k2", "m", StoredStep(response="answer"))
         other.execute("ROLLBACK")
         other.close()
-        store.add_step("k2", "m", StoredStep("answer"))
+        store.add_step("k2", "m", StoredStep(response="answer"))
 
         pages = store.db.execute("PRAGMA page_count").fetchone()[0]
         store.db.execute(f"PRAGMA max_page_count={pages}")  # the database cannot grow: a full disk
         with pytest.raises(StoreFullError, match="disk full"):
             for i in range(200):
-                store.add_step(f"big{i}", "m", StoredStep("x" * 10_000))
+                store.add_step(f"big{i}", "m", StoredStep(response="x" * 10_000))
     with ConversationStore(tmp_path) as store:
         assert store.step("k1") is not None and store.step("k2") is not None  # nothing lost
 
