@@ -1,0 +1,105 @@
+"""One front door for both kinds of study: ``Run`` reads either, and the library's functions take either.
+
+Before (issue 32): a conversation run was a ``ConversationRun`` beside ``Run``, ``pg.report`` and
+``pg.status`` refused a conversation directory, ``Run.accuracy``/``counts``/``pending`` existed for
+single-turn runs only, and ``render RUN_DIR`` refused a single-turn run. Now the kind of a dataset or run
+directory is asked in ``promptgrid.matrix.episodes`` only, and these tests hold both kinds to one surface.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import promptgrid as pg
+from promptgrid.matrix.episodes import kind_named, kind_of_dataset, kind_of_run
+
+ROOT = Path(__file__).resolve().parents[1]
+GT = "fake/ground-truth"
+PROMPT = "json->python,False"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
+    root = tmp_path_factory.mktemp("runs")
+    pg.run("call_modes", "mini-mt:en", models=[GT, "fake/prose"], limit=2, variants=[PROMPT, "native"],
+           run_dir=root / "conversations")
+    pg.run("demo", "mini:en", models=["fake/auto"], limit=2, run_dir=root / "single")
+    return {"conversation": root / "conversations", "single": root / "single"}
+
+
+def test_the_kind_is_asked_of_the_dataset_or_the_run_directory_and_named_by_run(runs: dict[str, Path]) -> None:
+    assert kind_of_dataset("mini-mt:en").name == kind_of_dataset("bfcl:multi_turn_base").name == "conversation"
+    assert kind_of_dataset("mini:en").name == kind_of_dataset("bfcl:simple_python").name == "single"
+    for name, path in runs.items():
+        run = pg.open_run(path)
+        assert run.kind == name and kind_of_run(path) is kind_named(name)
+    with pytest.raises(ValueError, match="single or conversation"):
+        kind_named("both")
+
+
+def test_one_run_record_answers_the_same_methods_for_both_kinds(runs: dict[str, Path]) -> None:
+    single, conversation = pg.open_run(runs["single"]), pg.open_run(runs["conversation"])
+    assert type(single) is type(conversation) is pg.Run and pg.ConversationRun is pg.Run
+    episodes = conversation.results()
+    assert episodes == conversation.episodes() and len(episodes) == 2 * 2 * 2  # models x variants x conversations
+    accuracy = conversation.accuracy()  # valid over finished episodes, per model x variant, Wilson interval
+    assert [(a.model, a.n) for a in accuracy] == [(GT, 2), (GT, 2), ("fake/prose", 2), ("fake/prose", 2)]
+    assert all(a.accuracy == 1.0 and a.ci_low < 1.0 == a.ci_high for a in accuracy if a.model == GT)
+    assert all(a.correct == 0 and a.ci_low == 0.0 < a.ci_high for a in accuracy if a.model == "fake/prose")
+    assert {a.label for a in accuracy} == {PROMPT, "native"}
+    counts = conversation.counts()
+    assert counts["episodes"] == counts["finished"] == 8 and counts["valid"] == 4 and counts["unfinished"] == 0
+    assert counts["steps"] > 0 and conversation.pending() == 0 and conversation.spend() == 0.0
+    assert conversation.meta()["dataset"] == "mini-mt:en" and set(conversation.labels().values()) == {PROMPT, "native"}
+    assert single.counts()["jobs"] == 8 and single.pending() == 0 and len(single.accuracy()) == 4
+    assert single.meta() == {"grid": "demo", "dataset": "mini:en", "models": ["fake/auto"]}
+    assert set(single.labels()) == set(single.variants()) and len(single.variants()) == 4
+    assert "conversation report" in conversation.report().console()
+    assert single.report().data.shape()  # the single-turn ReportResult, nothing written
+    with pytest.raises(pg.RunError, match="single-turn run: its results are jobs"):
+        single.episodes()
+    with pytest.raises(pg.RunError, match="per-language tables are in its report"):
+        single.language_report()
+    with pytest.raises(pg.RunError, match="holds no conversation run"):
+        pg.open_conversation_run(runs["single"])
+
+
+def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Path], tmp_path: Path) -> None:
+    result = pg.report(runs["conversation"], tmp_path / "out", formats=["html", "json"])
+    assert sorted(p.name for p in result.files) == ["conversations.html", "conversations.json"]
+    assert "<svg" in (tmp_path / "out" / "conversations.html").read_text(encoding="utf-8")
+    assert "conversation report" in result.console
+    nothing = pg.report(pg.open_run(runs["conversation"]))  # a Run, no out: the console only
+    assert nothing.files == () and nothing.console == result.console
+    with pytest.raises(pg.ReportError, match="md, json or html, not csv"):
+        pg.report(runs["conversation"], tmp_path / "csv", formats=["csv"])
+    with pytest.raises(pg.ReportError, match="baseline applies to a single-turn report"):
+        pg.report(runs["conversation"], baseline=PROMPT)
+    with pytest.raises(pg.ReportError, match="this is a single-turn run"):
+        pg.report(runs["single"], episodes=["mini_mt_1_en"])
+    assert not (tmp_path / "csv").exists()
+    status = pg.status(runs["conversation"])
+    assert status.kind == "conversation" and status.extra["steps_stored"] > 0
+    assert status.to_dict()["models"] == [
+        {"model": GT, "episodes": 4, "finished": 4, "valid": 4, "unfinished": 0},
+        {"model": "fake/prose", "episodes": 4, "finished": 4, "valid": 0, "unfinished": 0}]
+    single = pg.status(runs["single"], poll=False)
+    assert single.kind == "single" and single.to_dict()["models"][0]["jobs"] == 8
+
+
+def test_api_and_cli_ask_no_question_about_the_kind_of_dataset() -> None:
+    """Issue 32's count of branches on the kind of dataset outside datasets/ and episodes/ (12 before)."""
+    asked = []
+    for path in [ROOT / "matrix" / "api.py", *(ROOT / "matrix" / "cli").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name) and node.id in ("is_conversation_dataset", "is_conversation_run"):
+                asked.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith" \
+                    and any(isinstance(a, ast.Constant) and str(a.value).startswith(("bfcl:multi", "mini-mt"))
+                            for a in node.args):
+                asked.append(f"{path.name}:{node.lineno}")
+    assert asked == []
