@@ -66,6 +66,8 @@ def test_one_run_record_answers_the_same_methods_for_both_kinds(runs: dict[str, 
         single.language_report()
     with pytest.raises(pg.RunError, match="holds no conversation run"):
         pg.open_conversation_run(runs["single"])
+    with pytest.raises(pg.ReportError, match="holds a conversation run: its results are episodes"):
+        pg.load_results(runs["conversation"])  # rows of jobs (and compare) are single-turn results
 
 
 def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -244,6 +244,12 @@ def load_rows(source: Run | Path) -> list[ResultRow]:
         raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL "
                           "export.")
     if not (p / STORE_FILE).is_file():
+        from promptgrid.matrix.conversations._store import is_conversation_run
+
+        if is_conversation_run(p):
+            raise ReportError(f"{p} holds a conversation run: its results are episodes, read with "
+                              "pg.open_run(DIR).results() and reported with pg.report / promptgrid report DIR; rows "
+                              "of jobs (load_results, compare) come from single-turn runs.")
         raise ReportError(f"{p} has no {STORE_FILE}: it is not a run directory. Give the directory a run wrote "
                           "(promptgrid run --run-dir DIR) or a JSONL export (promptgrid export DIR --output FILE).")
     return Run(p).results()
