@@ -66,8 +66,12 @@ def test_one_run_record_answers_the_same_methods_for_both_kinds(runs: dict[str, 
         single.language_report()
     with pytest.raises(pg.RunError, match="holds no conversation run"):
         pg.open_conversation_run(runs["single"])
-    with pytest.raises(pg.ReportError, match="holds a conversation run: its results are episodes"):
-        pg.load_results(runs["conversation"])  # rows of jobs (and compare) are single-turn results
+    rows = pg.load_results(runs["conversation"])  # one flat row per episode (Run.rows), as compare reads them
+    assert rows == conversation.rows() and len(rows) == len(episodes)
+    assert [(r.model, r.variant_id, r.case_id, r.repeat, r.valid, r.failure_mode) for r in rows] == \
+        [(e.model, e.variant_id, e.conversation_id, e.repeat, e.valid, e.failure_mode) for e in episodes]
+    assert {r.label for r in rows} == {PROMPT, "native"} and all(r.status == "done" and r.scored for r in rows)
+    assert {r.case_group for r in rows} == {e.template for e in episodes} and single.rows() == single.results()
 
 
 def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -91,6 +95,40 @@ def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Pat
         {"model": "fake/prose", "episodes": 4, "finished": 4, "valid": 0, "unfinished": 0}]
     single = pg.status(runs["single"], poll=False)
     assert single.kind == "single" and single.to_dict()["models"][0]["jobs"] == 8
+
+
+def test_an_unfinished_episode_is_a_pending_row_and_a_failed_one_keeps_its_turn_s_error_type() -> None:
+    from promptgrid.matrix.conversations import EpisodeResult, TurnResult
+
+    stopped = EpisodeResult("m", "v", "c1", "multi_turn_base", 0, None, error="the run stopped: max_cost",
+                            template="c", language="de")
+    row = stopped.row({"call_mode": "native"}, "native")
+    assert (row.status, row.valid, row.scored, row.error, row.message) == \
+        ("pending", None, False, None, "the run stopped: max_cost")
+    assert (row.case_language, row.case_group, row.dimensions, row.label) == ("de", "c", {"call_mode": "native"},
+                                                                              "native")
+    failed = EpisodeResult("m", "v", "c1", "multi_turn_base", 1, False, failure_mode="wrong_end_state",
+                           turns=(TurnResult(0, True, None, 2, 1), TurnResult(1, False, "wrong_end_state", 3, 2)),
+                           steps=5, details={"verdict": {"bfcl_error_type": "multi_turn:instance_state_mismatch"}})
+    row = failed.row()
+    assert (row.status, row.valid, row.scored, row.failure_mode, row.n_predicted_calls, row.attempts) == \
+        ("done", False, True, "wrong_end_state", 3, 5)
+    assert row.bfcl_error_type == "multi_turn:instance_state_mismatch" and row.error_code is not None
+
+
+def test_compare_takes_two_conversation_runs(runs: dict[str, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: promptgrid compare read single-turn rows only; two conversation runs are compared per episode,
+    paired by conversation, with the single-turn compare's statistics and page."""
+    from promptgrid.matrix.cli import main
+
+    other = tmp_path / "noisy"
+    pg.run("call_modes", "mini-mt:en", models=["fake/noisy:3"], limit=2, variants=[PROMPT, "native"],
+           run_dir=other)
+    assert main(["compare", str(runs["conversation"]), str(other), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "fake/ground-truth" in out and "fake/noisy:3" in out and PROMPT in out
+    assert (tmp_path / "cmp" / "compare.html").is_file()
 
 
 def test_api_and_cli_ask_no_question_about_the_kind_of_dataset() -> None:

@@ -85,6 +85,12 @@ class ConversationReader:
     def results(self, include_pending: bool = False) -> list[EpisodeResult]:
         return self.episodes()  # an episode is stored once it starts: an unfinished one is its pending result
 
+    def rows(self) -> list[Any]:
+        """Each stored episode as its flat ``ResultRow`` (``EpisodeResult.row``), with its variant's dimensions and
+        label as the run recorded them."""
+        variants, labels = self.variants(), self.labels()
+        return [e.row(variants.get(e.variant_id), labels.get(e.variant_id, e.variant_id)) for e in self.episodes()]
+
     def to_pandas(self, include_pending: bool = False) -> pd.DataFrame:
         return episodes_frame(self.episodes(), self.variants(), self.labels())
 

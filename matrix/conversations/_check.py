@@ -105,7 +105,6 @@ listed in docs/conversations.md.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -113,7 +112,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..scoring.verdict import ErrorCode
+from ..scoring.verdict import ErrorCode, TurnFailureMode
 from ._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
 
 if TYPE_CHECKING:
@@ -157,43 +156,6 @@ class DecodeFailure:
 
 DecodedStep = Sequence[ToolCall] | DecodeFailure
 """One model answer within a turn: the calls it decoded to (possibly none), or a ``DecodeFailure``."""
-
-
-class TurnFailureMode(enum.Enum):
-    """Why a turn failed, in terms of what the model did; precedence in the module docstring."""
-
-    STEP_LIMIT = "step_limit"
-    NOT_REACHED = "not_reached"
-    IRRELEVANCE_VIOLATED = "irrelevance_violated"
-    DECODE_FAILURE = "decode_failure"
-    CALL_REFUSED = "call_refused"
-    MISSING_CALL = "missing_call"
-    EXTRA_STATE_CHANGE = "extra_state_change"
-    WRONG_END_STATE = "wrong_end_state"
-    MISSING_RESULT = "missing_result"
-    ENVIRONMENT_FAILURE = "environment_failure"
-    """Not the model's doing: the episode's environment could not go on (``EnvironmentFailure``); set by the
-    runner on the episode, never by ``check_conversation``."""
-
-    @property
-    def description(self) -> str:
-        """A short sentence for reports."""
-        return _DESCRIPTIONS[self]
-
-
-_DESCRIPTIONS = {
-    TurnFailureMode.STEP_LIMIT: "kept calling past the step limit, so the turn was force-quit",
-    TurnFailureMode.NOT_REACHED: "never reached this turn (the conversation was force-quit earlier)",
-    TurnFailureMode.IRRELEVANCE_VIOLATED: "called a function in a turn that cannot be done with what is offered",
-    TurnFailureMode.DECODE_FAILURE: "gave an answer mid-turn that could not be decoded, which ended the turn",
-    TurnFailureMode.CALL_REFUSED: "made a call the environment refused (unknown method, invalid arguments, bounds)",
-    TurnFailureMode.MISSING_CALL: "made no call although the turn needs some",
-    TurnFailureMode.EXTRA_STATE_CHANGE: "made every expected call, and another that changed the state",
-    TurnFailureMode.WRONG_END_STATE: "left the environment in another state than the expected calls do",
-    TurnFailureMode.MISSING_RESULT: "did not obtain a result the expected calls obtain",
-    TurnFailureMode.ENVIRONMENT_FAILURE: "the episode's environment could not go on (a bound, a failed "
-                                         "worker), so the episode ended there",
-}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from promptgrid.matrix.running.results import ResultRow
 
 __all__ = ["EpisodeResult", "TurnResult"]
 
@@ -69,6 +72,33 @@ class EpisodeResult:
     def case_id(self) -> str:
         """``conversation_id``: the case an episode plays, under the name a single-turn result gives it."""
         return self.conversation_id
+
+    def row(self, dimensions: Mapping[str, Any] | None = None, label: str = "") -> ResultRow:
+        """The episode as one flat ``ResultRow`` (what ``load_results``, ``compare`` and a CSV read): its case is
+        the conversation (``case_group`` its template, shared by its languages), ``valid`` and ``failure_mode``
+        the episode's, ``bfcl_error_type``/``error_code`` those of its first failed turn, the tokens, cost and
+        latency of all its steps, ``n_predicted_calls`` the calls it made. An unfinished episode (``valid``
+        ``None``: stopped, or a call kept failing) is ``pending``, its error in ``message``: it is resumed, not
+        scored, as the conversation report counts it. ``response`` is ``None``: an episode has many answers
+        (``promptgrid render RUN_DIR`` shows them)."""
+        from promptgrid.matrix.running.results import ResultRow
+        from promptgrid.matrix.scoring.verdict import ErrorCode
+
+        verdict = self.details.get("verdict") if isinstance(self.details.get("verdict"), Mapping) else {}
+        bfcl_error_type = verdict.get("bfcl_error_type") if isinstance(verdict, Mapping) else None
+        try:
+            code: str | None = ErrorCode.from_bfcl(bfcl_error_type).name if self.valid is not None else None
+        except ValueError:  # a bfcl-eval error type this version does not know
+            code = None
+        return ResultRow(
+            model=self.model, variant_id=self.variant_id, case_id=self.conversation_id, repeat=self.repeat,
+            status="pending" if self.valid is None else "done", valid=self.valid, error_code=code,
+            bfcl_error_type=None if self.valid else bfcl_error_type, failure_mode=self.failure_mode,
+            n_predicted_calls=sum(turn.calls for turn in self.turns),
+            message=(self.error or "") if self.valid is None else "",
+            latency_s=self.latency_s, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+            cost_usd=self.cost_usd, attempts=self.steps, dimensions=dict(dimensions or {}), label=label,
+            case_language=self.language, case_category=self.category, case_group=self.template)
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict(self): that deep-copies ``details`` (the whole verdict), only to be replaced by

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     import pandas as pd
 
     from promptgrid.matrix.running.findings import AdaptiveResult
-    from promptgrid.matrix.running.results import AccuracyRow
+    from promptgrid.matrix.running.results import AccuracyRow, ResultRow
 
 __all__ = ["Run"]
 
@@ -76,6 +76,12 @@ class Run:
         ``include_pending``, every planned job), or an ``EpisodeResult`` per stored episode (an unfinished one
         has ``valid`` ``None``; ``include_pending`` changes nothing: an episode is stored once it starts)."""
         return self._reader.results(include_pending)
+
+    def rows(self) -> list[ResultRow]:
+        """One flat ``ResultRow`` per result (what ``load_results``, ``compare`` and an export for a spreadsheet
+        read): a single-turn run's ``results()``; a conversation run's episodes, each as ``EpisodeResult.row()``
+        (its case the conversation; an unfinished one ``pending``)."""
+        return self._reader.rows()
 
     def episodes(self, *, models: Sequence[str] | None = None) -> list[Any]:
         """A conversation run's episodes (of ``models`` when given), in (model, variant, conversation, repeat)

@@ -227,13 +227,13 @@ SINGLE = SingleTurn()
 
 
 def load_rows(source: Run | Path) -> list[ResultRow]:
-    """``pg.load_results``: the rows of a single-turn ``Run``, run directory or JSONL export (``ReportError``
-    naming what to give instead)."""
+    """``pg.load_results``: the rows of a ``Run``, a run directory or a JSONL export (``ReportError`` naming what to
+    give instead); a conversation run gives one row per episode (``Run.rows``)."""
     from promptgrid.errors import ReportError
     from promptgrid.matrix.running.results import read_results
 
     if isinstance(source, Run):
-        return source.results()
+        return source.rows()
     p = source
     if p.is_file():
         if p.suffix in (".jsonl", ".json", ".ndjson"):
@@ -247,9 +247,7 @@ def load_rows(source: Run | Path) -> list[ResultRow]:
         from promptgrid.matrix.conversations._store import is_conversation_run
 
         if is_conversation_run(p):
-            raise ReportError(f"{p} holds a conversation run: its results are episodes, read with "
-                              "pg.open_run(DIR).results() and reported with pg.report / promptgrid report DIR; rows "
-                              "of jobs (load_results, compare) come from single-turn runs.")
+            return Run(p).rows()  # its episodes, one flat row each
         raise ReportError(f"{p} has no {STORE_FILE}: it is not a run directory. Give the directory a run wrote "
                           "(promptgrid run --run-dir DIR) or a JSONL export (promptgrid export DIR --output FILE).")
     return Run(p).results()

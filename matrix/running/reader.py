@@ -37,6 +37,9 @@ class SingleTurnReader:
         with RunStore(self.path, readonly=True) as store:
             return list(store.rows(include_pending=include_pending))
 
+    def rows(self) -> list[ResultRow]:
+        return self.results(False)
+
     def episodes(self, models: Sequence[str] | None) -> list[Any]:
         raise RunError(f"{self.path} holds a single-turn run: its results are jobs (Run.results()), not episodes.")
 

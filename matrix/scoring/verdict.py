@@ -10,7 +10,9 @@ single-turn AST categories only); they are listed so that every string found
 in a bfcl-eval score file has a member.
 
 ``FailureMode`` says what the model did wrong (``failure_modes.classify``
-chooses it).
+chooses it); ``TurnFailureMode`` says it of a conversation turn
+(``conversations._check`` chooses it). The two vocabularies of failure live
+here, in one module.
 
 A ``Verdict`` carries, besides validity, everything the metrics need (FSA,
 tool-selection and tool-invocation counts, format match, language match), so
@@ -24,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ErrorCode", "FailureMode", "Verdict"]
+__all__ = ["ErrorCode", "FailureMode", "TurnFailureMode", "Verdict"]
 
 
 class ErrorCode(enum.Enum):
@@ -120,6 +122,44 @@ class FailureMode(enum.Enum):
     @property
     def description(self) -> str:
         return _DESCRIPTIONS[self]
+
+
+class TurnFailureMode(enum.Enum):
+    """Why a conversation turn failed, in terms of what the model did (``FailureMode`` says it of a single-turn
+    answer); the precedence is in ``conversations._check``'s docstring."""
+
+    STEP_LIMIT = "step_limit"
+    NOT_REACHED = "not_reached"
+    IRRELEVANCE_VIOLATED = "irrelevance_violated"
+    DECODE_FAILURE = "decode_failure"
+    CALL_REFUSED = "call_refused"
+    MISSING_CALL = "missing_call"
+    EXTRA_STATE_CHANGE = "extra_state_change"
+    WRONG_END_STATE = "wrong_end_state"
+    MISSING_RESULT = "missing_result"
+    ENVIRONMENT_FAILURE = "environment_failure"
+    """Not the model's doing: the episode's environment could not go on (``EnvironmentFailure``); set by the
+    runner on the episode, never by ``check_conversation``."""
+
+    @property
+    def description(self) -> str:
+        """A short sentence for reports."""
+        return _TURN_DESCRIPTIONS[self]
+
+
+_TURN_DESCRIPTIONS = {
+    TurnFailureMode.STEP_LIMIT: "kept calling past the step limit, so the turn was force-quit",
+    TurnFailureMode.NOT_REACHED: "never reached this turn (the conversation was force-quit earlier)",
+    TurnFailureMode.IRRELEVANCE_VIOLATED: "called a function in a turn that cannot be done with what is offered",
+    TurnFailureMode.DECODE_FAILURE: "gave an answer mid-turn that could not be decoded, which ended the turn",
+    TurnFailureMode.CALL_REFUSED: "made a call the environment refused (unknown method, invalid arguments, bounds)",
+    TurnFailureMode.MISSING_CALL: "made no call although the turn needs some",
+    TurnFailureMode.EXTRA_STATE_CHANGE: "made every expected call, and another that changed the state",
+    TurnFailureMode.WRONG_END_STATE: "left the environment in another state than the expected calls do",
+    TurnFailureMode.MISSING_RESULT: "did not obtain a result the expected calls obtain",
+    TurnFailureMode.ENVIRONMENT_FAILURE: "the episode's environment could not go on (a bound, a failed "
+                                         "worker), so the episode ended there",
+}
 
 
 _DESCRIPTIONS = {
