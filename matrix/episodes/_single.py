@@ -80,17 +80,12 @@ class SingleTurn:
         return [dict(f) for case in load_dataset(dataset, bfcl_data=bfcl_data).cases for f in case.functions]
 
     def status(self, run_dir: Path, *, poll: bool, wait: bool, poll_s: float) -> RunStatus:
-        from promptgrid.matrix.running.session import run_status
+        from promptgrid.matrix.running.session import run_status, run_sync
 
         if not (run_dir / STORE_FILE).is_file():
             raise RunError(f"{run_dir} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
-        coro = run_status(run_dir, poll=poll, wait=wait, poll_s=poll_s)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-status") as pool:
-            return pool.submit(asyncio.run, coro).result()
+        status: RunStatus = run_sync(run_status(run_dir, poll=poll, wait=wait, poll_s=poll_s), "promptgrid-status")
+        return status
 
     def report(self, source: Any, out: Path | None, *, formats: set[str], baseline: str | None,
                episodes: Sequence[str] | None, transcripts: int | None) -> Any:

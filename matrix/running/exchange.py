@@ -34,7 +34,6 @@ Both take the run directory's lock (``RunLock``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -70,6 +69,7 @@ from .session import (
     plan_status,
     read_run_json,
     refresh_pending,
+    run_sync,
 )
 from .store import (
     COLLECTED,
@@ -300,7 +300,7 @@ def _export(store: RunStore, prep: Prepared, spec: ModelSpec, backend: OpenAIBat
     runner = Runner(config, variants=prep.variants, cases=prep.cases, renderer=prep.renderer,
                     clients={spec.name: backend.client}, store=store, scorer=scorer or _score,
                     retry_errors=retry_errors, transport=export)
-    summary = _run_sync(runner.run())
+    summary = run_sync(runner.run(), "promptgrid-export")
     if summary.stopped == "interrupted":
         raise KeyboardInterrupt  # nothing recorded: the file is not complete
     handle.flush()
@@ -365,18 +365,6 @@ def _score(response: str, variant: Variant, case: Case) -> Any:
     from promptgrid.matrix.scoring import score
 
     return score(response, variant, case)
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run ``coro`` to the end from synchronous code, also where an event loop is already running (Jupyter)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-export") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 # --------------------------------------------------------------------------- import

@@ -919,6 +919,21 @@ def rescore(run_dir: str | os.PathLike[str], *, scorer: Any = None, only_unscore
     return stats
 
 
+def run_sync(coro: Any, thread_name: str) -> Any:
+    """Run ``coro`` to its end from synchronous code, also where an event loop is already running (Jupyter: in a
+    new loop on a worker thread named ``thread_name``, waited for)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 # --------------------------------------------------------------------------- promptgrid status
 
 
