@@ -40,9 +40,10 @@ class Run:
     The methods mean the same for both kinds; what differs is the unit of a
     result: ``results()`` gives ``ResultRow`` jobs of a single-turn run and
     ``EpisodeResult`` episodes of a conversation run (``episodes()``, the same
-    list; a ``RunError`` on a single-turn run). ``report()`` is the kind's
-    report; ``variants()``, ``labels()``, ``meta()`` and ``language_report()``
-    read what a conversation run stores about itself.
+    list; a ``RunError`` on a single-turn run), and ``rows()`` gives one flat
+    ``ResultRow`` per result for both. ``report()`` is the kind's report;
+    ``language_report()`` is a conversation run's (a single-turn run's
+    per-language tables are in its report).
     """
 
     def __init__(self, path: str | os.PathLike[str], summary: Any = None) -> None:
