@@ -202,7 +202,8 @@ def export_batch(run_dir: PathLike, model: str, out: PathLike | IO[bytes], *, bo
     reads), one request line per call, its ``custom_id`` the job key; ``import_batch`` stores the answers.
 
     ``out``: a path (replaced only when complete) or a binary stream. The run
-    is the latest config in ``run_dir/run.json``, restricted to ``model``; or,
+    is the latest config in ``run_dir/run.json`` (a conversation run: the one
+    its first export round recorded in its store), restricted to ``model``; or,
     with ``grid`` (and ``dataset``), the one these options make, as ``run``
     makes it (this starts a run directory; ``append`` as in ``run``). The
     options below override the recorded ones (``constraints``: how

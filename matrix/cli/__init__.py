@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "the answers with promptgrid import-batch RUN_DIR RESULTS.jsonl. The run is RUN_DIR's "
                        "latest config (run.json), or the one --grid and --dataset make (this starts RUN_DIR). A "
                        "conversation dataset is exported in rounds: each export writes the next step of every "
-                       "episode that needs one (give --grid and --dataset again each round); import its answers, "
+                       "episode that needs one (the first round's --grid, --dataset and options are recorded for the "
+                       "next ones); import its answers, "
                        "then export again, until nothing is left to export.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--model", required=True, metavar="M",

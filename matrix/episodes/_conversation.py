@@ -79,19 +79,37 @@ class Conversations:
     def export_batch(self, run_dir: Path, model: str, out: Any, *, grid: Any, dataset: str | None,
                      body_model: str | None, append: bool, retry_errors: bool,
                      options: Mapping[str, Any]) -> ExportSummary:
-        """The next round (``conversations._api.export_conversation_round``). The run's grid and dataset are
-        given again each round, as a resumed run gives them."""
+        """The next round (``conversations._api.export_conversation_round``). With ``grid`` (and ``dataset``): the
+        config these options make, as ``promptgrid run`` makes it; it is recorded in the store (meta
+        ``export_config``), so a later round without ``grid`` and ``dataset`` exports from the same grid, dataset
+        and selection (``options`` override the recorded values, as for a single-turn run's ``run.json``)."""
         from promptgrid.matrix.conversations._api import export_conversation_round
+        from promptgrid.matrix.conversations._store import CONVERSATION_STORE, ConversationStore
+        from promptgrid.matrix.running.exchange import config_of_record
         from promptgrid.matrix.running.session import build_config
         from promptgrid.variants import Grid
 
-        if grid is None or dataset is None:
-            raise RunError(f"{run_dir} holds a conversation run: export-batch writes its next round from the same "
-                           "grid and dataset (and options) as the run: give --grid GRID --dataset DS again each "
-                           "round.")
-        config = build_config(grid, dataset, models=[model], run_dir=os.fspath(run_dir), **options)
+        if grid is None:
+            if dataset is not None:
+                raise RunError("--dataset needs --grid: the run directory's own grid and dataset are used otherwise.")
+            record = None
+            if (run_dir / CONVERSATION_STORE).is_file():
+                with ConversationStore(run_dir) as store:
+                    record = store.meta("export_config")
+            if not isinstance(record, Mapping):
+                raise RunError(f"{run_dir} holds a conversation run that no export-batch with --grid started, so the "
+                               "next round's grid and dataset are not known: give --grid GRID --dataset DS (and the "
+                               "run's selection options, --limit, --variant, ...) as the run was given them.")
+            recorded = config_of_record(record, run_dir, CONVERSATION_STORE)
+            spec = next((m for m in recorded.models if m.name == model), None)
+            config = build_config(recorded, models=[spec or model], run_dir=os.fspath(run_dir), **options)
+        else:
+            config = build_config(grid, dataset, models=[model], run_dir=os.fspath(run_dir), **options)
         summary: ExportSummary = export_conversation_round(config, out, body_model=body_model,
                                                            grid=grid if isinstance(grid, Grid) else None)
+        if (run_dir / CONVERSATION_STORE).is_file():  # the round ran: its config is the next round's default
+            with ConversationStore(run_dir, readonly=False) as store:
+                store.set_meta("export_config", config.to_dict())
         return summary
 
     def import_batch(self, run_dir: Path, results: Path) -> ImportSummary:

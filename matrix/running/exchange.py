@@ -170,7 +170,7 @@ def export_config(run_dir: str | os.PathLike[str], model: str, *, grid: Any = No
         raise RunError(f"{path / RUN_JSON} is missing or names no run config, so export-batch does not know the "
                        "grid and dataset. Give them: promptgrid export-batch RUN_DIR --model M --grid GRID "
                        "--dataset DS (the same selection options as promptgrid run).")
-    recorded = _config_of_record(record, path)
+    recorded = config_of_record(record, path)
     spec = next((m for m in recorded.models if m.name == model), None)
     return build_config(recorded, models=[spec or model], run_dir=path, **options), False
 
@@ -196,8 +196,9 @@ def _check_store_present(run_dir: Path) -> None:
                        f"{RUN_JSON} with it) to start this run directory over.")
 
 
-def _config_of_record(record: Mapping[str, Any], run_dir: Path) -> RunConfig:
-    """A ``RunConfig`` from its ``run.json`` record (``RunConfig.to_dict``), in ``run_dir`` wherever it was."""
+def config_of_record(record: Mapping[str, Any], run_dir: Path, where: str = RUN_JSON) -> RunConfig:
+    """A ``RunConfig`` from its record (``RunConfig.to_dict``: ``run.json``'s, or the one a conversation store keeps
+    of its export rounds, ``where`` names the file), in ``run_dir`` wherever it was."""
     model_fields = set(ModelSpec.__dataclass_fields__)
     try:
         models = tuple(ModelSpec(**{k: v for k, v in m.items() if k in model_fields})
@@ -207,7 +208,7 @@ def _config_of_record(record: Mapping[str, Any], run_dir: Path) -> RunConfig:
                       variants=tuple(fields.get("variants") or ()))
         return RunConfig(**fields)
     except (TypeError, ValueError) as exc:
-        raise RunError(f"{run_dir / RUN_JSON}: its run config cannot be read back ({exc}). Give the grid and "
+        raise RunError(f"{run_dir / where}: its run config cannot be read back ({exc}). Give the grid and "
                        "dataset again: promptgrid export-batch RUN_DIR --model M --grid GRID --dataset DS.") from None
 
 

@@ -192,7 +192,9 @@ def test_export_and_import_rounds_finish_the_study_as_online(tmp_path: Path, min
     rounds = 0
     while True:
         requests = tmp_path / f"round{rounds}.jsonl"
-        assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests), *options]) == 0
+        # The first round's --grid, --dataset and selection are recorded: later rounds need only the model.
+        assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests),
+                     *(options if rounds == 0 else [])]) == 0
         note = capsys.readouterr().err
         if not requests.read_text(encoding="utf-8"):
             assert "Nothing to export" in note
@@ -222,4 +224,13 @@ def test_import_refuses_a_line_no_export_wrote_and_stores_nothing(tmp_path: Path
     results.write_text(text + text.replace('"custom_id": "', '"custom_id": "x'), encoding="utf-8")
     assert main(["import-batch", str(run_dir), str(results)]) == 2
     assert _steps(run_dir) == []
-    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(requests)]) == 2  # no --grid: said how
+    again = tmp_path / "again.jsonl"  # nothing imported: the next round asks the same steps (the recorded config)
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(again)]) == 0
+    assert [json.loads(line)["custom_id"] for line in again.read_text(encoding="utf-8").splitlines()] == \
+        [json.loads(line)["custom_id"] for line in text.splitlines()]
+    online = tmp_path / "online"  # a conversation run no export started has no recorded round config
+    assert main(["run", "bfcl_v4", "--dataset", "mini-mt:en", "--limit", "1", "--variant", VARIANT, "--model",
+                 "fake/ground-truth", "--run-dir", str(online), "--no-progress"]) == 0
+    assert main(["export-batch", str(online), "--model", MODEL, "-o", str(tmp_path / "x.jsonl")]) == 2
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "--dataset", "mini-mt:en", "-o",
+                 str(tmp_path / "y.jsonl")]) == 2  # --dataset without --grid: refused, as for single-turn
