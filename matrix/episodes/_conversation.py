@@ -363,8 +363,9 @@ def _write_files(out: Path, texts: Mapping[str, str]) -> tuple[Path, ...]:
 
 def _batch_mode(batch: bool, batch_wait: bool) -> None:
     if batch and not batch_wait:
-        raise RunError("batch_wait=False applies to a single-turn batch run: a conversation's next step needs the "
-                       "answer of this one, so a conversation run with batch=True waits for each round.")
+        raise RunError("--no-wait (batch_wait=False) applies to a single-turn batch run: a conversation's next step "
+                       "needs the answer of this one, so a conversation run with --batch waits for each round (drop "
+                       "--no-wait).")
 
 
 def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, progress: bool) -> Any:
