@@ -209,7 +209,9 @@ class Conversations:
             texts["conversations.html"] = conversation_run_html(
                 run.path, report=report, languages=languages, results=results, transcripts=episodes,
                 max_transcripts=MAX_TRANSCRIPTS if transcripts is None else transcripts)
-        return ConversationReportResult(report, languages, _write_files(out, texts), console)
+        from promptgrid.matrix.report import write_files
+
+        return ConversationReportResult(report, languages, write_files(out, texts), console)
 
     def score_file(self, source: IO[bytes], sink: IO[str], *, name: str, dataset: str, grid: str | None,
                    variant: str | None, strict_arguments: bool, bfcl_data: Any,
@@ -342,23 +344,6 @@ class ConversationReportResult:
     files: tuple[Path, ...]
     console: str
 
-
-def _write_files(out: Path, texts: Mapping[str, str]) -> tuple[Path, ...]:
-    """Write each of ``texts`` (file name -> text) into the folder ``out`` (made when missing), each file whole or
-    not at all (``OutputError``)."""
-    from promptgrid.errors import OutputError
-    from promptgrid.safeio import atomic_output
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create {out}: {exc.strerror or exc}") from None
-    written = []
-    for name, text in texts.items():
-        with atomic_output(out / name) as fh:  # a file that cannot be written is an OutputError, nothing half-done
-            fh.write(text)
-        written.append(out / name)
-    return tuple(written)
 
 
 def _batch_mode(batch: bool, batch_wait: bool) -> None:

@@ -17,7 +17,7 @@ from promptgrid._lazy import lazy_exports as _lazy_exports
 from promptgrid.errors import ReportError
 
 if _TYPE_CHECKING:
-    from ._build import FORMATS, ReportResult, build_report, expand_formats
+    from ._build import FORMATS, ReportResult, build_report, expand_formats, write_files
     from ._compare import CompareResult, VariantDiff, compare_runs
     from ._compute import aggregate
     from ._digest import ModeCount, ModelDigest, SampleNote, digest, explain
@@ -82,6 +82,7 @@ _LAZY = {
     "compare_runs": "._compare",
     "digest": "._digest",
     "expand_formats": "._build",
+    "write_files": "._build",
     "explain": "._digest",
     "synthetic_rows": "._synthetic",
 }
@@ -122,6 +123,7 @@ __all__ = [
     "compare_runs",
     "digest",
     "expand_formats",
+    "write_files",
     "explain",
     "synthetic_rows",
 ]

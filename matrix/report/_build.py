@@ -23,7 +23,7 @@ from ._markdown import console_table, markdown_report
 from ._model import FigureRef, PendingJobs, ReportData
 from ._rows import Rows
 
-__all__ = ["FORMATS", "ReportResult", "build_report", "expand_formats"]
+__all__ = ["FORMATS", "ReportResult", "build_report", "expand_formats", "write_files"]
 
 # md: report.md (+ figures/); csv: results.csv and the other tables; latex: tables.tex;
 # html: report.html (figures embedded); json: report.json; figures: figures/*.png and *.svg.
@@ -136,6 +136,15 @@ class _Writer:
             self.written.append(atomic_write(path, content))
         except PermissionError as exc:
             raise ReportError(f"cannot write {path}: {exc.strerror or exc}; {_ELSEWHERE}") from None
+
+
+def write_files(out: Path, files: Mapping[str, str | bytes]) -> tuple[Path, ...]:
+    """Write each of ``files`` (name -> content) into the report folder ``out`` (made when missing) as the report
+    writes its own: each file whole or not at all, never over a run's own files; the paths written, in order."""
+    write = _Writer(_report_dir(out))
+    for name, content in files.items():
+        write(name, content)
+    return tuple(write.written)
 
 
 def _figures(data: ReportData, wanted: set[str], write: _Writer) -> tuple[list[Any], list[FigureRef]]:
