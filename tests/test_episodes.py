@@ -143,3 +143,26 @@ def test_api_and_cli_ask_no_question_about_the_kind_of_dataset() -> None:
                             for a in node.args):
                 asked.append(f"{path.name}:{node.lineno}")
     assert asked == []
+
+
+def test_render_of_a_single_turn_run_reads_its_run_json_as_untrusted(runs: dict[str, Path], tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """render RUN_DIR rebuilds prompts from the grid and dataset run.json names: a tampered or broken run.json is
+    one error line, never a read of a device or a traceback."""
+    import json
+    import shutil
+
+    from promptgrid.matrix.cli import main
+
+    copy = tmp_path / "single"
+    shutil.copytree(runs["single"], copy)
+    record = json.loads((copy / "run.json").read_text(encoding="utf-8"))
+    record["config"]["grid"] = "/dev/zero"
+    (copy / "run.json").write_text(json.dumps(record), encoding="utf-8")
+    capsys.readouterr()
+    for text in (None, '{"grid": 5'):
+        if text is not None:
+            (copy / "run.json").write_text(text, encoding="utf-8")
+        assert main(["render", str(copy), "--limit", "1"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -234,3 +234,21 @@ def test_import_refuses_a_line_no_export_wrote_and_stores_nothing(tmp_path: Path
     assert main(["export-batch", str(online), "--model", MODEL, "-o", str(tmp_path / "x.jsonl")]) == 2
     assert main(["export-batch", str(run_dir), "--model", MODEL, "--dataset", "mini-mt:en", "-o",
                  str(tmp_path / "y.jsonl")]) == 2  # --dataset without --grid: refused, as for single-turn
+
+
+@pytest.mark.parametrize("record", ['{"grid": 5, "models": "x"}', '{"grid": "bfcl_v4", "dataset": "mini-mt:en", '
+                                    '"limit": "abc"}', "[1, 2]", "null"])
+def test_a_damaged_recorded_round_config_is_one_error_and_writes_nothing(tmp_path: Path, record: str,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The store's ``export_config`` is read back as untrusted data: a damaged one is refused with one line, before
+    any request is written."""
+    run_dir = tmp_path / "rounds"
+    options = ["--grid", "bfcl_v4", "--dataset", "mini-mt:en", "--limit", "1", "--variant", VARIANT]
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(tmp_path / "first.jsonl"), *options]) == 0
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('export_config', ?)", (record,))
+    capsys.readouterr()
+    out = tmp_path / "next.jsonl"
+    assert main(["export-batch", str(run_dir), "--model", MODEL, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and not out.exists()
