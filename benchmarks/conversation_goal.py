@@ -33,7 +33,7 @@ as a model that does nothing fails). ``--verify`` runs the whole product
 once and counts the stored verdicts that differ from the plant.
 
 Each seed: one adaptive run through the conversation runner
-(``run_conversations(..., goal=GOAL, budget=product // 3, seed=SEED)``, the
+(``arun_episodes`` of a ``RunConfig(goal=GOAL, budget=product // 3, plan_seed=SEED)``, the
 code ``promptgrid run GRID --dataset mini-mt:en --goal ... --budget ...``
 runs), then ``Run(run_dir).adaptive()``: the goal's best and
 worst variant. Per goal, over the seeds:
@@ -226,12 +226,15 @@ def load(dataset: str = DATASET) -> tuple[list[Any], list[Any]]:
 def run(planted: Planted, variants: Sequence[Any], conversations: Sequence[Any], run_dir: Path, *,
         goal: str | None, budget: int | None, seed: int, concurrency: int = 8) -> Any:
     """One run of the conversation runner on the planted model; returns its ``Run``."""
-    from promptgrid.matrix.api import Run
-    from promptgrid.matrix.conversations import run_conversations
+    import asyncio
 
-    summary = run_conversations(variants, conversations, models=[MODEL], run_dir=run_dir,
-                                repeats=planted.correct.shape[2], goal=goal, budget=budget, seed=seed,
-                                concurrency=concurrency, clients={MODEL: PlantedClient(planted)})
+    from promptgrid.matrix.api import Run
+    from promptgrid.matrix.conversations._run import arun_episodes
+    from promptgrid.matrix.running.config import ModelSpec, RunConfig
+
+    config = RunConfig(grid=GRID, dataset="", models=(ModelSpec(MODEL, concurrency=concurrency),), run_dir=run_dir,
+                       repeats=planted.correct.shape[2], goal=goal, budget=budget, plan_seed=seed)
+    summary = asyncio.run(arun_episodes(config, variants, conversations, clients={MODEL: PlantedClient(planted)}))
     return Run(run_dir, summary=summary)
 
 

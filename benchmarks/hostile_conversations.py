@@ -96,7 +96,9 @@ def flood(steps: int) -> None:
     import resource
 
     from promptgrid.matrix.clients import Completion
-    from promptgrid.matrix.conversations import load_conversations, run_conversations
+    from promptgrid.matrix.conversations import load_conversations
+    from promptgrid.matrix.conversations._run import arun_episodes
+    from promptgrid.matrix.running.config import ModelSpec, RunConfig
     from promptgrid.variants import Variant
 
     class Flood:
@@ -114,8 +116,10 @@ def flood(steps: int) -> None:
 
     run_dir = Path(tempfile.mkdtemp(prefix="pg-flood-"))
     started = time.monotonic()
-    summary = run_conversations([Variant(call_mode="native")], load_conversations("bfcl:multi_turn_base", limit=1),
-                                models=["flood"], run_dir=run_dir, clients={"flood": Flood()}, step_limit=steps)
+    config = RunConfig(grid="", dataset="", models=(ModelSpec("flood"),), run_dir=run_dir, max_steps=steps)
+    summary = asyncio.run(arun_episodes(config, [Variant(call_mode="native")],
+                                        load_conversations("bfcl:multi_turn_base", limit=1),
+                                        clients={"flood": Flood()}))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     store_mb = sum(p.stat().st_size for p in run_dir.iterdir()) / 1e6
     print(f"flood: {summary.steps_sent} steps of 64 x 900 KB native calls in {time.monotonic() - started:.1f} s; "

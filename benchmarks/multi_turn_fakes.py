@@ -18,6 +18,7 @@ Needs bfcl-eval installed (the data and the API classes). No network.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import tempfile
 import time
@@ -26,7 +27,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from promptgrid.matrix.conversations import CANARY, load_conversations, run_conversations
+from promptgrid.matrix.conversations import CANARY, load_conversations
+from promptgrid.matrix.conversations._run import arun_episodes
+from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.variants import Variant
 
 MODES = {"prompt": Variant(), "native": Variant(call_mode="native"), "constrained": Variant(call_mode="constrained")}
@@ -54,8 +57,9 @@ def main() -> None:
                 os.chdir(tmp)
                 try:
                     started = time.perf_counter()
-                    summary = run_conversations(list(MODES.values()), conversations, models=[model],
-                                                run_dir=Path(tmp) / "run", concurrency=args.concurrency)
+                    config = RunConfig(grid="", dataset="", models=(ModelSpec(model, concurrency=args.concurrency),),
+                                       run_dir=Path(tmp) / "run")
+                    summary = asyncio.run(arun_episodes(config, list(MODES.values()), conversations))
                     wall = time.perf_counter() - started
                     if model == "fake/hostile":
                         canaries.append(Path(tmp, CANARY).exists() or Path("/tmp", CANARY).exists())

@@ -45,9 +45,10 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from promptgrid.matrix.conversations import ScriptedClient, load_conversations, run_conversations  # noqa: E402
+from promptgrid.matrix.conversations import ScriptedClient, load_conversations  # noqa: E402
 from promptgrid.variants import Variant  # noqa: E402
 from support.bfcl import bfcl_environment, prompting_handler_class  # noqa: E402
+from support.episodes import run_conversations  # noqa: E402
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 GT = "fake/ground-truth"
@@ -134,7 +135,7 @@ def compare(category: str, *, limit: int | None = None, handler_class: Any = Non
     recorder = _Recorder()
     with tempfile.TemporaryDirectory(prefix="promptgrid-transcripts-") as tmp:
         summary = run_conversations([Variant()], conversations, models=[GT], run_dir=run_dir or tmp,
-                                    clients={GT: recorder})
+                                    clients={GT: recorder}, concurrency=4)
     assert summary.errors == 0, summary
     identical, differences = 0, []
     for conversation in conversations:

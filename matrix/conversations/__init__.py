@@ -66,7 +66,6 @@ _EXPORTS: dict[str, str] = {
     "Transcript": "._episode",
     "TurnResult": "._records",
     "arun_conversation_config": "._api",
-    "arun_conversations": "._run",
     "episodes_frame": "._api",
     "conversation_report": "._report",
     "conversation_html": "._html",
@@ -85,7 +84,6 @@ _EXPORTS: dict[str, str] = {
     "render_conversation": "._api",
     "results_message": "._episode",
     "run_conversation_config": "._api",
-    "run_conversations": "._run",
     "MAXIMUM_STEP_LIMIT": "._check",
     "ENVIRONMENT_CLASSES": "._env",
     "MAX_ARGUMENT_CHARS": "._env",
@@ -169,9 +167,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._report import ConversationReport as ConversationReport
     from ._report import conversation_report as conversation_report
     from ._run import ConversationRunSummary as ConversationRunSummary
-    from ._run import arun_conversations as arun_conversations
     from ._run import make_conversation_client as make_conversation_client
-    from ._run import run_conversations as run_conversations
     from ._score_file import decode_step as decode_step
     from ._score_file import score_conversation_stream as score_conversation_stream
     from ._store import CONVERSATION_STORE as CONVERSATION_STORE
@@ -198,7 +194,6 @@ __all__ = [
     "Transcript",
     "TurnResult",
     "arun_conversation_config",
-    "arun_conversations",
     "conversation_report",
     "conversation_html",
     "conversation_run_html",
@@ -218,7 +213,6 @@ __all__ = [
     "render_conversation",
     "results_message",
     "run_conversation_config",
-    "run_conversations",
     "MAXIMUM_STEP_LIMIT",
     "ENVIRONMENT_CLASSES",
     "MAX_ARGUMENT_CHARS",

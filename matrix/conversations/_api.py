@@ -218,9 +218,9 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     (and the loaders' ``GridError``/``DatasetError``) before anything is sent for what cannot be run.
     Every option of the config applies as in a single-turn run, ``rpm``/``tpm`` per model, ``max_cost``
     for the run directory and an adaptive ``goal`` (its ``budget``, ``rounds`` and ``plan_seed``) included
-    (``arun_conversations``). Not in a running event loop (``asyncio.run``):
+    (``_run.arun_episodes``). Not in a running event loop (``asyncio.run``):
     there, await ``arun_conversation_config``. ``batch``: new steps go in provider batches, a round at a time,
-    polled every ``batch_poll_s`` seconds (``arun_conversations``); each model's ``batch:`` options apply.
+    polled every ``batch_poll_s`` seconds (``_run.arun_episodes``); each model's ``batch:`` options apply.
     """
     return asyncio.run(arun_conversation_config(config, grid=grid, batch=batch, batch_poll_s=batch_poll_s,
                                                 progress=progress))
@@ -236,7 +236,7 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
 
     from ._dataset import select_conversations
     from ._fakes import SCRIPTED_MODELS, ScriptedClient
-    from ._run import _check_options, arun_conversations, check_episodes
+    from ._run import _check_options, arun_episodes, check_episodes
 
     _check_options(batch, config.goal, config.budget, config.rounds)
     from ._env import warm_up
@@ -270,19 +270,9 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
         from promptgrid.matrix.running.session import batch_backends
 
         backends = batch_backends(config.models, clients, retry=config.retry_policy())
-    model_params: Mapping[str, Mapping[str, Any]] = {spec.name: dict(spec.params) for spec in config.models}
-    summary = await arun_conversations(
-        variants, conversations, models=[spec.name for spec in config.models], run_dir=config.run_dir,
-        repeats=config.repeats, concurrency={spec.name: spec.concurrency for spec in config.models},
-        model_params=model_params, timeouts={spec.name: spec.timeout for spec in config.models},
-        clients=clients, renderer=renderer, retries=config.max_retries, retry_policy=config.retry_policy(),
-        step_limit=config.max_steps, max_jobs=config.max_jobs, dedupe_requests=config.dedupe_requests,
-        strict_arguments=config.strict_arguments, goal=config.goal, budget=config.budget, rounds=config.rounds,
-        seed=config.plan_seed,
-        rpm={spec.name: spec.rpm for spec in config.models}, tpm={spec.name: spec.tpm for spec in config.models},
-        max_cost=config.max_cost, progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
-        batch_poll_s=batch_poll_s, export_round=None if export is None else export[2],
-        describe={"grid": config.grid, "dataset": config.dataset, "models": [spec.name for spec in config.models]})
+    summary = await arun_episodes(config, variants, conversations, clients=clients, renderer=renderer,
+                                  progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
+                                  batch_poll_s=batch_poll_s, export_round=None if export is None else export[2])
     return summary
 
 
@@ -326,13 +316,17 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
     episode as a run does (same messages, same decoding), in a temporary directory that is removed.
     """
     import tempfile
+    from pathlib import Path
 
-    from ._run import make_conversation_client, run_conversations
+    from promptgrid.matrix.running.config import ModelSpec, RunConfig
+
+    from ._run import arun_episodes, make_conversation_client
 
     recorder = _Recorder(make_conversation_client(model))
     with tempfile.TemporaryDirectory(prefix="promptgrid-render-") as tmp:
-        run_conversations([variant], [conversation], models=[model], run_dir=tmp, clients={model: recorder},
-                          renderer=renderer, step_limit=step_limit, concurrency=1)
+        config = RunConfig(grid="", dataset="", models=(ModelSpec(model, concurrency=1),), run_dir=Path(tmp),
+                           max_steps=step_limit)
+        asyncio.run(arun_episodes(config, [variant], [conversation], clients={model: recorder}, renderer=renderer))
     messages, request = recorder.last
     if recorder.answers:
         from ._episode import Transcript, stored_answer

@@ -1,7 +1,7 @@
 """Running models through conversations: episodes, step by step, stored as they go, resumable.
 
-``run_conversations`` (``arun_conversations`` in a running event loop) takes
-every (model, variant, conversation, repeat) through its turns
+``arun_episodes`` runs a ``RunConfig`` (the one declaration of the run
+options): it takes every (model, variant, conversation, repeat) through its turns
 (``_episode``), ``concurrency`` episodes at a time per model (the plan is
 counted first, ``check_episodes``, and walked as the episodes are taken).
 Every answer is committed to the run directory's ``conversations.sqlite3``
@@ -85,7 +85,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -95,7 +95,7 @@ from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.adaptive import Adaptive, limited_try
-from promptgrid.matrix.running.config import retry_policy as run_retry_policy
+from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, TryAgain, call_error, retried
@@ -105,7 +105,6 @@ from promptgrid.variants import CallMode, ToolResults, Variant
 
 from ._batch import BatchRounds, RoundExported
 from ._check import (
-    MAXIMUM_STEP_LIMIT,
     DecodedStep,
     GroundTruthRun,
     TurnFailureMode,
@@ -119,9 +118,8 @@ from ._mini_mt import ascii_results_for
 from ._records import EpisodeResult, TurnResult
 from ._store import ConversationStore
 
-__all__ = ["ConversationRunSummary", "arun_conversations", "check_episodes", "conversation_findings",
-           "episode_outcome", "episode_variants", "plan_record", "round_outcomes", "run_conversations", "settled",
-           "variant_dimensions"]
+__all__ = ["ConversationRunSummary", "arun_episodes", "check_episodes", "conversation_findings",
+           "episode_outcome", "episode_variants", "plan_record", "round_outcomes", "settled", "variant_dimensions"]
 
 _DIMENSIONS = ("call_mode", "return_format", "doc_format", "tool_call_tag", "prompt_format", "prompt_style",
                "instruction_language", "description_language", "template")
@@ -835,84 +833,56 @@ def _check_options(batch: bool, goal: str | None, budget: int | None = None, rou
         raise RunError(problem)
 
 
-async def arun_conversations(
+async def arun_episodes(
+    config: RunConfig,
     variants: Sequence[Variant],
     conversations: Sequence[Conversation],
     *,
-    models: Sequence[str],
-    run_dir: str | os.PathLike[str],
-    repeats: int = 1,
-    concurrency: int | Mapping[str, int] = 4,
-    params: Mapping[str, Any] | None = None,
-    model_params: Mapping[str, Mapping[str, Any]] | None = None,
-    timeouts: Mapping[str, float] | None = None,
     clients: Mapping[str, Any] | None = None,
     renderer: Any = None,
-    step_limit: int = MAXIMUM_STEP_LIMIT,
-    retries: int = 3,
-    retry_policy: RetryPolicy | None = None,
-    batch: bool = False,
-    goal: str | None = None,
-    budget: int | None = None,
-    rounds: int | None = None,
-    seed: int = 0,
-    env_options: Mapping[str, Any] | None = None,
-    describe: Mapping[str, Any] | None = None,
-    on_sent: Callable[[int], None] | None = None,
     progress: Any = None,
     redactor: Redactor | None = None,
-    dedupe_requests: bool = False,
-    strict_arguments: bool = False,
-    max_jobs: int | None = None,
-    make_env: Callable[..., Any] | None = None,
-    max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
-    rpm: Mapping[str, float | None] | None = None,
-    tpm: Mapping[str, float | None] | None = None,
-    max_cost: float | None = None,
+    batch: bool = False,
     batch_backends: Mapping[str, Any] | None = None,
     batch_poll_s: float = 30.0,
     export_round: list[Any] | None = None,
+    make_env: Callable[..., Any] | None = None,
+    env_options: Mapping[str, Any] | None = None,
+    on_sent: Callable[[int], None] | None = None,
+    max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
 ) -> ConversationRunSummary:
-    """Run every (model, variant, conversation, repeat) episode not finished in ``run_dir``'s store.
+    """Run every (model, variant, conversation, repeat) episode of ``config`` not finished in its run directory.
 
-    ``clients`` maps a model string to its client (made with
-    ``make_conversation_client`` when absent); ``renderer`` renders the first
-    turn (``make_renderer(variants)`` when absent). ``params``: generation
-    parameters for every model (the seed, if any, is offset by the repeat),
-    ``model_params`` a model's own (over ``params``); ``concurrency``: episodes at a time, per model
-    (one number for all, or per model string); ``timeouts``: seconds per call,
-    per model string (default 600; a timeout is retried as a retryable error). ``retry_policy``: how often
-    and after what wait a failed call is sent again (``RunConfig.retry_policy()``); default: ``retries``
-    retries after the backoff 0.5 s, 1 s, 2 s, ... (at most 60 s), or a longer Retry-After (at most 120 s).
+    The run options are ``config``'s, the one declaration every run reads (``RunConfig``, ``RunOptions``):
+    its models (each ``ModelSpec``'s ``params``, ``concurrency`` -- episodes at a time --, ``timeout`` per
+    step, ``rpm``/``tpm``), ``run_dir``, ``repeats``, ``retry_policy()``, ``max_steps``, ``max_jobs``,
+    ``dedupe_requests``, ``strict_arguments``, ``max_cost`` and the adaptive ``goal``/``budget``/``rounds``/
+    ``plan_seed``; its ``grid`` and ``dataset`` (where given) are kept in the store. ``variants`` and
+    ``conversations`` are what the grid and dataset selected. The keyword arguments are the wiring, not
+    options: ``clients`` maps a model string to its client (made with ``make_conversation_client`` when
+    absent); ``renderer`` renders the first turn (``make_renderer(variants)`` when absent).
     ``env_options``: ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
     ``max_answer_chars``: most characters of one step's answer stored and sent back (``MAX_STORED_ANSWER_CHARS``,
-    the parsers' input bound; ``_episode.stored_answer``).
-    ``describe``: what the run was started with (grid, dataset), kept in the
-    store. ``goal``/``budget``/``rounds``/``seed``: an adaptive study of at most ``budget`` episodes per model,
-    planned in ``rounds`` rounds (``planning.DEFAULT_ROUNDS`` when ``None``) by the single-turn runner's planner
-    of ``goal``, seeded by ``seed`` (module docstring); without ``goal``, every episode. Raises ``RunError`` for
-    what cannot be run (batch, an unknown goal, a goal without a budget, no models or variants, bad repeats or
-    concurrency) before anything is sent. ``on_sent`` is called after each step sent and committed to the
-    store, with the number sent so far (the resume tests kill the process
-    there). The clients are closed at the end. ``progress``: a text stream that gets one line
-    per finished episode (``None``: quiet; control characters in it are escaped). ``redactor``: what removes
-    secrets from the errors stored and printed (the clients' own, ideally;
+    the parsers' input bound; ``_episode.stored_answer``). Raises ``RunError`` for what cannot be run (an
+    unknown goal, a goal without a budget, no models or variants, bad repeats or concurrency) before anything
+    is sent. ``on_sent`` is called after each step sent and committed to the store, with the number sent so
+    far (the resume tests kill the process there). The clients are closed at the end. ``progress``: a text
+    stream that gets one line per finished episode (``None``: quiet; control characters in it are escaped).
+    ``redactor``: what removes secrets from the errors stored and printed (the clients' own, ideally;
     default: a new ``Redactor``, which reads the environment).
 
     Each episode is an independent sample: a stored answer is reused only by the step of the same (model,
     parameters, variant, conversation, repeat) it was got for, at the same place (turn, step) after the same
     messages. ``dedupe_requests``: byte-identical requests share one answer whatever their episode (the request
     is the key; only sound at temperature 0). ``max_jobs``: the most episodes the plan may have (models x
-    variants x conversations x repeats; default ``MAX_JOBS``), checked before anything is built.
-    ``strict_arguments``: the strict argument rule (``RunOptions.strict_arguments``) for the episodes'
-    environments, the ground truth's and the check's.
-    ``make_env``: what builds an episode's environment (``Environment``; tests give a fake); an
-    ``EnvironmentFailure`` it raises (building it, running calls, reporting its state when scoring) ends that
-    episode only, stored as failed (``failure_mode`` ``environment_failure``, ``details["environment_failure"]``
-    naming where and why); the run goes on and a later run does not run it again.
+    variants x conversations x repeats), checked before anything is built. ``strict_arguments``: the strict
+    argument rule for the episodes' environments, the ground truth's and the check's. ``make_env``: what
+    builds an episode's environment (``Environment``; tests give a fake); an ``EnvironmentFailure`` it raises
+    (building it, running calls, reporting its state when scoring) ends that episode only, stored as failed
+    (``failure_mode`` ``environment_failure``, ``details["environment_failure"]`` naming where and why); the
+    run goes on and a later run does not run it again.
 
-    ``rpm``/``tpm``: requests and tokens per minute, per model string (``ModelSpec.rpm``/``tpm``; absent or
-    ``None``: no limit): every attempt of every step of the model's episodes waits for the model's buckets
+    ``rpm``/``tpm``: every attempt of every step of the model's episodes waits for the model's buckets
     (``ratelimit.model_buckets``, as a single-turn run). ``max_cost``: USD for the whole run directory (its
     stored steps' cost included): once reached, no new step is sent and no episode started (``costcap``, the
     single-turn rule); an episode stopped mid-way is stored unfinished (``valid`` ``None``,
@@ -926,40 +896,44 @@ async def arun_conversations(
     round is not sent but appended to this list (its lines), every episode taking part at once; the episodes
     waiting on it are left unfinished (``summary.waiting``).
     """
-    _check_arguments(variants, conversations, models, batch=batch, goal=goal, budget=budget, rounds=rounds,
-                     max_cost=max_cost, rpm=rpm, tpm=tpm, repeats=repeats, max_jobs=max_jobs, seed=seed)
+    models = [spec.name for spec in config.models]
+    run_dir, repeats, goal, budget, rounds, seed = (config.run_dir, config.repeats, config.goal, config.budget,
+                                                    config.rounds, config.plan_seed)
+    max_cost, step_limit = config.max_cost, config.max_steps
+    _check_arguments(config, variants, conversations)
     if batch and batch_backends is None:
         _check_batch_models(models, clients or {})
     planners = {model: make_planner(model, len(variants), len(conversations), repeats, goal=goal, budget=budget,
                                     rounds=rounds, seed=seed) for model in models}
-    per_model_params = {model: {**dict(params or {}), **dict((model_params or {}).get(model, {}))}
-                        for model in models}
-    gate_sizes = dict(concurrency) if isinstance(concurrency, Mapping) else {m: concurrency for m in models}
-    if min(gate_sizes.get(m, 4) for m in models) < 1 or step_limit < 1:
+    per_model_params = {spec.name: dict(spec.params) for spec in config.models}
+    gate_sizes = {spec.name: spec.concurrency for spec in config.models}
+    if min(gate_sizes.values()) < 1 or step_limit < 1:
         raise RunError("repeats, concurrency and the step limit must be at least 1.")
     if renderer is None:
         from promptgrid.matrix.running.session import make_renderer
 
         renderer = make_renderer(variants)
-    if retry_policy is None:
-        retry_policy = _default_retry_policy(retries)
+    retry_policy = config.retry_policy()
     summary = ConversationRunSummary(str(run_dir))
-    step_timeouts = {m: float((timeouts or {}).get(m, 600.0)) for m in models}
+    step_timeouts = {spec.name: float(spec.timeout) for spec in config.models}
     # Within each model's concurrency, the steps in flight adapt to how its answers come back, as a single-turn
     # run's calls do (``running/adaptive.py``); one episode at a time has nothing to adapt.
-    adaptive = {m: Adaptive(gate_sizes.get(m, 4), step_timeouts[m]) if gate_sizes.get(m, 4) > 1 else None
-                for m in models}
+    adaptive = {m: Adaptive(gate_sizes[m], step_timeouts[m]) if gate_sizes[m] > 1 else None for m in models}
+    describe: dict[str, Any] = {key: value for key, value in (("grid", config.grid), ("dataset", config.dataset))
+                                if value}
+    if describe:
+        describe["models"] = models
     started = time.perf_counter()
     with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
-        _prepare_store(store, variants, strict_arguments, describe)
+        _prepare_store(store, variants, config.strict_arguments, describe)
         made = _made_clients(models, clients)  # made once the directory is this run's (a refused run makes none)
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
                           timeouts=step_timeouts,
                           redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
-                          summary=summary, on_sent=on_sent, dedupe=dedupe_requests,
+                          summary=summary, on_sent=on_sent, dedupe=config.dedupe_requests,
                           legacy_keys=_step_keys(store), make_env=make_env or Environment,
-                          strict_arguments=strict_arguments, max_answer_chars=max_answer_chars,
-                          limits={m: model_buckets((rpm or {}).get(m), (tpm or {}).get(m)) for m in models},
+                          strict_arguments=config.strict_arguments, max_answer_chars=max_answer_chars,
+                          limits={spec.name: model_buckets(spec.rpm, spec.tpm) for spec in config.models},
                           max_cost=max_cost, adaptive=adaptive)
         state.progress = progress
         if batch:
@@ -1040,27 +1014,28 @@ def _batch_backends(clients: Mapping[str, Any], retry: RetryPolicy) -> dict[str,
     return out
 
 
-def _check_arguments(variants: Sequence[Variant], conversations: Sequence[Conversation], models: Sequence[str], *,
-                     batch: bool, goal: str | None, budget: int | None, rounds: int | None, max_cost: float | None,
-                     rpm: Mapping[str, float | None] | None, tpm: Mapping[str, float | None] | None, repeats: int,
-                     max_jobs: int | None, seed: int) -> None:
-    """``RunError`` for the arguments of ``arun_conversations`` that cannot be run, in this order: batch and the
-    adaptive options (``_check_options``), the cost cap, the rates, the models, variants and conversations, the
-    repeats, the plan's size (``check_episodes``), the seed."""
-    _check_options(batch, goal, budget, rounds)
+def _check_arguments(config: RunConfig, variants: Sequence[Variant], conversations: Sequence[Conversation]) -> None:
+    """``RunError`` for a config whose episodes cannot be run, in this order: the adaptive options
+    (``_check_options``), the cost cap, the rates, the models, variants and conversations, the repeats, the plan's
+    size (``check_episodes``), the seed."""
+    _check_options(False, config.goal, config.budget, config.rounds)
+    max_cost = config.max_cost
     if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost > 0):
         raise RunError(f"max_cost must be a positive number of USD, got {max_cost!r}.")
-    for name, rates in (("rpm", rpm), ("tpm", tpm)):
-        bad = {m: r for m, r in (rates or {}).items() if r is not None and not (isinstance(r, (int, float)) and r > 0)}
+    for name in ("rpm", "tpm"):
+        bad = {spec.name: getattr(spec, name) for spec in config.models
+               if getattr(spec, name) is not None
+               and not (isinstance(getattr(spec, name), (int, float)) and getattr(spec, name) > 0)}
         if bad:
             raise RunError(f"{name} must be a positive number per model, got {bad!r}.")
-    if not models:
+    if not config.models:
         raise RunError("no models: name at least one (--model).")
     if not variants or not conversations:
         raise RunError("nothing to run: the grid selects no variants or the dataset no conversations.")
-    if repeats < 1:
+    if config.repeats < 1:
         raise RunError("repeats, concurrency and the step limit must be at least 1.")
-    check_episodes(len(models), len(variants), len(conversations), repeats, max_jobs=max_jobs)
+    check_episodes(len(config.models), len(variants), len(conversations), config.repeats, max_jobs=config.max_jobs)
+    seed = config.plan_seed
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise RunError(f"seed must be a whole number (the planner's seed: --seed), got {seed!r}.")
 
@@ -1362,21 +1337,10 @@ def check_run_dir_kind(run_dir: str | os.PathLike[str]) -> None:
                        "--run-dir.")
 
 
-def run_conversations(*args: Any, **kwargs: Any) -> ConversationRunSummary:
-    """``arun_conversations`` in a new event loop (same arguments)."""
-    return asyncio.run(arun_conversations(*args, **kwargs))
-
-
 def _one_line(text: str) -> str:
     """``text`` for the progress line: control characters escaped (a dataset's id or a provider's error cannot
     move the cursor or recolour the terminal), newlines and tabs too (one line per episode)."""
     return escape_controls(text).replace("\n", "\\n").replace("\t", "\\t")
-
-
-def _default_retry_policy(retries: int) -> RetryPolicy:
-    """``run_conversations``' policy when none is given: a ``RunConfig``'s (its cap and Retry-After cap) for
-    ``retries`` retries, with the backoff this runner always had, 0.5 s then doubling, without jitter."""
-    return replace(run_retry_policy(max(0, retries)), base=0.5, jitter=0.0)
 
 
 def make_conversation_client(model: str) -> Any:

@@ -11,6 +11,8 @@ Not a test package: pytest collects nothing here. What lives where:
 - ``support.running``: a prepared run on stand-in cases, a stand-in scorer, the fake
   server that answers right, and the child-process runner (``support.runner_child``)
   the crash and secret tests kill.
+- ``support.episodes``: ``run_conversations``, the conversation engine on in-memory variants and
+  conversations, its keywords turned into the one ``RunConfig`` the library runs from.
 - ``support.rows``: result rows and JSONL files of them for the report and compare tests.
 - ``support.profiles``: the hypothesis profiles ``dev`` and ``ci`` (tests/conftest.py loads one).
 - ``support.scripts``: the repository's benchmark and helper scripts loaded as modules (``load_script``).

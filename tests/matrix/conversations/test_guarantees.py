@@ -23,10 +23,10 @@ from promptgrid.matrix.conversations import (
     EpisodeContext,
     ScriptedClient,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.providers import ErrorKind, RetryPolicy, call_error
 from promptgrid.variants import Variant
+from support.episodes import run_conversations
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
 

@@ -30,9 +30,9 @@ from promptgrid.matrix.conversations import (
     conversation_run_html,
     episode_transcripts,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.variants import Variant
+from support.episodes import run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy"
 HOSTILE = "<script>alert(1)</script>"

@@ -17,8 +17,9 @@ import pytest
 
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
-from promptgrid.matrix.conversations import EpisodeContext, load_conversations, run_conversations
+from promptgrid.matrix.conversations import EpisodeContext, load_conversations
 from promptgrid.variants import Variant
+from support.episodes import run_conversations
 
 _CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
                   if p and Path(p).exists()), None)

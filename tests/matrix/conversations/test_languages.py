@@ -28,6 +28,7 @@ from promptgrid.matrix.conversations._languages import (
 from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.conversations._report import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K
 from promptgrid.matrix.report import stats
+from support.episodes import run_conversations
 
 V = "v"
 VARIANTS: dict[str, dict[str, str]] = {V: {}}
@@ -169,7 +170,7 @@ DESCRIPTION_LEVELS = ("partial-descriptions", "full")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run of the ground truth and the prose fake at every level that renders (module docstring)."""
     pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
-    from promptgrid.matrix.conversations import load_conversations, run_conversations
+    from promptgrid.matrix.conversations import load_conversations
     from promptgrid.matrix.conversations._render import first_turn_case
     from promptgrid.matrix.running.session import make_renderer
     from promptgrid.variants import load_grid

@@ -29,7 +29,6 @@ from promptgrid.matrix.conversations import (
     ToolCall,
     is_conversation_dataset,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.matrix.conversations._check import check_conversation, run_ground_truth
 from promptgrid.matrix.conversations._dataset import SPEC_FORMS
@@ -40,6 +39,7 @@ from support.scripts import ROOT, load_script
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
 
 from promptgrid.matrix.conversations import _mini_mt  # noqa: E402  (after the skip: building needs bfcl-eval)
+from support.episodes import run_conversations
 
 build = load_script("scripts/build_mini_mt.py")
 LANGS = _mini_mt.MINI_MT_LANGUAGES

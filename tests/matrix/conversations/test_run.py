@@ -44,13 +44,13 @@ from promptgrid.matrix.conversations import (
     first_turn_messages,
     is_conversation_dataset,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.matrix.conversations._env import EnvironmentFailure
 from promptgrid.matrix.conversations._episode import ADDITIONAL_FUNCTIONS_PROMPT
 from promptgrid.providers import ErrorKind, call_error
 from promptgrid.variants import Variant
 from support.bfcl import load_bfcl_modules
+from support.episodes import run_conversations
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
 pytest.importorskip("mpmath")  # bfcl-eval's MathAPI (the hostile test's entries use it)
@@ -320,8 +320,11 @@ def test_the_results_message_is_byte_for_byte_bfcl_evals_for_a_call_with_two_arg
 # --------------------------------------------------------------------------- 3. resume
 
 RESUME_SCRIPT = """
-import os, sys
-from promptgrid.matrix.conversations import load_conversations, run_conversations
+import asyncio, os, sys
+from pathlib import Path
+from promptgrid.matrix.conversations import load_conversations
+from promptgrid.matrix.conversations._run import arun_episodes
+from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.variants import Variant
 conversations = load_conversations("bfcl:multi_turn_base", limit=2)
 
@@ -329,8 +332,9 @@ def kill_at(sent):
     if sent >= int(sys.argv[2]):
         os._exit(137)  # a kill: the step just sent is committed, nothing else happens
 
-run_conversations([Variant(), Variant(call_mode="native")], conversations, models=["fake/ground-truth"],
-                  run_dir=sys.argv[1], repeats=2, on_sent=kill_at)
+config = RunConfig(grid="", dataset="", models=(ModelSpec("fake/ground-truth", concurrency=4),),
+                   run_dir=Path(sys.argv[1]), repeats=2)
+asyncio.run(arun_episodes(config, [Variant(), Variant(call_mode="native")], conversations, on_sent=kill_at))
 raise SystemExit(3)  # not reached: the run is killed after the steps
 """
 
@@ -493,7 +497,8 @@ def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, b
     assert (summary.finished, summary.valid, summary.errors) == (1, 1, 0)
     assert set(client.attempts.values()) == {2} and len(client.attempts) == summary.steps_sent
 
-    # Without retry_after, the backoff (0.5 s, then doubling) is waited: the sleep is recorded, not waited.
+    # Without retry_after, the run's backoff is waited (here 0.5 s, then doubling, with full jitter: a wait within
+    # each window): the sleep is recorded, not waited.
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -507,7 +512,7 @@ def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, b
         summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "twice",
                                     clients={GT: client}, retries=2)
     assert (summary.finished, summary.valid, summary.errors) == (1, 1, 0)
-    assert waits[:2] == [0.5, 1.0] and len(waits) == 2 * summary.steps_sent
+    assert 0 <= waits[0] <= 0.5 and 0 <= waits[1] <= 1.0 and len(waits) == 2 * summary.steps_sent
 
     client = Failing(ErrorKind.SERVER, retry_after=0.01, message="overloaded")
     summary = run_conversations([PROMPT], base[:2], models=[GT], run_dir=tmp_path / "always", clients={GT: client},
@@ -679,13 +684,9 @@ def test_an_episode_error_is_stored_without_the_key(tmp_path: Path, base: list[C
     assert secret not in (tmp_path / "conversations.sqlite3").read_bytes().decode("utf-8", "replace")
 
 
-def test_run_conversations_retries_as_its_retry_policy_says(tmp_path: Path, base: list[Conversation]) -> None:
-    import dataclasses
-
-    from promptgrid.matrix.conversations._run import _default_retry_policy
-    from promptgrid.matrix.running.config import RunConfig
-    from promptgrid.providers import RetryPolicy
-
+def test_a_conversation_run_retries_as_its_run_config_says(tmp_path: Path, base: list[Conversation]) -> None:
+    """The engine's retry policy is the run's (``RunConfig.retry_policy()``: ``max_retries``, the backoff and the
+    Retry-After cap), not one of its own."""
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -693,32 +694,28 @@ def test_run_conversations_retries_as_its_retry_policy_says(tmp_path: Path, base
         waits.append(delay)
         return await real_sleep(0)
 
-    def run(client: Failing, name: str, policy: RetryPolicy, **kwargs: Any) -> Any:
+    def run(client: Failing, name: str, **fields: Any) -> Any:
         waits.clear()
         return run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / name, clients={GT: client},
-                                 retry_policy=policy, **kwargs)
+                                 **fields)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
-        # A Retry-After is waited (never less), cut to the policy's retry_after_cap.
+        # A Retry-After is waited (never less), cut to the run's retry_after_cap.
         client = Failing(ErrorKind.RATE_LIMIT, failures=1, retry_after=7.0)
-        summary = run(client, "after", RetryPolicy(max_attempts=2, base=0.1, cap=0.1, retry_after_cap=5.0), retries=0)
+        summary = run(client, "after", max_retries=1, backoff_base_s=0.1, backoff_max_s=0.1, retry_after_cap=5.0)
         assert (summary.finished, summary.valid, summary.errors) == (1, 1, 0)
         assert waits == [5.0] * summary.steps_sent
-        # max_attempts bounds the attempts (``retries`` only makes the default policy), the backoff is the policy's.
+        # max_retries bounds the attempts; each wait is within the backoff's window (full jitter).
         client = Failing(ErrorKind.SERVER, retry_after=None, message="overloaded")
-        summary = run(client, "bounded", RetryPolicy(max_attempts=3, base=0.25, cap=0.3, jitter=0.0), retries=9)
+        summary = run(client, "bounded", max_retries=2, backoff_base_s=0.25, backoff_max_s=0.3)
         assert summary.errors == 1 and "overloaded" in (summary.results[0].error or "")
-        assert list(client.attempts.values()) == [3] and waits == [0.25, 0.3]
-        # A malformed answer is sent again at most malformed_attempts times in all.
+        assert list(client.attempts.values()) == [3] and len(waits) == 2
+        assert 0 <= waits[0] <= 0.25 and 0 <= waits[1] <= 0.3
+        # A malformed answer is sent again at most the policy's malformed_attempts (2) times in all.
         client = Failing(ErrorKind.MALFORMED, retry_after=None)
-        summary = run(client, "malformed", RetryPolicy(max_attempts=5, malformed_attempts=2, base=0.0))
+        summary = run(client, "malformed", max_retries=4, backoff_base_s=0.0)
         assert summary.errors == 1 and list(client.attempts.values()) == [2] and waits == [0.0]
-    # The default: a RunConfig's policy for ``retries`` retries, with this runner's 0.5 s, 1 s, ... backoff.
-    config = RunConfig(grid="g", dataset="d", models=(), run_dir=tmp_path)
-    assert _default_retry_policy(2) == dataclasses.replace(config.retry_policy(), max_attempts=3, base=0.5,
-                                                           jitter=0.0)
-    assert _default_retry_policy(0).max_attempts == 1
 
 
 def test_progress_lines_escape_control_characters(tmp_path: Path, base: list[Conversation]) -> None:

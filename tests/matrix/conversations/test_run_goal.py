@@ -28,12 +28,12 @@ from promptgrid.matrix.conversations import (
     EpisodeContext,
     ScriptedClient,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.matrix.running.findings import AdaptiveResult
 from promptgrid.matrix.running.planning import AdaptivePlanner, make_planner
 from promptgrid.providers import ErrorKind, call_error
 from promptgrid.variants import Variant
+from support.episodes import run_conversations
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")  # mini-mt's classes
 

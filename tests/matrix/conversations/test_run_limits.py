@@ -27,11 +27,11 @@ from promptgrid.matrix.conversations import (
     EpisodeContext,
     ScriptedClient,
     load_conversations,
-    run_conversations,
 )
 from promptgrid.matrix.running import ratelimit
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens
 from promptgrid.variants import Variant
+from support.episodes import run_conversations
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")  # mini-mt's classes
 

@@ -29,7 +29,6 @@ from promptgrid.matrix.conversations import (
     iter_transcripts,
     load_conversations,
     render_conversation,
-    run_conversations,
     select_episodes,
     transcript_record,
     transcript_text,
@@ -37,6 +36,7 @@ from promptgrid.matrix.conversations import (
 from promptgrid.matrix.conversations._export import json_line
 from promptgrid.matrix.conversations._transcript import TranscriptCall, TranscriptStep, TranscriptTurn
 from promptgrid.variants import Variant, load_grid
+from support.episodes import run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy:3"
 PROMPT_LABEL = "json->python,False"

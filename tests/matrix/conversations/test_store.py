@@ -17,6 +17,7 @@ from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationStore
 from promptgrid.matrix.conversations._store import StoredStep
+from support.episodes import run_conversations
 
 
 def _fill(run_dir: Path) -> None:
@@ -185,7 +186,7 @@ def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None
 
 
 def _run_of_one_episode(run_dir: Path) -> None:
-    from promptgrid.matrix.conversations import load_conversations, run_conversations
+    from promptgrid.matrix.conversations import load_conversations
     from promptgrid.variants import load_grid
 
     variant = load_grid("call_modes").select(["json->python,False"])
