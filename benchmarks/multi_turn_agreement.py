@@ -90,13 +90,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from promptgrid.matrix.conversations._check import (  # noqa: E402
     MAXIMUM_STEP_LIMIT,
-    ConversationVerdict,
     check_conversation,
     run_ground_truth,
 )
 from promptgrid.matrix.conversations._dataset import Conversation, load_conversations  # noqa: E402
 from promptgrid.matrix.conversations._env import Environment, ToolCall, method_signatures  # noqa: E402
 from promptgrid.matrix.conversations._score_file import decode_step  # noqa: E402
+from promptgrid.matrix.scoring.verdict import Verdict  # noqa: E402
 
 MUTATIONS = ("ground_truth", "drop_call", "wrong_argument", "extra_call")
 """Trajectories of ``ToolCall`` objects (what a decoder gives), one per entry each."""
@@ -445,7 +445,7 @@ class Row:
     """
 
     trajectory: Trajectory
-    ours: ConversationVerdict
+    ours: Verdict
     reference: ReferenceVerdict
     ours_s: float
     truth_s: float
@@ -486,20 +486,21 @@ def compare(conversations: Sequence[Conversation], *, seed: int = 0, category: s
     return rows
 
 
-def _verdict_text(verdict: ConversationVerdict) -> str:
+def _verdict_text(verdict: Verdict) -> str:
     if verdict.valid:
         return "valid"
     failed = verdict.first_failure
     assert failed is not None and failed.failure_mode is not None
-    return f"invalid (turn {failed.index}: {failed.failure_mode.value}, {failed.error_code.bfcl_error_type})"
+    return f"invalid (turn {failed.turn}: {failed.failure_mode.value}, {failed.error_code.bfcl_error_type})"
 
 
-def _why(verdict: ConversationVerdict) -> str:
+def _why(verdict: Verdict) -> str:
     failed = verdict.first_failure
     if failed is None:
         return ""
     keep = ("state_differences", "missing_results", "missing_calls", "extra_calls", "refused", "decode_failures")
-    return json.dumps({key: failed.details[key] for key in keep if failed.details.get(key)}, default=repr)[:600]
+    details = failed.details or {}
+    return json.dumps({key: details[key] for key in keep if details.get(key)}, default=repr)[:600]
 
 
 def report(rows: Sequence[Row]) -> str:

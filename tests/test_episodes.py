@@ -98,7 +98,8 @@ def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Pat
 
 
 def test_an_unfinished_episode_is_a_pending_row_and_a_failed_one_keeps_its_turn_s_error_type() -> None:
-    from promptgrid.matrix.conversations import EpisodeResult, TurnResult
+    from promptgrid.matrix.conversations import EpisodeResult
+    from support.episodes import made_turn
 
     stopped = EpisodeResult("m", "v", "c1", "multi_turn_base", 0, None, error="the run stopped: max_cost",
                             template="c", language="de")
@@ -108,7 +109,7 @@ def test_an_unfinished_episode_is_a_pending_row_and_a_failed_one_keeps_its_turn_
     assert (row.case_language, row.case_group, row.dimensions, row.label) == ("de", "c", {"call_mode": "native"},
                                                                               "native")
     failed = EpisodeResult("m", "v", "c1", "multi_turn_base", 1, False, failure_mode="wrong_end_state",
-                           turns=(TurnResult(0, True, None, 2, 1), TurnResult(1, False, "wrong_end_state", 3, 2)),
+                           turns=(made_turn(0, True, None, 2, 1), made_turn(1, False, "wrong_end_state", 3, 2)),
                            steps=5, details={"verdict": {"bfcl_error_type": "multi_turn:instance_state_mismatch"}})
     row = failed.row()
     assert (row.status, row.valid, row.scored, row.failure_mode, row.n_predicted_calls, row.attempts) == \

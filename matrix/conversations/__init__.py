@@ -18,8 +18,8 @@ results they get. This package holds the two foundations:
   ``jsonl:PATH`` (docs/conversations.md); ground-truth call strings are parsed
   with ``ast`` (``parse_call``), never evaluated.
 - ``_check``: ``check_conversation``, a trajectory scored turn by turn by state
-  and results as bfcl-eval's ``multi_turn_checker`` does (``ConversationVerdict``,
-  ``TurnVerdict``, ``TurnFailureMode``; ``run_ground_truth`` once per entry).
+  and results as bfcl-eval's ``multi_turn_checker`` does (a ``Verdict`` with its
+  turn verdicts, ``TurnFailureMode``; ``run_ground_truth`` once per entry).
 - ``_score_file``: ``score_conversation_stream``, bfcl-eval's multi-turn result
   lines scored offline (``promptgrid score-file --dataset bfcl:multi_turn_base``).
 
@@ -64,7 +64,6 @@ _EXPORTS: dict[str, str] = {
     "EpisodeResult": "._records",
     "ScriptedClient": "._fakes",
     "Transcript": "._episode",
-    "TurnResult": "._records",
     "arun_conversation_config": "._api",
     "episodes_frame": "._api",
     "conversation_report": "._report",
@@ -160,7 +159,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._html import conversation_html as conversation_html
     from ._html import conversation_run_html as conversation_run_html
     from ._records import EpisodeResult as EpisodeResult
-    from ._records import TurnResult as TurnResult
     from ._render import first_turn_messages as first_turn_messages
     from ._report import TAU_BENCH_PASS_K as TAU_BENCH_PASS_K
     from ._report import TICKET_BENCH_PASS_K as TICKET_BENCH_PASS_K
@@ -192,7 +190,6 @@ __all__ = [
     "EpisodeResult",
     "ScriptedClient",
     "Transcript",
-    "TurnResult",
     "arun_conversation_config",
     "conversation_report",
     "conversation_html",

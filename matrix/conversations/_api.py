@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from promptgrid.errors import InputLimitError, MissingDependencyError, RunError
 from promptgrid.safeio import read_json_lines
 
-from ._records import EpisodeResult
+from ._records import EpisodeResult, turn_record
 from ._store import CONVERSATION_STORE, ConversationStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -164,7 +164,7 @@ class ConversationReader:
 
 FRAME_TURN_COLUMNS = ("valid", "failure_mode", "steps", "calls")
 """Per user turn ``i``, the columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps`` and
-``turn_{i}_calls`` of ``episodes_frame`` (``TurnResult``'s fields)."""
+``turn_{i}_calls`` of ``episodes_frame`` (``_records.turn_record``'s fields)."""
 
 
 def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]] | None = None,
@@ -199,8 +199,9 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
                    call_mode=dims.get("call_mode", "prompt"), turns=len(e.turns),
                    stopped=e.details.get("stopped"))
         for turn in e.turns:
+            record = turn_record(turn)
             for name in FRAME_TURN_COLUMNS:
-                row[f"turn_{turn.index}_{name}"] = getattr(turn, name)
+                row[f"turn_{turn.turn}_{name}"] = record[name]
         records.append(row)
     frame = pd.DataFrame.from_records(records, columns=columns)
     for column in ("valid", *(c for c in per_turn if c.endswith("_valid"))):

@@ -95,7 +95,7 @@ validate against the function doc (``Environment``). The environment notes
 every call the other rule would treat otherwise; only for a trajectory with
 such a call is it scored a second time, under the other rule, and each turn
 whose validity differs carries ``argument_rule_disagrees`` in its details.
-The verdict records its rule (``ConversationVerdict.argument_rule``).
+The verdict records its rule (``Verdict.argument_rule``).
 
 Deviation from bfcl-eval: a step-limit hit in the *last* turn fails it here;
 bfcl-eval's runner cannot tell (the turn counts match) and scores that turn by
@@ -109,10 +109,10 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..scoring.verdict import ErrorCode, TurnFailureMode
+from ..scoring.verdict import ErrorCode, TurnFailureMode, Verdict
 from ._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
 
 if TYPE_CHECKING:
@@ -127,7 +127,9 @@ __all__ = [
     "TurnFailureMode",
     "TurnVerdict",
     "check_conversation",
+    "conversation_verdict",
     "run_ground_truth",
+    "turn_verdict",
 ]
 
 MAXIMUM_STEP_LIMIT = 20
@@ -158,80 +160,31 @@ DecodedStep = Sequence[ToolCall] | DecodeFailure
 """One model answer within a turn: the calls it decoded to (possibly none), or a ``DecodeFailure``."""
 
 
-@dataclass(frozen=True)
-class TurnVerdict:
-    """How one user turn of a trajectory scored.
-
-    ``error_code`` is what bfcl-eval records for the check that failed
-    (``ErrorCode.VALID`` for a valid turn), so a verdict can be joined with a
-    bfcl-eval score file; ``failure_mode`` says what the model did. ``details``
-    is plain data (JSON-serializable): ``steps``, ``calls``, and where they
-    apply ``decode_failures``, ``refused``, ``state_differences``,
-    ``missing_results``, ``missing_calls`` and ``extra_calls`` (against the
-    turn's ground truth, as ``name(arguments)`` strings), and
-    ``argument_rule_disagrees`` (``{"other_rule", "valid", "failure_mode"}``:
-    how the other argument rule scores this turn, where its validity differs).
-    """
-
-    index: int
-    valid: bool
-    failure_mode: TurnFailureMode | None = None
-    error_code: ErrorCode = ErrorCode.VALID
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The verdict as plain data, for score files."""
-        return {
-            "turn": self.index,
-            "valid": self.valid,
-            "failure_mode": None if self.failure_mode is None else self.failure_mode.value,
-            "bfcl_error_type": self.error_code.bfcl_error_type,
-            "details": dict(self.details),
-        }
+TurnVerdict = Verdict
+"""A conversation turn's verdict is a ``Verdict`` with its ``turn`` index (``turn_verdict``): this is another name
+for it, kept for code written when it was a class of its own."""
+ConversationVerdict = Verdict
+"""A conversation's verdict is a ``Verdict`` with its ``turns`` (``conversation_verdict``): another name for it."""
 
 
-@dataclass(frozen=True)
-class ConversationVerdict:
-    """How a whole trajectory scored: valid when every turn is; the first failed turn decides the entry's mode."""
+def turn_verdict(index: int, valid: bool, failure_mode: TurnFailureMode | None, error_code: ErrorCode,
+                 details: Mapping[str, Any]) -> Verdict:
+    """How one user turn of a trajectory scored: ``error_code`` is what bfcl-eval records for the check that failed
+    (``ErrorCode.VALID`` for a valid turn), so a verdict can be joined with a bfcl-eval score file;
+    ``failure_mode`` says what the model did; ``details`` (``Verdict.details``) holds at least ``steps`` and
+    ``calls`` (its ``n_predicted_calls``)."""
+    return Verdict(valid, error_code, failure_mode, n_predicted_calls=int(details.get("calls", 0)), turn=index,
+                   details=details)
 
-    id: str
-    valid: bool
-    turns: tuple[TurnVerdict, ...]
-    argument_rule: str = "bfcl"
-    """The argument rule the trajectory was scored under: ``"bfcl"`` (the default: the method decides, as in
-    bfcl-eval) or ``"strict"`` (arguments must validate against the function docs)."""
 
-    @property
-    def argument_rule_disagreements(self) -> int:
-        """How many turns the other argument rule scores otherwise (valid where this one fails, or the reverse)."""
-        return sum(1 for turn in self.turns if "argument_rule_disagrees" in turn.details)
-
-    @property
-    def first_failure(self) -> TurnVerdict | None:
-        """The first turn that failed (the one bfcl-eval reports), or ``None``."""
-        return next((turn for turn in self.turns if not turn.valid), None)
-
-    @property
-    def failure_mode(self) -> TurnFailureMode | None:
-        failed = self.first_failure
-        return None if failed is None else failed.failure_mode
-
-    @property
-    def error_code(self) -> ErrorCode:
-        """bfcl-eval's error type for the entry: the first failed turn's."""
-        failed = self.first_failure
-        return ErrorCode.VALID if failed is None else failed.error_code
-
-    def to_dict(self) -> dict[str, Any]:
-        """The verdict as plain data, for score files."""
-        return {
-            "id": self.id,
-            "valid": self.valid,
-            "failure_mode": None if self.failure_mode is None else self.failure_mode.value,
-            "bfcl_error_type": self.error_code.bfcl_error_type,
-            "argument_rule": self.argument_rule,
-            "turns": [turn.to_dict() for turn in self.turns],
-        }
+def conversation_verdict(turns: Sequence[Verdict], argument_rule: str = "bfcl") -> Verdict:
+    """How a whole trajectory scored: valid when every turn is; the first failed turn gives the entry's error code
+    and failure mode (what bfcl-eval reports). ``argument_rule``: ``"bfcl"`` (the default: the method decides,
+    as in bfcl-eval) or ``"strict"`` (arguments must validate against the function docs)."""
+    failed = next((turn for turn in turns if not turn.valid), None)
+    return Verdict(failed is None, ErrorCode.VALID if failed is None else failed.error_code,
+                   None if failed is None else failed.failure_mode, turns=tuple(turns),
+                   details={"argument_rule": argument_rule})
 
 
 class _Env(Protocol):
@@ -295,7 +248,7 @@ def check_conversation(
     step_limit: int | None = MAXIMUM_STEP_LIMIT,
     strict_irrelevance: bool = False,
     strict_arguments: bool = False,
-) -> ConversationVerdict:
+) -> Verdict:
     """Score a trajectory against ``conversation``'s ground truth, turn by turn (rules in the module docstring).
 
     ``model_turns[t][s]`` is step ``s`` of user turn ``t``: the calls the
@@ -321,7 +274,7 @@ def check_conversation(
     elif ground_truth.conversation_id != conversation.id or len(ground_truth.states) != len(expected):
         raise ValueError(f"the ground-truth run is for {ground_truth.conversation_id} "
                          f"({len(ground_truth.states)} turns), not {conversation.id} ({len(expected)} turns)")
-    def score(strict: bool) -> tuple[list[TurnVerdict], bool]:
+    def score(strict: bool) -> tuple[list[Verdict], bool]:
         return _score(conversation, model_turns, make_env=make_env, ground_truth=ground_truth,
                       step_limit=step_limit, strict_irrelevance=strict_irrelevance, strict_arguments=strict)
 
@@ -330,21 +283,20 @@ def check_conversation(
         others, _ = score(not strict_arguments)
         other_rule = ARGUMENT_RULES[not strict_arguments]
         verdicts = [turn if turn.valid == other.valid else replace(turn, details={
-            **turn.details, "argument_rule_disagrees": {
+            **(turn.details or {}), "argument_rule_disagrees": {
                 "other_rule": other_rule, "valid": other.valid,
                 "failure_mode": None if other.failure_mode is None else other.failure_mode.value}})
             for turn, other in zip(verdicts, others, strict=True)]
-    return ConversationVerdict(conversation.id, all(turn.valid for turn in verdicts), tuple(verdicts),
-                               argument_rule=ARGUMENT_RULES[strict_arguments])
+    return conversation_verdict(verdicts, ARGUMENT_RULES[strict_arguments])
 
 
 def _score(conversation: Conversation, model_turns: Sequence[Sequence[DecodedStep]], *, make_env: Callable[..., _Env],
            ground_truth: GroundTruthRun, step_limit: int | None, strict_irrelevance: bool, strict_arguments: bool
-           ) -> tuple[list[TurnVerdict], bool]:
+           ) -> tuple[list[Verdict], bool]:
     """The turn verdicts under one argument rule, and whether a call would be treated otherwise under the other
     (``CallOutcome.argument_problem``)."""
     expected = conversation.ground_truth
-    verdicts: list[TurnVerdict] = []
+    verdicts: list[Verdict] = []
     model_outputs: list[str] = []  # every result the model obtained so far, all turns
     disputed = False
     # Every turn's steps with calls, and whether its verdict checks the state (as _judge_turn decides): known
@@ -373,8 +325,8 @@ def _score(conversation: Conversation, model_turns: Sequence[Sequence[DecodedSte
                 exc.turn = index  # the turn being scored, for the runner's and score-file's message
                 raise
     for index in range(len(model_turns), len(expected)):
-        verdicts.append(TurnVerdict(index, False, TurnFailureMode.NOT_REACHED, ErrorCode.MULTI_TURN_FORCE_TERMINATED,
-                                    {"steps": 0, "calls": 0}))
+        verdicts.append(turn_verdict(index, False, TurnFailureMode.NOT_REACHED, ErrorCode.MULTI_TURN_FORCE_TERMINATED,
+                                     {"steps": 0, "calls": 0}))
     return verdicts, disputed
 
 
@@ -455,7 +407,7 @@ def _judge_turn(
     *,
     step_limit: int | None,
     strict_irrelevance: bool,
-) -> TurnVerdict:
+) -> Verdict:
     """One turn's verdict; the model's environment has run the turn's calls."""
     details: dict[str, Any] = {"steps": len(steps), "calls": len(outcomes)}
     decode_failures = [{"step": number, "error": step.error} for number, step in enumerate(steps)
@@ -467,8 +419,8 @@ def _judge_turn(
     if refused:
         details["refused"] = refused
 
-    def failed(mode: TurnFailureMode, code: ErrorCode) -> TurnVerdict:
-        return TurnVerdict(index, False, mode, code, details)
+    def failed(mode: TurnFailureMode, code: ErrorCode) -> Verdict:
+        return turn_verdict(index, False, mode, code, details)
 
     steps_with_calls = sum(1 for step in steps if _calls_of(step))
     if step_limit is not None and steps_with_calls > step_limit:
@@ -477,7 +429,7 @@ def _judge_turn(
     if not truth_calls:
         if strict_irrelevance and outcomes:
             return failed(TurnFailureMode.IRRELEVANCE_VIOLATED, ErrorCode.MULTI_TURN_IRRELEVANCE_DECODER_SUCCESS)
-        return TurnVerdict(index, True, None, ErrorCode.VALID, details)
+        return turn_verdict(index, True, None, ErrorCode.VALID, details)
 
     def call_differences() -> tuple[list[str], list[str]]:  # for a failed turn's details only
         return _call_differences([outcome.call for outcome in outcomes], truth_calls)
@@ -505,7 +457,7 @@ def _judge_turn(
         missing_calls, extra_calls = call_differences()
         details.update(missing_results=missing, missing_calls=missing_calls, extra_calls=extra_calls)
         return failed(cause(TurnFailureMode.MISSING_RESULT), ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH)
-    return TurnVerdict(index, True, None, ErrorCode.VALID, details)
+    return turn_verdict(index, True, None, ErrorCode.VALID, details)
 
 
 def _missing_results(model_outputs: Sequence[str], truth_outputs: Sequence[str]) -> list[str]:

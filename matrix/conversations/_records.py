@@ -3,32 +3,61 @@
 An *episode* is one (model, variant, conversation, repeat): the model is
 taken through every user turn of the conversation, step by step, against a
 fresh environment. ``EpisodeResult`` is its outcome as plain data (the
-conversation store keeps it as JSON; ``ConversationRun.episodes`` returns
-them), ``TurnResult`` one user turn of it.
+conversation store keeps it as JSON; ``Run.episodes`` returns them); its
+``turns`` are the turn verdicts (``Verdict`` with a ``turn`` index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
+
+from promptgrid.matrix.scoring.verdict import ErrorCode, TurnFailureMode, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.running.results import ResultRow
 
-__all__ = ["EpisodeResult", "TurnResult"]
+__all__ = ["EpisodeResult", "turn_record", "turns_of"]
+
+TURN_RECORD_FIELDS = ("index", "valid", "failure_mode", "steps", "calls")
+"""What the episode record keeps of each turn (``turn_record``); its ``details["verdict"]`` keeps the rest."""
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    """One user turn of an episode: its verdict, and how many model steps and calls it took."""
+def turn_record(turn: Verdict) -> dict[str, Any]:
+    """One turn as the episode record keeps it: its index, validity, ``TurnFailureMode`` value (``None`` when
+    valid), and the model steps and calls it took."""
+    return {"index": turn.turn, "valid": turn.valid,
+            "failure_mode": None if turn.failure_mode is None else turn.failure_mode.value,
+            "steps": int((turn.details or {}).get("steps", 0)), "calls": turn.n_predicted_calls}
 
-    index: int
-    valid: bool
-    failure_mode: str | None = None
-    """``TurnFailureMode`` value of a failed turn (``"decode_failure"``, ``"wrong_end_state"``, ...)."""
-    steps: int = 0
-    calls: int = 0
+
+def turns_of(records: Sequence[Mapping[str, Any]], verdict: Any) -> tuple[Verdict, ...]:
+    """The turn verdicts of a stored episode: each turn's record, with its bfcl error type and details from the
+    stored verdict (``details["verdict"]["turns"]``, written with it). ``TypeError``/``ValueError`` for records
+    that do not fit it."""
+    if not records:
+        return ()
+    stored = verdict.get("turns") if isinstance(verdict, Mapping) else None
+    if not isinstance(stored, list) or len(stored) != len(records):
+        raise TypeError("the turns do not match the stored verdict's (details.verdict.turns)")
+    out = []
+    for record, full in zip(records, stored, strict=True):
+        unknown = set(record) - set(TURN_RECORD_FIELDS)
+        if unknown:
+            raise TypeError(f"a turn has unknown fields {sorted(unknown)}")
+        if not isinstance(full, Mapping) or full.get("turn") != record.get("index"):
+            raise TypeError(f"turn {record.get('index')!r} is not the stored verdict's")
+        index, valid, calls = record.get("index"), record.get("valid"), record.get("calls", 0)
+        details = full.get("details") or {}
+        if not isinstance(index, int) or not isinstance(valid, bool) or not isinstance(calls, int) \
+                or not isinstance(details, Mapping):
+            raise TypeError(f"turn {index!r}: index, valid, calls or details of the wrong type")
+        mode = record.get("failure_mode")
+        out.append(Verdict(valid, ErrorCode.from_bfcl(full.get("bfcl_error_type")),
+                           None if mode is None else TurnFailureMode(mode), n_predicted_calls=calls, turn=index,
+                           details=dict(details)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -49,7 +78,8 @@ class EpisodeResult:
     repeat: int
     valid: bool | None
     failure_mode: str | None = None
-    turns: tuple[TurnResult, ...] = ()
+    turns: tuple[Verdict, ...] = ()
+    """Each user turn's verdict (a ``Verdict`` with its ``turn`` index); empty for an episode not scored."""
     steps: int = 0
     """Model calls the episode took (stored answers included)."""
     sent: int = 0
@@ -94,7 +124,7 @@ class EpisodeResult:
             model=self.model, variant_id=self.variant_id, case_id=self.conversation_id, repeat=self.repeat,
             status="pending" if self.valid is None else "done", valid=self.valid, error_code=code,
             bfcl_error_type=None if self.valid else bfcl_error_type, failure_mode=self.failure_mode,
-            n_predicted_calls=sum(turn.calls for turn in self.turns),
+            n_predicted_calls=sum(turn.n_predicted_calls for turn in self.turns),
             message=(self.error or "") if self.valid is None else "",
             latency_s=self.latency_s, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
             cost_usd=self.cost_usd, attempts=self.steps, dimensions=dict(dimensions or {}), label=label,
@@ -104,7 +134,7 @@ class EpisodeResult:
         # Not dataclasses.asdict(self): that deep-copies ``details`` (the whole verdict), only to be replaced by
         # the shallow copy below; the fields are read as they are instead (the same JSON).
         out = {name: getattr(self, name) for name in _FIELD_NAMES}
-        out["turns"] = [asdict(turn) for turn in self.turns]
+        out["turns"] = [turn_record(turn) for turn in self.turns]
         out["details"] = dict(self.details)
         return out
 
@@ -119,10 +149,10 @@ class EpisodeResult:
         turns = data.get("turns", ())
         if not isinstance(turns, (list, tuple)) or not all(isinstance(turn, Mapping) for turn in turns):
             raise TypeError("turns must be a list of objects")
-        fields["turns"] = tuple(TurnResult(**turn) for turn in turns)
         details = data.get("details") or {}
         if not isinstance(details, Mapping):
             raise TypeError("details must be an object")
+        fields["turns"] = turns_of(turns, details.get("verdict"))
         fields["details"] = dict(details)
         result = cls(**fields)
         for name, kinds in _FIELD_TYPES.items():

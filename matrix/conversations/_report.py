@@ -714,7 +714,7 @@ def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[s
     repeats = sorted({e.repeat for e in episodes})
     vi, ci, ri = ({v: i for i, v in enumerate(vids)}, {c: i for i, c in enumerate(convs)},
                   {r: i for i, r in enumerate(repeats)})
-    depth = max((t.index + 1 for e in episodes if e.valid is not None for t in e.turns), default=0)
+    depth = max(((t.turn or 0) + 1 for e in episodes if e.valid is not None for t in e.turns), default=0)
     valid = np.full((len(vids), len(convs), len(repeats)), -1, dtype=np.int8)
     turns = np.full((len(vids), len(convs), len(repeats), depth), -1, dtype=np.int8)
     by_variant: dict[str, list[EpisodeResult]] = defaultdict(list)
@@ -725,8 +725,8 @@ def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[s
         v, c, r = vi[e.variant_id], ci[e.conversation_id], ri[e.repeat]
         valid[v, c, r] = 1 if e.valid else 0
         for t in e.turns:
-            if t.index >= 0:
-                turns[v, c, r, t.index] = 1 if t.valid else 0
+            if t.turn is not None and t.turn >= 0:
+                turns[v, c, r, t.turn] = 1 if t.valid else 0
     resampler = Resampler(len(convs), n_resamples, stats.seed_for(model, base=seed))
     return _ModelData(model, vids, convs, valid, turns, dict(by_variant), resampler)
 

@@ -115,7 +115,7 @@ from ._dataset import Conversation
 from ._env import Environment, EnvironmentFailure
 from ._episode import MAX_STORED_ANSWER_CHARS, EpisodeContext, Transcript, decode_answer, stored_answer
 from ._mini_mt import ascii_results_for
-from ._records import EpisodeResult, TurnResult
+from ._records import EpisodeResult, turn_record, turns_of
 from ._store import ConversationStore
 
 __all__ = ["ConversationRunSummary", "arun_episodes", "check_episodes", "conversation_findings",
@@ -643,12 +643,13 @@ class _Episodes:
         if failure is not None:
             return _environment_failure(base, *failure, variant=walk.variant, env_usage=env_usage,
                                         final_answers=walk.final_answers)
-        turns = tuple(TurnResult(t.index, t.valid, None if t.failure_mode is None else t.failure_mode.value,
-                                 int(t.details.get("steps", 0)), int(t.details.get("calls", 0)))
-                      for t in verdict.turns)
+        # The verdict as the store keeps it (JSON), and the turns as a stored episode gives them back: a run's
+        # results and the same episodes read from the store are equal.
+        stored = json.loads(json.dumps({"id": conversation.id, **verdict.to_dict()}, ensure_ascii=False))
+        turns = turns_of([turn_record(t) for t in verdict.turns], stored)
         mode = verdict.failure_mode
         return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
-                             details={"verdict": verdict.to_dict(), "environment": env_usage,
+                             details={"verdict": stored, "environment": env_usage,
                                       "final_answers": walk.final_answers}, **base)
 
 

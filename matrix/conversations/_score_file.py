@@ -170,9 +170,7 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
             print(f"promptgrid: {name}:{number}: {problem}; line skipped.", file=errors)
             return
         out = dict(record)
-        found = verdict.to_dict()
-        found.pop("id", None)
-        out.update(found)
+        out.update(verdict.to_dict())
         sink.write(json.dumps(out, ensure_ascii=False) + "\n")
         scored += 1
         valid += verdict.valid

@@ -126,7 +126,7 @@ def _calls_verdict(calls: tuple[dict[str, dict[str, Any]], ...], compiled: Compi
                                return_format=ReturnFormat.JSON, tool_call_tag=False,
                                call_expected=True, offered_names=compiled.offered_names)
     return Verdict(valid, check.code, failure, valid, None, True, *counts, len(compiled.expected), len(calls),
-                   None, None, check)
+                   None, None, message=check)
 
 
 def _no_calls_verdict(content: str | None, case: Case, compiled: CompiledCase, languages: tuple[str, ...]) -> Verdict:
@@ -144,7 +144,7 @@ def _no_calls_verdict(content: str | None, case: Case, compiled: CompiledCase, l
         language, language_match = detect_language_match(text, case.language, languages)
     call_expected = compiled.mode is not Mode.IRRELEVANCE
     return Verdict(valid, check.code, failure, valid, None, None if not call_expected else False,
-                   *count_matches((), compiled), len(compiled.expected), 0, language, language_match, check)
+                   *count_matches((), compiled), len(compiled.expected), 0, language, language_match, message=check)
 
 
 def _unreadable_verdict(read: ToolCalls, compiled: CompiledCase) -> Verdict:
@@ -164,7 +164,7 @@ def _unreadable_verdict(read: ToolCalls, compiled: CompiledCase) -> Verdict:
         failure = (FailureMode.MALFORMED_CALL if read.failure is ToolCallFailure.NOT_A_CALL
                    else FailureMode.BAD_TOOL_ARGUMENTS)
     return Verdict(valid, check.code, failure, valid, None, False if mode is not Mode.IRRELEVANCE else None,
-                   *count_matches(None, compiled), len(compiled.expected), 0, None, None, check)
+                   *count_matches(None, compiled), len(compiled.expected), 0, None, None, message=check)
 
 
 def unwrap_constrained(text: str, variant: Variant, case: Case) -> str:

@@ -271,7 +271,7 @@ def _verdict(text: str, return_format: str, tool_call_tag: bool, case: Case, lan
                                 offered_names=compiled.offered_names)
 
     return Verdict(valid, check.code, failure_mode, agnostic_valid, detected, format_match, *counts,
-                   len(compiled.expected), strict_n, response_language, language_match, check)
+                   len(compiled.expected), strict_n, response_language, language_match, message=check)
 
 
 def score_calls(calls: Any, case: Case) -> CheckResult:

@@ -16,14 +16,18 @@ here, in one module.
 
 A ``Verdict`` carries, besides validity, everything the metrics need (FSA,
 tool-selection and tool-invocation counts, format match, language match), so
-reports never have to re-parse a response.
+reports never have to re-parse a response. It scores a case or one turn of a
+conversation: a conversation's verdict has its ``turns`` (each a verdict with
+its ``turn`` index, ``TurnFailureMode`` for its failure mode, ``details`` on
+what it did), and is valid when every turn is.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ErrorCode", "FailureMode", "TurnFailureMode", "Verdict"]
@@ -192,7 +196,13 @@ _DESCRIPTIONS = {
 
 @dataclass(frozen=True, init=False)
 class Verdict:
-    """How one response scored against one case under one variant.
+    """How one response scored against one case under one variant; or one turn, or a whole conversation.
+
+    A conversation is scored turn by turn (``conversations.check_conversation``): each turn gets a verdict
+    with its ``turn`` index, a ``TurnFailureMode`` when it failed, its bfcl-eval ``error_code`` and its
+    ``details``; the conversation's verdict holds them in ``turns`` and takes the ``error_code`` and
+    ``failure_mode`` of the first failed turn (what bfcl-eval reports for the entry). The fields below
+    ``n_predicted_calls`` (a turn: the calls it made) are a single-turn answer's.
 
     Fields beyond validity (all derived from the same parse, never re-parsed):
 
@@ -213,7 +223,7 @@ class Verdict:
 
     valid: bool
     error_code: ErrorCode
-    failure_mode: FailureMode | None = None
+    failure_mode: FailureMode | TurnFailureMode | None = None
     format_agnostic_valid: bool = False
     detected_format: str | None = None
     format_match: bool | None = None
@@ -228,13 +238,23 @@ class Verdict:
     n_predicted_calls: int = 0
     response_language: str | None = None
     language_match: bool | None = None
+    turn: int | None = None
+    """A conversation turn's verdict: the index of the user turn it scores (0-based); ``None`` for a case."""
+    turns: tuple[Verdict, ...] = ()
+    """A conversation's verdict: the verdict of each of its user turns, in order."""
+    details: Mapping[str, Any] | None = field(default=None, hash=False)
+    """Plain data (JSON-serializable). A turn's: ``steps``, ``calls``, and where they apply ``decode_failures``,
+    ``refused``, ``state_differences``, ``missing_results``, ``missing_calls`` and ``extra_calls`` (against the
+    turn's ground truth, as ``name(arguments)`` strings), ``steps_with_calls`` and ``argument_rule_disagrees``
+    (``{"other_rule", "valid", "failure_mode"}``: how the other argument rule scores the turn, where its
+    validity differs). A conversation's: ``argument_rule`` (``"bfcl"`` or ``"strict"``). ``None`` for a case."""
     # ``message`` is a property (below): derived, built on first read.
 
     def __init__(
         self,
         valid: bool,
         error_code: ErrorCode,
-        failure_mode: FailureMode | None = None,
+        failure_mode: FailureMode | TurnFailureMode | None = None,
         format_agnostic_valid: bool = False,
         detected_format: str | None = None,
         format_match: bool | None = None,
@@ -249,6 +269,9 @@ class Verdict:
         n_predicted_calls: int = 0,
         response_language: str | None = None,
         language_match: bool | None = None,
+        turn: int | None = None,
+        turns: tuple[Verdict, ...] = (),
+        details: Mapping[str, Any] | None = None,
         message: Any = "",
     ) -> None:
         # Written out because scoring builds one per response: the generated
@@ -261,7 +284,8 @@ class Verdict:
             format_match=format_match, function_selection_correct=function_selection_correct,
             tool_tp=tool_tp, tool_fp=tool_fp, tool_fn=tool_fn, arg_tp=arg_tp, arg_fp=arg_fp, arg_fn=arg_fn,
             n_expected_calls=n_expected_calls, n_predicted_calls=n_predicted_calls,
-            response_language=response_language, language_match=language_match, _message=message,
+            response_language=response_language, language_match=language_match, turn=turn, turns=turns,
+            details=details, _message=message,
         )
 
     @property
@@ -282,6 +306,22 @@ class Verdict:
         """bfcl-eval's ``error_type`` string, ``None`` when valid."""
         return self.error_code.bfcl_error_type
 
+    @property
+    def first_failure(self) -> Verdict | None:
+        """A conversation's first failed turn (the one bfcl-eval reports), or ``None``."""
+        return next((turn for turn in self.turns if not turn.valid), None)
+
+    @property
+    def argument_rule(self) -> str | None:
+        """The argument rule a conversation was scored under: ``"bfcl"`` (the method decides, as in bfcl-eval) or
+        ``"strict"`` (arguments must validate against the function docs); ``None`` for a single-turn case."""
+        return (self.details or {}).get("argument_rule")
+
+    @property
+    def argument_rule_disagreements(self) -> int:
+        """How many of a conversation's turns the other argument rule scores otherwise."""
+        return sum(1 for turn in self.turns if "argument_rule_disagrees" in (turn.details or {}))
+
     def stored(self) -> tuple[str, bool, str | None]:
         """(``to_dict`` as compact JSON, ``valid``, the error code's name): what a run store keeps of a verdict.
 
@@ -295,12 +335,21 @@ class Verdict:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (enums as their string values); the contract in docs/CONTRACTS.md."""
+        """JSON-safe dict (enums as their string values); the contract in docs/CONTRACTS.md. A turn's: ``turn``,
+        ``valid``, ``failure_mode``, ``bfcl_error_type``, ``details``; a conversation's: ``valid``,
+        ``failure_mode``, ``bfcl_error_type``, ``argument_rule`` and its ``turns``'."""
+        mode = None if self.failure_mode is None else self.failure_mode.value
+        if self.turn is not None:
+            return {"turn": self.turn, "valid": self.valid, "failure_mode": mode,
+                    "bfcl_error_type": self.bfcl_error_type, "details": dict(self.details or {})}
+        if self.turns:
+            return {"valid": self.valid, "failure_mode": mode, "bfcl_error_type": self.bfcl_error_type,
+                    "argument_rule": self.argument_rule, "turns": [turn.to_dict() for turn in self.turns]}
         return {
             "valid": self.valid,
             "error_code": self.error_code.name,
             "bfcl_error_type": self.bfcl_error_type,
-            "failure_mode": self.failure_mode.value if self.failure_mode is not None else None,
+            "failure_mode": mode,
             "format_agnostic_valid": self.format_agnostic_valid,
             "detected_format": None if self.detected_format is None else str(self.detected_format),
             "format_match": self.format_match,

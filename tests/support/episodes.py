@@ -19,7 +19,7 @@ from typing import Any
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.providers import RetryPolicy
 
-__all__ = ["conversation_config", "run_conversations"]
+__all__ = ["conversation_config", "made_turn", "run_conversations"]
 
 
 def conversation_config(models: Sequence[str], run_dir: str | Path, *, repeats: int = 1,
@@ -73,3 +73,21 @@ def run_conversations(variants: Sequence[Any], conversations: Sequence[Any], *, 
     wiring = {key: keywords.pop(key) for key in _WIRING if key in keywords}
     config = conversation_config(models, run_dir, **keywords)
     return asyncio.run(arun_episodes(config, variants, conversations, **wiring))
+
+
+def made_turn(index: int, valid: bool, failure_mode: str | None = None, steps: int = 0, calls: int = 0) -> Any:
+    """A made-up turn verdict for an ``EpisodeResult`` built by hand (the reports' tests): valid, or failed with
+    ``failure_mode`` (a ``TurnFailureMode`` value; default ``wrong_end_state``) and the bfcl-eval error type the
+    checker gives that mode's usual cause."""
+    from promptgrid.matrix.conversations._check import turn_verdict
+    from promptgrid.matrix.scoring.verdict import ErrorCode, TurnFailureMode
+
+    if valid:
+        return turn_verdict(index, True, None, ErrorCode.VALID, {"steps": steps, "calls": calls})
+    mode = TurnFailureMode(failure_mode or "wrong_end_state")
+    code = {TurnFailureMode.NOT_REACHED: ErrorCode.MULTI_TURN_FORCE_TERMINATED,
+            TurnFailureMode.STEP_LIMIT: ErrorCode.MULTI_TURN_FORCE_TERMINATED,
+            TurnFailureMode.MISSING_CALL: ErrorCode.MULTI_TURN_EMPTY_TURN,
+            TurnFailureMode.MISSING_RESULT: ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH,
+            }.get(mode, ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
+    return turn_verdict(index, False, mode, code, {"steps": steps, "calls": calls})

@@ -79,7 +79,7 @@ def replace_turn(conversation: Conversation, index: int, turn: list[Any]) -> lis
 def failure(verdict: ConversationVerdict) -> tuple[int, TurnFailureMode | None, ErrorCode]:
     failed = verdict.first_failure
     assert failed is not None, "expected an invalid trajectory"
-    return failed.index, failed.failure_mode, failed.error_code
+    return failed.turn or 0, failed.failure_mode, failed.error_code
 
 
 def agrees(bench: ModuleType, reference: Any, conversation: Conversation, turns: list[list[list[ToolCall]]],
@@ -270,7 +270,7 @@ def test_irrelevance_turns(base: dict[str, Conversation], bench: ModuleType, ref
     # multi_turn_irrelevance_checker's rule, on request: no call at all.
     verdict = check_conversation(conversation, turns, strict_irrelevance=True)
     assert failure(verdict) == (3, M.IRRELEVANCE_VIOLATED, ErrorCode.MULTI_TURN_IRRELEVANCE_DECODER_SUCCESS)
-    assert [turn.index for turn in verdict.turns if not turn.valid] == [3]
+    assert [turn.turn for turn in verdict.turns if not turn.valid] == [3]
     assert check_conversation(conversation, truth(conversation), strict_irrelevance=True).valid
     # A call that changes the state in an irrelevance turn shows up at the next turn with a ground truth.
     budget = call("set_budget_limit", access_token="abc123xyz", budget_limit=1.0)

@@ -23,7 +23,6 @@ from promptgrid.matrix.conversations import (
     TAU_BENCH_PASS_K,
     EpisodeContext,
     EpisodeResult,
-    TurnResult,
     choose_episodes,
     conversation_html,
     conversation_report,
@@ -32,7 +31,7 @@ from promptgrid.matrix.conversations import (
     load_conversations,
 )
 from promptgrid.variants import Variant
-from support.episodes import run_conversations
+from support.episodes import made_turn, run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy"
 HOSTILE = "<script>alert(1)</script>"
@@ -43,7 +42,7 @@ HOSTILE_MODEL = "test/html"
 def ep(model: str, vid: str, conv: str, repeat: int, valid: bool | None) -> EpisodeResult:
     return EpisodeResult(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
                          repeat=repeat, valid=valid, failure_mode=None if valid or valid is None else "missing_call",
-                         turns=() if valid is None else (TurnResult(0, bool(valid)),),
+                         turns=() if valid is None else (made_turn(0, bool(valid), None if valid else "missing_call"),),
                          error="stopped" if valid is None else None)
 
 
@@ -92,7 +91,7 @@ def _synthetic_report(model: str = "m") -> Any:
                 eps.append(EpisodeResult(model=model, variant_id=vid, conversation_id=f"c{c}",
                                          category="multi_turn_base", repeat=r, valid=valid,
                                          failure_mode=None if valid else "wrong_end_state",
-                                         turns=(TurnResult(0, True), TurnResult(1, valid))))
+                                         turns=(made_turn(0, True), made_turn(1, valid))))
     variants = {"p": {"call_mode": "prompt", "return_format": "python"}, "n": {"call_mode": "native"}}
     return conversation_report(eps, variants, n_resamples=100, labels={"p": "json->python,False", "n": "native"})
 

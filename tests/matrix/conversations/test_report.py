@@ -12,13 +12,14 @@ from collections.abc import Sequence
 import pytest
 
 from promptgrid.matrix.conversations._check import TurnFailureMode
-from promptgrid.matrix.conversations._records import EpisodeResult, TurnResult
+from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.conversations._report import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     ConversationReport,
     conversation_report,
 )
+from support.episodes import made_turn
 
 RESAMPLES = 200  # enough for the interval checks, fast
 
@@ -31,7 +32,7 @@ def ep(vid: str, conv: str, repeat: int, valid: bool | None, *, model: str = "m"
                          repeat=repeat, valid=valid,
                          failure_mode=mode if mode is not None else (None if valid or valid is None else
                                                                      "wrong_end_state"),
-                         turns=tuple(TurnResult(i, t) for i, t in enumerate(turns)), steps=steps, cost_usd=cost,
+                         turns=tuple(made_turn(i, t) for i, t in enumerate(turns)), steps=steps, cost_usd=cost,
                          latency_s=latency, error="stopped" if valid is None else None)
 
 

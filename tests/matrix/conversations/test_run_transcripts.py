@@ -23,7 +23,6 @@ from promptgrid.matrix.conversations import (
     EpisodeContext,
     EpisodeResult,
     EpisodeTranscript,
-    TurnResult,
     conversation_to_record,
     export_records,
     iter_transcripts,
@@ -36,7 +35,7 @@ from promptgrid.matrix.conversations import (
 from promptgrid.matrix.conversations._export import json_line
 from promptgrid.matrix.conversations._transcript import TranscriptCall, TranscriptStep, TranscriptTurn
 from promptgrid.variants import Variant, load_grid
-from support.episodes import run_conversations
+from support.episodes import made_turn, run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy:3"
 PROMPT_LABEL = "json->python,False"
@@ -48,7 +47,7 @@ HOSTILE_MODEL = "test/escapes"
 
 def ep(model: str, vid: str, conv: str, repeat: int = 0, valid: bool | None = True) -> EpisodeResult:
     return EpisodeResult(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
-                         repeat=repeat, valid=valid, turns=(TurnResult(0, bool(valid)),))
+                         repeat=repeat, valid=valid, turns=(made_turn(0, bool(valid)),))
 
 
 # ------------------------------------------------------------------------------ no bfcl-eval needed
@@ -78,7 +77,7 @@ def test_select_episodes_by_model_variant_label_case_and_repeat() -> None:
 def _hostile_transcript() -> EpisodeTranscript:
     """A made-up transcript whose every model-written and environment-written text holds escapes."""
     episode = EpisodeResult(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
-                            valid=False, failure_mode="wrong_end_state", turns=(TurnResult(0, False),),
+                            valid=False, failure_mode="wrong_end_state", turns=(made_turn(0, False),),
                             error=f"server said {ESCAPES}")
     verdict = {"turn": 0, "valid": False, "failure_mode": "wrong_end_state", "details": {
         "steps": 1, "calls": 1,
@@ -152,11 +151,12 @@ def test_render_of_a_run_shows_each_stored_step_call_answer_and_verdict(
         sections = _turn_sections(text)
         assert len(sections) == len(e.turns)
         for section, turn, final in zip(sections, e.turns, e.details["final_answers"], strict=True):
-            assert section.count("\n--- step ") == turn.steps and section.count("\n    call:   ") == turn.calls
-            assert section.count("\n    output: ") == turn.calls
+            steps, calls = turn.details["steps"], turn.n_predicted_calls
+            assert section.count("\n--- step ") == steps and section.count("\n    call:   ") == calls
+            assert section.count("\n    output: ") == calls
             assert final in section  # the answer that ended the turn, as the run stored it
-            status = "valid" if turn.valid else f"failed: {turn.failure_mode}"
-            assert f"\n--- turn {turn.index} verdict: {status}" in section
+            status = "valid" if turn.valid else f"failed: {turn.failure_mode.value}"
+            assert f"\n--- turn {turn.turn} verdict: {status}" in section
     failed = next(t for t in transcripts if t.episode.valid is False)
     (bad,) = [v for v in failed.episode.details["verdict"]["turns"] if v["failure_mode"] == "wrong_end_state"][:1]
     section = _turn_sections(transcript_text(failed))[bad["turn"]]
@@ -184,7 +184,7 @@ def test_the_ground_truth_episode_has_the_outputs_of_the_ground_truth_trajectory
         got = [c.output for turn in t.turns for s in turn.steps for c in s.calls]
         assert got == expected and got
         written = [s.tool_calls for turn in t.turns for s in turn.steps if s.tool_calls]
-        assert len(written) == sum(r.steps - 1 for r in t.episode.turns)  # every step but the closing answer
+        assert len(written) == sum(r.details["steps"] - 1 for r in t.episode.turns)  # every step but the closing answer
 
 
 def test_cli_export_adds_the_steps_and_keeps_every_stored_field(mini_run: Path, tmp_path: Path,
@@ -200,10 +200,11 @@ def test_cli_export_adds_the_steps_and_keeps_every_stored_field(mini_run: Path, 
         transcript = line.pop("transcript")
         assert line == json.loads(json.dumps(e.to_dict(), default=str))  # the fields of before, unchanged
         assert transcript["complete"] is True and transcript["note"] == ""
-        assert [t["turn"] for t in transcript["turns"]] == [t.index for t in e.turns]
+        assert [t["turn"] for t in transcript["turns"]] == [t.turn for t in e.turns]
         for turn, stored in zip(transcript["turns"], e.turns, strict=True):
             assert all(m["role"] != "system" for m in turn["messages"])  # the long prompt is left out
-            assert len(turn["steps"]) == stored.steps and sum(len(s["calls"]) for s in turn["steps"]) == stored.calls
+            assert len(turn["steps"]) == stored.details["steps"]
+            assert sum(len(s["calls"]) for s in turn["steps"]) == stored.n_predicted_calls
             assert turn["steps"][-1]["ends_turn"] and all(c["output"] for s in turn["steps"] for c in s["calls"])
             assert turn["verdict"]["valid"] == stored.valid
         first_user = conversations[e.conversation_id].turns[0][-1]["content"]
