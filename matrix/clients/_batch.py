@@ -108,13 +108,10 @@ class BatchStatus:
                           separators=(",", ":"))
 
 
-@dataclass(frozen=True)
-class LineResult:
-    """One result line: the job key and either its answer or why it has none."""
-
-    key: str
-    completion: Completion | None = None
-    error: CallError | None = None
+LineResult = tuple[str, Completion | CallError]
+"""One result line of a batch: the job's key (its ``custom_id``) and the line's answer, or why it has none. A
+pair, not a record of its own: the runner makes the ``Step`` it stores of it once it knows the job (the native
+envelope, redaction, the batch price)."""
 
 
 class BatchBackend(Protocol):
@@ -249,21 +246,20 @@ def decode_result(obj: Any, where: str) -> LineResult:
         message = str(error.get("message") or code or "error")[:2000]
         kind = ErrorKind.EXPIRED if code in ("batch_expired", "batch_cancelled") else kind_from_status(
             response.get("status_code") if isinstance(response, Mapping) else None)
-        return LineResult(key, error=call_error(kind, f"{code}: {message}" if code else message))
+        return key, call_error(kind, f"{code}: {message}" if code else message)
     if not isinstance(response, Mapping):
-        return LineResult(key, error=call_error(ErrorKind.MALFORMED, f"{where}: no response and no error"))
+        return key, call_error(ErrorKind.MALFORMED, f"{where}: no response and no error")
     status = response.get("status_code")
     body = response.get("body")
     if status != 200:
         detail = body.get("error") if isinstance(body, Mapping) else None
         message = (detail.get("message") if isinstance(detail, Mapping) else None) or f"status {status}"
         kind = kind_from_status(status if isinstance(status, int) else None)
-        return LineResult(key, error=call_error(kind, str(message)[:2000],
-                                                status=status if isinstance(status, int) else None))
+        return key, call_error(kind, str(message)[:2000], status=status if isinstance(status, int) else None)
     try:
-        return LineResult(key, completion=completion_from_body(body, where=where))
+        return key, completion_from_body(body, where=where)
     except CallError as exc:
-        return LineResult(key, error=exc)
+        return key, exc
 
 
 # --------------------------------------------------------------------------- OpenAI-compatible backend

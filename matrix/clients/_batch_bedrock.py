@@ -323,17 +323,17 @@ class BedrockBatchBackend:
         key = obj["recordId"]
         error = obj.get("error")
         if isinstance(error, Mapping):
-            return LineResult(key, error=_line_error(error))
+            return key, _line_error(error)
         output = obj.get("modelOutput")
         if not isinstance(output, Mapping):
-            return LineResult(key, error=call_error(ErrorKind.MALFORMED, f"{where}: no modelOutput and no error"))
+            return key, call_error(ErrorKind.MALFORMED, f"{where}: no modelOutput and no error")
         model_input = obj.get("modelInput")
         json_mode = isinstance(model_input, Mapping) and model_input.get("tool_choice") == {
             "type": "tool", "name": JSON_TOOL}
         try:
-            return LineResult(key, completion=_completion(output, json_mode, where))
+            return key, _completion(output, json_mode, where)
         except CallError as exc:
-            return LineResult(key, error=exc)
+            return key, exc
 
     # ------------------------------------------------------------------ AWS calls
 

@@ -442,28 +442,28 @@ def import_conversation_results(run_dir: str | os.PathLike[str], results: str | 
                 count += 1
                 where = f"{path}:{number}"
                 try:
-                    line = decode_result_line(raw, where)
+                    key, outcome = decode_result_line(raw, where)
                 except CallError as exc:
                     raise RunError(f"{where}: {exc}; nothing was stored.") from None
-                if line.key not in jobs:
-                    raise RunError(f"{where}: custom_id {line.key[:80]!r} is not a step an export-batch of "
+                if key not in jobs:
+                    raise RunError(f"{where}: custom_id {key[:80]!r} is not a step an export-batch of "
                                    f"{run_dir} wrote; nothing was stored. Import the results of this run's exports.")
-                if line.key in found:
-                    raise RunError(f"{where}: custom_id {line.key[:80]!r} is given twice; nothing was stored.")
-                found[line.key] = line
+                if key in found:
+                    raise RunError(f"{where}: custom_id {key[:80]!r} is given twice; nothing was stored.")
+                found[key] = outcome
         exact = Redactor().exact
         stored = answers = errors = already = 0
         kinds: Counter[str] = Counter()
-        for key, line in found.items():
+        for key, outcome in found.items():
             _batch_id, job = jobs[key]
-            if line.completion is None:
+            if isinstance(outcome, CallError):
                 errors += 1
-                kinds[line.error.kind.value if line.error is not None else "unknown"] += 1
+                kinds[outcome.kind.value] += 1
                 continue
             if store.step(key) is not None:
                 already += 1
                 continue
-            store.add_step(key, job.model, line_step(line.completion, bool(job.native), None, exact))
+            store.add_step(key, job.model, line_step(outcome, bool(job.native), None, exact))
             stored += 1
             answers += 1
         collected = []

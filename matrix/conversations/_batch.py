@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from promptgrid.errors import RunError
-from promptgrid.matrix.clients import BatchBackend, LineResult
+from promptgrid.matrix.clients import BatchBackend, Completion
 from promptgrid.matrix.running.batch import BATCH_DIR, _download_file, _lines_of, _remove_input, advance
 from promptgrid.matrix.running.store import COLLECTED, ENDED, PREPARING, BatchJob, BatchRecord
 from promptgrid.providers import CallError, ErrorKind
@@ -249,30 +249,30 @@ class BatchRounds:
         """Store every answer of an ended batch as its step; a line it did not answer goes to ``failed``."""
         jobs = self.store.batch_jobs(batch.id)
         detail = json.loads(batch.detail) if batch.detail else {}
-        got: dict[str, LineResult] = {}
+        got: dict[str, Completion | CallError] = {}
         for file_id, what in ((batch.output_file, "output"), (batch.error_file, "errors")):
             if not file_id:
                 continue
             with _download_file(self.store) as data:
                 await backend.download(file_id, data)
                 data.seek(0)
-                for line in _lines_of(backend, data, f"batch {batch.provider_id} {what} file {file_id}"):
-                    if line.key in jobs and line.key not in got:
-                        got[line.key] = line
+                for key, outcome in _lines_of(backend, data, f"batch {batch.provider_id} {what} file {file_id}"):
+                    if key in jobs and key not in got:
+                        got[key] = outcome
         answered = 0
         for key, job in jobs.items():
             found = got.get(key)
-            if found is not None and found.completion is not None:
+            if found is not None and not isinstance(found, CallError):
                 stored = self.store.step(key)  # stored already: a collection that a killed run began
                 if stored is None:
-                    stored = self.to_step(found.completion, bool(job.native), backend.price)
+                    stored = self.to_step(found, bool(job.native), backend.price)
                     self.store.add_step(key, job.model, stored)
                 answered += 1
                 future = self.futures.pop(key, None)
                 if future is not None and not future.done():
                     future.set_result(stored)
                 continue
-            error = found.error if found is not None and found.error is not None else _unanswered(batch, detail)
+            error = found if found is not None else _unanswered(batch, detail)
             self.failed[key] = CallError(error.kind, self.redact(error.message), status=error.status)
         self.store.update_batch(batch.id, state=COLLECTED)
         _remove_input(self.run_dir, batch.id)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from promptgrid.errors import RunError
-from promptgrid.matrix.clients import BatchBackend, LineResult, Redactor, envelope
+from promptgrid.matrix.clients import BatchBackend, Completion, LineResult, Redactor, envelope
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
@@ -109,12 +109,12 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
     def flush() -> None:
         if not pending:
             return
-        rows_of = store.job_rows([r.key for r in pending])
+        rows_of = store.job_rows([key for key, _ in pending])
         entries = []
-        for line in pending:
-            job = jobs[line.key]
-            rows = rows_of.get(line.key, [])
-            result = _line_result(line, job, redact, price)
+        for key, outcome in pending:
+            job = jobs[key]
+            rows = rows_of.get(key, [])
+            result = _line_result(outcome, job, redact, price)
             if result.status == DONE:
                 verdicts = _verdicts(result.response or "", rows, scorer, variants, cases)
             else:
@@ -126,10 +126,11 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
 
     seen: set[str] = set()
     for line in lines:
-        if line.key not in jobs or line.key in seen:
-            counts.unknown += line.key not in jobs
+        key = line[0]
+        if key not in jobs or key in seen:
+            counts.unknown += key not in jobs
             continue
-        seen.add(line.key)
+        seen.add(key)
         pending.append(line)
         if len(pending) >= COLLECT_CHUNK:
             flush()
@@ -137,16 +138,15 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
     return counts
 
 
-def _line_result(line: LineResult, job: BatchJob, redact: Redactor,
+def _line_result(outcome: Completion | CallError, job: BatchJob, redact: Redactor,
                  price: Callable[[int, int], float | None] | None) -> CallResult:
     """The stored call of one result line: its answer (redacted, a native one as its envelope, at the batch
-    price), or its error (``unknown``: "no answer" when the line gives none)."""
-    if line.completion is None:
-        error = line.error or CallError(ErrorKind.UNKNOWN, "no answer")
+    price), or its error."""
+    if isinstance(outcome, CallError):
         return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                          params=job.params, status=ERROR, attempts=1, error=redact(error.message),
-                          error_kind=error.kind.value)
-    c = line.completion
+                          params=job.params, status=ERROR, attempts=1, error=redact(outcome.message),
+                          error_kind=outcome.kind.value)
+    c = outcome
     text = envelope(c.text, c.tool_calls) if job.native else c.text
     cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None else None
     return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
@@ -238,7 +238,7 @@ async def collect_batch(store: RunStore, backend: BatchBackend, batch: BatchReco
         else:
             kind = ErrorKind.EXPIRED
             message = f"batch {batch.provider_id} {provider_state} before answering this line"
-        store_results(store, (LineResult(k, error=CallError(kind, message)) for k in missing), jobs, scorer=scorer,
+        store_results(store, ((k, CallError(kind, message)) for k in missing), jobs, scorer=scorer,
                       variants=variants, cases=cases, redactor=redactor, counts=counts)
     store.update_batch(batch.id, state=COLLECTED)
     return counts

@@ -451,11 +451,11 @@ def _check(source: Path, store: RunStore, exports: Sequence[BatchRecord]) -> tup
         lines += 1
         if isinstance(result, str):
             problems.append((number, result))
-        elif result.key in first:
-            problems.append((number, f"custom_id {result.key} is also on line {first[result.key]}: a job is "
+        elif result[0] in first:
+            problems.append((number, f"custom_id {result[0]} is also on line {first[result[0]]}: a job is "
                                      "answered once; keep one of the two lines"))
         else:
-            first[result.key] = number
+            first[result[0]] = number
     jobs: dict[str, BatchJob] = {}
     for export in exports:
         jobs.update((k, j) for k, j in store.batch_jobs(export.id).items() if k in first)
@@ -486,9 +486,9 @@ class _KeepStored:
     def __call__(self, lines: Iterable[tuple[int, LineResult | str]]) -> Iterator[LineResult]:
         results = (r for _, r in lines if not isinstance(r, str))  # lines that do not parse: refused by _check
         while batch := list(islice(results, self.chunk)):
-            stored = self.store.lookup([r.key for r in batch if r.completion is None])
+            stored = self.store.lookup([key for key, outcome in batch if isinstance(outcome, CallError)])
             for r in batch:
-                if r.completion is None and r.key in stored:
+                if isinstance(r[1], CallError) and r[0] in stored:
                     self.already += 1
                 else:
                     yield r

@@ -22,7 +22,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from promptgrid.errors import RunError
-from promptgrid.matrix.clients import CallError, ErrorKind, Redactor
+from promptgrid.matrix.clients import CallError, Completion, ErrorKind, Redactor
 from promptgrid.matrix.clients._batch import OpenAIBatchBackend
 from promptgrid.matrix.clients._batch_bedrock import (
     BedrockBatchBackend,
@@ -185,9 +185,8 @@ def message(*content: dict[str, Any], stop: str = "end_turn") -> dict[str, Any]:
 
 
 def test_decode_text_answer() -> None:
-    got = backend().decode(out_line(message({"type": "text", "text": "[get_weather(city='Paris')]"})), "f:1")
-    assert got.key == KEY and got.error is None and got.completion is not None
-    c = got.completion
+    key, c = backend().decode(out_line(message({"type": "text", "text": "[get_weather(city='Paris')]"})), "f:1")
+    assert key == KEY and isinstance(c, Completion)
     assert (c.text, c.finish_reason, c.input_tokens, c.output_tokens, c.model, c.tool_calls) == (
         "[get_weather(city='Paris')]", "stop", 120, 9, "claude-3-5-haiku-20241022", None)
 
@@ -196,20 +195,19 @@ def test_decode_tool_use_as_openai_tool_calls() -> None:
     got = backend().decode(out_line(message(
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-        stop="tool_use")), "f:1")
-    assert got.completion is not None
-    assert got.completion.text == "Checking." and got.completion.finish_reason == "tool_calls"
-    assert got.completion.tool_calls == ({"id": "toolu_1", "type": "function",
-                                          "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},)
+        stop="tool_use")), "f:1")[1]
+    assert isinstance(got, Completion)
+    assert got.text == "Checking." and got.finish_reason == "tool_calls"
+    assert got.tool_calls == ({"id": "toolu_1", "type": "function",
+                               "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},)
 
 
 def test_decode_json_mode_answer_is_text() -> None:
     forced = {"messages": [], "tool_choice": {"type": "tool", "name": "json_tool_call"}}
     got = backend().decode(out_line(message({"type": "tool_use", "id": "t", "name": "json_tool_call",
-                                             "input": {"calls": []}}, stop="tool_use"), model_input=forced), "f:1")
-    assert got.completion is not None
-    assert (got.completion.text, got.completion.tool_calls, got.completion.finish_reason) == (
-        '{"calls": []}', None, "stop")
+                                             "input": {"calls": []}}, stop="tool_use"), model_input=forced), "f:1")[1]
+    assert isinstance(got, Completion)
+    assert (got.text, got.tool_calls, got.finish_reason) == ('{"calls": []}', None, "stop")
 
 
 @pytest.mark.parametrize(("error", "kind"), [
@@ -221,9 +219,9 @@ def test_decode_json_mode_answer_is_text() -> None:
     ({"errorCode": "ModelErrorException"}, ErrorKind.UNKNOWN),
 ])
 def test_decode_error_lines_as_typed_errors(error: dict[str, Any], kind: ErrorKind) -> None:
-    got = backend().decode(out_line(error=error), "f:1")
-    assert got.key == KEY and got.completion is None and got.error is not None
-    assert got.error.kind is kind and str(error["errorCode"]) in got.error.message
+    key, got = backend().decode(out_line(error=error), "f:1")
+    assert key == KEY and isinstance(got, CallError)
+    assert got.kind is kind and str(error["errorCode"]) in got.message
 
 
 def test_decode_malformed_lines() -> None:
@@ -232,10 +230,9 @@ def test_decode_malformed_lines() -> None:
         with pytest.raises(CallError) as info:
             b.decode(bad, "out:7")
         assert info.value.kind is ErrorKind.MALFORMED and "out:7" in info.value.message
-    got = b.decode(out_line(), "out:8")
-    assert got.error is not None and got.error.kind is ErrorKind.MALFORMED
-    got = b.decode(out_line({"content": "text"}), "out:9")
-    assert got.error is not None and got.error.kind is ErrorKind.MALFORMED
+    for number, line in ((8, out_line()), (9, out_line({"content": "text"}))):
+        got = b.decode(line, f"out:{number}")[1]
+        assert isinstance(got, CallError) and got.kind is ErrorKind.MALFORMED
 
 
 # --------------------------------------------------------------------------- S3 and jobs
@@ -371,10 +368,11 @@ def test_download_reads_every_output_file_but_the_manifest() -> None:
         s3.assert_no_pending_responses()
     data = out.getvalue()
     assert data.count(b"\n") == 2 and data.endswith(b"\n")  # joined line by line, the stale bytes gone
-    results = {r.key: r for r in (b.decode(raw, "out") for raw in data.splitlines())}
+    results = dict(b.decode(raw, "out") for raw in data.splitlines())
     assert set(results) == {"k1", "k2"}
-    assert results["k1"].completion is not None and results["k1"].completion.text == "hi"
-    assert results["k2"].error is not None and results["k2"].error.kind is ErrorKind.BAD_REQUEST
+    k1, k2 = results["k1"], results["k2"]
+    assert isinstance(k1, Completion) and k1.text == "hi"
+    assert isinstance(k2, CallError) and k2.kind is ErrorKind.BAD_REQUEST
 
 
 def test_cancel_stops_the_job() -> None:

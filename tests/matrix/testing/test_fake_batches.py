@@ -19,7 +19,7 @@ from typing import Any
 import litellm
 import pytest
 
-from promptgrid.matrix.clients import decode_result_line
+from promptgrid.matrix.clients import CallError, Completion, decode_result_line
 from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, answer_batch_file, main
 
 #: Without this litellm's aretrieve_batch downloads a completed batch's output file itself (to price it),
@@ -112,7 +112,7 @@ def test_a_batch_goes_through_litellms_files_and_batches_calls() -> None:
             assert line["id"].startswith("batch_req_") and line["error"] is None
             assert line["response"]["status_code"] == 200 and line["response"]["request_id"]
             assert line["response"]["body"]["choices"] == chat(online.url, body(i))[1]["choices"]
-            assert decode_result_line(json.dumps(line), "out").completion is not None
+            assert isinstance(decode_result_line(json.dumps(line), "out")[1], Completion)
     assert [e["endpoint"] for e in log] == ["files.create", "batches.create", "files.list"] + [
         "batches.retrieve"] * 4 + ["files.content"] * 2
     assert log[0]["lines"] == 3 and log[0]["custom_ids"] == ["k0", "k1", "k2"] and log[0]["file_id"] == r["f"].id
@@ -179,7 +179,7 @@ def test_line_errors_and_chat_faults_go_to_the_error_file() -> None:
     assert out and err and len(out) + len(err) == 20 and (b.request_counts.failed == len(err))
     assert sorted(x["custom_id"] for x in out + err) == sorted(f"k{i}" for i in range(20))
     decoded = decode_result_line(json.dumps(err[0]), "err")
-    assert decoded.error is not None and decoded.key == err[0]["custom_id"]
+    assert isinstance(decoded[1], CallError) and decoded[0] == err[0]["custom_id"]
 
 
 def test_fail_first_counts_batch_lines_like_chat_requests() -> None:
@@ -349,8 +349,8 @@ def test_down_after_refuses_connections_and_closes_open_ones() -> None:
 def test_answer_batch_file_answers_every_line_in_order(tmp_path: Path) -> None:
     out = answer_batch_file(batch_file(4), FakeScript(batch_expire_after=3))
     lines = [decode_result_line(x, "out") for x in out.splitlines()]
-    assert [x.key for x in lines] == ["k0", "k1", "k2", "k3"]
-    assert all(x.completion is not None for x in lines[:3]) and lines[3].error is not None
+    assert [x[0] for x in lines] == ["k0", "k1", "k2", "k3"]
+    assert all(isinstance(x[1], Completion) for x in lines[:3]) and isinstance(lines[3][1], CallError)
     source, target = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
     source.write_bytes(batch_file(2))
     assert main(["--answer-batch", str(source), str(target)]) == 0
