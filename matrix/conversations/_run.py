@@ -1312,30 +1312,17 @@ def _run_dir_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
     """The run directory's lock (``RunLock``, as a single-turn run takes it): a second run into the directory while
     one writes it stops at once with a ``RunError``, before anything is sent. Under it, a directory that holds a
     single-turn study is refused (its report, status and export would show one kind only)."""
+    from promptgrid.matrix.episodes import check_run_dir_kind
     from promptgrid.matrix.running.store import RunLock, disk_full_errors
 
     path = Path(run_dir)
     with disk_full_errors(path):
         lock = RunLock(path).acquire()
     try:
-        check_run_dir_kind(path)
+        check_run_dir_kind(path, "conversation")
         yield
     finally:
         lock.release()
-
-
-def check_run_dir_kind(run_dir: str | os.PathLike[str]) -> None:
-    """A ``RunError`` when ``run_dir`` holds a single-turn study (``store.sqlite3`` or ``run.json``): a conversation
-    run is never stored beside one (its report, status and export would show one kind only)."""
-    from promptgrid.matrix.running.session import RUN_JSON
-    from promptgrid.matrix.running.store import STORE_FILE
-
-    path = Path(run_dir)
-    found = [name for name in (STORE_FILE, RUN_JSON) if (path / name).exists()]
-    if found:
-        raise RunError(f"{path} holds a single-turn study ({', '.join(found)}); a conversation run cannot be stored "
-                       "beside it (its report, status and export would show one kind only). Give this run another "
-                       "--run-dir.")
 
 
 def _one_line(text: str) -> str:

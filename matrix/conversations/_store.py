@@ -25,7 +25,7 @@ or newer file is left as it was; and every SQLite failure (a corrupt file,
 what to do, never a sqlite3 traceback.
 
 A single-turn run's ``store.sqlite3`` is a different file; the two never mix: a run of either kind refuses a
-directory that holds the other (``_run.check_run_dir_kind``, ``session.check_run_dir``).
+directory that holds the other (``episodes.check_run_dir_kind``, which both runners ask under their run lock).
 """
 
 from __future__ import annotations

@@ -517,12 +517,9 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     """
     identity = prep.identity
     run_dir = Path(prep.config.run_dir)
-    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
+    from promptgrid.matrix.episodes import check_run_dir_kind
 
-    if (run_dir / CONVERSATION_STORE).exists():  # also with append: the kinds cannot be combined
-        raise RunError(f"{run_dir} holds a conversation study ({CONVERSATION_STORE}); a single-turn run cannot be "
-                       "stored beside it (its report, status and export would show one kind only). Give this run "
-                       "another --run-dir.")
+    check_run_dir_kind(run_dir, "single")  # also with append: the kinds cannot be combined
     if identity is None or not has_store(run_dir):
         return
     with RunStore(run_dir, readonly=True) as store:  # opening checks the file: damage stops an append too
