@@ -35,8 +35,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the fake server: a test fixture
 
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer  # noqa: E402
+from support.fake_server import FakeScript, FakeServer  # noqa: E402
 
 STAGES = {  # stage -> (endpoint blocked, which occurrence, share of lines that fail)
     "uploading": ("files.create", 1, 0.0),

@@ -70,7 +70,8 @@ def _run(urls: list[str], cases: int, concurrency: int, run_dir: Path) -> dict[s
 
 
 def measure(cases: int, latency: float, max_concurrency: int) -> dict[str, Any]:
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    sys.path.insert(0, str(ROOT / "tests"))  # the fake server: a test fixture
+    from support.fake_server import FakeScript, FakeServer
 
     replica = FakeScript(latency_s=latency, max_concurrency=max_concurrency)
     out: dict[str, Any] = {}

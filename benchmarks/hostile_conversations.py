@@ -137,7 +137,8 @@ def main() -> int:
     if args.flood:
         flood(args.flood)
         return 0
-    from promptgrid.matrix.testing.fake_server import FakeServer
+    sys.path.insert(0, str(ROOT / "tests"))  # the fake server: a test fixture
+    from support.fake_server import FakeServer
 
     work = Path(tempfile.mkdtemp(prefix="pg-hostile-"))
     run_dir = args.keep or work / "run"

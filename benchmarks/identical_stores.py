@@ -20,7 +20,7 @@ The commands (no ``--goal``: every job of the grid):
 a. ``run bfcl_v4 --dataset mini --model fake/auto`` (all 9 languages, the in-process fake model);
 b. ``run call_modes --dataset mini:en,de --model fake/auto --repeats 2 --seed 3``;
 c. ``run bfcl_v4 --dataset mini:en --model openai/fake-model --api-base URL --concurrency 16`` against
-   the fake OpenAI-compatible server (``promptgrid.matrix.testing.fake_server``, its own process,
+   the fake OpenAI-compatible server (``tests/support/fake_server.py`` of this checkout, its own process,
    answering after ``--latency`` seconds);
 d. resume: command c, interrupted with SIGINT ``--interrupt-after`` seconds after the server logged its
    first request, then run again to the end. Each side's resumed run is compared with the *old*
@@ -54,7 +54,8 @@ in which rows were first written is part of what a store holds). ``run.json`` is
 timestamps, invocation ids and the run's configuration, whose fields may grow); its config keys present
 on one side only are printed for information.
 
-The fake server is the ``--server-python`` install's (default: ``--old``), a fresh process for every
+The fake server is this checkout's ``tests/support/fake_server.py``, run by ``--server-python`` (default: the
+interpreter running this script, whose promptgrid has the fake answers it imports), a fresh process for every
 run, always on the same port (chosen once), so that the api_base a run records is the same on both
 sides; it answers each request from the request alone (no faults are scripted), so both sides get the
 same answers whatever order their calls leave in.
@@ -81,6 +82,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: The fake OpenAI-compatible server both sides are run against (a test fixture, not in the package).
+FAKE_SERVER = Path(__file__).resolve().parents[1] / "tests" / "support" / "fake_server.py"
 #: Columns left out of the store comparison (see the module docstring).
 EXCLUDED_COLUMNS = {
     "calls": {"latency_s", "finished_at"},
@@ -150,7 +153,7 @@ class Server:
         for _ in range(50):  # the port of the previous server may still be closing
             with stderr.open("w") as err:
                 self.proc = subprocess.Popen(
-                    [py, "-m", "promptgrid.matrix.testing.fake_server", "--script", script, "--port", str(port),
+                    [py, str(FAKE_SERVER), "--script", script, "--port", str(port),
                      "--log", str(log)], stdout=subprocess.PIPE, stderr=err, text=True, cwd=log.parent, env=env)
             assert self.proc.stdout is not None
             line = self.proc.stdout.readline()
@@ -378,7 +381,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--old", required=True, help="Python interpreter of the baseline install")
     p.add_argument("--new", required=True, help="Python interpreter of the install under test")
-    p.add_argument("--server-python", default=None, help="interpreter whose fake server is used (default: --old)")
+    p.add_argument("--server-python", default=None,
+                   help="interpreter that runs this checkout's fake server (default: the one running this script)")
     p.add_argument("--latency", type=float, default=0.05, help="fake server answer latency, seconds (default 0.05)")
     p.add_argument("--interrupt-after", type=float, default=1.0,
                    help="d: SIGINT this many seconds after the server's first request (default 1)")
@@ -386,7 +390,7 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the run directories (their path is printed)")
     args = p.parse_args()
     sides = {"old": args.old, "new": args.new}
-    server_py = args.server_python or args.old
+    server_py = args.server_python or sys.executable
 
     print(f"old: {args.old}\n     {_where(args.old)}")
     print(f"new: {args.new}\n     {_where(args.new)}")
@@ -496,7 +500,7 @@ def main() -> int:
                 _cli(sides[s], roots[s], ["export-batch", str(d), "--model", "openai/fake-model", "--grid", "bfcl_v4",
                                           "--dataset", "mini:en", "-o", str(requests)])
                 if not answers.exists():  # one answer file for both sides
-                    proc = subprocess.run([server_py, "-m", "promptgrid.matrix.testing.fake_server", "--answer-batch",
+                    proc = subprocess.run([server_py, str(FAKE_SERVER), "--answer-batch",
                                            str(requests), str(answers)], cwd=roots[s] / "cwd", env=_env(roots[s]),
                                           capture_output=True, text=True)
                     if proc.returncode != 0:

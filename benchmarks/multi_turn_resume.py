@@ -38,7 +38,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the fake server: a test fixture
+
+from support.fake_server import FakeScript, FakeServer  # noqa: E402
 
 VARIANTS = ("ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic",
             "ret_fmt=json&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic")
@@ -68,7 +70,7 @@ def main() -> None:
     ap.add_argument("--kill-after", type=int, default=15)
     args = ap.parse_args()
     env = {**os.environ, "OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    script = FakeScript(answer="promptgrid.matrix.testing.fake_server:conversation_answer")
+    script = FakeScript(answer="support.fake_server:conversation_answer")
     with tempfile.TemporaryDirectory(prefix="pg-mt-resume-") as tmp:
         with FakeServer.subprocess(script) as server:
             url = server.url

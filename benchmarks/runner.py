@@ -103,7 +103,8 @@ def _promptgrid(url: str, n_cases: int, concurrency: int, env: dict[str, str]) -
 def throughput(n_cases: int, concurrency: int, latency: float, rounds: int) -> dict:
     """``rounds`` x (baseline, promptgrid), the order alternating, so load from other processes on a
     shared machine falls on both alike; the ratio is taken per round and the median reported."""
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    sys.path.insert(0, str(ROOT / "tests"))  # the fake server: a test fixture
+    from support.fake_server import FakeScript, FakeServer
 
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("OPENAI_API_KEY", None)

@@ -101,7 +101,8 @@ def main() -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    sys.path.insert(0, str(ROOT / "tests"))  # the fake server: a test fixture
+    from support.fake_server import FakeScript, FakeServer
 
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY" and not k.startswith("PROMPTGRID_")}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"

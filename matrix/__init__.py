@@ -11,8 +11,12 @@ One subpackage per concept (each ``__init__`` says what it owns):
   model), secret redaction;
 - ``scoring``: parse -> AST check -> failure mode -> ``Verdict``; metrics;
 - ``report``: statistics, tables, figures, HTML, run comparison;
-- ``cli``: the ``promptgrid`` command, argument parsing and printing only;
-- ``testing``: the fake OpenAI-compatible server for tests and benchmarks.
+- ``episodes``: the kinds of episode (a single-turn case, a conversation) and the one place that tells them
+  apart; ``conversations``: the conversation datasets, environments, checker, runner and reports;
+- ``cli``: the ``promptgrid`` command, argument parsing and printing only.
+
+The fake OpenAI-compatible server the tests and benchmarks run against is a test fixture
+(``tests/support/fake_server.py``), not part of the package.
 
 It is the top layer: it may import ``promptgrid.translate``, ``templates``,
 ``variants`` and the package root, none of which imports it.

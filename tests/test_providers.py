@@ -149,7 +149,7 @@ def test_client_auth_error_names_the_variable(monkeypatch: pytest.MonkeyPatch) -
     import asyncio
 
     from promptgrid.matrix.clients._litellm import LiteLLMClient
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    from support.fake_server import FakeScript, FakeServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeServer.thread(FakeScript(status=401)) as srv:

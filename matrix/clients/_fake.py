@@ -72,7 +72,7 @@ class FakeClient(OfflineClient):
 
     async def complete(self, messages: Messages, params: Mapping[str, Any], *,
                        request: Mapping[str, Any] | None = None) -> Completion:
-        from promptgrid.matrix.testing.fake_server import auto_answer, auto_tool_calls
+        from ._fake_answers import auto_answer, auto_tool_calls
 
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -97,7 +97,8 @@ class FakeClient(OfflineClient):
 def _constrained_answer(messages: Messages, request: Mapping[str, Any]) -> str:
     """A call of the first documented function, empty parameters, in the constrained return format."""
     from promptgrid.matrix.calling import format_calls
-    from promptgrid.matrix.testing.fake_server import first_function_name
+
+    from ._fake_answers import first_function_name
 
     name = first_function_name(messages)
     return format_calls([{name: {}}], request["return_format"], bool(request.get("tool_call_tag")))

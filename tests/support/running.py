@@ -17,9 +17,9 @@ from typing import Any
 
 from promptgrid.matrix.running.config import ModelSpec, RunConfig, model_params
 from promptgrid.matrix.running.session import Prepared
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.records import Case
 from promptgrid.variants import Variant
+from support.fake_server import FakeScript, FakeServer
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 

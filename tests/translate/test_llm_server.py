@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import TranslationError
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.translate._llm import LLMBackend
+from support.fake_server import FakeScript, FakeServer
 
 pytest.importorskip("litellm")
 

@@ -39,8 +39,10 @@ def test_export_answer_import_round_trip(tmp_path: Path, capsys: pytest.CaptureF
     out, err = capsys.readouterr()
     assert out.encode() == requests.read_bytes() and "written to standard output" in err
 
-    proc = subprocess.run([sys.executable, "-m", "promptgrid.matrix.testing.fake_server", "--answer-batch",
-                           str(requests), str(results)], capture_output=True, text=True, timeout=120)
+    from support.fake_server import SCRIPT, child_env
+
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--answer-batch", str(requests), str(results)],
+                          capture_output=True, text=True, timeout=120, env=child_env())
     assert proc.returncode == 0, proc.stderr
     assert main(["import-batch", str(run_dir), str(results)]) == 0
     err = capsys.readouterr().err
@@ -59,7 +61,7 @@ def test_body_model_and_a_partial_import(tmp_path: Path, capsys: pytest.CaptureF
     assert main(_start(run_dir, requests, "--body-model", "meta-llama/Llama-3.1-8B-Instruct")) == 0
     lines = requests.read_bytes().splitlines()
     assert {json.loads(line)["body"]["model"] for line in lines} == {"meta-llama/Llama-3.1-8B-Instruct"}
-    from promptgrid.matrix.testing.fake_server import answer_batch_file
+    from support.fake_server import answer_batch_file
 
     results.write_bytes(answer_batch_file(b"\n".join(lines[:3]) + b"\n"))
     capsys.readouterr()
@@ -69,7 +71,7 @@ def test_body_model_and_a_partial_import(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_bad_import_files_exit_2_and_store_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.testing.fake_server import answer_batch_file
+    from support.fake_server import answer_batch_file
 
     run_dir, requests, results = tmp_path / "run", tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
     assert main(_start(run_dir, requests)) == 0
@@ -104,7 +106,7 @@ def test_export_refuses_what_it_cannot_export(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_export_from_a_run_uses_the_models_recorded_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    from support.fake_server import FakeScript, FakeServer
 
     run_dir = tmp_path / "run"
     variants = [a for v in VARIANTS for a in ("--variant", v)]

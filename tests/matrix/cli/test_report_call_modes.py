@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.testing.fake_server import FakeServer
+from support.fake_server import FakeServer
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

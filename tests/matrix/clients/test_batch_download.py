@@ -13,8 +13,8 @@ import pytest
 
 from promptgrid.matrix.clients._batch import OpenAIBatchBackend
 from promptgrid.matrix.clients._registry import make_client
-from promptgrid.matrix.testing.fake_server import FakeServer
 from promptgrid.providers import CallError, RetryPolicy
+from support.fake_server import FakeServer
 
 
 def _upload(url: str, data: bytes) -> str:

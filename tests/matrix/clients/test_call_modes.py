@@ -14,9 +14,9 @@ from promptgrid.matrix.calling import call_request, format_calls
 from promptgrid.matrix.clients import make_client
 from promptgrid.matrix.clients._local import NATIVE_REASON, LocalClient
 from promptgrid.matrix.scoring.parse import parse_response
-from promptgrid.matrix.testing.fake_server import REQUEST_PIECES, FakeServer
 from promptgrid.variants import ReturnFormat, Variant
 from support.builders import make_case
+from support.fake_server import REQUEST_PIECES, FakeServer
 
 CASE = make_case()  # one function, math.factorial (offered as math_factorial)
 MSGS = [{"role": "system", "content": "You call functions."}, {"role": "user", "content": "What is 5 factorial?"}]

@@ -17,7 +17,7 @@ from promptgrid.matrix.clients import (
     RetryableError,
     make_client,
 )
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+from support.fake_server import FakeScript, FakeServer
 
 MSGS = [{"role": "system", "content": "Here is a list of functions in JSON format.\n[{\"name\": \"get_time\"}]"},
         {"role": "user", "content": "What time is it?"}]

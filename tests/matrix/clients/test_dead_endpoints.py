@@ -16,8 +16,8 @@ from promptgrid.matrix.running import runner
 from promptgrid.matrix.running.config import ModelSpec, model_params
 from promptgrid.matrix.running.session import build_config, execute
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import answer_right, config, prepared, stand_in_score
 
 #: Nothing listens here: every connection is refused.

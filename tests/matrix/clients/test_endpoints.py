@@ -18,8 +18,8 @@ from promptgrid.matrix.report._markdown import markdown_report
 from promptgrid.matrix.running.config import ModelSpec, load_run_config, model_params
 from promptgrid.matrix.running.session import build_config, execute
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import answer_right, config, prepared, stand_in_score
 
 #: Nothing listens here: a connection is refused at once (an endpoint that is down).

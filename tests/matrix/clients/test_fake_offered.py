@@ -10,9 +10,9 @@ import pytest
 import promptgrid as pg
 from promptgrid.matrix.clients._fake import FakeClient
 from promptgrid.matrix.scoring import FailureMode as F
-from promptgrid.matrix.testing.fake_server import documented_function_names, first_function_name
 from promptgrid.templates._docs import DocFlavour, render_function_docs
 from promptgrid.variants import DocFormat, builtin_grids, load_grid
+from support.fake_server import documented_function_names, first_function_name
 
 
 def _cases() -> list[Any]:

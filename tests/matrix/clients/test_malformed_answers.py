@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from promptgrid.matrix.clients._litellm import LiteLLMClient
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from promptgrid.providers import CallError, ErrorKind
+from support.fake_server import FakeScript, FakeServer
 
 
 def _body(message: dict[str, Any], usage: Any = None) -> str:

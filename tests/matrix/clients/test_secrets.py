@@ -12,7 +12,7 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.clients import REDACTED, Redactor
 from promptgrid.matrix.clients._redact import redact_url, url_secrets
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+from support.fake_server import FakeScript, FakeServer
 from support.running import child_command, child_env
 
 KEY = "sk-planted-xyz"

@@ -20,7 +20,7 @@ from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import Conversation, load_conversations
 from promptgrid.matrix.conversations._env import call_source
 from promptgrid.matrix.running.session import build_config
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+from support.fake_server import FakeScript, FakeServer
 from support.running import batch_uploads
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")  # mini-mt's classes

@@ -152,7 +152,7 @@ def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
         tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
     from promptgrid.matrix.conversations import _run
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    from support.fake_server import FakeScript, FakeServer
 
     key = "zz-guard-echoed-7f3a9c1d5e2b"
     monkeypatch.setenv("GUARD_ENDPOINT_VALUE", key)  # a name that does not look secret: --api-key-env names it
@@ -269,7 +269,7 @@ def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
 def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from promptgrid.matrix.conversations import _run
-    from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+    from support.fake_server import FakeScript, FakeServer
 
     monkeypatch.setattr(_run, "Environment", QuietEnv)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-0000")

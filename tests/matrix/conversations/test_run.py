@@ -920,7 +920,7 @@ def test_identical_requests_are_sent_per_case_over_http(tmp_path: Path, base: li
     """Two conversations that open with the same bytes, at temperature 0.7, through litellm to the fake server:
     two requests per turn; with --dedupe-requests one."""
     from promptgrid.matrix.conversations import _run
-    from promptgrid.matrix.testing.fake_server import FakeServer
+    from support.fake_server import FakeServer
 
     monkeypatch.setattr(_run, "Environment", fake_envs(None, None))
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-0000")

@@ -16,8 +16,8 @@ import pytest
 
 from promptgrid.matrix.running.session import BatchMode, execute
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import (
     answer_right,
     batch_uploads,

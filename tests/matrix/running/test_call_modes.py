@@ -19,10 +19,10 @@ from promptgrid.matrix.running.estimate import estimate
 from promptgrid.matrix.running.session import Prepared, execute, rescore
 from promptgrid.matrix.running.store import RunStore
 from promptgrid.matrix.scoring import score
-from promptgrid.matrix.testing.fake_server import FakeServer
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant
 from support.builders import numbered_cases
+from support.fake_server import FakeServer
 from support.running import config
 
 PROMPT = Variant(return_format="json")

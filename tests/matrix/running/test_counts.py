@@ -14,9 +14,9 @@ import pytest
 import promptgrid as pg
 from promptgrid.matrix.report import PendingJobs
 from promptgrid.matrix.running.session import BatchMode, execute, run_status
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, answer_batch_file
 from support.batches import MemoryBatchAPI
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer, answer_batch_file
 from support.running import config, prepared, stand_in_score
 
 MODEL = "openai/fake-model"

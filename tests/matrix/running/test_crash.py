@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
+from support.fake_server import FakeScript, FakeServer
 from support.running import child_command, child_env
 
 

@@ -20,10 +20,10 @@ from promptgrid.matrix.running.exchange import export_config, export_requests, i
 from promptgrid.matrix.running.session import Prepared, execute
 from promptgrid.matrix.running.store import SUBMITTED, BatchJob, BatchRecord, RunStore
 from promptgrid.matrix.scoring import score
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, answer_batch_file
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant
 from support.builders import numbered_cases
+from support.fake_server import FakeScript, FakeServer, answer_batch_file
 from support.running import config
 
 MODEL = "hosted_vllm/served"

@@ -26,10 +26,10 @@ from promptgrid.matrix.running.planning import (
 )
 from promptgrid.matrix.running.session import BatchMode, execute
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import answer_batch_file
 from promptgrid.templates import Renderer
 from support.batches import MemoryBatchAPI
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import answer_batch_file
 from support.running import StandInVerdict, answering_server, config, prepared
 
 MODEL = "openai/fake-model"

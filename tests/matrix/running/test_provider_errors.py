@@ -19,8 +19,8 @@ from promptgrid.matrix.running.estimate import estimate
 from promptgrid.matrix.running.session import build_config as session_build_config
 from promptgrid.matrix.running.session import execute
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import config, prepared, stand_in_score
 
 

@@ -15,8 +15,8 @@ from promptgrid.matrix.cli.run import EXIT_CALLS_FAILED, EXIT_MAX_COST, print_es
 from promptgrid.matrix.running.estimate import estimate
 from promptgrid.matrix.running.session import execute, rescore
 from promptgrid.matrix.running.store import RunStore
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, language_twins, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import StandInVerdict, answer_right, answering_server, config, prepared, stand_in_score
 
 

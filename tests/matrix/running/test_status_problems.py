@@ -14,8 +14,8 @@ import pytest
 
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.running.session import BatchMode, execute, run_status
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer
 from support.builders import bfcl_variants, numbered_cases
+from support.fake_server import FakeScript, FakeServer
 from support.running import answer_right, config, prepared, stand_in_score
 
 MODEL = "openai/fake-model"

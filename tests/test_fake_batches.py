@@ -20,7 +20,7 @@ import litellm
 import pytest
 
 from promptgrid.matrix.clients import CallError, Completion, decode_result_line
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, answer_batch_file, main
+from support.fake_server import FakeScript, FakeServer, answer_batch_file, main
 
 #: Without this litellm's aretrieve_batch downloads a completed batch's output file itself (to price it),
 #: which would show in the log as extra files.content requests.

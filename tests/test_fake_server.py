@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from promptgrid.matrix.testing.fake_server import FakeScript, FakeServer, auto_answer, request_hash
 from promptgrid.records import messages_sha256
+from support.fake_server import FakeScript, FakeServer, auto_answer, request_hash
 
 
 def post(url: str, messages: list[dict], **extra) -> tuple[int, dict, dict]:

@@ -1,4 +1,8 @@
-"""A scriptable fake OpenAI-compatible server, for tests and benchmarks.
+"""A scriptable fake OpenAI-compatible server, for tests and benchmarks (a test fixture: not shipped in the package).
+
+Run it as ``python tests/support/fake_server.py ...`` (``main``), or import it as ``support.fake_server`` with
+``tests/`` on the path (pytest puts it there; the benchmarks insert it). Its answers are the in-process fake
+models' (``promptgrid.matrix.clients._fake_answers``).
 
 It serves ``POST /v1/chat/completions`` on 127.0.0.1 (a free port) and does
 what a ``FakeScript`` says: answer after some latency, in the format the
@@ -77,10 +81,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from promptgrid.matrix.clients._fake_answers import (
+    auto_answer,
+    auto_tool_calls,
+    documented_function_names,
+    first_function_name,
+    schema_answer,
+)
 from promptgrid.safeio import parse_json_line, read_json_lines
-from promptgrid.variants import ReturnFormat
 
-__all__ = ["BATCH_ENDPOINT", "ENDPOINTS", "FakeScript", "FakeServer", "answer_batch_file", "auto_answer",
+__all__ = ["BATCH_ENDPOINT", "ENDPOINTS", "SCRIPT", "FakeScript", "FakeServer", "answer_batch_file", "auto_answer",
            "auto_tool_calls", "documented_function_names", "first_function_name", "request_hash", "schema_answer"]
 
 #: Request fields beyond the messages that the log keeps (call modes: tools, schema, grammar).
@@ -94,6 +104,17 @@ ENDPOINTS = ("chat.completions", "files.create", "files.list", "files.retrieve",
 
 #: The one endpoint batches run (the only one the fake server answers).
 BATCH_ENDPOINT = "/v1/chat/completions"
+
+#: This file: what a child process runs (``FakeServer.subprocess``, ``python tests/support/fake_server.py``).
+SCRIPT = Path(__file__).resolve()
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child that runs this file: ``tests/`` on its ``PYTHONPATH``, so a ``FakeScript.answer``
+    such as ``support.fake_server:conversation_answer`` imports there as it does in the tests."""
+    tests = str(SCRIPT.parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": tests if not path else tests + os.pathsep + path}
 
 
 @dataclass(frozen=True)
@@ -193,97 +214,8 @@ def _unit(*parts: object) -> float:
 
 # --------------------------------------------------------------------------- answers
 
-# How each doc format (templates/_docs.py, both flavours) starts a function's
-# documentation: JSON ``"name": "f"``; Python ``# Function: f`` (or ``def f(``);
-# XML ``<function name="f">`` outside a ``<functions>`` list. The answer formats'
-# examples (``<functions><function name="func_name1"><params>``,
-# ``alarm.set(...)``, ``{"function":"alarm.set"}``) match none of them.
-_NAME_PATTERNS = (
-    re.compile(r'"name":\s*"([A-Za-z_][\w.-]*)"'),
-    re.compile(r"^[ \t]*# Function: ([A-Za-z_][\w.-]*)[ \t]*$", re.MULTILINE),
-    re.compile(r"^[ \t]*def ([A-Za-z_][\w.-]*)\(", re.MULTILINE),
-    re.compile(r'(?<!<functions>)<function name="([A-Za-z_][\w.-]*)">(?!<param)'),
-)
-_PLACEHOLDER_RE = re.compile(r"func_name\d*")
-_FORMATS = tuple(ReturnFormat)
-
-
-def _requested_format(system: str) -> ReturnFormat:
-    """The return format the prompt's format instruction shows (its ``func_name1`` example); a ```json fence
-    counts only after those, since JSON function docs come in one too (with a python or XML answer asked)."""
-    if '"function":"func_name1"' in system:
-        return ReturnFormat.JSON
-    if '<function name="func_name1"><params>' in system:
-        return ReturnFormat.VERBOSE_XML
-    if '<function name="func_name1"><param ' in system:
-        return ReturnFormat.CONCISE_XML
-    if "func_name1(params_name1=" in system:
-        return ReturnFormat.PYTHON
-    if "```json" in system:
-        return ReturnFormat.JSON
-    return ReturnFormat.PYTHON
-
-
-def _format_call(fmt: ReturnFormat, name: str) -> str:
-    if fmt is ReturnFormat.JSON:
-        return json.dumps([{"function": name, "parameters": {}}])
-    if fmt is ReturnFormat.VERBOSE_XML:
-        return f'<functions><function name="{name}"><params></params></function></functions>'
-    if fmt is ReturnFormat.CONCISE_XML:
-        return f'<functions><function name="{name}"></function></functions>'
-    return f"[{name}()]"
-
-
-def documented_function_names(messages: Any) -> list[str]:
-    """The functions documented in the prompt, in the order they are documented (system messages first).
-
-    Reads the function docs of every doc format (JSON, Python, XML; see
-    ``_NAME_PATTERNS``), never the answer format's examples or placeholders.
-    """
-    msgs = [m for m in messages or [] if isinstance(m, dict)]
-    texts = [str(m.get("content", "")) for m in msgs if m.get("role") == "system"]
-    texts += [str(m.get("content", "")) for m in msgs if m.get("role") != "system"]
-    names: list[str] = []
-    for text in texts:
-        found = sorted((m.start(), m.group(1)) for pattern in _NAME_PATTERNS for m in pattern.finditer(text))
-        for _, name in found:
-            if name not in names and not _PLACEHOLDER_RE.fullmatch(name):
-                names.append(name)
-    return names
-
-
-def first_function_name(messages: Any) -> str:
-    """The first function documented in the prompt (``get_weather`` when none is found)."""
-    names = documented_function_names(messages)
-    return names[0] if names else "get_weather"
-
-
-def auto_answer(request: dict[str, Any], other_format: bool = False, wrap: bool = False,
-                per_call_wrap: bool = False) -> str:
-    """A plausible answer: a call to the first documented function, in the asked format.
-
-    ``per_call_wrap``: two calls, each in its own ``<TOOLCALL>`` (or code fence), a
-    failure mode BFCL's strict parser rejects.
-    """
-    messages = request.get("messages") or []
-    system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-    name = first_function_name(messages)
-    fmt = _requested_format(system)
-    if other_format:
-        fmt = _FORMATS[(_FORMATS.index(fmt) + 1) % len(_FORMATS)]
-    text = _format_call(fmt, name)
-    if per_call_wrap:
-        one = f"<TOOLCALL>{text}</TOOLCALL>" if "<TOOLCALL>" in system else f"```\n{text}\n```"
-        return f"{one}\n{one}"
-    if "<TOOLCALL>" in system:
-        text = f"<TOOLCALL>{text}</TOOLCALL>"
-    if wrap:
-        text = f"```\n{text}\n```"
-    return text
-
-
 def conversation_answer(request: dict[str, Any]) -> str:
-    """For conversations (``FakeScript(answer="promptgrid.matrix.testing.fake_server:conversation_answer")``): a
+    """For conversations (``FakeScript(answer="support.fake_server:conversation_answer")``): a
     call (``auto_answer``) when the last message is the user's turn, a sentence after the results of a call (the
     last message is a user message holding bfcl-eval's results list, or a ``tool`` message), so every turn takes
     two steps."""
@@ -293,25 +225,6 @@ def conversation_answer(request: dict[str, Any]) -> str:
     if last.get("role") == "tool" or content.startswith(("[{'role': 'tool'", '[{"role": "tool"', "<results>")):
         return "Done: the request is complete."
     return auto_answer(request)
-
-
-def auto_tool_calls(tools: list[Any]) -> list[dict[str, Any]]:
-    """A native answer: one call of the first tool, with empty arguments (OpenAI ``tool_calls`` shape)."""
-    first = tools[0] if tools and isinstance(tools[0], dict) else {}
-    name = (first.get("function") or {}).get("name", "get_weather")
-    return [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": "{}"}}]
-
-
-def schema_answer(response_format: dict[str, Any]) -> str | None:
-    """An answer to an OpenAI strict json_schema ``response_format`` (``{"calls": [...]}``): a call of the
-    first function the schema allows, empty parameters. ``None`` for another kind of response_format."""
-    schema = (response_format.get("json_schema") or {}).get("schema") or {}
-    items = (((schema.get("properties") or {}).get("calls") or {}).get("items")) or {}
-    branch = (items.get("anyOf") or [items])[0]
-    names = ((branch.get("properties") or {}).get("function") or {}).get("enum") or []
-    if response_format.get("type") != "json_schema" or not names:
-        return None
-    return json.dumps({"calls": [{"function": names[0], "parameters": {}}]})
 
 
 def _load_answer_fn(spec: str) -> AnswerFn:
@@ -1051,9 +964,8 @@ class FakeServer:
             import tempfile
 
             log_path = Path(tempfile.mkdtemp(prefix="fake-openai-")) / "requests.jsonl"
-        cmd = [python or sys.executable, "-m", "promptgrid.matrix.testing.fake_server",
-               "--script", script.to_json(), "--log", str(log_path)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        cmd = [python or sys.executable, str(SCRIPT), "--script", script.to_json(), "--log", str(log_path)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=child_env())
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()
@@ -1087,7 +999,7 @@ def answer_batch_file(requests: bytes, script: FakeScript | None = None) -> byte
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m promptgrid.matrix.testing.fake_server --script JSON [--port N] [--log FILE]``,
+    """``python tests/support/fake_server.py --script JSON [--port N] [--log FILE]``,
     or ``... --answer-batch IN OUT`` to answer a batch input file offline (``answer_batch_file``)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--script", default="{}", help="FakeScript fields as JSON")
