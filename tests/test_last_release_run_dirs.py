@@ -1,0 +1,122 @@
+"""Run directories made by the last release still open, read the same and resume without sending anything.
+
+The fixtures in ``tests/fixtures/run_dirs_7a6083a/`` were made with promptgrid at 7a6083a (the release before
+the conversation engine took a ``RunConfig``, a turn's verdict became a ``Verdict`` and a batch line a pair):
+
+    promptgrid run call_modes --dataset bfcl:multi_turn_base --model fake/noisy:7 --limit 2 \\
+        --variant "json->python,False" --variant native --repeats 2 --temperature 1 --run-dir conversation_run
+    promptgrid run bfcl_v4 --dataset mini:en --model fake/noisy:3 --limit 3 --variant "json->python,False" \\
+        --run-dir single_run
+
+Each store is kept as SQL text (``sqlite3``'s ``iterdump``: readable in a diff, no binary file in the
+repository), the single-turn run's ``run.json`` beside it. ``expected.json`` is what that release read from
+them: each episode with its turns, the conversation report (``report --format json``), and each single-turn job
+(its verdict and the sha256 of its answer).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import promptgrid as pg
+from promptgrid.matrix.cli import main
+from promptgrid.matrix.conversations import ConversationStore
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "run_dirs_7a6083a"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
+CONVERSATION_COMMAND = ["call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/noisy:7", "--limit", "2",
+                        "--variant", "json->python,False", "--variant", "native", "--repeats", "2",
+                        "--temperature", "1"]
+SINGLE_COMMAND = ["bfcl_v4", "--dataset", "mini:en", "--model", "fake/noisy:3", "--limit", "3",
+                  "--variant", "json->python,False"]
+
+
+def _restore(tmp_path: Path, kind: str) -> Path:
+    """The fixture's run directory, rebuilt from its SQL text (and ``run.json``) under ``tmp_path``."""
+    run_dir = tmp_path / f"{kind}_run"
+    run_dir.mkdir()
+    store = "conversations.sqlite3" if kind == "conversation" else "store.sqlite3"
+    with sqlite3.connect(run_dir / store) as db:
+        db.executescript((FIXTURES / f"{kind}_run.sql").read_text(encoding="utf-8"))
+    db.close()
+    if kind == "single":
+        shutil.copy(FIXTURES / "single_run.json", run_dir / "run.json")
+    return run_dir
+
+
+def _without_latency(value: Any) -> Any:
+    """``value`` without its wall-clock fields (``latency``: measured, not read)."""
+    if isinstance(value, dict):
+        return {k: _without_latency(v) for k, v in value.items() if "latency" not in k}
+    if isinstance(value, list):
+        return [_without_latency(v) for v in value]
+    return value
+
+
+def _episodes(run: Any) -> list[list[Any]]:
+    """The episodes as ``expected.json`` keeps them (the last release's ``TurnResult`` fields per turn)."""
+    out = []
+    for e in sorted(run.episodes(), key=lambda e: (e.model, e.variant_id, e.conversation_id, e.repeat)):
+        turns = [[t.turn, t.valid, None if t.failure_mode is None else t.failure_mode.value,
+                  (t.details or {}).get("steps"), t.n_predicted_calls] for t in e.turns]
+        verdict = e.details.get("verdict")
+        out.append([e.model, e.variant_id, e.conversation_id, e.repeat, e.valid, e.failure_mode, e.steps,
+                    e.input_tokens, e.output_tokens, turns, verdict["bfcl_error_type"] if verdict else None])
+    return out
+
+
+def test_a_conversation_run_of_the_last_release_reads_and_reports_the_same(tmp_path: Path) -> None:
+    run_dir = _restore(tmp_path, "conversation")
+    run = pg.open_run(run_dir)
+    assert run.kind == "conversation"
+    assert _episodes(run) == EXPECTED["conversation"]
+    assert any(turn[1] is False for episode in EXPECTED["conversation"] for turn in episode[9])  # a failed turn
+    pg.report(run_dir, tmp_path / "report", formats=["json"])
+    written = json.loads((tmp_path / "report" / "conversations.json").read_text(encoding="utf-8"))
+    assert _without_latency(written) == _without_latency(EXPECTED["conversation_report"])
+
+
+def test_a_conversation_run_of_the_last_release_resumes_without_sending_a_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _restore(tmp_path, "conversation")
+    with ConversationStore(run_dir) as store:
+        steps = store.step_count()
+    assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "8 finished (8 already in the store)" in out and "0 steps sent" in out, out
+    with ConversationStore(run_dir) as store:
+        assert store.step_count() == steps
+    assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
+
+
+def test_a_single_turn_run_of_the_last_release_reads_the_same_and_resumes_without_a_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import hashlib
+
+    run_dir = _restore(tmp_path, "single")
+
+    def jobs() -> list[list[Any]]:
+        run = pg.open_run(run_dir)
+        assert run.kind == "single"
+        return [[r.model, r.variant_id, r.case_id, r.repeat, r.status, r.valid, r.error_code, r.failure_mode,
+                 hashlib.sha256((r.response or "").encode()).hexdigest()]
+                for r in sorted(run.results(), key=lambda r: (r.model, r.variant_id, r.case_id, r.repeat))]
+
+    def calls() -> list[tuple[Any, ...]]:
+        with sqlite3.connect(run_dir / "store.sqlite3") as db:
+            rows = db.execute("SELECT key, response, finished_at FROM calls ORDER BY key").fetchall()
+        db.close()
+        return rows
+
+    assert jobs() == EXPECTED["single"]
+    before = calls()
+    assert main(["run", *SINGLE_COMMAND, "--run-dir", str(run_dir)]) == 0
+    captured = capsys.readouterr()
+    assert calls() == before, captured.err[-2000:]  # nothing sent again, nothing rewritten
+    assert jobs() == EXPECTED["single"]
