@@ -68,7 +68,7 @@ def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> No
     conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
                                          bfcl_data=config.bfcl_data)
     from promptgrid.matrix.conversations._run import check_episodes
-    from promptgrid.matrix.episodes import check_run_dir_kind
+    from promptgrid.matrix.episodes._guard import check_run_dir_kind
 
     check_run_dir_kind(config.run_dir, "conversation")  # the dry run says now what the run would refuse
     episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,

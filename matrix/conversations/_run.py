@@ -1312,7 +1312,7 @@ def _run_dir_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
     """The run directory's lock (``RunLock``, as a single-turn run takes it): a second run into the directory while
     one writes it stops at once with a ``RunError``, before anything is sent. Under it, a directory that holds a
     single-turn study is refused (its report, status and export would show one kind only)."""
-    from promptgrid.matrix.episodes import check_run_dir_kind
+    from promptgrid.matrix.episodes._guard import check_run_dir_kind
     from promptgrid.matrix.running.store import RunLock, disk_full_errors
 
     path = Path(run_dir)

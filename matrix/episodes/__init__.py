@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO
 
+from ._guard import check_run_dir_kind
+
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.running.config import RunConfig
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
@@ -135,30 +137,6 @@ def kind_of_run(run_dir: str | os.PathLike[str]) -> Kind:
     from promptgrid.matrix.conversations import is_conversation_run
 
     return _conversation_kind() if is_conversation_run(run_dir) else _single_kind()
-
-
-def check_run_dir_kind(run_dir: str | os.PathLike[str], kind: str) -> None:
-    """A ``RunError`` when ``run_dir`` holds a study of another kind than ``kind`` (``"single"`` or
-    ``"conversation"``): the files of a single-turn study (``store.sqlite3``, ``run.json``) or of a conversation
-    study (``conversations.sqlite3``). The two kinds are never stored together (a report, status or export would
-    show one of them only). Each runner asks it under its run lock, before it writes (``session.check_run_dir``,
-    ``conversations._run``), whatever ``--append`` says."""
-    from promptgrid.errors import RunError
-    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
-    from promptgrid.matrix.running.session import RUN_JSON
-    from promptgrid.matrix.running.store import STORE_FILE
-
-    names = {"single": "single-turn", "conversation": "conversation"}
-    files = {"single": (STORE_FILE, RUN_JSON), "conversation": (CONVERSATION_STORE,)}
-    if kind not in files:
-        raise ValueError(f"no kind of episode is named {kind!r}: single or conversation.")
-    path = Path(run_dir)
-    for other, names_of_other in files.items():
-        found = [name for name in names_of_other if other != kind and (path / name).exists()]
-        if found:
-            raise RunError(f"{path} holds a {names[other]} study ({', '.join(found)}); a {names[kind]} run cannot "
-                           "be stored beside it (its report, status and export would show one kind only). Give this "
-                           "run another --run-dir.")
 
 
 def _single_kind() -> Kind:

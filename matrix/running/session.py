@@ -59,6 +59,7 @@ from .options import check_keywords, declared
 from .plan import MAX_JOBS, check_plan_size
 from .store import (
     LOCK_FILE,
+    RUN_JSON,
     STORE_FILE,
     UNSUPPORTED,
     RunLock,
@@ -72,7 +73,6 @@ __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Plan", "Prepared", "RunIdentity", "b
            "execute", "has_store", "is_run_config", "last_invocation", "make_renderer", "model_counts", "plan_status",
            "prepare", "read_run_json", "refresh_pending", "rescore"]
 
-RUN_JSON = "run.json"
 RUN_JSON_VERSION = 2
 """2: every invocation keeps its own config, grid, dataset, models and pending count (1 kept only the last config)."""
 GC_YOUNG = 10_000
@@ -517,7 +517,7 @@ def check_run_dir(prep: Prepared, *, append: bool = False) -> None:
     """
     identity = prep.identity
     run_dir = Path(prep.config.run_dir)
-    from promptgrid.matrix.episodes import check_run_dir_kind
+    from promptgrid.matrix.episodes._guard import check_run_dir_kind
 
     check_run_dir_kind(run_dir, "single")  # also with append: the kinds cannot be combined
     if identity is None or not has_store(run_dir):

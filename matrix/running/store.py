@@ -65,6 +65,8 @@ __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLoc
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
+RUN_JSON = "run.json"
+"""The run's record beside its store: every invocation's config, grid and dataset (``session``)."""
 LOCK_FILE = "run.lock"
 SPILL_GLOB = "spill-*.jsonl"
 #: Disk claimed at the start of a run for answers a full disk keeps out of the store (a few hundred
