@@ -16,8 +16,10 @@ one answer, and those in flight at once are sent once. An
 ``EnvironmentFailure`` ends its episode only (stored as failed,
 ``environment_failure``).
 
-Every step a model is sent goes through the single-turn runner's pacing and
-cost cap, not a copy of them: the model's request and token buckets
+Every step a model is sent goes through the one send path of both runners
+(``running/sending.send``: pacing, the adaptive limit on steps in flight, the
+timeout, retries and the model's stop) and the single-turn runner's cost cap,
+not a copy of them: the model's request and token buckets
 (``ratelimit.model_buckets``, ``rpm``/``tpm``: one pair per model, shared by
 its episodes; a step takes one request and its ``estimate_tokens`` before each
 attempt and gives back the difference once its usage is known), and
@@ -61,9 +63,11 @@ instead (``_api.export_conversation_round``). A failed call is sent again
 as the run's ``RetryPolicy`` allows (a retryable error or a timeout; the
 wait its backoff gives); one that keeps
 failing, or a fatal error, ends its episode with ``error`` set; the episode
-is not scored and the next run resumes it. As in a single-turn run, an error
-every later call would repeat (an unauthorised key, an unknown model, a
-Retry-After still above the cap after one capped wait) stops the model: its
+is not scored and the next run resumes it. As in a single-turn run (the same
+``sending.send``), an error every later call would repeat (an unauthorised key,
+an unknown model, a Retry-After still above the cap after one capped wait, no
+endpoint left, a server that refused every connection for ``GRACE_S``) stops
+the model: its
 other episodes are left unfinished, not stored (``summary.halted``,
 ``summary.not_run``), the other models go on; a model's first call goes alone,
 so that costs one request per model, not one per episode.
@@ -94,11 +98,12 @@ from typing import Any
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.running import costcap
-from promptgrid.matrix.running.adaptive import Adaptive, limited_try
+from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, TryAgain, call_error, retried
+from promptgrid.matrix.running.sending import Line, Stopped, send
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Step
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
@@ -246,10 +251,6 @@ class _StepKeys:
         return h.hexdigest()
 
 
-_HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
-"""Errors every later call to the same model would repeat (as the single-turn runner's): the model is stopped."""
-
-
 class _ModelStopped(Exception):
     """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
 
@@ -272,8 +273,12 @@ class _Episodes:
                  max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None,
                  rounds: BatchRounds | None = None) -> None:
         self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
-        self.limits = dict(limits or {})  # model -> (requests, tokens) buckets (ratelimit.model_buckets)
-        self.adaptive = dict(adaptive or {})  # model -> its limit on steps in flight (None: its concurrency)
+        # Each model's sending state (``sending.Line``): its request and token buckets (``ratelimit.model_buckets``),
+        # its adaptive limit on steps in flight (None: its concurrency) and whether it was stopped.
+        buckets, limits_in_flight = dict(limits or {}), dict(adaptive or {})
+        self.lines: dict[str, Line] = {
+            model: Line(*buckets.get(model, (None, None)), limit=limits_in_flight.get(model))
+            for model in {*buckets, *limits_in_flight}}
         self.rounds = rounds  # --batch: new steps wait for a round's provider batch instead of being sent
         self.max_cost = max_cost  # the run directory's cost cap (costcap)
         self.spent_before = store.spend() if max_cost is not None else 0.0  # recorded before this run
@@ -449,85 +454,36 @@ class _Episodes:
 
     async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                         kwargs: Mapping[str, Any]) -> tuple[Any, float]:
-        """The completion (and its latency) of one step, sent as the retry policy allows (``providers.retried``,
-        the single-turn runner's loop). A rate limit whose Retry-After is still above the policy's cap after one
-        capped wait, or an error every later call would repeat (``_HALTING``), stops the model (the single-turn
-        runner's rule); ``_ModelStopped`` when it was stopped before or while this step waited; ``_RunStopped``
-        once the run is stopping (the step is not sent again)."""
-        attempts = capped = free = 0
-        requests, tokens = self.limits.get(model, (None, None))
-        limit = self.adaptive.get(model)
-        estimate = estimate_tokens(transcript.messages, params.get("max_tokens"))
-
-        async def attempt(_counted: int) -> tuple[Any, float]:
-            nonlocal attempts, free
-            if model in self.halted:
-                raise _ModelStopped(model)
-            attempts += 1
-            if requests is not None:  # paced as the single-turn runner paces a call: before each attempt
-                await requests.acquire(1)
-            if tokens is not None:
-                await tokens.acquire(estimate)
-            if self.stopped is not None:  # the cap was reached while this step waited its turn: not sent
-                raise _RunStopped(self.stopped)
-            completion, error, latency, beside = await self._attempt(client, model, params, transcript, kwargs,
-                                                                     limit)
-            if error is None:
-                if tokens is not None:
-                    used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
-                    tokens.give_back(estimate - used if used else 0)
-                return completion, latency
-            if (limit is not None and error.kind is ErrorKind.TIMEOUT and beside and free < limit.ceiling
-                    and self.stopped is None and model not in self.halted):
-                free += 1  # a server busy with the model's own steps, not a failing one: sent again, not counted
-                self.summary.congested += 1
-                raise TryAgain
-            raise error
-
-        def retryable(error: CallError) -> bool:
-            if error.retryable and self.stopped is not None:
-                raise _RunStopped(self.stopped)  # stopping: not sent again, the episode is left unfinished
-            return error.retryable and not (self._beyond_cap(error) and capped)
-
-        def heard(error: CallError, _counted: int, _delay: float) -> None:
-            nonlocal capped
-            capped += self._beyond_cap(error)
-
-        async def pause(delay: float) -> None:
-            await asyncio.sleep(delay)
-            if self.stopped is not None:
-                raise _RunStopped(self.stopped)
-
+        """The completion (and its latency) of one step, sent by the one send path (``sending.send``, as a
+        single-turn call: paced, within the model's adaptive limit, retried as the run's policy allows; an error
+        every later call would repeat stops the model). Raises the error retries could not fix;
+        ``_ModelStopped`` when the model was stopped before or while this step waited; ``_RunStopped`` once the
+        run is stopping (the step is not sent again)."""
+        line = self.lines.setdefault(model, Line())
         try:
-            result: tuple[Any, float] = await retried(attempt, self.retry, sleep=pause, retryable=retryable,
-                                                      on_retry=heard)
-            return result
-        except CallError as error:  # not retried (any more): every later call may fail the same way
-            if model not in self.halted and (error.kind in _HALTING or self._beyond_cap(error)
-                                             or _no_endpoint_left(error)):
-                self.halted[model] = self._halt_reason(error, attempts - free)
-            raise
+            sent = await send(line, lambda: client.complete(list(transcript.messages), params, **kwargs),
+                              timeout=self.timeouts.get(model, 600.0), retry=self.retry,
+                              est_tokens=estimate_tokens(transcript.messages, params.get("max_tokens")),
+                              stopping=self._stopping, redact=self.redact)
+        except Stopped as stopped:
+            self.summary.congested += stopped.congested
+            self._note_halt(model, line)
+            if self.stopped is not None:
+                raise _RunStopped(self.stopped) from None
+            raise _ModelStopped(model) from None
+        self.summary.congested += sent.congested
+        self._note_halt(model, line)
+        if sent.error is not None:
+            raise sent.error
+        return sent.completion, sent.latency
 
-    async def _attempt(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
-                       kwargs: Mapping[str, Any], limit: Adaptive | None) -> tuple[Any, CallError | None, float, bool]:
-        """One try of a step, within the model's adaptive limit on steps in flight (the single-turn runner's
-        ``Adaptive``: lowered by late answers and timeouts, raised by quick ones). Returns (completion or None,
-        error or None, latency in seconds, whether other steps of the model were in flight beside it)."""
-        return await limited_try(limit, lambda: client.complete(list(transcript.messages), params, **kwargs),
-                                 self.timeouts.get(model, 600.0), "no answer within the model's timeout")
+    def _stopping(self) -> bool:
+        return self.stopped is not None
 
-    def _beyond_cap(self, error: CallError) -> bool:
-        """A rate limit whose Retry-After is longer than the run may wait (the policy's ``retry_after_cap``)."""
-        return error.kind is ErrorKind.RATE_LIMIT and (error.retry_after or 0.0) > self.retry.retry_after_cap
-
-    def _halt_reason(self, error: CallError, attempts: int) -> str:
-        message = self.redact(error.message)
-        if error.kind is ErrorKind.RATE_LIMIT:
-            return (f"rate limited: the server asked to wait {error.retry_after:g} s (Retry-After), more than the "
-                    f"retry-after cap of {self.retry.retry_after_cap:g} s; gave up after {attempts} attempts. Run "
-                    "again later, or raise --retry-after-cap (retry_after_cap) to wait longer. Last error: "
-                    + message)
-        return f"{error.kind.value} error: {message}"
+    def _note_halt(self, model: str, line: Line) -> None:
+        """Keep why a model was stopped (``summary.halted``) once its line says so."""
+        if line.halted is not None and model not in self.halted:
+            self.halted[model] = line.halted
 
     async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
                   conversation: Conversation, repeat: int) -> EpisodeResult:
@@ -754,13 +710,6 @@ def _redacted_call(call: Any, exact: Callable[[str], str]) -> Any:
         return call
     return {**call, "function": {**fn, **{k: exact(v) for k in ("name", "arguments")
                                           if isinstance(v := fn.get(k), str)}}}
-
-
-def _no_endpoint_left(error: CallError) -> bool:
-    """Whether every endpoint of a model with replicas was dropped (the router's ``NoEndpointLeft``)."""
-    from promptgrid.matrix.clients._router import NoEndpointLeft
-
-    return isinstance(error, NoEndpointLeft)
 
 
 def _answer_text(stored: str, variant: Variant) -> str:

@@ -44,7 +44,9 @@ A native answer (tool calls) is stored as the JSON envelope of
 ``promptgrid.matrix.clients.envelope`` (text and raw tool calls), so that
 ``promptgrid score`` can re-score it offline.
 
-A model halts (no more calls; its other jobs stay pending, the other models
+Each call goes through ``sending.send``, the one send path of both runners
+(pacing, the adaptive limit, the timeout, retries, and the model's stop). A
+model halts (no more calls; its other jobs stay pending, the other models
 go on) after an error every later call would repeat: bad or missing
 credentials (auth), an unknown model (not found), or a rate limit whose
 Retry-After is still above the cap after one wait of the cap (the server
@@ -77,34 +79,30 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from promptgrid.errors import StoreFullError
-from promptgrid.matrix.clients import GRACE_S, JobIds, ModelClient, NoEndpointLeft, Redactor, envelope
+from promptgrid.matrix.clients import JobIds, ModelClient, Redactor, envelope
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.scoring.verdict import Verdict
-from promptgrid.providers import CallError, ErrorKind, TryAgain, retried
+from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
 from . import costcap
-from .adaptive import Adaptive, limited_try
+from .adaptive import Adaptive
 from .plan import Job, JobMaker, Renders
 from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
-from .ratelimit import TokenBucket, estimate_tokens, model_buckets
+from .ratelimit import estimate_tokens, model_buckets
+from .sending import Line, Stopped, beyond_cap, send
 from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow
 
 __all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
 Scorer = Callable[[str, Variant, Case], Any]
 Row = tuple[int, int, int, int]
-
-# Errors that every later call to the same model would repeat: record the first, send no more.
-_HALTING = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
-REFUSALS = 3
-"""Connection failures in a row (over at least ``GRACE_S`` seconds, no answer between) that stop a model."""
-
 
 def verdict_row(row: Row, verdict: Any) -> VerdictRow:
     """(row, verdict JSON, valid, error_code) for the store, from a ``Verdict`` (its ``stored`` fields, built once
@@ -207,27 +205,15 @@ class _Call:
     rows: list[tuple[Row, Job]] = field(default_factory=list)
 
 
-class _LeftPending(Exception):
-    """Ends a call's tries with no result: the run or its model stopped (``_left_pending``); the job stays pending."""
-
-
-@dataclass
-class _Lane:
-    """Everything per model: client, limits, queue, ids."""
+@dataclass(eq=False, kw_only=True)
+class _Lane(Line):
+    """Everything per model: client, queue, ids, and its sending state (``sending.Line``: rate buckets, adaptive
+    limit, whether it was stopped)."""
 
     spec: ModelSpec
     client: ModelClient
     model_id: int
     queue: asyncio.Queue[_Call | None]
-    rpm: TokenBucket | None
-    tpm: TokenBucket | None
-    halted: str | None = None
-    """Why this model gets no more calls (bad key, unknown model): every call would fail the same way."""
-    limit: Adaptive | None = None
-    """How many of its calls may be in flight now (None: ``_workers``, fixed)."""
-    refused_since: float | None = None
-    """``time.monotonic()`` of the first of the model's connection failures in a row (None: it answered)."""
-    refusals: int = 0
     live: set[str] = field(default_factory=set)
     """Keys in a live provider batch (``RunStore.live_batch_keys``): never sent online, never batched again."""
     planner: Planner | None = None
@@ -627,8 +613,9 @@ class Runner:
         return False
 
     async def _send(self, lane: _Lane, call: _Call) -> None:
-        """Send one call until it has a final result (an answer, or an error retries cannot fix) and finish it;
-        it is left pending, with no result, when the run or its model stops first (``_left_pending``)."""
+        """Send one call until it has a final result (an answer, or an error retries cannot fix) and finish it
+        (``sending.send``, the one send path); it is left pending, with no result, when the run or its model
+        stops first."""
         job, spec = call.job, lane.spec
         request = getattr(job, "request", None)
         native = request is not None and request.get("call_mode") == "native"
@@ -636,58 +623,28 @@ class Runner:
         params["timeout"] = spec.timeout
         est_tokens = estimate_tokens(job.messages, params.get("max_tokens"))
         attempts = 0
-        free = 0  # timeouts beside other calls (a busy server), not counted against max_retries
-        capped_waits = 0  # waits cut to retry_after_cap for this call
         self._reserved += 1
         reserved = True
         if self._first_send is None:
             self._first_send = time.monotonic()
-        latency = 0.0
-        waiting_on: CallError | None = None
-
-        async def attempt(_counted: int) -> Any:
-            nonlocal attempts, free, latency
-            attempts += 1
-            completion, error, latency, beside = await self._attempt(lane, job, params, request, est_tokens)
-            halted_here = lane.halted is None and self._check_refusals(lane, job.model, error)
-            if self._left_pending(lane, error, halted_here):
-                raise _LeftPending  # the model was stopped meanwhile, or the run stops
-            limit = lane.limit
-            if (limit is not None and error is not None and error.kind is ErrorKind.TIMEOUT and beside
-                    and free < limit.ceiling and self._stop is None):
-                free += 1  # a busy server, not a failing one: sent again within the lowered limit
-                self.summary.congested += 1
-                raise TryAgain
-            if error is not None:
-                raise error
-            return completion
-
-        def retryable(error: CallError) -> bool:
-            # A server that still asks for more than the cap after one capped wait will not be
-            # satisfied by more capped waits: give up then, so the run ends within about one cap.
-            patient = not (self._beyond_cap(error) and capped_waits)
-            return error.retryable and patient and self._stop is None and lane.halted is None
-
-        def heard(error: CallError, _counted: int, _delay: float) -> None:
-            nonlocal capped_waits, waiting_on
-            capped_waits += self._beyond_cap(error)
-            waiting_on = error
-
-        async def pause(delay: float) -> None:
-            assert waiting_on is not None
-            if not await self._wait_to_retry(lane, job.model, waiting_on, delay):
-                raise _LeftPending  # left pending for the next run
-
         try:
             try:
-                answer = await retried(attempt, self._retry, sleep=pause, retryable=retryable, on_retry=heard,
-                                       rand=self._rng.random)
-                result = self._answered(lane, job, answer, est_tokens, native, latency, attempts)
-            except _LeftPending:
+                sent = await send(lane, lambda: self._complete(lane, job, params, request), timeout=spec.timeout,
+                                  retry=self._retry, est_tokens=est_tokens, stopping=self._stopping,
+                                  redact=self.redact, wait=partial(self._wait_to_retry, job.model),
+                                  rand=self._rng.random)
+            except Stopped as stopped:
+                attempts = stopped.attempts
+                self.summary.congested += stopped.congested
                 self._inflight.pop(job.key, None)
                 return
-            except CallError as error:  # not retried (any more)
-                result = self._failed(lane, job, error, latency, attempts)
+            finally:
+                if lane.halted is not None and job.model not in self.summary.halted:
+                    self.summary.halted[job.model] = lane.halted
+            attempts = sent.attempts
+            self.summary.congested += sent.congested
+            result = (self._failed(job, sent.error, sent.latency, attempts) if sent.error is not None
+                      else self._answered(job, sent.completion, native, sent.latency, attempts))
             self._reserved -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
             reserved = False
             await self._finish_soon(call, result)
@@ -699,17 +656,8 @@ class Runner:
                 self._reserved -= 1
             self.summary.attempts += attempts
 
-    async def _attempt(self, lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None,
-                       est_tokens: int) -> tuple[Any, CallError | None, float, bool]:
-        """One try of a call: paced (requests and tokens per minute, the adaptive limit), sent with the timeout,
-        its latency fed back to the limit. Returns (completion or None, error or None, latency in seconds,
-        whether other calls of the model were in flight beside it)."""
-        if lane.rpm is not None:
-            await lane.rpm.acquire(1)
-        if lane.tpm is not None:
-            await lane.tpm.acquire(est_tokens)
-        return await limited_try(lane.limit, lambda: self._complete(lane, job, params, request), lane.spec.timeout,
-                                 f"no answer within {lane.spec.timeout:g} s")
+    def _stopping(self) -> bool:
+        return self._stop is not None
 
     @staticmethod
     def _complete(lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None) -> Any:
@@ -721,32 +669,18 @@ class Runner:
         return (lane.client.complete(job.messages, params) if request is None
                 else lane.client.complete(job.messages, params, request=request))
 
-    def _left_pending(self, lane: _Lane, error: CallError | None, halted_here: bool) -> bool:
-        """Whether a failed try ends its call with no result (its job stays pending for the next run): a retryable
-        error (or no endpoint left) after another call halted the model, or a retryable error while the run stops."""
-        if error is None:
-            return False
-        if lane.halted is not None and not halted_here and (error.retryable or isinstance(error, NoEndpointLeft)):
-            return True
-        return error.retryable and self._stop is not None
-
-    async def _wait_to_retry(self, lane: _Lane, model: str, error: CallError, delay: float) -> bool:
+    async def _wait_to_retry(self, model: str, error: CallError, delay: float) -> None:
         """Sleep ``delay``, the backoff before the next try (``providers.retried`` works it out from the policy),
-        shown on the progress line; False when the run or the model stopped meanwhile."""
+        shown on the progress line."""
         token = self.progress.wait(delay, self._wait_reason(model, error))
         try:
             await asyncio.sleep(delay)
         finally:
             self.progress.end_wait(token)
-        return self._stop is None and lane.halted is None
 
-    def _answered(self, lane: _Lane, job: Job, completion: Any, est_tokens: int, native: bool, latency: float,
-                  attempts: int) -> CallResult:
-        """The stored result of an answer (redacted; a native answer as its envelope); unused estimated tokens go
-        back to the model's tokens-per-minute bucket."""
-        if lane.tpm is not None:
-            used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
-            lane.tpm.give_back(est_tokens - used if used else 0)
+    def _answered(self, job: Job, completion: Any, native: bool, latency: float, attempts: int) -> CallResult:
+        """The stored result of an answer (redacted; a native answer as its envelope; ``sending.send`` has given
+        the unused estimated tokens back to the model's tokens-per-minute bucket)."""
         return CallResult(
             key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
             params=_params_json(job.params), status=DONE,
@@ -757,58 +691,23 @@ class Runner:
             latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model,
             endpoint=completion.endpoint)
 
-    def _failed(self, lane: _Lane, job: Job, error: CallError, latency: float, attempts: int) -> CallResult:
-        """The stored result of an error for good; it halts the model when every later call would repeat it."""
-        result = CallResult(
+    def _failed(self, job: Job, error: CallError, latency: float, attempts: int) -> CallResult:
+        """The stored result of an error for good (``sending.send`` has stopped the model when every later call
+        would repeat it)."""
+        return CallResult(
             key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
             params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
             attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
             endpoint=error.endpoint)
-        if lane.halted is None and (error.kind in _HALTING or self._beyond_cap(error)
-                                    or isinstance(error, NoEndpointLeft)):
-            lane.halted = self._halt_reason(error, result.error or error.kind.value, attempts)
-            self.summary.halted[job.model] = lane.halted
-        return result
-
-    def _check_refusals(self, lane: _Lane, model: str, error: CallError | None) -> bool:
-        """Count a model's connection failures in a row; True when they stop it (``REFUSALS`` over ``GRACE_S``)."""
-        if error is None or error.kind is not ErrorKind.CONNECTION:
-            lane.refused_since, lane.refusals = None, 0
-            return False
-        now = time.monotonic()
-        if lane.refused_since is None:
-            lane.refused_since = now
-        lane.refusals += 1
-        seconds = now - lane.refused_since
-        if lane.refusals < REFUSALS or seconds < GRACE_S:
-            return False
-        lane.halted = (f"no connection to its server for {seconds:.0f} s ({lane.refusals} attempts in a row, no "
-                       f"answer between); start the server or fix api_base, then run again. Last error: "
-                       + self.redact(error.message))
-        self.summary.halted[model] = lane.halted
-        return True
-
-    def _beyond_cap(self, error: CallError) -> bool:
-        """A rate limit whose Retry-After is longer than the run may wait."""
-        return error.kind is ErrorKind.RATE_LIMIT and (error.retry_after or 0.0) > self.config.retry_after_cap
 
     def _wait_reason(self, model: str, error: CallError) -> str:
         """What the progress line says a retry waits for."""
         if error.kind is ErrorKind.RATE_LIMIT:
             ra = error.retry_after
-            hint = "" if ra is None else (f" (Retry-After {ra:g} s capped)" if self._beyond_cap(error)
+            hint = "" if ra is None else (f" (Retry-After {ra:g} s capped)" if beyond_cap(error, self._retry)
                                           else f" (Retry-After {ra:g} s)")
             return f"rate limited by {model}{hint}"
         return f"{error.kind.value} error from {model}, retrying"
-
-    def _halt_reason(self, error: CallError, message: str, attempts: int) -> str:
-        """Why a model gets no more calls (printed by the CLI, kept in ``RunSummary.halted``)."""
-        if error.kind is not ErrorKind.RATE_LIMIT:
-            return message
-        cap = self.config.retry_after_cap
-        return (f"rate limited: the server asked to wait {error.retry_after:g} s (Retry-After), more than the "
-                f"retry-after cap of {cap:g} s; gave up after {attempts} attempts. Run again "
-                "later, or raise --retry-after-cap (retry_after_cap) to wait longer. Last error: " + message)
 
     def _finish(self, call: _Call, result: CallResult) -> None:
         """Score every job of the call and commit it all in one transaction."""

@@ -12,7 +12,7 @@ import pytest
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import ErrorKind, RetryableError, _router, make_client
-from promptgrid.matrix.running import runner
+from promptgrid.matrix.running import sending
 from promptgrid.matrix.running.config import ModelSpec, model_params
 from promptgrid.matrix.running.session import build_config, execute
 from promptgrid.matrix.running.store import RunStore
@@ -87,7 +87,7 @@ def test_a_refused_connection_is_kind_connection_naming_the_endpoint() -> None:
 
 
 def test_a_dead_server_stops_its_model_after_the_grace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "GRACE_S", 0.5)
+    monkeypatch.setattr(sending, "GRACE_S", 0.5)
     started = time.monotonic()
     summary, calls = _run(tmp_path, DOWN, cases=30)
     took = time.monotonic() - started
@@ -103,7 +103,7 @@ def test_replicas_all_refusing_stop_the_model_naming_each(tmp_path: Path, monkey
     or every job is retried 6 times as kind server and the model never stops."""
     import promptgrid as pg
 
-    monkeypatch.setattr(runner, "GRACE_S", 0.5)
+    monkeypatch.setattr(sending, "GRACE_S", 0.5)
     monkeypatch.setattr(_router, "GRACE_S", 0.5)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     other = DOWN.replace(":9/", ":11/")

@@ -256,7 +256,7 @@ def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
 
     bad = Failing(ErrorKind.RATE_LIMIT, retry_after=100000.0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
+        patch.setattr("promptgrid.matrix.running.sending.asyncio.sleep", fake_sleep)
         summary = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
                                     clients={"bad": bad, GT: Counting()}, concurrency=4,
                                     retry_policy=RetryPolicy(max_attempts=4, retry_after_cap=120.0))
@@ -279,7 +279,10 @@ def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
         assert len(srv.requests()) == 1  # 2 variants x 3 conversations, one request
     out = capsys.readouterr().out
     assert code == 1
-    assert "model openai/x stopped: auth error" in out and "5 episode(s) not run" in out, out
+    # The model's stop says what a single-turn run says of it (the one send path): the provider's refusal, and what
+    # to check.
+    assert "model openai/x stopped: " in out and "refused by the provider" in out, out
+    assert "5 episode(s) not run" in out, out
 
 
 # --------------------------------------------------------------------------- 5. a full disk

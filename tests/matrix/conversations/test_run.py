@@ -508,7 +508,7 @@ def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, b
 
     client = Failing(ErrorKind.SERVER, failures=2, retry_after=None)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
+        patch.setattr("promptgrid.matrix.running.sending.asyncio.sleep", fake_sleep)
         summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "twice",
                                     clients={GT: client}, retries=2)
     assert (summary.finished, summary.valid, summary.errors) == (1, 1, 0)
@@ -700,7 +700,7 @@ def test_a_conversation_run_retries_as_its_run_config_says(tmp_path: Path, base:
                                  **fields)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("promptgrid.matrix.conversations._run.asyncio.sleep", fake_sleep)
+        patch.setattr("promptgrid.matrix.running.sending.asyncio.sleep", fake_sleep)
         # A Retry-After is waited (never less), cut to the run's retry_after_cap.
         client = Failing(ErrorKind.RATE_LIMIT, failures=1, retry_after=7.0)
         summary = run(client, "after", max_retries=1, backoff_base_s=0.1, backoff_max_s=0.1, retry_after_cap=5.0)
