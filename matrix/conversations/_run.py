@@ -296,8 +296,6 @@ class _Episodes:
         # transcript is built from the same redacted text in the first run and on resume.
         self.redact_answer: Callable[[str], str] = getattr(redact, "exact", redact)
         self.halted: dict[str, str] = {}  # model -> why it gets no more calls (summary.halted)
-        self.proven: set[str] = set()  # models whose first call ended without stopping them
-        self.probes: dict[str, asyncio.Lock] = {}  # until then, one call of the model at a time
         self.lost_answers = 0  # answers received that a full disk did not take (sent again by the next run)
         self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
         self.env_options, self.summary = dict(env_options), summary
@@ -427,25 +425,8 @@ class _Episodes:
             kwargs["request"] = transcript.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
-        # A model's first call goes alone: a bad key or an unknown model costs one request, not one per episode
-        # in flight. Once a call of the model ended without stopping it, its calls go concurrently.
-        gate = None
-        if model not in self.proven:
-            gate = self.probes.setdefault(model, asyncio.Lock())
-            await gate.acquire()
-            if model in self.proven:
-                gate.release()
-                gate = None
-        try:
-            completion, latency = await self._attempts(client, model, params, transcript, kwargs)
-        except CallError:
-            if model not in self.halted:
-                self.proven.add(model)
-            raise
-        finally:
-            if gate is not None:
-                gate.release()
-        self.proven.add(model)
+        # A model's first call goes alone (``sending.send``): a bad key or an unknown model costs one request.
+        completion, latency = await self._attempts(client, model, params, transcript, kwargs)
         exact = self.redact_answer
         return Step(model=model, response=exact(stored_answer(_redacted(completion, exact), context.variant,
                                                                        max_chars=self.max_answer_chars)),

@@ -8,7 +8,9 @@ again as the run's ``RetryPolicy`` allows (``providers.retried``, the one retry 
 where a progress line is); a timeout of a call sent beside the model's other calls (a busy server, not a failing
 one) lowers the limit and is sent again without using up a retry.
 
-A model is stopped (``Line.halted``, the reason; its other calls are not sent) after an error every later call
+A model's first call goes alone: its other calls wait until one call of the model has ended without stopping it
+(then they go concurrently), so a bad key or an unknown model costs one request per model, not one per call in
+flight. A model is stopped (``Line.halted``, the reason; its other calls are not sent) after an error every later call
 would repeat: bad or missing credentials or an unknown model (``HALTING``), a rate limit whose Retry-After is
 still above the policy's ``retry_after_cap`` after one capped wait, every endpoint of a model with replicas
 dropped (``NoEndpointLeft``), or ``REFUSALS`` connection failures in a row over at least ``GRACE_S`` seconds with
@@ -51,6 +53,10 @@ class Line:
     refused_since: float | None = None
     """``time.monotonic()`` of the first of the model's connection failures in a row (``None``: it answered)."""
     refusals: int = 0
+    proven: bool = False
+    """Whether a call of the model has ended without stopping it: until then its calls go one at a time."""
+    probe: asyncio.Lock | None = None
+    """The lock the model's calls take one at a time until it is ``proven``."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,22 @@ async def send(line: Line, complete: Callable[[], Awaitable[Any]], *, timeout: f
     the run is stopping; ``redact``: what removes secrets from a message kept in ``line.halted``; ``wait(error,
     delay)``: sleeps the backoff before a retry (default ``asyncio.sleep``); ``rand``: the jitter's random source.
     Returns the answer or the final error; raises ``Stopped`` when the call is left unfinished."""
+    if line.proven:
+        return await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
+    if line.probe is None:
+        line.probe = asyncio.Lock()
+    async with line.probe:  # the model's first call goes alone (the module docstring)
+        if line.proven:
+            return await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
+        sent = await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
+        line.proven = line.halted is None
+        return sent
+
+
+async def _send(line: Line, complete: Callable[[], Awaitable[Any]], timeout: float, retry: RetryPolicy,
+                est_tokens: int, stopping: Callable[[], bool], redact: Callable[[str], str],
+                wait: Callable[[CallError, float], Awaitable[None]] | None,
+                rand: Callable[[], float] | None) -> Sent:
     attempts = free = capped = 0
     latency = 0.0
     last: CallError | None = None

@@ -316,3 +316,18 @@ def test_a_full_disk_stops_the_run_cleanly_with_a_true_message_and_a_rerun_resum
     assert "4 finished" in out and "3 read back from the store" in out, out
     with ConversationStore(run_dir) as store:
         assert store.episode_count() == 4 and all(e.valid for e in store.episodes())
+
+
+def test_a_401_costs_a_single_turn_run_one_request_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The one send path (``sending.send``) sends a model's first call alone for both kinds: 26 variants x 3
+    cases at concurrency 8 cost one request, not eight, when the key is refused."""
+    from support.fake_server import FakeScript, FakeServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-0000")
+    with FakeServer.thread(FakeScript(status=401)) as srv:
+        code = main(["run", "bfcl_v4", "--dataset", "mini:en", "--limit", "3", "--model", "openai/x",
+                     "--api-base", srv.url, "--concurrency", "8", "--run-dir", str(tmp_path / "run")])
+        assert len(srv.requests()) == 1
+    assert code == 1
+    assert "refused by the provider" in capsys.readouterr().err
