@@ -30,13 +30,16 @@ Running models through conversations:
   decoded; ``_run``: episodes run concurrently, every answer stored as it
   arrives (``_store``: ``conversations.sqlite3``), resumed mid-episode without
   re-sending; ``_fakes``: the scripted offline models ``fake/ground-truth``,
-  ``fake/noisy`` and ``fake/hostile`` (``clients._scripted``'s); ``_report``: pass^k (both definitions), paired
-  comparisons, accuracy by turn, first divergence, failure modes, the
-  native-vs-prompt gap; ``_html``: ``conversation_html`` / ``conversation_run_html``, the
-  report as one HTML page with figures (``_figures``) and transcripts of chosen episodes
-  rebuilt from the store (``_transcript``); ``_api``: ``run_conversation_config``
+  ``fake/noisy`` and ``fake/hostile`` (``clients._scripted``'s); ``_transcript``: the transcripts of chosen
+  episodes, rebuilt from the store; ``_api``: ``run_conversation_config``
   (``arun_conversation_config``), ``ConversationReader`` (the reads behind the ``Run`` that ``pg.run`` and
   ``promptgrid run`` give for a conversation dataset; ``episodes_frame`` its ``to_pandas``).
+
+Their reports live with the single-turn report, in ``promptgrid.matrix.report`` (exported here too):
+``_conversations`` (pass^k, both definitions; paired comparisons, accuracy by turn, first divergence, failure
+modes, the native-vs-prompt gap), ``_conversation_languages`` (per language, paired by template),
+``_conversation_html`` (``conversation_html`` / ``conversation_run_html``: one HTML page with figures,
+``_conversation_figures``, and transcripts).
 """
 
 from __future__ import annotations
@@ -55,9 +58,9 @@ _EXPORTS: dict[str, str] = {
     "CONVERSATION_STORE": "._store",
     "is_conversation_run": "._store",
     "SCRIPTED_MODELS": "._fakes",
-    "TAU_BENCH_PASS_K": "._report",
-    "TICKET_BENCH_PASS_K": "._report",
-    "ConversationReport": "._report",
+    "TAU_BENCH_PASS_K": "promptgrid.matrix.report._conversations",
+    "TICKET_BENCH_PASS_K": "promptgrid.matrix.report._conversations",
+    "ConversationReport": "promptgrid.matrix.report._conversations",
     "ConversationRunSummary": "._run",
     "ConversationStore": "._store",
     "EpisodeContext": "._episode",
@@ -66,9 +69,9 @@ _EXPORTS: dict[str, str] = {
     "Transcript": "._episode",
     "arun_conversation_config": "._api",
     "episodes_frame": "._api",
-    "conversation_report": "._report",
-    "conversation_html": "._html",
-    "conversation_run_html": "._html",
+    "conversation_report": "promptgrid.matrix.report._conversations",
+    "conversation_html": "promptgrid.matrix.report._conversation_html",
+    "conversation_run_html": "promptgrid.matrix.report._conversation_html",
     "EpisodeTranscript": "._transcript",
     "choose_episodes": "._transcript",
     "episode_transcripts": "._transcript",
@@ -113,6 +116,13 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from promptgrid.matrix.report._conversation_html import conversation_html as conversation_html
+    from promptgrid.matrix.report._conversation_html import conversation_run_html as conversation_run_html
+    from promptgrid.matrix.report._conversations import TAU_BENCH_PASS_K as TAU_BENCH_PASS_K
+    from promptgrid.matrix.report._conversations import TICKET_BENCH_PASS_K as TICKET_BENCH_PASS_K
+    from promptgrid.matrix.report._conversations import ConversationReport as ConversationReport
+    from promptgrid.matrix.report._conversations import conversation_report as conversation_report
+
     from ._api import arun_conversation_config as arun_conversation_config
     from ._api import episodes_frame as episodes_frame
     from ._api import is_conversation_dataset as is_conversation_dataset
@@ -156,14 +166,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ._fakes import CANARY as CANARY
     from ._fakes import SCRIPTED_MODELS as SCRIPTED_MODELS
     from ._fakes import ScriptedClient as ScriptedClient
-    from ._html import conversation_html as conversation_html
-    from ._html import conversation_run_html as conversation_run_html
     from ._records import EpisodeResult as EpisodeResult
     from ._render import first_turn_messages as first_turn_messages
-    from ._report import TAU_BENCH_PASS_K as TAU_BENCH_PASS_K
-    from ._report import TICKET_BENCH_PASS_K as TICKET_BENCH_PASS_K
-    from ._report import ConversationReport as ConversationReport
-    from ._report import conversation_report as conversation_report
     from ._run import ConversationRunSummary as ConversationRunSummary
     from ._run import make_conversation_client as make_conversation_client
     from ._score_file import decode_step as decode_step

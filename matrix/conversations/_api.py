@@ -148,7 +148,7 @@ class ConversationReader:
     def report(self, run: Any = None, options: Mapping[str, Any] | None = None) -> Any:
         """The ``ConversationReport`` of every stored episode (``_report.conversation_report``; ``options``:
         ``k``, ``confidence``)."""
-        from ._report import conversation_report
+        from promptgrid.matrix.report._conversations import conversation_report
 
         return conversation_report(self.episodes(), self.variants(), labels=self.labels(), **dict(options or {}))
 
@@ -157,7 +157,7 @@ class ConversationReader:
             return dict(store.meta("labels", {}))
 
     def language_report(self, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
-        from ._languages import language_report
+        from promptgrid.matrix.report._conversation_languages import language_report
 
         return language_report(self.episodes(), self.variants(), baseline=baseline, k=k, confidence=confidence)
 

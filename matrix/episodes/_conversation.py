@@ -165,7 +165,7 @@ class Conversations:
         import json
 
         from promptgrid.errors import OutputError, ReportError
-        from promptgrid.matrix.conversations._report import conversation_report
+        from promptgrid.matrix.report._conversations import conversation_report
 
         from ._run import Run
 
@@ -186,7 +186,7 @@ class Conversations:
         console = report.console()
         languages = None  # the per-language section, when the run has more than one language
         if len({e.language for e in results}) > 1:
-            from promptgrid.matrix.conversations._languages import language_report
+            from promptgrid.matrix.report._conversation_languages import language_report
 
             languages = language_report(results, variants)
             console += languages.console()
@@ -203,8 +203,8 @@ class Conversations:
             data["languages"] = None if languages is None else languages.to_dict()
             texts["conversations.json"] = json.dumps(data, indent=2, allow_nan=False) + "\n"
         if html:
-            from promptgrid.matrix.conversations._html import conversation_run_html
             from promptgrid.matrix.conversations._transcript import MAX_TRANSCRIPTS
+            from promptgrid.matrix.report._conversation_html import conversation_run_html
 
             texts["conversations.html"] = conversation_run_html(
                 run.path, report=report, languages=languages, results=results, transcripts=episodes,

@@ -167,7 +167,7 @@ class Run:
         return self._reader.meta(self.config)
 
     def language_report(self, *, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
-        """A conversation run's ``LanguageReport`` per language (``conversations._languages.language_report``);
+        """A conversation run's ``LanguageReport`` per language (``report._conversation_languages.language_report``);
         a single-turn run's per-language tables are in its report (``report().data.languages``)."""
         return self._reader.language_report(baseline, k, confidence)
 

@@ -1,4 +1,4 @@
-"""The per-language report of conversation runs (``promptgrid.matrix.conversations._languages``) and the
+"""The per-language report of conversation runs (``promptgrid.matrix.report._conversation_languages``) and the
 ``massive_conversations`` grid.
 
 Synthetic ``EpisodeResult`` records with hand-computed expectations (pairing by template, both pass^k per
@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import MissingTranslationError
-from promptgrid.matrix.conversations._languages import (
+from promptgrid.matrix.conversations._records import EpisodeResult
+from promptgrid.matrix.report import stats
+from promptgrid.matrix.report._conversation_languages import (
     MIN_ANSWER_LETTERS,
     answer_judgeable,
     language_report,
     translation_level,
 )
-from promptgrid.matrix.conversations._records import EpisodeResult
-from promptgrid.matrix.conversations._report import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K
-from promptgrid.matrix.report import stats
+from promptgrid.matrix.report._conversations import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K
 from support.episodes import run_conversations
 
 V = "v"

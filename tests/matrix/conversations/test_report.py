@@ -13,7 +13,7 @@ import pytest
 
 from promptgrid.matrix.conversations._check import TurnFailureMode
 from promptgrid.matrix.conversations._records import EpisodeResult
-from promptgrid.matrix.conversations._report import (
+from promptgrid.matrix.report._conversations import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     ConversationReport,

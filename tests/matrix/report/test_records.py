@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import promptgrid
-from promptgrid.matrix.conversations import _languages as conv_languages
-from promptgrid.matrix.conversations import _report as conv_report
 from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import LanguageSummary, PassK, synthetic_rows
+from promptgrid.matrix.report import _conversation_languages as conv_languages
+from promptgrid.matrix.report import _conversations as conv_report
 from promptgrid.matrix.report._compute import aggregate
 from promptgrid.matrix.report._model import (
     TAU_BENCH_DEFINITION,

@@ -111,6 +111,8 @@ from typing import Any
 import numpy as np
 
 from promptgrid.display import escape_controls
+from promptgrid.matrix.conversations._check import TurnFailureMode
+from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
 from promptgrid.matrix.report._matrix import Resampler, ci_of
@@ -123,9 +125,6 @@ from promptgrid.matrix.report._model import (
     _jsonable,
 )
 from promptgrid.matrix.report._tables import Table, markdown_table
-
-from ._check import TurnFailureMode
-from ._records import EpisodeResult
 
 __all__ = [
     "MAX_ALL_PAIRS",

@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 
 from promptgrid.matrix.report._figures import _MARKERS, _RC, OKABE_ITO, Rendered, _heatmap, _render
 
-from ._languages import LanguageReport
-from ._report import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, ConversationReport
+from ._conversation_languages import LanguageReport
+from ._conversations import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K, ConversationReport
 
 __all__ = ["conversation_figures"]
 

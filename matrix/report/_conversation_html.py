@@ -33,17 +33,21 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from promptgrid.errors import ReportError
+from promptgrid.matrix.conversations._transcript import (
+    MAX_TRANSCRIPTS,
+    EpisodeTranscript,
+    TranscriptStep,
+    TranscriptTurn,
+)
 from promptgrid.matrix.report._format import ci_pct, pct, pp
 from promptgrid.matrix.report._html import _stat, render_page, table_view
 
-from ._languages import LanguageReport
-from ._report import ConversationReport, ReportSection, _describe, _fraction_ci
-from ._transcript import MAX_TRANSCRIPTS, EpisodeTranscript, TranscriptStep, TranscriptTurn
+from ._conversation_languages import LanguageReport
+from ._conversations import ConversationReport, ReportSection, _describe, _fraction_ci
 
 if TYPE_CHECKING:  # matplotlib only where figures are drawn
+    from promptgrid.matrix.conversations._records import EpisodeResult
     from promptgrid.matrix.report._figures import Rendered
-
-    from ._records import EpisodeResult
 
 __all__ = ["MAX_SHOWN_CHARS", "conversation_html", "conversation_run_html"]
 
@@ -233,7 +237,7 @@ def conversation_html(report: ConversationReport, *, languages: LanguageReport |
     ``omitted``: how many more episodes were chosen than ``transcripts`` holds (the page says so).
     """
     if figures is None:
-        from ._figures import conversation_figures
+        from ._conversation_figures import conversation_figures
 
         figures = conversation_figures(report, languages)
     figs = {f.name: f for f in figures}
@@ -284,22 +288,22 @@ def conversation_run_html(
     otherwise made here with ``k`` and ``confidence``. Raises ``RunError``/``StoreError`` for a directory
     without a readable conversation store, ``ReportError`` for a transcript id the run does not have.
     """
-    from ._api import ConversationReader
-    from ._transcript import choose_episodes, episode_transcripts
+    from promptgrid.matrix.conversations._api import ConversationReader
+    from promptgrid.matrix.conversations._transcript import choose_episodes, episode_transcripts
 
     run = ConversationReader(run_dir)
     variants = run.variants()
     episodes = list(results) if results is not None else run.episodes()
     labels = run.labels()
     if report is None:
-        from ._report import conversation_report
+        from ._conversations import conversation_report
 
         try:
             report = conversation_report(episodes, variants, k=k, confidence=confidence, labels=labels)
         except ValueError as exc:
             raise ReportError(str(exc)) from None
     if languages is None and len({e.language for e in episodes}) > 1:
-        from ._languages import language_report
+        from ._conversation_languages import language_report
 
         try:
             languages = language_report(episodes, variants, k=k, confidence=confidence)
