@@ -88,14 +88,14 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from promptgrid.matrix.conversations._check import (  # noqa: E402
+from promptgrid.matrix.conversations._dataset import Conversation, load_conversations  # noqa: E402
+from promptgrid.matrix.conversations._env import Environment, ToolCall, method_signatures  # noqa: E402
+from promptgrid.matrix.conversations._score_file import decode_step  # noqa: E402
+from promptgrid.matrix.scoring.state_check import (  # noqa: E402
     MAXIMUM_STEP_LIMIT,
     check_conversation,
     run_ground_truth,
 )
-from promptgrid.matrix.conversations._dataset import Conversation, load_conversations  # noqa: E402
-from promptgrid.matrix.conversations._env import Environment, ToolCall, method_signatures  # noqa: E402
-from promptgrid.matrix.conversations._score_file import decode_step  # noqa: E402
 from promptgrid.matrix.scoring.verdict import Verdict  # noqa: E402
 
 MUTATIONS = ("ground_truth", "drop_call", "wrong_argument", "extra_call")

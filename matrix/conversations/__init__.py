@@ -17,9 +17,10 @@ results they get. This package holds the two foundations:
   ``bfcl:multi_turn_{base,miss_func,miss_param,long_context}`` and
   ``jsonl:PATH`` (docs/conversations.md); ground-truth call strings are parsed
   with ``ast`` (``parse_call``), never evaluated.
-- ``_check``: ``check_conversation``, a trajectory scored turn by turn by state
-  and results as bfcl-eval's ``multi_turn_checker`` does (a ``Verdict`` with its
-  turn verdicts, ``TurnFailureMode``; ``run_ground_truth`` once per entry).
+- ``promptgrid.matrix.scoring.state_check`` (exported here): ``check_conversation``, a
+  trajectory scored turn by turn by state and results as bfcl-eval's
+  ``multi_turn_checker`` does (a ``Verdict`` with its turn verdicts,
+  ``TurnFailureMode``; ``run_ground_truth`` once per entry), beside the AST check.
 - ``_score_file``: ``score_conversation_stream``, bfcl-eval's multi-turn result
   lines scored offline (``promptgrid score-file --dataset bfcl:multi_turn_base``).
 
@@ -86,7 +87,7 @@ _EXPORTS: dict[str, str] = {
     "render_conversation": "._api",
     "results_message": "._episode",
     "run_conversation_config": "._api",
-    "MAXIMUM_STEP_LIMIT": "._check",
+    "MAXIMUM_STEP_LIMIT": "promptgrid.matrix.scoring.state_check",
     "ENVIRONMENT_CLASSES": "._env",
     "MAX_ARGUMENT_CHARS": "._env",
     "MAX_ARGUMENT_DEPTH": "._env",
@@ -95,23 +96,23 @@ _EXPORTS: dict[str, str] = {
     "SPEC_FORMS": "._dataset",
     "CallOutcome": "._env",
     "Conversation": "._dataset",
-    "ConversationVerdict": "._check",
-    "DecodeFailure": "._check",
+    "ConversationVerdict": "promptgrid.matrix.scoring.state_check",
+    "DecodeFailure": "promptgrid.matrix.scoring.state_check",
     "Environment": "._env",
     "EnvironmentUsage": "._env",
-    "GroundTruthRun": "._check",
+    "GroundTruthRun": "promptgrid.matrix.scoring.state_check",
     "Refusal": "._env",
     "ToolCall": "._env",
-    "TurnFailureMode": "._check",
-    "TurnVerdict": "._check",
-    "check_conversation": "._check",
+    "TurnFailureMode": "promptgrid.matrix.scoring.state_check",
+    "TurnVerdict": "promptgrid.matrix.scoring.state_check",
+    "check_conversation": "promptgrid.matrix.scoring.state_check",
     "conversation_to_record": "._dataset",
     "decode_step": "._score_file",
     "first_turn_messages": "._render",
     "functions_for": "._env",
     "load_conversations": "._dataset",
     "parse_call": "._dataset",
-    "run_ground_truth": "._check",
+    "run_ground_truth": "promptgrid.matrix.scoring.state_check",
     "score_conversation_stream": "._score_file",
 }
 
@@ -122,20 +123,20 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.report._conversations import TICKET_BENCH_PASS_K as TICKET_BENCH_PASS_K
     from promptgrid.matrix.report._conversations import ConversationReport as ConversationReport
     from promptgrid.matrix.report._conversations import conversation_report as conversation_report
+    from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT as MAXIMUM_STEP_LIMIT
+    from promptgrid.matrix.scoring.state_check import ConversationVerdict as ConversationVerdict
+    from promptgrid.matrix.scoring.state_check import DecodeFailure as DecodeFailure
+    from promptgrid.matrix.scoring.state_check import GroundTruthRun as GroundTruthRun
+    from promptgrid.matrix.scoring.state_check import TurnFailureMode as TurnFailureMode
+    from promptgrid.matrix.scoring.state_check import TurnVerdict as TurnVerdict
+    from promptgrid.matrix.scoring.state_check import check_conversation as check_conversation
+    from promptgrid.matrix.scoring.state_check import run_ground_truth as run_ground_truth
 
     from ._api import arun_conversation_config as arun_conversation_config
     from ._api import episodes_frame as episodes_frame
     from ._api import is_conversation_dataset as is_conversation_dataset
     from ._api import render_conversation as render_conversation
     from ._api import run_conversation_config as run_conversation_config
-    from ._check import MAXIMUM_STEP_LIMIT as MAXIMUM_STEP_LIMIT
-    from ._check import ConversationVerdict as ConversationVerdict
-    from ._check import DecodeFailure as DecodeFailure
-    from ._check import GroundTruthRun as GroundTruthRun
-    from ._check import TurnFailureMode as TurnFailureMode
-    from ._check import TurnVerdict as TurnVerdict
-    from ._check import check_conversation as check_conversation
-    from ._check import run_ground_truth as run_ground_truth
     from ._dataset import CONVERSATION_CATEGORIES as CONVERSATION_CATEGORIES
     from ._dataset import SPEC_FORMS as SPEC_FORMS
     from ._dataset import Conversation as Conversation

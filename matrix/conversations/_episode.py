@@ -52,9 +52,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from promptgrid.matrix.scoring.state_check import DecodedStep, DecodeFailure
 from promptgrid.variants import CallMode, DocFormat, ReturnFormat, Variant
 
-from ._check import DecodedStep, DecodeFailure
 from ._dataset import Conversation
 from ._env import CallOutcome, ToolCall, decoded_call
 from ._render import first_turn_case

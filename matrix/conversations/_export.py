@@ -257,7 +257,7 @@ def _content(message: Mapping[str, Any]) -> str:
 
 def _verdict_lines(index: int, verdict: Mapping[str, Any]) -> list[str]:
     """The stored verdict of turn ``index``: its status, then what its details say beyond it."""
-    from ._check import TurnFailureMode
+    from promptgrid.matrix.scoring.state_check import TurnFailureMode
 
     valid = verdict.get("valid") if isinstance(verdict.get("valid"), bool) else None
     mode = verdict.get("failure_mode")

@@ -103,19 +103,19 @@ from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.matrix.running.sending import Line, Stopped, send
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
-from promptgrid.records import Step
-from promptgrid.redact import Redactor
-from promptgrid.variants import CallMode, ToolResults, Variant
-
-from ._batch import BatchRounds, RoundExported
-from ._check import (
+from promptgrid.matrix.scoring.state_check import (
     DecodedStep,
     GroundTruthRun,
     TurnFailureMode,
     check_conversation,
     run_ground_truth,
 )
+from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
+from promptgrid.records import Step
+from promptgrid.redact import Redactor
+from promptgrid.variants import CallMode, ToolResults, Variant
+
+from ._batch import BatchRounds, RoundExported
 from ._dataset import Conversation
 from ._env import Environment, EnvironmentFailure
 from ._episode import MAX_STORED_ANSWER_CHARS, EpisodeContext, Transcript, decode_answer, stored_answer

@@ -34,9 +34,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
+from promptgrid.matrix.scoring.state_check import (
+    DecodedStep,
+    DecodeFailure,
+    GroundTruthRun,
+    check_conversation,
+    run_ground_truth,
+)
 from promptgrid.safeio import read_json_lines
 
-from ._check import DecodedStep, DecodeFailure, GroundTruthRun, check_conversation, run_ground_truth
 from ._dataset import Conversation
 from ._env import EnvironmentFailure, ToolCall, decoded_call
 

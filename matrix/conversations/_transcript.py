@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, ReportError, closest
+from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
 
-from ._check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from ._dataset import Conversation
 from ._records import EpisodeResult
 from ._store import ConversationStore

@@ -111,7 +111,6 @@ from typing import Any
 import numpy as np
 
 from promptgrid.display import escape_controls
-from promptgrid.matrix.conversations._check import TurnFailureMode
 from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
@@ -125,6 +124,7 @@ from promptgrid.matrix.report._model import (
     _jsonable,
 )
 from promptgrid.matrix.report._tables import Table, markdown_table
+from promptgrid.matrix.scoring.state_check import TurnFailureMode
 
 __all__ = [
     "MAX_ALL_PAIRS",

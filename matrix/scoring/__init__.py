@@ -11,9 +11,13 @@ What it owns, in the order a response goes through it:
   bfcl-eval records, for re-scoring large result sets), ``score_stream``
   (the library behind ``promptgrid score-file``);
 - ``metrics``: AST accuracy, FSA, tool/argument P/R/F1, format and language
-  match, pass^k.
+  match, pass^k;
+- ``state_check``: a conversation's trajectory scored turn by turn by the
+  environment's state and results (bfcl-eval's multi-turn checker), each turn
+  a ``Verdict``.
 
-Nothing here talks to a model or touches the disk.
+Nothing here talks to a model; only ``state_check`` runs calls, in the
+conversation environments' worker processes.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ in a bfcl-eval score file has a member.
 
 ``FailureMode`` says what the model did wrong (``failure_modes.classify``
 chooses it); ``TurnFailureMode`` says it of a conversation turn
-(``conversations._check`` chooses it). The two vocabularies of failure live
+(``scoring.state_check`` chooses it). The two vocabularies of failure live
 here, in one module.
 
 A ``Verdict`` carries, besides validity, everything the metrics need (FSA,
@@ -130,7 +130,7 @@ class FailureMode(enum.Enum):
 
 class TurnFailureMode(enum.Enum):
     """Why a conversation turn failed, in terms of what the model did (``FailureMode`` says it of a single-turn
-    answer); the precedence is in ``conversations._check``'s docstring."""
+    answer); the precedence is in ``scoring.state_check``'s docstring."""
 
     STEP_LIMIT = "step_limit"
     NOT_REACHED = "not_reached"

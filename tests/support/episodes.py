@@ -79,7 +79,7 @@ def made_turn(index: int, valid: bool, failure_mode: str | None = None, steps: i
     """A made-up turn verdict for an ``EpisodeResult`` built by hand (the reports' tests): valid, or failed with
     ``failure_mode`` (a ``TurnFailureMode`` value; default ``wrong_end_state``) and the bfcl-eval error type the
     checker gives that mode's usual cause."""
-    from promptgrid.matrix.conversations._check import turn_verdict
+    from promptgrid.matrix.scoring.state_check import turn_verdict
     from promptgrid.matrix.scoring.verdict import ErrorCode, TurnFailureMode
 
     if valid:

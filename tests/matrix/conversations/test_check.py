@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.conversations._check import (
+from promptgrid.matrix.conversations._dataset import Conversation, load_conversations
+from promptgrid.matrix.conversations._env import ToolCall
+from promptgrid.matrix.scoring.state_check import (
     MAXIMUM_STEP_LIMIT,
     ConversationVerdict,
     DecodeFailure,
@@ -33,8 +35,6 @@ from promptgrid.matrix.conversations._check import (
     check_conversation,
     run_ground_truth,
 )
-from promptgrid.matrix.conversations._dataset import Conversation, load_conversations
-from promptgrid.matrix.conversations._env import ToolCall
 from promptgrid.matrix.scoring.verdict import ErrorCode
 from support.scripts import load_script
 

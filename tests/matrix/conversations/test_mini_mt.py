@@ -30,9 +30,9 @@ from promptgrid.matrix.conversations import (
     is_conversation_dataset,
     load_conversations,
 )
-from promptgrid.matrix.conversations._check import check_conversation, run_ground_truth
 from promptgrid.matrix.conversations._dataset import SPEC_FORMS
 from promptgrid.matrix.conversations._env import _argument_problem
+from promptgrid.matrix.scoring.state_check import check_conversation, run_ground_truth
 from promptgrid.variants import CallMode, Variant
 from support.scripts import ROOT, load_script
 

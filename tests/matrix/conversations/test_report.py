@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from promptgrid.matrix.conversations._check import TurnFailureMode
 from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report._conversations import (
     TAU_BENCH_PASS_K,
@@ -19,6 +18,7 @@ from promptgrid.matrix.report._conversations import (
     ConversationReport,
     conversation_report,
 )
+from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from support.episodes import made_turn
 
 RESAMPLES = 200  # enough for the interval checks, fast

@@ -8,7 +8,7 @@ import functools
 import pytest
 
 from promptgrid.matrix.conversations import Environment, ToolCall, load_conversations
-from promptgrid.matrix.conversations._check import check_conversation
+from promptgrid.matrix.scoring.state_check import check_conversation
 
 pytest.importorskip("mpmath")  # MathAPI
 

@@ -112,11 +112,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..scoring.verdict import ErrorCode, TurnFailureMode, Verdict
-from ._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
+from promptgrid.matrix.conversations._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
+
+from .verdict import ErrorCode, TurnFailureMode, Verdict
 
 if TYPE_CHECKING:
-    from ._dataset import Conversation
+    from promptgrid.matrix.conversations._dataset import Conversation
 
 __all__ = [
     "ARGUMENT_RULES",
