@@ -141,66 +141,90 @@ async def _send(line: Line, complete: Callable[[], Awaitable[Any]], timeout: flo
                 est_tokens: int, stopping: Callable[[], bool], redact: Callable[[str], str],
                 wait: Callable[[CallError, float], Awaitable[None]] | None,
                 rand: Callable[[], float] | None) -> Sent:
-    attempts = free = capped = 0
-    latency = 0.0
-    last: CallError | None = None
-
-    async def attempt(_counted: int) -> Any:
-        nonlocal attempts, free, latency
-        if line.halted is not None:
-            raise Stopped(attempts, free)  # another call stopped the model before this attempt
-        if line.rpm is not None:
-            await line.rpm.acquire(1)
-        if line.tpm is not None:
-            await line.tpm.acquire(est_tokens)
-        if stopping():
-            raise Stopped(attempts, free)  # the run stopped while this call waited its turn: not sent
-        attempts += 1
-        completion, error, latency, beside = await limited_try(line.limit, complete, timeout,
-                                                               f"no answer within {timeout:g} s")
-        if error is None:
-            if line.tpm is not None:
-                used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
-                line.tpm.give_back(est_tokens - used if used else 0)
-            line.refused_since, line.refusals = None, 0
-            return completion
-        halted_here = line.halted is None and _refused(line, error, redact)
-        if line.halted is not None and not halted_here and (error.retryable or isinstance(error, NoEndpointLeft)):
-            raise Stopped(attempts, free)  # another call stopped the model meanwhile
-        if error.retryable and stopping():
-            raise Stopped(attempts, free)
-        limit = line.limit
-        if (limit is not None and error.kind is ErrorKind.TIMEOUT and beside and free < limit.ceiling
-                and line.halted is None):
-            free += 1  # a server busy with the model's own calls, not a failing one: sent again, not counted
-            raise TryAgain
-        raise error
-
-    def retryable(error: CallError) -> bool:
-        # A server that still asks for more than the cap after one capped wait will not be satisfied by more
-        # capped waits: give up then, so the run ends within about one cap.
-        patient = not (beyond_cap(error, retry) and capped)
-        return error.retryable and patient and not stopping() and line.halted is None
-
-    def heard(error: CallError, _counted: int, _delay: float) -> None:
-        nonlocal capped, last
-        capped += beyond_cap(error, retry)
-        last = error
-
-    async def pause(delay: float) -> None:
-        if wait is not None and last is not None:
-            await wait(last, delay)
-        else:
-            await asyncio.sleep(delay)
-        if stopping() or line.halted is not None:
-            raise Stopped(attempts, free)  # left pending for the next run
-
+    tries = _Tries(line, complete, timeout, retry, est_tokens, stopping, redact, wait)
     try:
-        completion = await retried(attempt, retry, sleep=pause, retryable=retryable, on_retry=heard,
-                                   **({} if rand is None else {"rand": rand}))
+        completion = await retried(tries.attempt, retry, sleep=tries.pause, retryable=tries.retryable,
+                                   on_retry=tries.heard, **({} if rand is None else {"rand": rand}))
     except CallError as error:  # not retried (any more): every later call may fail the same way
         if line.halted is None and (error.kind in HALTING or beyond_cap(error, retry)
                                     or isinstance(error, NoEndpointLeft)):
-            line.halted = halt_reason(error, redact(error.message) or error.kind.value, attempts, retry)
-        return Sent(None, error, latency, attempts, free)
-    return Sent(completion, None, latency, attempts, free)
+            line.halted = halt_reason(error, redact(error.message) or error.kind.value, tries.attempts, retry)
+        return Sent(None, error, tries.latency, tries.attempts, tries.free)
+    return Sent(completion, None, tries.latency, tries.attempts, tries.free)
+
+
+class _Tries:
+    """One call's tries: what the retry loop's hooks (``providers.retried``) share while ``send`` sends it."""
+
+    def __init__(self, line: Line, complete: Callable[[], Awaitable[Any]], timeout: float, retry: RetryPolicy,
+                 est_tokens: int, stopping: Callable[[], bool], redact: Callable[[str], str],
+                 wait: Callable[[CallError, float], Awaitable[None]] | None) -> None:
+        self.line, self.complete, self.timeout, self.retry = line, complete, timeout, retry
+        self.est_tokens, self.stopping, self.redact, self.wait = est_tokens, stopping, redact, wait
+        self.attempts = 0
+        self.free = 0
+        """Timeouts beside the model's other calls, sent again without using up a retry."""
+        self.capped = 0
+        """Waits cut to the policy's ``retry_after_cap``."""
+        self.latency = 0.0
+        self.last: CallError | None = None
+
+    def stopped(self) -> Stopped:
+        return Stopped(self.attempts, self.free)
+
+    async def attempt(self, _counted: int) -> Any:
+        """One try: paced, then sent within the adaptive limit and the timeout; raises its error, ``TryAgain`` for
+        a timeout beside the model's other calls, or ``Stopped``."""
+        line = self.line
+        if line.halted is not None:
+            raise self.stopped()  # another call stopped the model before this attempt
+        if line.rpm is not None:
+            await line.rpm.acquire(1)
+        if line.tpm is not None:
+            await line.tpm.acquire(self.est_tokens)
+        if self.stopping():
+            raise self.stopped()  # the run stopped while this call waited its turn: not sent
+        self.attempts += 1
+        completion, error, self.latency, beside = await limited_try(line.limit, self.complete, self.timeout,
+                                                                    f"no answer within {self.timeout:g} s")
+        if error is None:
+            if line.tpm is not None:
+                used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+                line.tpm.give_back(self.est_tokens - used if used else 0)
+            line.refused_since, line.refusals = None, 0
+            return completion
+        self._after(error, beside)
+        raise error
+
+    def _after(self, error: CallError, beside: bool) -> None:
+        """What a failed try means beyond its error: ``Stopped`` when another call stopped the model meanwhile (or
+        the run is stopping), ``TryAgain`` for a timeout beside the model's other calls."""
+        line = self.line
+        halted_here = line.halted is None and _refused(line, error, self.redact)
+        if line.halted is not None and not halted_here and (error.retryable or isinstance(error, NoEndpointLeft)):
+            raise self.stopped()
+        if error.retryable and self.stopping():
+            raise self.stopped()
+        limit = line.limit
+        if (limit is not None and error.kind is ErrorKind.TIMEOUT and beside and self.free < limit.ceiling
+                and line.halted is None):
+            self.free += 1  # a server busy with the model's own calls, not a failing one: sent again, not counted
+            raise TryAgain
+
+    def retryable(self, error: CallError) -> bool:
+        # A server that still asks for more than the cap after one capped wait will not be satisfied by more
+        # capped waits: give up then, so the run ends within about one cap.
+        patient = not (beyond_cap(error, self.retry) and self.capped)
+        return error.retryable and patient and not self.stopping() and self.line.halted is None
+
+    def heard(self, error: CallError, _counted: int, _delay: float) -> None:
+        self.capped += beyond_cap(error, self.retry)
+        self.last = error
+
+    async def pause(self, delay: float) -> None:
+        if self.wait is not None and self.last is not None:
+            await self.wait(self.last, delay)
+        else:
+            await asyncio.sleep(delay)
+        if self.stopping() or self.line.halted is not None:
+            raise self.stopped()  # left pending for the next run
