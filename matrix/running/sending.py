@@ -130,11 +130,12 @@ async def send(line: Line, complete: Callable[[], Awaitable[Any]], *, timeout: f
     if line.probe is None:
         line.probe = asyncio.Lock()
     async with line.probe:  # the model's first call goes alone (the module docstring)
-        if line.proven:
-            return await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
-        sent = await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
-        line.proven = line.halted is None
-        return sent
+        if not line.proven:
+            sent = await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
+            line.proven = line.halted is None
+            return sent
+    # Proven while this call waited: it goes now, beside the others (not holding the lock).
+    return await _send(line, complete, timeout, retry, est_tokens, stopping, redact, wait, rand)
 
 
 async def _send(line: Line, complete: Callable[[], Awaitable[Any]], timeout: float, retry: RetryPolicy,

@@ -97,3 +97,26 @@ def test_connection_refusals_in_a_row_over_the_grace_stop_the_model(monkeypatch:
     line = Line()
     complete, made = _answers(call_error(ErrorKind.CONNECTION, "refused"), Completion("up"))
     assert _send(line, complete).completion.text == "up" and (line.refusals, line.halted) == (0, None)
+
+
+def test_a_models_first_call_goes_alone_then_the_waiting_calls_go_together() -> None:
+    """Until one call of the model has ended without stopping it, its calls go one at a time (a refused key costs
+    one request); the calls that waited then go concurrently, not one by one behind the lock."""
+    in_flight: list[int] = [0]
+    most: list[int] = []
+
+    async def complete() -> Completion:
+        in_flight[0] += 1
+        most.append(in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        return Completion("ok")
+
+    async def main() -> list[Sent]:
+        line = Line()
+        return list(await asyncio.gather(*(send(line, complete, timeout=5.0, retry=POLICY, est_tokens=1,
+                                                stopping=lambda: False, redact=str) for _ in range(6))))
+
+    sent = asyncio.run(main())
+    assert all(s.completion is not None for s in sent)
+    assert most[0] == 1 and max(most) >= 3, most  # the first alone, then the five that waited side by side
