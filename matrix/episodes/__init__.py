@@ -13,10 +13,11 @@ results and say where a run stands.
 the kind of a dataset or a run directory (``Run`` asks it once, in
 ``_run``, to choose its reads; ``Run.kind`` names the answer and
 ``kind_named`` turns the name into the ``Kind``); every other module takes
-the ``Kind`` and calls it (``api``, the CLI). The two
-kinds still run on two runners and two stores behind this interface
-(``running/`` and ``conversations/``); the interface is what lets them
-become one without touching their callers.
+the ``Kind`` and calls it (``api``, the CLI). Both kinds send every model
+call through one function (``running/sending.send``) and read their options
+from one ``RunConfig``; they still run on two drivers and two store schemas
+behind this interface (``running/`` and ``conversations/``), and the
+interface is what lets those become one without touching their callers.
 """
 
 from __future__ import annotations
