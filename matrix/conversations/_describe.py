@@ -35,6 +35,9 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
           f"{s.valid:,} valid, {s.errors:,} ended in an error{unfinished}; {s.steps_sent:,} steps sent, "
           f"{s.steps_stored:,} read back from the store; spent ${s.spend:.4f}; {s.wall_s:.1f} s. Stored in "
           f"{run.path}.", file=out)
+    if s.replayed:
+        print(f"{s.replayed:,} answer(s) an earlier run spilled on a full disk were stored first (not sent again).",
+              file=out)
     if s.batches:
         print(f"--batch: {s.batch_rounds:,} round(s), {s.batches:,} provider batch(es); the steps sent were answered "
               "through them, at the batch price.", file=out)

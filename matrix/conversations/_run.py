@@ -77,7 +77,9 @@ directory's ``RunLock`` (a second run into it stops at once with a
 ``RunError``), refuses a directory that holds a single-turn study, redacts
 every answer (``Redactor.exact``, text and native envelope) before it is
 stored, and on a full disk stops, every task cancelled, with a
-``StoreFullError`` that says what was kept and what will be sent again.
+``StoreFullError`` that says what was kept; the answers received as the disk
+filled go to the spill file (``SpillFile``, as a single-turn run's), which the
+next run stores before any episode plays.
 """
 
 from __future__ import annotations
@@ -165,6 +167,11 @@ class ConversationRunSummary:
     """Steps read back from the store instead of sent (a resumed or shared prefix)."""
     environment_failures: int = 0
     """Of ``finished``, episodes ended by an ``EnvironmentFailure`` (stored as failed, not run again)."""
+    spilled: int = 0
+    """Answers this run received as the disk filled, kept in the spill file instead of the store (stored by the
+    next run, not sent again)."""
+    replayed: int = 0
+    """Answers an earlier run spilled on a full disk, stored by this one before any episode played."""
     wall_s: float = 0.0
     stopped: str | None = None
     """None (finished), ``"max_cost"`` (the cost cap was reached), ``"disk_full"``, or the interruption's note."""
@@ -345,7 +352,11 @@ class _Episodes:
             try:
                 self.store.add_step(key, model, step)
             except StoreFullError:
-                self.lost_answers += 1
+                try:  # kept beside the store, on the space reserved for it: the next run stores it, unsent
+                    self.store.spill(key, model, step)
+                    self.summary.spilled += 1
+                except OSError:
+                    self.lost_answers += 1
                 raise
             self.summary.steps_sent += 1
             self._spent(step.cost_usd)
@@ -857,6 +868,8 @@ async def arun_episodes(
     started = time.perf_counter()
     with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
         _prepare_store(store, variants, config.strict_arguments, describe)
+        summary.replayed = store.replay_spills()  # answers a full disk kept out of an earlier run's store
+        store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
         made = _made_clients(models, clients)  # made once the directory is this run's (a refused run makes none)
         state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
                           timeouts=step_timeouts,
@@ -1224,9 +1237,13 @@ async def _all(tasks: Sequence[asyncio.Future[None]]) -> None:
 
 
 def _disk_full_stop(summary: ConversationRunSummary, state: _Episodes) -> StoreFullError:
-    """The error a conversation run stopped by a full disk ends with: what was kept, what was not, what to do.
-    Nothing is spilled to another file: an answer the store could not take is sent again by the next run."""
+    """The error a conversation run stopped by a full disk ends with: what was kept, what was not, what to do. An
+    answer the store could not take is kept in the spill file (stored by the next run, not sent again), or, when
+    even that failed, sent again by the next run."""
     kept = f"the {summary.steps_sent} answer(s) this run stored are kept and not sent again"
+    if summary.spilled:
+        kept += (f"; {summary.spilled} answer(s) received as the disk filled are kept in "
+                 f"{state.store.spill_path.name} and stored by the next run, not sent again")
     if state.lost_answers:
         kept += (f"; {state.lost_answers} answer(s) received as the disk filled could not be stored and will be "
                  "sent again")

@@ -43,10 +43,12 @@ from promptgrid.errors import RunError, StoreError
 from promptgrid.matrix.running.store import (
     _BATCH_SCHEMA,
     BatchLedger,
+    SpillFile,
     _connect_readonly,
     _guarded,
     _open_checked,
     _store_error,
+    spilled,
 )
 from promptgrid.records import Step
 
@@ -80,6 +82,8 @@ CREATE TABLE IF NOT EXISTS episodes (
 
 
 StoredStep = Step
+_SPILLED = ("response", "finish_reason", "input_tokens", "output_tokens", "cost_usd", "latency_s")
+"""What a spilled step keeps (the columns of ``steps``)."""
 """A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
 (``response``: text, or the native envelope; a stored step always has one)."""
 
@@ -104,6 +108,7 @@ class ConversationStore(BatchLedger):
             raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
                            "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
+        self._spill = SpillFile(self.run_dir)  # answers a full disk keeps out of the store (``spill``)
         self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
         self._tables: set[str] | None = None  # BatchLedger's table names, read when first needed
         if self.readonly:
@@ -139,6 +144,7 @@ class ConversationStore(BatchLedger):
             self._tables = None
 
     def close(self) -> None:
+        self._spill.close()
         self.db.close()
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
@@ -224,6 +230,49 @@ class ConversationStore(BatchLedger):
         if self._hashes is None:
             self._hashes = {hash(key) for (key,) in self.db.execute("SELECT key FROM steps")}
         return self._hashes
+
+    @property
+    def spill_path(self) -> Path:
+        """This process's spill file (``spill-<pid>.jsonl`` beside the store)."""
+        return self._spill.path
+
+    def reserve_spill(self) -> None:
+        """Claim disk for the answers a disk that fills mid-run keeps out of the store (``SpillFile.reserve``)."""
+        self._spill.reserve()
+
+    def spill(self, key: str, model: str, step: Step) -> None:
+        """Keep an answer ``add_step`` could not commit (a full disk) in the spill file, on disk: the next run stores
+        it (``replay_spills``) instead of sending its step again. Raises ``OSError`` when even this fails."""
+        self._spill.write({"step": {"key": key, "model": model, **{name: getattr(step, name) for name in _SPILLED}}})
+
+    @_guarded
+    def replay_spills(self) -> int:
+        """Store the answers earlier runs spilled (``spill``), then delete their files; returns how many. Called by
+        a run before any episode plays, so a spilled answer is never sent again; a line that cannot be read (cut
+        short when the disk filled) is skipped, and its step is sent again. On a disk still full this raises
+        ``StoreFullError`` and keeps the files for the next try."""
+        replayed = 0
+        for path, values in spilled(self.run_dir):
+            rows = []
+            for value in values:
+                record = value.get("step") if isinstance(value, dict) else None
+                if not isinstance(record, dict) or not isinstance(record.get("key"), str) \
+                        or not isinstance(record.get("model"), str) or not isinstance(record.get("response"), str):
+                    continue
+                rows.append((record["key"], record["model"], record["response"], record.get("finish_reason"),
+                             record.get("input_tokens"), record.get("output_tokens"), record.get("cost_usd"),
+                             record.get("latency_s"), time.time()))
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.executemany("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self._hashes = None
+            path.unlink()
+            replayed += len(rows)
+        return replayed
 
     @_guarded
     def add_step(self, key: str, model: str, step: Step) -> None:

@@ -61,7 +61,7 @@ from promptgrid.variants import Variant
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
            "MAX_ERROR_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict", "case_to_dict",
-           "stored_records", "disk_full_errors", "disk_full_stop"]
+           "SpillFile", "stored_records", "disk_full_errors", "disk_full_stop", "spilled"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
@@ -425,6 +425,97 @@ def _open_checked(db: sqlite3.Connection, path: Path, *, create: bool, readonly:
     return tables
 
 
+class SpillFile:
+    """Answers a full store could not take, kept as JSON lines in ``spill-<pid>.jsonl`` beside it until the next run
+    adds them to its store (each store kind writes its own records: ``RunStore.spill``, ``ConversationStore.spill``).
+
+    ``reserve`` claims disk for them at the start of a run, while there is space: a disk that fills during a run is
+    full for this file too, so the answers that arrive after it would have nowhere to go. The reservation is the
+    file written full of spaces (real blocks, not a sparse file; at most a tenth of the free space) and one
+    newline: a blank line that ``spilled`` skips. ``write`` then overwrites it from the start and only grows the
+    file past it; ``close`` deletes it when nothing was written. Best effort: on a disk already too full to
+    reserve, ``write`` appends as it can.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._fd: int | None = None
+        self._at = 0  # where the next line goes
+        self.written = False
+
+    @property
+    def path(self) -> Path:
+        """This process's spill file (it exists once ``reserve`` or ``write`` made it)."""
+        return self.directory / f"spill-{os.getpid()}.jsonl"
+
+    def reserve(self, size: int = SPILL_RESERVE) -> None:
+        """Claim ``size`` bytes of disk for ``write`` now (the class docstring)."""
+        if self._fd is not None:
+            return
+        try:  # never more than a tenth of the free space: the reservation must not fill the disk itself
+            st = os.statvfs(self.directory)
+            size = min(size, st.f_bavail * st.f_frsize // 10)
+        except OSError:
+            pass
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if size > 0:
+                view = memoryview(b" " * (size - 1) + b"\n")
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+        self._fd, self._at, self.written = fd, 0, False
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Write ``record`` as one JSON line, on disk (fsynced: only used once the disk is full). Lines go over the
+        reserved space, then past it. Raises ``OSError`` when even this fails; whatever of the line was written is
+        blanked out (or cut off), so the lines written before stay readable."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._at = os.lseek(self._fd, 0, os.SEEK_END)
+        fd, start = self._fd, self._at
+        line = json.dumps(record, separators=(",", ":")).encode() + b"\n"
+        size = os.fstat(fd).st_size
+        try:
+            offset = start
+            view = memoryview(line)
+            while view:
+                offset += (n := os.pwrite(fd, view, offset))
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                if start >= size:
+                    os.ftruncate(fd, start)
+                else:  # blank out the partial line inside the reservation
+                    os.pwrite(fd, b" " * min(len(line), size - start), start)
+            raise
+        self._at, self.written = start + len(line), True
+
+    def close(self) -> None:
+        """Close the file; delete it when nothing was written (the reservation only)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            if not self.written:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+
+
+def spilled(directory: Path) -> Iterator[tuple[Path, list[Any]]]:
+    """Every spill file in ``directory`` (earlier runs', ``SpillFile``) and the JSON values of its lines; a line that
+    cannot be read (cut short when the disk filled) is left out. The caller deletes a file once it has stored it."""
+    from promptgrid.safeio import read_json_lines
+
+    for path in sorted(directory.glob(SPILL_GLOB)):
+        with open(path, "rb") as f:
+            values = [line.value for line in read_json_lines(f) if line.error is None]
+        yield path, values
+
+
 class BatchLedger:
     """The batch records of a run directory's store: tables ``batches`` and ``batch_jobs`` (``_BATCH_SCHEMA``),
     what every step of a provider batch is recorded in before and after it happens (``running/batch.py``).
@@ -547,10 +638,8 @@ class RunStore(BatchLedger):
         if not self.path.is_file() and not create:
             raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
         self._model_ids: dict[str, int] = {}
-        self._spill_fd: int | None = None
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
-        self._spill_at = 0  # where the next spilled line goes
-        self._spilled_any = False
+        self._spill = SpillFile(self.path.parent)
         self._tables: set[str] | None = None  # table names, read once (``_has_table``)
         if readonly:
             self.db, self._copy = _connect_readonly(self.path)
@@ -592,12 +681,7 @@ class RunStore(BatchLedger):
         return {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
 
     def close(self) -> None:
-        if self._spill_fd is not None:
-            os.close(self._spill_fd)
-            self._spill_fd = None
-            if not self._spilled_any:
-                with contextlib.suppress(OSError):
-                    self.spill_path.unlink()
+        self._spill.close()
         self.db.close()
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
@@ -806,69 +890,17 @@ class RunStore(BatchLedger):
     @property
     def spill_path(self) -> Path:
         """This process's spill file (``spill-<pid>.jsonl`` beside the store; it exists once ``spill`` wrote)."""
-        return self.path.with_name(f"spill-{os.getpid()}.jsonl")
+        return self._spill.path
 
     def reserve_spill(self, size: int = SPILL_RESERVE) -> None:
-        """Claim ``size`` bytes of disk for ``spill`` now, while there is space.
-
-        A disk that fills during a run is full for the spill file too, so the
-        answers that arrive after it would have nowhere to go. The reservation
-        is ``spill_path`` written full of spaces (real blocks, not a sparse
-        file; at most a tenth of the free space) and one newline: a blank line that ``replay_spills`` skips.
-        ``spill`` then overwrites it from the start and only grows the file
-        past it; ``close`` deletes it when nothing was spilled. Best effort: on
-        a disk already too full to reserve, ``spill`` appends as it can.
-        """
-        if self._spill_fd is not None:
-            return
-        try:  # never more than a tenth of the free space: the reservation must not fill the disk itself
-            st = os.statvfs(self.path.parent)
-            size = min(size, st.f_bavail * st.f_frsize // 10)
-        except OSError:
-            pass
-        fd = os.open(self.spill_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            if size > 0:
-                view = memoryview(b" " * (size - 1) + b"\n")
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-        self._spill_fd, self._spill_at, self._spilled_any = fd, 0, False
+        """Claim ``size`` bytes of disk for ``spill`` now, while there is space (``SpillFile.reserve``)."""
+        self._spill.reserve(size)
 
     def spill(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
-        """Write a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk.
-
-        Only used once the disk is full, so each line is fsynced. Lines go over
-        the space ``reserve_spill`` claimed, then past it. Raises ``OSError``
-        when even this fails; whatever of the line was written is blanked out
-        (or cut off), so the answers spilled before stay readable.
-        """
-        if self._spill_fd is None:
-            self._spill_fd = os.open(self.spill_path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._spill_at = os.lseek(self._spill_fd, 0, os.SEEK_END)
-        fd, start = self._spill_fd, self._spill_at
-        line = json.dumps({"call": dataclasses.asdict(result),
-                           "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]},
-                          separators=(",", ":")).encode() + b"\n"
-        size = os.fstat(fd).st_size
-        try:
-            offset = start
-            view = memoryview(line)
-            while view:
-                offset += (n := os.pwrite(fd, view, offset))
-                view = view[n:]
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                if start >= size:
-                    os.ftruncate(fd, start)
-                else:  # blank out the partial line inside the reservation
-                    os.pwrite(fd, b" " * min(len(line), size - start), start)
-            raise
-        self._spill_at, self._spilled_any = start + len(line), True
+        """Write a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk
+        (``SpillFile.write``; raises ``OSError`` when even this fails)."""
+        self._spill.write({"call": dataclasses.asdict(result),
+                           "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]})
 
     @_guarded
     def replay_spills(self) -> int:
@@ -879,19 +911,16 @@ class RunStore(BatchLedger):
         is skipped: its call is simply sent again. On a disk still full this
         raises ``StoreFullError`` and keeps the files for the next try.
         """
-        from promptgrid.safeio import read_json_lines
-
         replayed = 0
-        for path in sorted(self.path.parent.glob(SPILL_GLOB)):
+        for path, values in spilled(self.path.parent):
             entries: list[tuple[CallResult, list[VerdictRow]]] = []
-            with open(path, "rb") as f:
-                for line in read_json_lines(f):
-                    try:
-                        call, verdicts = line.value["call"], line.value["verdicts"]
-                        entries.append((CallResult(**call), [((int(row[0]), int(row[1]), int(row[2]), int(row[3])),
-                                                              v, bool(ok), code) for row, v, ok, code in verdicts]))
-                    except (TypeError, KeyError, ValueError, IndexError):
-                        continue
+            for value in values:
+                try:
+                    call, verdicts = value["call"], value["verdicts"]
+                    entries.append((CallResult(**call), [((int(row[0]), int(row[1]), int(row[2]), int(row[3])),
+                                                          v, bool(ok), code) for row, v, ok, code in verdicts]))
+                except (TypeError, KeyError, ValueError, IndexError):
+                    continue
             with self._transaction():
                 for result, verdicts in entries:
                     self._insert_result(result, verdicts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping
@@ -287,7 +288,7 @@ def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
 
 # --------------------------------------------------------------------------- 5. a full disk
 
-def test_a_full_disk_stops_the_run_cleanly_with_a_true_message_and_a_rerun_resumes(
+def test_a_full_disk_stops_the_run_cleanly_spills_what_it_received_and_a_rerun_sends_it_not_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     real = ConversationStore.add_step
     stored = [0]
@@ -306,16 +307,39 @@ def test_a_full_disk_stops_the_run_cleanly_with_a_true_message_and_a_rerun_resum
     out, err = capfd.readouterr()
     assert "disk full at" in err and "the conversation run stopped" in err
     assert "the 3 answer(s) this run stored are kept" in err
-    assert "could not be stored and will be sent again" in err
-    assert "spill" not in err.lower()  # nothing is spilled: no claim that it was
+    # The steps in flight when the disk filled (one per episode under way) were answered: kept beside the store.
+    found = re.search(r"(\d+) answer\(s\) received as the disk filled are kept in spill-\d+\.jsonl and stored by "
+                      r"the next run, not sent again", err)
+    assert found is not None and int(found.group(1)) >= 1, err
+    spilled = int(found.group(1))
     assert "Traceback" not in out + err and "Task exception" not in out + err
     with ConversationStore(run_dir) as store:
         assert store.step_count() == 3 and store.episode_count() == 0
-    assert main(args) == 0  # the disk has room again: the same command resumes
+    assert len(list(run_dir.glob("spill-*.jsonl"))) == 1
+    assert main(args) == 0  # the disk has room again: the same command stores the spilled answers, then resumes
     out = capfd.readouterr().out
-    assert "4 finished" in out and "3 read back from the store" in out, out
+    assert f"{spilled} answer(s) an earlier run spilled on a full disk were stored first" in out, out
+    assert "4 finished" in out and f"{3 + spilled} read back from the store" in out, out
+    assert not list(run_dir.glob("spill-*.jsonl"))  # stored, then removed (and this run's reservation too)
     with ConversationStore(run_dir) as store:
         assert store.episode_count() == 4 and all(e.valid for e in store.episodes())
+
+
+def test_an_answer_neither_the_store_nor_the_spill_file_takes_is_said_to_be_sent_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    def add_step(self: ConversationStore, *args: Any) -> None:
+        raise StoreFullError(f"disk full at {self.run_dir} (database or disk is full).")
+
+    def spill(self: ConversationStore, *args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    args = [*CONVERSATION_RUN, "--model", GT, "--limit", "1", "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    with monkeypatch.context() as patch:
+        patch.setattr(ConversationStore, "add_step", add_step)
+        patch.setattr(ConversationStore, "spill", spill)
+        assert main(args) == 2
+    err = capfd.readouterr().err
+    assert "could not be stored and will be sent again" in err and "kept in spill-" not in err, err
 
 
 def test_a_401_costs_a_single_turn_run_one_request_too(
