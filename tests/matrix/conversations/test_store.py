@@ -229,3 +229,27 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     after = _snapshot(run_dir)
     assert after == before, (sorted(set(after.items()) ^ set(before.items())))
+
+
+def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_skipped(tmp_path: Path) -> None:
+    """``ConversationStore.spill`` keeps an answer a full disk kept out of the store; ``replay_spills`` stores it
+    (the next run does so before any episode plays) and removes the file. A line cut short when the disk filled,
+    or one that is not a step, is skipped: its step is sent again."""
+    with ConversationStore(tmp_path, create=True) as store:
+        store.reserve_spill()
+        reservation = store.spill_path
+        assert reservation.exists() and reservation.stat().st_size > 0  # the space is claimed up front
+        store.spill("k1", "m", StoredStep(response="first", input_tokens=3, output_tokens=2, cost_usd=0.5))
+        store.spill("k2", "m", StoredStep(response="second"))
+    assert reservation.exists()  # written to: kept for the next run
+    with reservation.open("ab") as f:
+        f.write(b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n')
+    with ConversationStore(tmp_path, create=True) as store:
+        assert store.replay_spills() == 2
+        assert store.step("k1") is not None and store.step("k1").response == "first"  # type: ignore[union-attr]
+        assert store.step("k2") is not None and store.step("k3") is None
+        assert store.spend() == 0.5
+    assert not list(tmp_path.glob("spill-*.jsonl"))
+    with ConversationStore(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
+        store.reserve_spill()
+    assert not list(tmp_path.glob("spill-*.jsonl"))
