@@ -84,6 +84,24 @@ CREATE TABLE IF NOT EXISTS episodes (
 StoredStep = Step
 _SPILLED = ("response", "finish_reason", "input_tokens", "output_tokens", "cost_usd", "latency_s")
 """What a spilled step keeps (the columns of ``steps``)."""
+
+
+def _spilled_step(value: Any) -> tuple[str, str, Step] | None:
+    """(key, model, step) of one spill line (``ConversationStore.spill``); ``None`` for a line that is not one, or
+    whose fields have the wrong types (the file is read back as untrusted: its step is then sent again)."""
+    record = value.get("step") if isinstance(value, dict) else None
+    if not isinstance(record, dict):
+        return None
+    key, model, response, finish = (record.get(k) for k in ("key", "model", "response", "finish_reason"))
+    numbers = {k: record.get(k) for k in ("input_tokens", "output_tokens", "cost_usd", "latency_s")}
+    if not (isinstance(key, str) and isinstance(model, str) and isinstance(response, str)
+            and (finish is None or isinstance(finish, str))
+            and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in numbers.values())
+            and all(numbers[k] is None or isinstance(numbers[k], int) for k in ("input_tokens", "output_tokens"))):
+        return None
+    return key, model, Step(response=response, finish_reason=finish, input_tokens=numbers["input_tokens"],
+                            output_tokens=numbers["output_tokens"], cost_usd=numbers["cost_usd"],
+                            latency_s=numbers["latency_s"])
 """A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
 (``response``: text, or the native envelope; a stored step always has one)."""
 
@@ -253,25 +271,12 @@ class ConversationStore(BatchLedger):
         ``StoreFullError`` and keeps the files for the next try."""
         replayed = 0
         for path, values in spilled(self.run_dir):
-            rows = []
-            for value in values:
-                record = value.get("step") if isinstance(value, dict) else None
-                if not isinstance(record, dict) or not isinstance(record.get("key"), str) \
-                        or not isinstance(record.get("model"), str) or not isinstance(record.get("response"), str):
-                    continue
-                rows.append((record["key"], record["model"], record["response"], record.get("finish_reason"),
-                             record.get("input_tokens"), record.get("output_tokens"), record.get("cost_usd"),
-                             record.get("latency_s"), time.time()))
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                self.db.executemany("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self._hashes = None
+            steps = [step for step in map(_spilled_step, values) if step is not None]
+            with self._transaction():
+                for key, model, step in steps:
+                    self.add_step(key, model, step)
             path.unlink()
-            replayed += len(rows)
+            replayed += len(steps)
         return replayed
 
     @_guarded

@@ -234,7 +234,8 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
 def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_skipped(tmp_path: Path) -> None:
     """``ConversationStore.spill`` keeps an answer a full disk kept out of the store; ``replay_spills`` stores it
     (the next run does so before any episode plays) and removes the file. A line cut short when the disk filled,
-    or one that is not a step, is skipped: its step is sent again."""
+    one that is not a step, one whose fields have the wrong types, or one that is not UTF-8 JSON is skipped: its
+    step is sent again."""
     with ConversationStore(tmp_path, create=True) as store:
         store.reserve_spill()
         reservation = store.spill_path
@@ -243,11 +244,15 @@ def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_s
         store.spill("k2", "m", StoredStep(response="second"))
     assert reservation.exists()  # written to: kept for the next run
     with reservation.open("ab") as f:
-        f.write(b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n')
+        f.write(b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n'
+                b'{"step": {"key": "k4", "model": "m", "response": "x", "cost_usd": "1e9"}}\n'
+                b'{"step": {"key": "k5", "model": "m", "response": "x", "input_tokens": true}}\n'
+                b'\xff\xfe not utf-8\n[[[[[[[[[[]]]]]]]]]]\n')
     with ConversationStore(tmp_path, create=True) as store:
         assert store.replay_spills() == 2
         assert store.step("k1") is not None and store.step("k1").response == "first"  # type: ignore[union-attr]
-        assert store.step("k2") is not None and store.step("k3") is None
+        assert store.step("k2") is not None
+        assert all(store.step(key) is None for key in ("k3", "k4", "k5"))  # cut, or fields of the wrong type
         assert store.spend() == 0.5
     assert not list(tmp_path.glob("spill-*.jsonl"))
     with ConversationStore(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
