@@ -45,7 +45,8 @@ def turns_of(records: Sequence[Mapping[str, Any]], verdict: Any) -> tuple[Verdic
     for record, full in zip(records, stored, strict=True):
         unknown = set(record) - set(TURN_RECORD_FIELDS)
         if unknown:
-            raise TypeError(f"a turn has unknown fields {sorted(unknown)}")
+            shown = ", ".join(repr(name[:40]) for name in sorted(unknown)[:3])  # a stored name may be anything
+            raise TypeError(f"a turn has unknown fields ({shown}{', ...' if len(unknown) > 3 else ''})")
         if not isinstance(full, Mapping) or full.get("turn") != record.get("index"):
             raise TypeError(f"turn {record.get('index')!r} is not the stored verdict's")
         index, valid, calls = record.get("index"), record.get("valid"), record.get("calls", 0)

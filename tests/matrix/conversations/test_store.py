@@ -200,6 +200,10 @@ def _run_of_one_episode(run_dir: Path) -> None:
     ("episodes", "[" * 100_000 + "]" * 100_000, "episode row 1 is damaged (nested more than"),
     ("episodes", "NUMBER", "episode row 1 is damaged"),
     ("episodes", "WRONG_TYPE", "episode row 1 does not hold an episode this promptgrid reads (valid is str)"),
+    # The turns are rebuilt from the turn records and the stored verdict together (``_records.turns_of``).
+    ("episodes", "TURNS_WITHOUT_VERDICT", "the turns do not match the stored verdict's"),
+    ("episodes", "TURN_MODE", "episode row 1 does not hold an episode this promptgrid reads"),
+    ("episodes", "TURN_FIELD", "a turn has unknown fields ('xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx')"),
     ("labels", "[" * 100_000 + "]" * 100_000, "the meta row 'labels' is damaged (nested more than"),
 ])
 def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
@@ -212,7 +216,12 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
         stored = json.loads(db.execute("SELECT result FROM episodes").fetchone()[0])
         text = {"EXTRA": json.dumps({**stored, "added_by_a_newer_version": 1}),
                 "NUMBER": json.dumps(stored).replace('"steps": ', '"steps": ' + "9" * 5000 + ", \"x\": ", 1),
-                "WRONG_TYPE": json.dumps({**stored, "valid": "yes"})}.get(value, value)
+                "WRONG_TYPE": json.dumps({**stored, "valid": "yes"}),
+                "TURNS_WITHOUT_VERDICT": json.dumps({**stored, "details": {}}),
+                "TURN_MODE": json.dumps({**stored, "turns": [{**stored["turns"][0], "failure_mode": "\x1b[31m"},
+                                                            *stored["turns"][1:]]}),
+                "TURN_FIELD": json.dumps({**stored, "turns": [{**stored["turns"][0], "x" * 10_000: 1},
+                                                             *stored["turns"][1:]]})}.get(value, value)
         if table == "episodes":
             db.execute("UPDATE episodes SET result = ?", (text,))
         else:
