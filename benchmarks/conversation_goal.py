@@ -229,8 +229,8 @@ def run(planted: Planted, variants: Sequence[Any], conversations: Sequence[Any],
     import asyncio
 
     from promptgrid.matrix.api import Run
-    from promptgrid.matrix.conversations._run import arun_episodes
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
+    from promptgrid.matrix.running.conversation_runner import arun_episodes
 
     config = RunConfig(grid=GRID, dataset="", models=(ModelSpec(MODEL, concurrency=concurrency),), run_dir=run_dir,
                        repeats=planted.correct.shape[2], goal=goal, budget=budget, plan_seed=seed)
@@ -256,7 +256,7 @@ def verify(planted: Planted, variants: Sequence[Any], conversations: Sequence[An
 
 def offline(planted: Planted, variants: Sequence[Any], goal: str, budget: int, seed: int) -> Any:
     """What the planner finds replayed on the whole planted matrix, no runner (``findings.replay``)."""
-    from promptgrid.matrix.conversations._run import variant_dimensions
+    from promptgrid.matrix.running.conversation_runner import variant_dimensions
     from promptgrid.matrix.running.findings import replay
 
     v, c, r = planted.correct.shape

@@ -97,8 +97,8 @@ def flood(steps: int) -> None:
 
     from promptgrid.matrix.clients import Completion
     from promptgrid.matrix.conversations import load_conversations
-    from promptgrid.matrix.conversations._run import arun_episodes
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
+    from promptgrid.matrix.running.conversation_runner import arun_episodes
     from promptgrid.variants import Variant
 
     class Flood:

@@ -88,9 +88,9 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from promptgrid.matrix.conversations._dataset import Conversation, load_conversations  # noqa: E402
-from promptgrid.matrix.conversations._env import Environment, ToolCall, method_signatures  # noqa: E402
-from promptgrid.matrix.conversations._score_file import decode_step  # noqa: E402
+from promptgrid.matrix.datasets._conversations import Conversation, load_conversations  # noqa: E402
+from promptgrid.matrix.episodes._environment import Environment, ToolCall, method_signatures  # noqa: E402
+from promptgrid.matrix.scoring._score_conversations import decode_step  # noqa: E402
 from promptgrid.matrix.scoring.state_check import (  # noqa: E402
     MAXIMUM_STEP_LIMIT,
     check_conversation,

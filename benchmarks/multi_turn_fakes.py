@@ -28,8 +28,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from promptgrid.matrix.conversations import CANARY, load_conversations
-from promptgrid.matrix.conversations._run import arun_episodes
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
+from promptgrid.matrix.running.conversation_runner import arun_episodes
 from promptgrid.variants import Variant
 
 MODES = {"prompt": Variant(), "native": Variant(call_mode="native"), "constrained": Variant(call_mode="constrained")}

@@ -65,8 +65,8 @@ from promptgrid.variants import Grid, Variant, load_grid
 if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported when used
 
     from promptgrid.matrix.conversations import Conversation
-    from promptgrid.matrix.conversations._localize import ConversationChecks, ConversationTranslations
-    from promptgrid.matrix.conversations._translate import ConversationFinding, TranslatedConversation
+    from promptgrid.matrix.datasets._conversation_translations import ConversationChecks, ConversationTranslations
+    from promptgrid.matrix.datasets._translate_conversations import ConversationFinding, TranslatedConversation
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.translate import Finding, TranslationBackend
@@ -597,11 +597,11 @@ def translate_conversations(
     ``OutputError`` for ``out``, ``DatasetError`` for the dataset.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._dataset import dataset_files, load_conversations
-    from promptgrid.matrix.conversations._localize import WHAT
-    from promptgrid.matrix.conversations._localize import ConversationTranslations as _Made
-    from promptgrid.matrix.conversations._translate import TranslationUsage
-    from promptgrid.matrix.conversations._translate import translate_conversations as _translate
+    from promptgrid.matrix.datasets._conversation_translations import WHAT
+    from promptgrid.matrix.datasets._conversation_translations import ConversationTranslations as _Made
+    from promptgrid.matrix.datasets._conversations import dataset_files, load_conversations
+    from promptgrid.matrix.datasets._translate_conversations import TranslationUsage
+    from promptgrid.matrix.datasets._translate_conversations import translate_conversations as _translate
     from promptgrid.safeio import check_output
     from promptgrid.translate._pipeline import _require_coverage
     from promptgrid.translate._store import TranslationStore
@@ -651,7 +651,7 @@ def _translation_findings(source: Conversation, result: TranslatedConversation, 
                           ) -> list[ConversationFinding]:
     """The findings of one translated conversation: the problems its translation reported that the check does
     not find again, then the check's (``check_conversation_translation`` against its source)."""
-    from promptgrid.matrix.conversations._translate import check_conversation_translation
+    from promptgrid.matrix.datasets._translate_conversations import check_conversation_translation
 
     checked = check_conversation_translation(source, result.conversation, "en", target)
     said = {(f.turn, f.code) for f in checked}  # a value lost in translation is found again by the check
@@ -660,7 +660,7 @@ def _translation_findings(source: Conversation, result: TranslatedConversation, 
 
 def _write_conversations(path: Path, inputs: Sequence[Path], conversations: Sequence[Conversation]) -> None:
     """Write ``conversations`` to ``path`` as ``jsonl:`` records, atomically (never over one of ``inputs``)."""
-    from promptgrid.matrix.conversations._dataset import conversation_to_record
+    from promptgrid.matrix.datasets._conversations import conversation_to_record
     from promptgrid.safeio import atomic_output
 
     records = "".join(json.dumps(conversation_to_record(c), ensure_ascii=False) + "\n" for c in conversations)
@@ -691,9 +691,9 @@ def check_conversation_translations(
     ``TranslationError`` when there is nothing translated to check.
     """
     from promptgrid.errors import TranslationError
-    from promptgrid.matrix.conversations._dataset import load_conversations
-    from promptgrid.matrix.conversations._localize import ConversationChecks as _Checks
-    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+    from promptgrid.matrix.datasets._conversation_translations import ConversationChecks as _Checks
+    from promptgrid.matrix.datasets._conversations import load_conversations
+    from promptgrid.matrix.datasets._translate_conversations import check_conversation_set, conversation_language
 
     specs = [datasets] if isinstance(datasets, str) else list(datasets) if isinstance(datasets, Iterable) else None
     if specs is None or not all(isinstance(spec, str) for spec in specs):
@@ -742,7 +742,7 @@ def _clients(name: str, **options: Any) -> Any:
 
 def open_conversation_run(path: PathLike) -> Run:
     """A conversation run directory (``run``'s ``run_dir``) as a ``Run``; ``RunError`` when it holds none."""
-    from promptgrid.matrix.conversations._api import ConversationReader
+    from promptgrid.matrix.running.conversation_reader import ConversationReader
 
     ConversationReader(_path(path, "path"))  # the conversation run's own error for a directory that holds none
     return Run(path)

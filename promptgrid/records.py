@@ -103,7 +103,7 @@ class Step:
 
     Both stores keep steps: a single-turn run's ``calls`` table (its rows are shared by the jobs of one
     prompt; ``running.store``, where it is also called ``CallResult``) and a conversation run's ``steps``
-    table (one per request key; ``conversations._store``, where it is also called ``StoredStep``).
+    table (one per request key; ``running.conversation_store``, where it is also called ``StoredStep``).
     ``status``: ``done`` (answered: ``response``), ``error`` (failed for good: ``error``, ``error_kind``)
     or ``unsupported`` (never sent: the model cannot do the variant's call mode; the reason in ``error``).
     """

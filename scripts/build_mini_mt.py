@@ -1,9 +1,9 @@
-"""Generate the built-in ``mini-mt`` conversation set: ``matrix/conversations/data/mini_mt.jsonl``.
+"""Generate the built-in ``mini-mt`` conversation set: ``matrix/datasets/data/mini_mt.jsonl``.
 
     .venv/bin/python scripts/build_mini_mt.py --write   # regenerate the shipped file
     .venv/bin/python scripts/build_mini_mt.py --check   # exit 1 when it differs, byte for byte, from the output
 
-The package ships only the file and what reads it (``promptgrid.matrix.conversations._mini_mt``: the
+The package ships only the file and what reads it (``promptgrid.matrix.datasets._mini_mt``: the
 languages, the file's path, how tool results reach the model); this script is the set's source: the locales,
 the 24 templates and their texts in every language. Edit it, run ``--write``, and commit both (the tests
 check that the shipped file is this script's output). Building needs bfcl-eval installed: its classes compute
@@ -88,7 +88,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from promptgrid.matrix.conversations._mini_mt import DATA_FILE, MINI_MT_LANGUAGES  # noqa: E402
+from promptgrid.matrix.datasets._mini_mt import DATA_FILE, MINI_MT_LANGUAGES  # noqa: E402
 
 READ_ONLY = frozenset({
     "get_flight_cost", "get_credit_card_balance", "get_all_credit_cards", "get_booking_history",

@@ -97,7 +97,7 @@ class ToolResults(_ValueEnum):
     arrives escaped (``"\\u0936..."``); ``utf8``: the same JSON with the characters as they are. Results that
     are strings or lists reach the model as text either way. ``auto`` (the default): ``utf8`` for the
     built-in ``mini-mt`` set, whose states hold Hindi, Japanese and Chinese texts, and ``ascii``, bfcl-eval's,
-    for every other conversation (``ascii_results_for`` in ``promptgrid.matrix.conversations._mini_mt``).
+    for every other conversation (``ascii_results_for`` in ``promptgrid.matrix.datasets._mini_mt``).
     """
 
     AUTO = "auto"

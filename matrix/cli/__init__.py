@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds each request to the backend may take (default 60); timeouts are retried")
     _add_endpoint_options(p, "translate")
-    # conversations (promptgrid.matrix.conversations._translate)
+    # conversations (promptgrid.matrix.datasets._translate_conversations)
     p.add_argument("--conversations-out", default=None, metavar="FILE.jsonl",
                    help="translate the conversations of --dataset (bfcl:multi_turn_*, jsonl:PATH, mini-mt) and "
                    "write them as jsonl: records; --what instructions translates the user turns only")
@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--back-translate", default=None, metavar="BACKEND",
                    help="also score back-translation similarity with this backend")
     _add_endpoint_options(p, "check-translations")
-    # conversations (promptgrid.matrix.conversations._translate)
+    # conversations (promptgrid.matrix.datasets._translate_conversations)
     p.add_argument("--dataset", action="append", default=[], metavar="DS",
                    help="check translated conversations turn by turn instead: conversation datasets holding the "
                    "English sources and their translations (mini-mt; bfcl:multi_turn_base --dataset jsonl:de.jsonl)")

@@ -33,8 +33,8 @@ def cmd_grids(args: argparse.Namespace) -> int:
 
 def cmd_datasets(args: argparse.Namespace) -> int:
     """Both kinds of dataset, each under a heading saying what a case is and which calls run it."""
-    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
     from promptgrid.matrix.datasets import list_datasets
+    from promptgrid.matrix.datasets._conversations import list_conversation_datasets
 
     sections = [
         ("Single-turn datasets: one prompt, one answer per case (pg.run).", list_datasets(bfcl_data=args.bfcl_data)),

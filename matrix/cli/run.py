@@ -64,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def print_run(run: Run, out: TextIO, err: TextIO) -> int:
     """Say what a run just did (stderr), print its results and what they mean (stdout), as its kind says them
-    (``running.describe.print_run``, ``conversations._describe.print_conversation_run``); returns the exit
+    (``running.describe.print_run``, ``running.conversation_describe.print_conversation_run``); returns the exit
     code."""
     from promptgrid.matrix.episodes import kind_named
 

@@ -341,7 +341,7 @@ def cmd_translate_conversations(args: argparse.Namespace, out: TextIO | None = N
     targets = _languages([args.to])
     if not targets:
         raise TranslationInputError("--to needs at least one language code, e.g. --to de,ja")
-    from promptgrid.matrix.conversations._dataset import dataset_files
+    from promptgrid.matrix.datasets._conversations import dataset_files
     from promptgrid.safeio import check_output
 
     # An output that is an input, a run's store or a folder: refused before a backend is even made.

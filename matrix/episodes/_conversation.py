@@ -1,8 +1,8 @@
 """Conversation episodes: user turns and model steps against an environment, scored turn by turn.
 
 ``CONVERSATION`` is the ``Kind`` of ``bfcl:multi_turn_*``, ``mini-mt`` and
-``jsonl:`` files of conversations; it runs them with ``conversations._run``
-and reads their run directories with ``conversations._api.ConversationReader``.
+``jsonl:`` files of conversations; it runs them with ``running.conversation_runner``
+and reads their run directories with ``running.conversation_reader.ConversationReader``.
 """
 
 from __future__ import annotations
@@ -79,12 +79,12 @@ class Conversations:
     def export_batch(self, run_dir: Path, model: str, out: Any, *, grid: Any, dataset: str | None,
                      body_model: str | None, append: bool, retry_errors: bool,
                      options: Mapping[str, Any]) -> ExportSummary:
-        """The next round (``conversations._api.export_conversation_round``). With ``grid`` (and ``dataset``): the
-        config these options make, as ``promptgrid run`` makes it; it is recorded in the store (meta
+        """The next round (``running.conversation_reader.export_conversation_round``). With ``grid`` (and
+        ``dataset``): the config these options make, as ``promptgrid run`` makes it; it is recorded in the store (meta
         ``export_config``), so a later round without ``grid`` and ``dataset`` exports from the same grid, dataset
         and selection (``options`` override the recorded values, as for a single-turn run's ``run.json``)."""
-        from promptgrid.matrix.conversations._api import export_conversation_round
-        from promptgrid.matrix.conversations._store import CONVERSATION_STORE, ConversationStore
+        from promptgrid.matrix.running.conversation_reader import export_conversation_round
+        from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
         from promptgrid.matrix.running.exchange import config_of_record
         from promptgrid.matrix.running.session import build_config
         from promptgrid.variants import Grid
@@ -113,7 +113,7 @@ class Conversations:
         return summary
 
     def import_batch(self, run_dir: Path, results: Path) -> ImportSummary:
-        from promptgrid.matrix.conversations._api import import_conversation_results
+        from promptgrid.matrix.running.conversation_reader import import_conversation_results
 
         imported: ImportSummary = import_conversation_results(run_dir, results)
         return imported
@@ -203,8 +203,8 @@ class Conversations:
             data["languages"] = None if languages is None else languages.to_dict()
             texts["conversations.json"] = json.dumps(data, indent=2, allow_nan=False) + "\n"
         if html:
-            from promptgrid.matrix.conversations._transcript import MAX_TRANSCRIPTS
             from promptgrid.matrix.report._conversation_html import conversation_run_html
+            from promptgrid.matrix.report._transcripts import MAX_TRANSCRIPTS
 
             texts["conversations.html"] = conversation_run_html(
                 run.path, report=report, languages=languages, results=results, transcripts=episodes,
@@ -216,12 +216,12 @@ class Conversations:
     def score_file(self, source: IO[bytes], sink: IO[str], *, name: str, dataset: str, grid: str | None,
                    variant: str | None, strict_arguments: bool, bfcl_data: Any,
                    errors: IO[str]) -> tuple[int, int, int, str]:
-        """Score bfcl-eval's multi-turn result lines (``conversations._score_file``): each step decoded in
+        """Score bfcl-eval's multi-turn result lines (``scoring._score_conversations``): each step decoded in
         ``variant``'s format (default: bfcl-eval's Python calls), run against the entry's environment, the entry
         scored turn by turn."""
         from promptgrid.errors import GridError, closest
         from promptgrid.matrix.conversations import load_conversations, score_conversation_stream
-        from promptgrid.matrix.conversations._env import warm_up
+        from promptgrid.matrix.episodes._environment import warm_up
         from promptgrid.matrix.scoring import variant_index
 
         warm_up()  # the environments' fork server starts while the conversations load
@@ -248,7 +248,7 @@ class Conversations:
 
         from promptgrid.display import escape_controls
         from promptgrid.matrix.conversations import render_conversation
-        from promptgrid.matrix.conversations._dataset import select_conversations
+        from promptgrid.matrix.datasets._conversations import select_conversations
         from promptgrid.matrix.running.session import make_renderer
 
         from ._text import message_lines, request_fields, request_summary
@@ -275,14 +275,14 @@ class Conversations:
                    jsonl: bool) -> Iterator[str]:
         """The chosen episodes as they happened (``transcript_text``; with ``jsonl`` one object per episode with
         its ``transcript_record``)."""
-        from promptgrid.matrix.conversations._export import (
+        from promptgrid.matrix.report._episode_export import (
             iter_transcripts,
             json_line,
             select_episodes,
             transcript_record,
             transcript_text,
         )
-        from promptgrid.matrix.conversations._store import ConversationStore
+        from promptgrid.matrix.running.conversation_store import ConversationStore
 
         with ConversationStore(run_dir) as store:
             episodes, labels = store.episodes(), dict(store.meta("labels", {}))
@@ -292,7 +292,7 @@ class Conversations:
             return
         conversations = None
         if dataset:  # where to read the conversations when the store's dataset cannot be read where it says
-            from promptgrid.matrix.conversations._dataset import select_conversations
+            from promptgrid.matrix.datasets._conversations import select_conversations
 
             conversations = select_conversations(dataset, cases=sorted({e.conversation_id for e in chosen}),
                                                  bfcl_data=bfcl_data)
@@ -307,21 +307,21 @@ class Conversations:
                 yield transcript_text(transcript) + "\n"
 
     def dry_run(self, config: RunConfig, *, append: bool, out: TextIO) -> None:
-        from promptgrid.matrix.conversations._describe import dry_run_conversations
+        from promptgrid.matrix.running.conversation_describe import dry_run_conversations
 
         dry_run_conversations(config, append=append, out=out)
 
     def print_run(self, run: Run, out: TextIO, err: TextIO) -> int:
-        from promptgrid.matrix.conversations._describe import print_conversation_run
+        from promptgrid.matrix.running.conversation_describe import print_conversation_run
 
         return print_conversation_run(run, out, err)
 
     def export_lines(self, run_dir: Path) -> tuple[Iterator[str], Path, str]:
         """One JSON line per episode: ``EpisodeResult.to_dict()`` plus its ``transcript``
-        (``conversations._export``). The episodes are read first: a damaged store is an error before anything
+        (``report._episode_export``). The episodes are read first: a damaged store is an error before anything
         is written."""
-        from promptgrid.matrix.conversations._export import export_records, json_line
-        from promptgrid.matrix.conversations._store import CONVERSATION_STORE, ConversationStore
+        from promptgrid.matrix.report._episode_export import export_records, json_line
+        from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
 
         with ConversationStore(run_dir) as store:
             episodes = store.episodes()
@@ -358,7 +358,7 @@ def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, 
     then, but one made and never awaited warns)."""
     import sys
 
-    from promptgrid.matrix.conversations._api import arun_conversation_config
+    from promptgrid.matrix.running.conversation_reader import arun_conversation_config
     from promptgrid.variants import Grid
 
     from ._run import Run

@@ -1,6 +1,6 @@
 """One run directory holds one kind of study: the guard both runners ask under their run lock.
 
-A module of its own, below the kinds and the runners: ``running/session`` and ``conversations/_run`` import it
+A module of its own, below the kinds and the runners: ``running/session`` and ``running/conversation_runner`` import it
 without importing the ``Kind`` objects (which import them).
 """
 
@@ -19,8 +19,8 @@ def check_run_dir_kind(run_dir: str | os.PathLike[str], kind: str) -> None:
     ``"conversation"``): the files of a single-turn study (``store.sqlite3``, ``run.json``) or of a conversation
     study (``conversations.sqlite3``). The two kinds are never stored together (a report, status or export would
     show one of them only). Each runner asks it under its run lock, before it writes (``session.check_run_dir``,
-    ``conversations._run``), whatever ``--append`` says."""
-    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
+    ``running.conversation_runner``), whatever ``--append`` says."""
+    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE
     from promptgrid.matrix.running.store import RUN_JSON, STORE_FILE
 
     names = {"single": "single-turn", "conversation": "conversation"}

@@ -5,7 +5,7 @@ its verdict) or a conversation study (each result is an episode: its steps,
 its turn verdicts, its verdict). ``Run`` is the one record for both
 (``pg.run``, ``pg.arun`` and ``pg.open_run`` return it); the kind of the
 directory chooses the reads behind its methods (``running.reader`` or
-``conversations._api.ConversationReader``), so nothing that holds a ``Run``
+``running.conversation_reader.ConversationReader``), so nothing that holds a ``Run``
 asks which kind it is. ``run.kind`` says it where a caller wants to know.
 """
 
@@ -47,7 +47,7 @@ class Run:
     """
 
     def __init__(self, path: str | os.PathLike[str], summary: Any = None) -> None:
-        from promptgrid.matrix.conversations._store import is_conversation_run
+        from promptgrid.matrix.running.conversation_store import is_conversation_run
 
         self.path = Path(path)
         self.kind: str = "conversation" if is_conversation_run(self.path) else "single"
@@ -175,7 +175,7 @@ class Run:
 def _reader(kind: str, path: Path) -> Any:
     """The reads of a run directory of ``kind`` (``RunError`` when it is not a readable one)."""
     if kind == "conversation":
-        from promptgrid.matrix.conversations._api import ConversationReader
+        from promptgrid.matrix.running.conversation_reader import ConversationReader
 
         return ConversationReader(path)
     from promptgrid.matrix.running.reader import SingleTurnReader

@@ -146,8 +146,8 @@ class SingleTurn:
         is sent), the stored answer (or the call's error) and its verdict."""
         import json
 
-        from promptgrid.matrix.conversations._export import select_episodes
         from promptgrid.matrix.datasets import load_dataset
+        from promptgrid.matrix.report._episode_export import select_episodes
         from promptgrid.matrix.running.reader import SingleTurnReader
         from promptgrid.matrix.running.session import make_renderer, read_run_json
         from promptgrid.variants import load_grid
@@ -239,7 +239,7 @@ def load_rows(source: Run | Path) -> list[ResultRow]:
         raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL "
                           "export.")
     if not (p / STORE_FILE).is_file():
-        from promptgrid.matrix.conversations._store import is_conversation_run
+        from promptgrid.matrix.running.conversation_store import is_conversation_run
 
         if is_conversation_run(p):
             return Run(p).rows()  # its episodes, one flat row each

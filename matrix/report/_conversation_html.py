@@ -33,21 +33,21 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from promptgrid.errors import ReportError
-from promptgrid.matrix.conversations._transcript import (
+from promptgrid.matrix.report._format import ci_pct, pct, pp
+from promptgrid.matrix.report._html import _stat, render_page, table_view
+from promptgrid.matrix.report._transcripts import (
     MAX_TRANSCRIPTS,
     EpisodeTranscript,
     TranscriptStep,
     TranscriptTurn,
 )
-from promptgrid.matrix.report._format import ci_pct, pct, pp
-from promptgrid.matrix.report._html import _stat, render_page, table_view
 
 from ._conversation_languages import LanguageReport
 from ._conversations import ConversationReport, ReportSection, _describe, _fraction_ci
 
 if TYPE_CHECKING:  # matplotlib only where figures are drawn
-    from promptgrid.matrix.conversations._records import EpisodeResult
     from promptgrid.matrix.report._figures import Rendered
+    from promptgrid.matrix.running.results import EpisodeResult
 
 __all__ = ["MAX_SHOWN_CHARS", "conversation_html", "conversation_run_html"]
 
@@ -288,8 +288,8 @@ def conversation_run_html(
     otherwise made here with ``k`` and ``confidence``. Raises ``RunError``/``StoreError`` for a directory
     without a readable conversation store, ``ReportError`` for a transcript id the run does not have.
     """
-    from promptgrid.matrix.conversations._api import ConversationReader
-    from promptgrid.matrix.conversations._transcript import choose_episodes, episode_transcripts
+    from promptgrid.matrix.report._transcripts import choose_episodes, episode_transcripts
+    from promptgrid.matrix.running.conversation_reader import ConversationReader
 
     run = ConversationReader(run_dir)
     variants = run.variants()

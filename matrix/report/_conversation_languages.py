@@ -76,11 +76,11 @@ from typing import Any
 
 import numpy as np
 
-from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, with_ci
 from promptgrid.matrix.report._matrix import Resampler
 from promptgrid.matrix.report._model import PassK, _jsonable
+from promptgrid.matrix.running.results import EpisodeResult
 
 from ._conversations import (
     TAU_BENCH_PASS_K,

@@ -111,7 +111,6 @@ from typing import Any
 import numpy as np
 
 from promptgrid.display import escape_controls
-from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, pval, with_ci
 from promptgrid.matrix.report._matrix import Resampler, ci_of
@@ -124,6 +123,7 @@ from promptgrid.matrix.report._model import (
     _jsonable,
 )
 from promptgrid.matrix.report._tables import Table, markdown_table
+from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 
 __all__ = [

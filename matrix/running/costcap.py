@@ -11,7 +11,7 @@ for). ``reached`` says whether the recorded spend has reached the cap (checked
 after every answer).
 
 The single-turn runner (``runner.Runner``: a call is a job's prompt) and the
-conversation runner (``promptgrid.matrix.conversations._run``: a call is one
+conversation runner (``promptgrid.matrix.running.conversation_runner``: a call is one
 step of an episode) both stop with the reason ``MAX_COST`` when either says so.
 """
 

@@ -10,7 +10,7 @@ level goes negative), so a small limit never deadlocks. (Retry delays are
 
 ``model_buckets`` makes a model's two buckets and ``estimate_tokens`` a call's
 estimate: the single-turn runner (``runner``) and the conversation runner
-(``promptgrid.matrix.conversations._run``, every step of an episode) both pace
+(``promptgrid.matrix.running.conversation_runner``, every step of an episode) both pace
 their calls with them.
 """
 

@@ -1,6 +1,6 @@
 """One model call sent until it has a final result: the one send path of both runners.
 
-A single-turn job's call (``runner.Runner._send``) and a conversation's step (``conversations._run``) both go
+A single-turn job's call (``runner.Runner._send``) and a conversation's step (``running.conversation_runner``) both go
 through ``send``. Each attempt waits for the model's request and token buckets (``ratelimit``; the estimate is
 given back once the usage is known), stops there when the run is stopping, and is tried within the model's
 adaptive limit on calls in flight, bounded by its timeout (``adaptive.limited_try``). A failed attempt is sent

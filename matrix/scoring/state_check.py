@@ -112,12 +112,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from promptgrid.matrix.conversations._env import CallOutcome, Environment, EnvironmentFailure, ToolCall
+from promptgrid.matrix.episodes._environment import CallOutcome, Environment, EnvironmentFailure, ToolCall
 
 from .verdict import ErrorCode, TurnFailureMode, Verdict
 
 if TYPE_CHECKING:
-    from promptgrid.matrix.conversations._dataset import Conversation
+    from promptgrid.matrix.datasets._conversations import Conversation
 
 __all__ = [
     "ARGUMENT_RULES",

@@ -1,6 +1,6 @@
 """``run_conversations``: the conversation engine run on in-memory variants and conversations, for tests.
 
-The library runs a conversation study from a ``RunConfig`` (``pg.run``; ``conversations._run.arun_episodes``
+The library runs a conversation study from a ``RunConfig`` (``pg.run``; ``running.conversation_runner.arun_episodes``
 takes the config and the variants and conversations it selected). Most engine tests build their conversations
 and clients in memory, so this helper turns the keywords they set into that one config: per-model keywords
 (``concurrency``, ``params``/``model_params``, ``timeouts``, ``rpm``, ``tpm``) become each ``ModelSpec``'s fields,
@@ -68,7 +68,7 @@ def run_conversations(variants: Sequence[Any], conversations: Sequence[Any], *, 
                       run_dir: str | Path, **keywords: Any) -> Any:
     """Run the episodes of ``conversation_config(models, run_dir, ...)`` over ``variants`` and ``conversations``;
     returns the engine's ``ConversationRunSummary``."""
-    from promptgrid.matrix.conversations._run import arun_episodes
+    from promptgrid.matrix.running.conversation_runner import arun_episodes
 
     wiring = {key: keywords.pop(key) for key in _WIRING if key in keywords}
     config = conversation_config(models, run_dir, **keywords)

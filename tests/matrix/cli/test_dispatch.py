@@ -56,5 +56,6 @@ def test_a_single_turn_run_directory_loads_no_conversation_machinery(tmp_path: A
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
-    assert not loaded & {"promptgrid.matrix.report._conversations", "promptgrid.matrix.conversations._env",
-                         "promptgrid.matrix.conversations._run", "promptgrid.matrix.conversations._dataset"}, loaded
+    assert not loaded & {"promptgrid.matrix.report._conversations", "promptgrid.matrix.episodes._environment",
+                         "promptgrid.matrix.running.conversation_runner",
+                         "promptgrid.matrix.datasets._conversations"}, loaded

@@ -18,7 +18,7 @@ import pytest
 from promptgrid.errors import RunError
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import Conversation, load_conversations
-from promptgrid.matrix.conversations._env import call_source
+from promptgrid.matrix.episodes._environment import call_source
 from promptgrid.matrix.running.session import build_config
 from support.fake_server import FakeScript, FakeServer
 from support.running import batch_uploads

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from promptgrid.matrix.conversations._dataset import Conversation, load_conversations
-from promptgrid.matrix.conversations._env import ToolCall
+from promptgrid.matrix.datasets._conversations import Conversation, load_conversations
+from promptgrid.matrix.episodes._environment import ToolCall
 from promptgrid.matrix.scoring.state_check import (
     MAXIMUM_STEP_LIMIT,
     ConversationVerdict,
@@ -359,7 +359,7 @@ def test_no_second_scoring_without_a_call_the_rules_treat_differently(base: dict
     made: list[bool] = []
 
     def make_env(*args: Any, **kwargs: Any) -> Any:
-        from promptgrid.matrix.conversations._env import Environment
+        from promptgrid.matrix.episodes._environment import Environment
 
         made.append(bool(kwargs.get("strict_arguments")))
         return Environment(*args, **kwargs)
@@ -386,7 +386,7 @@ def test_an_unknown_keyword_runs_and_gives_bfcl_evals_type_error(base: dict[str,
 def test_positional_ground_truth_sent_back_as_the_answer_is_valid(base: dict[str, Conversation],
                                                                    bench: ModuleType) -> None:
     """BFCL's own ground truth, ``sort('final_report.pdf')`` included, as the model's answer text."""
-    from promptgrid.matrix.conversations._score_file import decode_step
+    from promptgrid.matrix.scoring._score_conversations import decode_step
 
     conversation = base["multi_turn_base_0"]
     raw = bench.BfclReference("multi_turn_base").raw_truth(conversation.id) if _has_reference() else [
@@ -405,7 +405,7 @@ def test_positional_ground_truth_sent_back_as_the_answer_is_valid(base: dict[str
 
 
 def test_an_unbindable_positional_call_is_refused_naming_the_call(base: dict[str, Conversation]) -> None:
-    from promptgrid.matrix.conversations._score_file import decode_step
+    from promptgrid.matrix.scoring._score_conversations import decode_step
 
     conversation = base["multi_turn_base_0"]
     turns = truth(conversation)

@@ -86,7 +86,7 @@ def test_limit_takes_the_first_conversations() -> None:
 
 def test_list_conversation_datasets_with_and_without_bfcl_data() -> None:
     """``promptgrid datasets`` lists these beside the single-turn ones (before: none of them)."""
-    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
+    from promptgrid.matrix.datasets._conversations import list_conversation_datasets
 
     listing = list_conversation_datasets()
     assert list(listing) == ["bfcl:multi_turn_base", "bfcl:multi_turn_miss_func", "bfcl:multi_turn_miss_param",

@@ -41,9 +41,9 @@ from promptgrid.matrix.conversations import (
     functions_for,
     load_conversations,
 )
-from promptgrid.matrix.conversations import _env as env_module
-from promptgrid.matrix.conversations import _worker as worker_module
-from promptgrid.matrix.conversations._env import EnvironmentFailure
+from promptgrid.matrix.episodes import _environment as env_module
+from promptgrid.matrix.episodes import _worker as worker_module
+from promptgrid.matrix.episodes._environment import EnvironmentFailure
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
 
@@ -781,7 +781,8 @@ def test_the_server_ends_when_its_parent_does(tmp_path: Path) -> None:
     script = tmp_path / "parent.py"
     script.write_text(
         "import os, sys\n"
-        "from promptgrid.matrix.conversations import Environment, _env\n"
+        "from promptgrid.matrix.episodes import _environment as _env\n"
+        "from promptgrid.matrix.conversations import Environment\n"
         "env = Environment(['GorillaFileSystem'], {})\n"
         "print(next(iter(_env._SERVERS.values())).process.pid, env._process.pid, flush=True)\n"
         "os._exit(0)  # no atexit, no close: the server sees its socket end\n", encoding="utf-8")
@@ -855,8 +856,7 @@ def test_a_scenario_the_classes_cannot_load_is_a_dataset_error() -> None:
 
 
 def test_a_module_that_cannot_be_imported_is_a_missing_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgrid.matrix.conversations import _env
-
+    from promptgrid.matrix.episodes import _environment as _env
     monkeypatch.setitem(_env.ENVIRONMENT_CLASSES, "MathAPI", ("no_such_module", "math_api.json"))
     with pytest.raises(MissingDependencyError, match="pip install --no-deps bfcl-eval"):
         Environment(["MathAPI"], {})

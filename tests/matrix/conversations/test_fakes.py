@@ -17,10 +17,10 @@ from promptgrid.matrix.calling import call_request
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients import JobIds, make_client
 from promptgrid.matrix.clients._fake import FAKE_MODELS
+from promptgrid.matrix.clients._scripted import NOISE_KINDS, NOISY_ERRORS, NOISY_RIGHT, ScriptedClient
 from promptgrid.matrix.conversations import load_conversations
-from promptgrid.matrix.conversations._episode import EpisodeContext, decode_answer, stored_answer
-from promptgrid.matrix.conversations._fakes import NOISE_KINDS, NOISY_ERRORS, NOISY_RIGHT, ScriptedClient
 from promptgrid.matrix.datasets import load_dataset
+from promptgrid.matrix.episodes._steps import EpisodeContext, decode_answer, stored_answer
 from promptgrid.records import Case
 from promptgrid.variants import CallMode, ReturnFormat, Variant, load_grid
 

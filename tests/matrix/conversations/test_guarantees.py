@@ -97,7 +97,7 @@ class QuietEnv:
         pass
 
     def run(self, calls: Any) -> list[Any]:
-        from promptgrid.matrix.conversations._env import CallOutcome
+        from promptgrid.matrix.episodes._environment import CallOutcome
 
         return [CallOutcome(call, True, "ok") for call in calls]
 
@@ -105,7 +105,7 @@ class QuietEnv:
         return {}
 
     def usage(self) -> Any:
-        from promptgrid.matrix.conversations._env import EnvironmentUsage
+        from promptgrid.matrix.episodes._environment import EnvironmentUsage
 
         return EnvironmentUsage(1, 0.0, 0, 0, 1.0, {})
 
@@ -152,7 +152,7 @@ def test_a_second_run_into_a_run_directory_in_use_stops_at_once_and_pays_nothing
 def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
         tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.running import conversation_runner as _run
     from support.fake_server import FakeScript, FakeServer
 
     key = "zz-guard-echoed-7f3a9c1d5e2b"
@@ -269,7 +269,7 @@ def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
 
 def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.running import conversation_runner as _run
     from support.fake_server import FakeScript, FakeServer
 
     monkeypatch.setattr(_run, "Environment", QuietEnv)

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from promptgrid.errors import MissingTranslationError
-from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._conversation_languages import (
     MIN_ANSWER_LETTERS,
@@ -28,6 +27,7 @@ from promptgrid.matrix.report._conversation_languages import (
     translation_level,
 )
 from promptgrid.matrix.report._conversations import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K
+from promptgrid.matrix.running.results import EpisodeResult
 from support.episodes import run_conversations
 
 V = "v"
@@ -171,7 +171,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run of the ground truth and the prose fake at every level that renders (module docstring)."""
     pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
     from promptgrid.matrix.conversations import load_conversations
-    from promptgrid.matrix.conversations._render import first_turn_case
+    from promptgrid.matrix.episodes._first_turn import first_turn_case
     from promptgrid.matrix.running.session import make_renderer
     from promptgrid.variants import load_grid
 
@@ -274,8 +274,8 @@ def test_report_cli_adds_the_language_section(e2e: dict[str, Any], tmp_path: Pat
 def test_native_tools_carry_the_translated_descriptions_the_prompt_has() -> None:
     from promptgrid.matrix.calling import call_request
     from promptgrid.matrix.conversations import load_conversations
-    from promptgrid.matrix.conversations._episode import Transcript
-    from promptgrid.matrix.conversations._render import first_turn_case
+    from promptgrid.matrix.episodes._first_turn import first_turn_case
+    from promptgrid.matrix.episodes._steps import Transcript
     from promptgrid.matrix.running.session import make_renderer
     from promptgrid.variants import Variant
 

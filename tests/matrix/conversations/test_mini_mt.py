@@ -1,5 +1,5 @@
 """The built-in ``mini-mt`` conversation set: its generator (``scripts/build_mini_mt.py``, loaded from the
-repository as ``build``) and what the package reads at run time (``promptgrid.matrix.conversations._mini_mt``).
+repository as ``build``) and what the package reads at run time (``promptgrid.matrix.datasets._mini_mt``).
 
 The acceptance checks: the shipped file is the generator's output, byte for
 byte; every record's ground truth runs without refusal in ``Environment``;
@@ -30,15 +30,15 @@ from promptgrid.matrix.conversations import (
     is_conversation_dataset,
     load_conversations,
 )
-from promptgrid.matrix.conversations._dataset import SPEC_FORMS
-from promptgrid.matrix.conversations._env import _argument_problem
+from promptgrid.matrix.datasets._conversations import SPEC_FORMS
+from promptgrid.matrix.episodes._environment import _argument_problem
 from promptgrid.matrix.scoring.state_check import check_conversation, run_ground_truth
 from promptgrid.variants import CallMode, Variant
 from support.scripts import ROOT, load_script
 
 pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.travel_booking")
 
-from promptgrid.matrix.conversations import _mini_mt  # noqa: E402  (after the skip: building needs bfcl-eval)
+from promptgrid.matrix.datasets import _mini_mt  # noqa: E402  (after the skip: building needs bfcl-eval)
 from support.episodes import run_conversations
 
 build = load_script("scripts/build_mini_mt.py")
@@ -109,7 +109,7 @@ def test_the_runtime_module_reads_the_set_from_the_shipped_file(monkeypatch: pyt
                                                                  tmp_path: Path) -> None:
     """The package holds no generator: the template count ``promptgrid datasets`` shows comes from the file, and
     a missing file is a ``DatasetError`` naming the script that makes it."""
-    from promptgrid.matrix.conversations._dataset import list_conversation_datasets
+    from promptgrid.matrix.datasets._conversations import list_conversation_datasets
 
     assert not hasattr(_mini_mt, "build_records") and not hasattr(_mini_mt, "_TEMPLATES")
     assert _mini_mt.template_ids() == tuple(f"mini_mt_{n}" for n in range(1, TEMPLATES + 1))
@@ -188,8 +188,8 @@ def test_limit_takes_distinct_templates_the_language_taking_turns_as_on_mini() -
     """Before: --limit 3 on mini-mt was mini_mt_1 in en, de and es (file order: template by template). Now, as
     ``--limit`` on ``mini``, N distinct templates while there are enough, the language rotating; then more
     languages of each; one language: the first N."""
-    from promptgrid.matrix.conversations._dataset import select_conversations
     from promptgrid.matrix.datasets import load_dataset
+    from promptgrid.matrix.datasets._conversations import select_conversations
 
     assert [c.id for c in load_conversations("mini-mt", limit=3)] == ["mini_mt_1_en", "mini_mt_2_de", "mini_mt_3_es"]
     mini = [case.language for case in load_dataset("mini").select(limit=9)]
@@ -293,7 +293,7 @@ def test_doing_the_forbidden_call_in_a_no_solution_turn_is_invalid(conversations
 
 def test_every_language_passes_the_conversation_translation_checks(conversations: list[Conversation]) -> None:
     """What ``promptgrid check-translations --dataset mini-mt`` checks: each turn against its English one."""
-    from promptgrid.matrix.conversations._translate import check_conversation_set, conversation_language
+    from promptgrid.matrix.datasets._translate_conversations import check_conversation_set, conversation_language
 
     by_language: dict[str, list[Conversation]] = {}
     for conversation in conversations:
@@ -332,7 +332,7 @@ def test_a_changed_value_is_a_finding_of_the_turn_that_states_it(conversations: 
     """Held out: in de, ja and hi, change one ground-truth value in each turn that states it (a token stated in
     turn 0 and used by turn 1's calls included: template 22); ``check_conversation_set`` (``check-translations
     --dataset mini-mt``, compared with English) names that turn."""
-    from promptgrid.matrix.conversations._translate import check_conversation_set
+    from promptgrid.matrix.datasets._translate_conversations import check_conversation_set
 
     english = [c for c in conversations if c.language == "en"]
     changed_at: list[tuple[str, int]] = []
@@ -406,7 +406,7 @@ def test_tool_results_reach_the_model_as_text_under_utf8_and_escaped_under_ascii
     """mini-mt template 8 in Hindi: ``create_ticket`` returns a dict holding the Hindi title. ``tool_results:
     utf8`` (and ``auto``, mini-mt's default) gives it to the model as text; ``ascii`` as bfcl-eval does,
     ``\\u0936...``. The verdict does not depend on it (scoring runs on environments of its own)."""
-    from promptgrid.matrix.conversations._mini_mt import ascii_results_for
+    from promptgrid.matrix.datasets._mini_mt import ascii_results_for
 
     (hindi,) = [c for c in conversations if c.id == "mini_mt_8_hi"]
     title = "शेयर्ड ड्राइव नहीं खुल रही"

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from promptgrid.matrix.conversations import _worker as worker_module
-from promptgrid.matrix.conversations._worker import Pristine, Unrestorable
+from promptgrid.matrix.episodes import _worker as worker_module
+from promptgrid.matrix.episodes._worker import Pristine, Unrestorable
 
 _SOURCE = '''
 SHARED = ["a", "b"]

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import pytest
 
 from promptgrid.matrix.conversations import Conversation, first_turn_messages, load_conversations
-from promptgrid.matrix.conversations._render import DEFAULT_VARIANT, first_turn_case
+from promptgrid.matrix.episodes._first_turn import DEFAULT_VARIANT, first_turn_case
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant, load_grid
 from support.bfcl import bfcl_environment, prompting_handler_class

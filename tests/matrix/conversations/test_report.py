@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report._conversations import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     ConversationReport,
     conversation_report,
 )
+from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from support.episodes import made_turn
 

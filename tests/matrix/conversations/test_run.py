@@ -45,8 +45,8 @@ from promptgrid.matrix.conversations import (
     is_conversation_dataset,
     load_conversations,
 )
-from promptgrid.matrix.conversations._env import EnvironmentFailure
-from promptgrid.matrix.conversations._episode import ADDITIONAL_FUNCTIONS_PROMPT
+from promptgrid.matrix.episodes._environment import EnvironmentFailure
+from promptgrid.matrix.episodes._steps import ADDITIONAL_FUNCTIONS_PROMPT
 from promptgrid.providers import ErrorKind, call_error
 from promptgrid.variants import Variant
 from support.bfcl import load_bfcl_modules
@@ -323,7 +323,7 @@ RESUME_SCRIPT = """
 import asyncio, os, sys
 from pathlib import Path
 from promptgrid.matrix.conversations import load_conversations
-from promptgrid.matrix.conversations._run import arun_episodes
+from promptgrid.matrix.running.conversation_runner import arun_episodes
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.variants import Variant
 conversations = load_conversations("bfcl:multi_turn_base", limit=2)
@@ -796,7 +796,7 @@ class FakeEnv:
     def run(self, calls: Any) -> list[Any]:
         if self.where == "run":
             raise EnvironmentFailure("out of memory (test)", "out_of_memory")
-        from promptgrid.matrix.conversations._env import CallOutcome
+        from promptgrid.matrix.episodes._environment import CallOutcome
 
         self.ran += len(calls)
         return [CallOutcome(call, True, "ok") for call in calls]
@@ -807,7 +807,7 @@ class FakeEnv:
         return {}
 
     def usage(self) -> Any:
-        from promptgrid.matrix.conversations._env import EnvironmentUsage
+        from promptgrid.matrix.episodes._environment import EnvironmentUsage
 
         return EnvironmentUsage(1, 0.0, self.ran, 0, 1.0, {})
 
@@ -860,8 +860,7 @@ def test_an_environment_failure_ends_its_episode_only_and_a_rerun_sends_nothing_
 def test_the_cli_goes_on_past_an_environment_failure_and_names_it(
         tmp_path: Path, base: list[Conversation], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.conversations import _run
-
+    from promptgrid.matrix.running import conversation_runner as _run
     bad = next(c for c in load_conversations("bfcl:multi_turn_base", limit=2) if c.id == "multi_turn_base_1")
     monkeypatch.setattr(_run, "Environment", fake_envs(bad, "run"))
     args = ["run", "bfcl_v4", "--dataset", "bfcl:multi_turn_base", "--limit", "2", "--model", GT,
@@ -919,7 +918,7 @@ def test_identical_requests_are_sent_per_case_over_http(tmp_path: Path, base: li
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Two conversations that open with the same bytes, at temperature 0.7, through litellm to the fake server:
     two requests per turn; with --dedupe-requests one."""
-    from promptgrid.matrix.conversations import _run
+    from promptgrid.matrix.running import conversation_runner as _run
     from support.fake_server import FakeServer
 
     monkeypatch.setattr(_run, "Environment", fake_envs(None, None))
@@ -942,8 +941,7 @@ def test_a_step_key_takes_each_message_once(base: list[Conversation], tmp_path: 
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The running hash: a conversation of N messages costs N message hashes in all, not one per message per
     step; and the keys do not change between runs (a resumed run finds them)."""
-    from promptgrid.matrix.conversations import _run
-
+    from promptgrid.matrix.running import conversation_runner as _run
     hashed: list[Any] = []
     canonical = _run._canonical
 
@@ -971,8 +969,8 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
                                                                      base: list[Conversation]) -> None:
     """A run directory of the last release: its steps keyed by the request alone (``_sha``), no ``step_keys``;
     a run into it finds every stored step and sends nothing."""
-    from promptgrid.matrix.conversations._run import _sha
-    from promptgrid.matrix.conversations._store import StoredStep
+    from promptgrid.matrix.running.conversation_runner import _sha
+    from promptgrid.matrix.running.conversation_store import StoredStep
     from promptgrid.matrix.running.plan import job_key, repeat_params
 
     recorder = Recorder()
@@ -982,7 +980,7 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
     params = repeat_params({}, 0)
     with ConversationStore(old, create=True) as store:
         for messages, request, _context, completion in recorder.sent:
-            from promptgrid.matrix.conversations._episode import stored_answer
+            from promptgrid.matrix.episodes._steps import stored_answer
 
             store.add_step(job_key(GT, params, _sha(messages, request), 0), GT,
                            StoredStep(response=stored_answer(completion, _context.variant)))
@@ -1036,8 +1034,7 @@ def test_whole_transcripts_are_byte_identical_to_bfcl_evals_prompting_handler_in
 
 def test_strict_arguments_reach_every_environment_the_runner_makes(tmp_path: Path, base: list[Conversation],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgrid.matrix.conversations import _run
-
+    from promptgrid.matrix.running import conversation_runner as _run
     seen: list[Any] = []
 
     def make(classes: Any, initial_config: Any, **options: Any) -> FakeEnv:
@@ -1091,8 +1088,8 @@ class EchoFlood:
 
 def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript(
         tmp_path: Path, base: list[Conversation]) -> None:
-    from promptgrid.matrix.conversations._episode import MAX_STORED_ANSWER_CHARS
-    from promptgrid.matrix.conversations._store import CONVERSATION_STORE
+    from promptgrid.matrix.episodes._steps import MAX_STORED_ANSWER_CHARS
+    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE
 
     client = EchoFlood()
     summary = run_conversations([NATIVE], base[:1], models=["flood"], run_dir=tmp_path, clients={"flood": client},
@@ -1116,8 +1113,7 @@ def test_a_slow_step_gets_its_own_progress_line(tmp_path: Path, base: list[Conve
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from promptgrid.matrix.conversations import _run
-
+    from promptgrid.matrix.running import conversation_runner as _run
     monkeypatch.setattr(_run, "SLOW_STEP_S", 0.0)  # every step counts as slow
     stream = io.StringIO()
     run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path, progress=stream)

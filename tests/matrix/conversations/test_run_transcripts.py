@@ -32,8 +32,8 @@ from promptgrid.matrix.conversations import (
     transcript_record,
     transcript_text,
 )
-from promptgrid.matrix.conversations._export import json_line
-from promptgrid.matrix.conversations._transcript import TranscriptCall, TranscriptStep, TranscriptTurn
+from promptgrid.matrix.report._episode_export import json_line
+from promptgrid.matrix.report._transcripts import TranscriptCall, TranscriptStep, TranscriptTurn
 from promptgrid.variants import Variant, load_grid
 from support.episodes import made_turn, run_conversations
 

@@ -62,8 +62,8 @@ def test_steps_decode_without_eval(tmp_path: Path) -> None:
 
 def test_an_environment_that_cannot_go_on_costs_its_line_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from promptgrid.matrix.conversations import _score_file
-    from promptgrid.matrix.conversations._env import EnvironmentFailure
+    from promptgrid.matrix.episodes._environment import EnvironmentFailure
+    from promptgrid.matrix.scoring import _score_conversations as _score_file
 
     real = _score_file.check_conversation
 
@@ -120,7 +120,7 @@ def test_strict_arguments_is_refused_for_a_single_turn_dataset(tmp_path: Path,
 
 
 def test_a_prompt_variants_answer_keeps_its_positional_arguments() -> None:
-    from promptgrid.matrix.conversations._episode import decode_answer
+    from promptgrid.matrix.episodes._steps import decode_answer
     from promptgrid.matrix.scoring import variant_index
     from promptgrid.variants import CallMode, ReturnFormat
 

@@ -16,7 +16,7 @@ from promptgrid.errors import RunError, StoreError, StoreFullError
 from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationStore
-from promptgrid.matrix.conversations._store import StoredStep
+from promptgrid.matrix.running.conversation_store import StoredStep
 from support.episodes import run_conversations
 
 

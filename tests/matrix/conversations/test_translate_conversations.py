@@ -13,8 +13,8 @@ import pytest
 # when it is first imported, and a fake bound there would outlive the test.
 import promptgrid.matrix.cli.translate  # noqa: F401
 from promptgrid.errors import TranslationError
-from promptgrid.matrix.conversations._dataset import Conversation, conversation_to_record, load_conversations
-from promptgrid.matrix.conversations._translate import (
+from promptgrid.matrix.datasets._conversations import Conversation, conversation_to_record, load_conversations
+from promptgrid.matrix.datasets._translate_conversations import (
     PROTECTED_CHANGED,
     TURN_COUNT,
     check_conversation_set,
@@ -107,7 +107,7 @@ def test_short_and_common_values_are_not_protected() -> None:
 
 
 def test_values_of_later_turns_are_protected_where_stated_and_state_names_only_where_used() -> None:
-    from promptgrid.matrix.conversations._env import ToolCall
+    from promptgrid.matrix.episodes._environment import ToolCall
 
     # mini-mt template 22: the token is stated in turn 0, which has no call; turn 1's call uses it
     (budget,) = [c for c in load_conversations("mini-mt:en") if c.id == "mini_mt_22_en"]
@@ -267,7 +267,7 @@ def _localized(base: Conversation, lang: str, text: str, card: str) -> Conversat
 
 
 def test_localized_set_checks_the_targets_own_values() -> None:
-    from promptgrid.matrix.conversations._env import ToolCall
+    from promptgrid.matrix.episodes._environment import ToolCall
 
     base = Conversation(id="x", category="loc", turns=(), involved_classes=("TravelAPI",), initial_config={},
                         functions=(), ground_truth=((ToolCall("get_credit_card_balance", {}),),))

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import promptgrid
-from promptgrid.matrix.conversations._records import EpisodeResult
 from promptgrid.matrix.report import LanguageSummary, PassK, synthetic_rows
 from promptgrid.matrix.report import _conversation_languages as conv_languages
 from promptgrid.matrix.report import _conversations as conv_report
@@ -28,7 +27,7 @@ from promptgrid.matrix.report._model import (
     TICKET_BENCH_PASS_K,
 )
 from promptgrid.matrix.running import estimate, findings
-from promptgrid.matrix.running.results import ResultRow
+from promptgrid.matrix.running.results import EpisodeResult, ResultRow
 
 ROW_KEYS = ["model", "variant_id", "label", "language", "k", "value", "ci", "n_cases"]
 NAMED_KEYS = ["name", "definition", "k", "entries", "value", "ci"]

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.episodes._environment import EnvironmentFailure, ToolCall, decoded_call
 from promptgrid.matrix.scoring.state_check import (
     DecodedStep,
     DecodeFailure,
@@ -42,9 +44,6 @@ from promptgrid.matrix.scoring.state_check import (
     run_ground_truth,
 )
 from promptgrid.safeio import read_json_lines
-
-from ._dataset import Conversation
-from ._env import EnvironmentFailure, ToolCall, decoded_call
 
 __all__ = ["decode_step", "score_conversation_stream"]
 

@@ -47,9 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from promptgrid.errors import DatasetError
+from promptgrid.matrix.datasets._mini import _suggest
 from promptgrid.variants import ToolResults
-
-from ..datasets._mini import _suggest
 
 if TYPE_CHECKING:
     from promptgrid.variants import Variant

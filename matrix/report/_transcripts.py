@@ -35,13 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import PromptgridError, ReportError, closest
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.running.conversation_store import ConversationStore
+from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
-
-from ._dataset import Conversation
-from ._records import EpisodeResult
-from ._store import ConversationStore
 
 __all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "TranscriptCall", "TranscriptStep", "TranscriptTurn",
            "choose_episodes", "episode_transcripts"]
@@ -194,7 +193,7 @@ class _Replay:
 
     def __init__(self, store: ConversationStore, params: Mapping[str, Mapping[str, Any]],
                  bfcl_data: str | os.PathLike[str] | None) -> None:
-        from ._run import STEP_KEYS
+        from promptgrid.matrix.running.conversation_runner import STEP_KEYS
 
         self.store, self.params, self.bfcl_data = store, params, bfcl_data
         self.legacy = store.meta("step_keys") != STEP_KEYS
@@ -261,7 +260,7 @@ class _Replay:
             return ("the store does not name its dataset (a run started from the Python API without it): "
                     "pass conversations= to rebuild transcripts.")
         try:
-            from ._dataset import select_conversations
+            from promptgrid.matrix.datasets._conversations import select_conversations
 
             return select_conversations(str(dataset), cases=sorted(wanted), bfcl_data=self.bfcl_data)
         except (PromptgridError, OSError) as exc:
@@ -281,12 +280,11 @@ class _Replay:
 
     def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
                ) -> tuple[list[TranscriptTurn], str]:
+        from promptgrid.matrix.datasets._mini_mt import ascii_results_for
+        from promptgrid.matrix.episodes._environment import Environment
+        from promptgrid.matrix.episodes._steps import Transcript
+        from promptgrid.matrix.running.conversation_runner import _StepKeys
         from promptgrid.matrix.running.plan import repeat_params
-
-        from ._env import Environment
-        from ._episode import Transcript
-        from ._mini_mt import ascii_results_for
-        from ._run import _StepKeys
 
         verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
         judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
@@ -327,7 +325,7 @@ class _Replay:
     def _steps(self, rebuild: _Rebuild, turn: int, bound: int) -> tuple[list[TranscriptStep], str]:
         """The steps of ``turn`` rebuilt from the stored answers (at most ``bound``), their calls run again; and a
         note when an answer is missing (``""`` otherwise)."""
-        from ._episode import decode_answer
+        from promptgrid.matrix.episodes._steps import decode_answer
 
         transcript, variant = rebuild.transcript, rebuild.variant
         steps: list[TranscriptStep] = []
@@ -367,9 +365,8 @@ class _Replay:
                 params: list[Mapping[str, Any]], turn: int, step: int) -> Step | None:
         """The stored answer of this step, under the key the run used (per episode, deduplicated, or legacy) with
         the parameters it used (the first candidate that finds one is kept: ``params`` is narrowed to it)."""
+        from promptgrid.matrix.running.conversation_runner import _sha
         from promptgrid.matrix.running.plan import job_key
-
-        from ._run import _sha
 
         for candidate in list(params):
             digests = [keyer.digest(transcript.messages, transcript.request, turn, step) for keyer in keys]

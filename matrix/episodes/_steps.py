@@ -52,12 +52,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.episodes._environment import CallOutcome, ToolCall, decoded_call
+from promptgrid.matrix.episodes._first_turn import first_turn_case
 from promptgrid.matrix.scoring.state_check import DecodedStep, DecodeFailure
 from promptgrid.variants import CallMode, DocFormat, ReturnFormat, Variant
-
-from ._dataset import Conversation
-from ._env import CallOutcome, ToolCall, decoded_call
-from ._render import first_turn_case
 
 __all__ = ["ADDITIONAL_FUNCTIONS_PROMPT", "EpisodeContext", "Transcript", "call_text", "decode_answer",
            "results_message"]

@@ -51,11 +51,9 @@ from typing import Any
 
 from promptgrid._astparse import parse
 from promptgrid.errors import DatasetError, closest
-from promptgrid.safeio import read_json_lines
-from promptgrid.templates import BfclSource
-
-from ..datasets._bfcl import _prefix, _read_jsonl, _source
-from ._env import (
+from promptgrid.matrix.datasets._bfcl import _prefix, _read_jsonl, _source
+from promptgrid.matrix.datasets._scenario import scenario_problems
+from promptgrid.matrix.episodes._environment import (
     _ALSO_ACCEPTED,
     ENVIRONMENT_CLASSES,
     ToolCall,
@@ -67,7 +65,8 @@ from ._env import (
     bind_positional,
     method_signatures,
 )
-from ._scenario import scenario_problems
+from promptgrid.safeio import read_json_lines
+from promptgrid.templates import BfclSource
 
 __all__ = [
     "CONVERSATION_CATEGORIES",
@@ -527,7 +526,7 @@ def _load_mini_mt(languages: str | None, limit: int | None, bfcl_data: str | os.
     (template by template), at most ``limit``: with several languages, ``limit`` distinct templates while there
     are enough, the language taking turns, as ``--limit`` picks ``mini``'s questions (``_limited``). The set and
     its file are ``_mini_mt``'s (imported here, one way)."""
-    from ._mini_mt import MINI_MT_LANGUAGES, data_file, parse_languages
+    from promptgrid.matrix.datasets._mini_mt import MINI_MT_LANGUAGES, data_file, parse_languages
 
     wanted = MINI_MT_LANGUAGES if languages is None else parse_languages(languages)
     path = data_file()  # DatasetError when missing (a broken install), naming scripts/build_mini_mt.py
@@ -546,7 +545,7 @@ def _limited(conversations: list[Conversation], limit: int | None) -> list[Conve
         raise DatasetError(f"limit={limit!r} must be a whole number of conversations (0 or more), or None.")
     if len({c.language for c in conversations}) <= 1:
         return conversations[:limit]
-    from ..datasets._model import spread
+    from promptgrid.matrix.datasets._model import spread
 
     return spread(conversations, limit, language=lambda c: c.language, group=lambda c: c.template or c.id)
 
@@ -632,8 +631,8 @@ def list_conversation_datasets(bfcl_data: str | os.PathLike[str] | None = None) 
     The four BFCL multi-turn categories are listed when bfcl-eval's data has them; otherwise one
     ``bfcl:multi_turn_<...>`` line says why not and how to make them available.
     """
-    from ..datasets._bfcl import _prefix
-    from ._mini_mt import MINI_MT_LANGUAGES, template_ids
+    from promptgrid.matrix.datasets._bfcl import _prefix
+    from promptgrid.matrix.datasets._mini_mt import MINI_MT_LANGUAGES, template_ids
 
     out: dict[str, str] = {}
     try:
@@ -665,7 +664,7 @@ def dataset_files(spec: str) -> list[Path]:
     if kind == "jsonl" and argument.strip():
         return [Path(argument.strip()).expanduser()]
     if kind.strip() == "mini-mt":
-        from ._mini_mt import DATA_FILE
+        from promptgrid.matrix.datasets._mini_mt import DATA_FILE
 
         return [DATA_FILE]
     return []
@@ -679,7 +678,7 @@ def select_conversations(spec: str, *, cases: Iterable[str] | None = None, limit
     (with the closest id), so a typo never selects nothing."""
     if not cases:
         return load_conversations(spec, limit=limit, bfcl_data=bfcl_data)  # the loader stops at the limit
-    from ..datasets._model import _unknown
+    from promptgrid.matrix.datasets._model import _unknown
 
     conversations = load_conversations(spec, bfcl_data=bfcl_data)
     wanted = list(dict.fromkeys(cases))

@@ -13,8 +13,7 @@ from promptgrid.display import escape_controls
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.episodes._run import Run
     from promptgrid.matrix.running.config import RunConfig
-
-    from ._run import ConversationRunSummary
+    from promptgrid.matrix.running.conversation_runner import ConversationRunSummary
 
 __all__ = ["dry_run_conversations", "print_conversation_run"]
 
@@ -64,14 +63,14 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
 def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> None:
     """``promptgrid run --dry-run`` with a conversation dataset: count the episodes (refused as the run would
     refuse them) and the user turns, and say what an adaptive goal would run of them."""
-    from promptgrid.matrix.conversations._dataset import select_conversations
+    from promptgrid.matrix.datasets._conversations import select_conversations
     from promptgrid.variants import load_grid
 
     variants = load_grid(config.grid).select(config.variants)
     conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
                                          bfcl_data=config.bfcl_data)
-    from promptgrid.matrix.conversations._run import check_episodes
     from promptgrid.matrix.episodes._guard import check_run_dir_kind
+    from promptgrid.matrix.running.conversation_runner import check_episodes
 
     check_run_dir_kind(config.run_dir, "conversation")  # the dry run says now what the run would refuse
     episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError, StoreError
+from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.store import (
     _BATCH_SCHEMA,
     BatchLedger,
@@ -51,8 +52,6 @@ from promptgrid.matrix.running.store import (
     spilled,
 )
 from promptgrid.records import Step
-
-from ._records import EpisodeResult
 
 __all__ = ["CONVERSATION_STORE", "ConversationStore", "is_conversation_run", "StoredStep"]
 

@@ -114,11 +114,10 @@ from typing import Any
 
 from promptgrid._astparse import parse
 from promptgrid.errors import DatasetError, MissingDependencyError, PromptgridError, RunError, closest
+from promptgrid.matrix.datasets._bfcl import _PYTHON_HINT, _read_jsonl
+from promptgrid.matrix.episodes import _worker as protocol
+from promptgrid.matrix.scoring.parse._pyast import POSITIONAL
 from promptgrid.templates import BFCL_DATA_ENV, BFCL_INSTALL_HINT, BfclSource, find_bfcl
-
-from ..datasets._bfcl import _PYTHON_HINT, _read_jsonl
-from ..scoring.parse._pyast import POSITIONAL
-from . import _worker as protocol
 
 __all__ = [
     "ENVIRONMENT_CLASSES",

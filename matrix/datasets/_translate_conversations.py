@@ -80,6 +80,8 @@ from typing import Any, Literal
 
 from promptgrid.errors import TranslationError
 from promptgrid.languages import language_problem
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.episodes._environment import ToolCall
 from promptgrid.templates import description_units as template_description_units
 from promptgrid.templates import localize_functions
 from promptgrid.templates._localization import MissingUnits
@@ -88,9 +90,6 @@ from promptgrid.translate._check import CheckCode, check_translation, require_la
 from promptgrid.translate._pipeline import Segmented, segment, send_batches
 from promptgrid.translate._store import TranslationStore
 from promptgrid.translate._units import description_units
-
-from ._dataset import Conversation
-from ._env import ToolCall
 
 __all__ = [
     "MIN_VALUE_CHARS",

@@ -33,12 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, closest
-
-from ._dataset import Conversation
-from ._records import EpisodeResult
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.running.results import EpisodeResult
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from ._transcript import EpisodeTranscript, TranscriptStep
+    from promptgrid.matrix.report._transcripts import EpisodeTranscript, TranscriptStep
 
 __all__ = ["TRANSCRIPT_CHUNK", "export_records", "iter_transcripts", "json_line", "select_episodes",
            "transcript_record", "transcript_text"]
@@ -63,7 +62,7 @@ def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeRe
     as they are iterated (``iter_transcripts``, whose other arguments these are). Raises ``RunError`` /
     ``StoreError`` when ``run_dir`` holds no readable conversation store (read at the first line when
     ``episodes`` is not given, so nothing is yielded from a damaged one)."""
-    from ._store import ConversationStore
+    from promptgrid.matrix.running.conversation_store import ConversationStore
 
     if episodes is None:
         with ConversationStore(run_dir) as store:
@@ -149,7 +148,7 @@ def iter_transcripts(run_dir: str | os.PathLike[str], episodes: Sequence[Episode
     nothing is sent to a model; the calls are run again on a fresh ``Environment`` for their outputs, which the
     store does not keep). What one episode lacks is its transcript's ``note``; ``RunError`` / ``StoreError``
     when ``run_dir`` holds no readable conversation store."""
-    from ._transcript import episode_transcripts
+    from promptgrid.matrix.report._transcripts import episode_transcripts
 
     for start in range(0, len(episodes), TRANSCRIPT_CHUNK):
         yield from episode_transcripts(run_dir, episodes[start:start + TRANSCRIPT_CHUNK], model_params=model_params,

@@ -99,11 +99,24 @@ from typing import Any
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.datasets._mini_mt import ascii_results_for
+from promptgrid.matrix.episodes._environment import Environment, EnvironmentFailure
+from promptgrid.matrix.episodes._steps import (
+    MAX_STORED_ANSWER_CHARS,
+    EpisodeContext,
+    Transcript,
+    decode_answer,
+    stored_answer,
+)
 from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
+from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
+from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
+from promptgrid.matrix.running.results import EpisodeResult, turn_record, turns_of
 from promptgrid.matrix.running.sending import Line, Stopped, send
 from promptgrid.matrix.scoring.state_check import (
     DecodedStep,
@@ -116,14 +129,6 @@ from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Step
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
-
-from ._batch import BatchRounds, RoundExported
-from ._dataset import Conversation
-from ._env import Environment, EnvironmentFailure
-from ._episode import MAX_STORED_ANSWER_CHARS, EpisodeContext, Transcript, decode_answer, stored_answer
-from ._mini_mt import ascii_results_for
-from ._records import EpisodeResult, turn_record, turns_of
-from ._store import ConversationStore
 
 __all__ = ["ConversationRunSummary", "arun_episodes", "check_episodes", "conversation_findings",
            "episode_outcome", "episode_variants", "plan_record", "round_outcomes", "settled", "variant_dimensions"]
@@ -1281,7 +1286,7 @@ def _one_line(text: str) -> str:
 def make_conversation_client(model: str) -> Any:
     """The client of ``model`` for a conversation run: the scripted fakes (``fake/ground-truth``,
     ``fake/hostile``), else ``make_client``."""
-    from ._fakes import SCRIPTED_MODELS, ScriptedClient
+    from promptgrid.matrix.clients._scripted import SCRIPTED_MODELS, ScriptedClient
 
     if model in SCRIPTED_MODELS:
         return ScriptedClient(model)

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import InputLimitError, MissingDependencyError, RunError
+from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
+from promptgrid.matrix.running.results import EpisodeResult, turn_record
 from promptgrid.safeio import read_json_lines
-
-from ._records import EpisodeResult, turn_record
-from ._store import CONVERSATION_STORE, ConversationStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     import pandas as pd
@@ -43,7 +42,7 @@ def is_conversation_dataset(spec: str) -> bool:
         return True
     if not spec.startswith("jsonl:"):
         return False
-    from ._dataset import dataset_files
+    from promptgrid.matrix.datasets._conversations import dataset_files
 
     files = dataset_files(spec)  # the path as the loader reads it (stripped, ~ expanded)
     if not files:
@@ -135,7 +134,7 @@ class ConversationReader:
     def adaptive(self, config: Mapping[str, Any] | None = None, trace: bool = True) -> dict[str, Any]:
         """The latest run's adaptive findings: its planner replayed against the stored episodes
         (``_run.conversation_findings``); ``{}`` when it ran every episode."""
-        from ._run import conversation_findings
+        from promptgrid.matrix.running.conversation_runner import conversation_findings
 
         with ConversationStore(self.path) as store:
             plan = store.meta("plan")
@@ -232,15 +231,14 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
                                    export: tuple[Any, Any, list[Any]] | None = None) -> Any:
     """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here). ``export``:
     (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list."""
+    from promptgrid.matrix.clients._scripted import SCRIPTED_MODELS, ScriptedClient
+    from promptgrid.matrix.datasets._conversations import select_conversations
+    from promptgrid.matrix.running.conversation_runner import _check_options, arun_episodes, check_episodes
     from promptgrid.matrix.running.session import _clients, make_renderer
     from promptgrid.variants import load_grid
 
-    from ._dataset import select_conversations
-    from ._fakes import SCRIPTED_MODELS, ScriptedClient
-    from ._run import _check_options, arun_episodes, check_episodes
-
     _check_options(batch, config.goal, config.budget, config.rounds)
-    from ._env import warm_up
+    from promptgrid.matrix.episodes._environment import warm_up
 
     warm_up()  # the environments' fork server starts while the grid and the conversations load
     grid = grid if grid is not None else load_grid(config.grid)
@@ -251,7 +249,7 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
     renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
                              bfcl_data=config.bfcl_data)
     if conversations:
-        from ._render import first_turn_case
+        from promptgrid.matrix.episodes._first_turn import first_turn_case
 
         for variant in variants:  # a template or catalog error stops the run before any call
             renderer.render(variant, first_turn_case(conversations[0]))
@@ -320,8 +318,7 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
     from pathlib import Path
 
     from promptgrid.matrix.running.config import ModelSpec, RunConfig
-
-    from ._run import arun_episodes, make_conversation_client
+    from promptgrid.matrix.running.conversation_runner import arun_episodes, make_conversation_client
 
     recorder = _Recorder(make_conversation_client(model))
     with tempfile.TemporaryDirectory(prefix="promptgrid-render-") as tmp:
@@ -330,7 +327,7 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
         asyncio.run(arun_episodes(config, [variant], [conversation], clients={model: recorder}, renderer=renderer))
     messages, request = recorder.last
     if recorder.answers:
-        from ._episode import Transcript, stored_answer
+        from promptgrid.matrix.episodes._steps import Transcript, stored_answer
 
         transcript = Transcript(conversation, variant, renderer)
         transcript.messages = messages
@@ -417,13 +414,12 @@ def import_conversation_results(run_dir: str | os.PathLike[str], results: str | 
     from collections import Counter
 
     from promptgrid.matrix.clients import decode_result_line
+    from promptgrid.matrix.running.conversation_runner import _run_dir_lock, line_step
     from promptgrid.matrix.running.exchange import EXPORT_KIND, ImportSummary
     from promptgrid.matrix.running.store import COLLECTED
     from promptgrid.providers import CallError
     from promptgrid.redact import Redactor
     from promptgrid.safeio import bounded_lines
-
-    from ._run import _run_dir_lock, line_step
 
     path = Path(results)
     with _run_dir_lock(run_dir), ConversationStore(run_dir, readonly=False) as store:

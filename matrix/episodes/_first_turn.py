@@ -24,11 +24,10 @@ system-message join byte for byte; bfcl-eval's code is never called.
 
 from __future__ import annotations
 
+from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.records import Case
 from promptgrid.templates import Renderer
 from promptgrid.variants import Variant
-
-from ._dataset import Conversation
 
 __all__ = ["DEFAULT_VARIANT", "first_turn_case", "first_turn_messages"]
 

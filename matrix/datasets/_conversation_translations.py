@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._dataset import Conversation
-from ._translate import ConversationFinding
+from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.datasets._translate_conversations import ConversationFinding
 
 __all__ = ["WHAT", "ConversationChecks", "ConversationTranslations"]
 
