@@ -90,7 +90,7 @@ def main() -> None:
             import sqlite3
 
             with sqlite3.connect(Path(tmp, "killed", "conversations.sqlite3")) as db:
-                stored = db.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+                stored = db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
             resumed = subprocess.run(command(url, Path(tmp, "killed"), args.limit), env=env, capture_output=True,
                                      text=True)
             after = [r["hash"] for r in server.requests()][len(before):]

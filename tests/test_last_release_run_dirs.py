@@ -120,3 +120,64 @@ def test_a_single_turn_run_of_the_last_release_reads_the_same_and_resumes_withou
     captured = capsys.readouterr()
     assert calls() == before, captured.err[-2000:]  # nothing sent again, nothing rewritten
     assert jobs() == EXPECTED["single"]
+
+
+def _snapshot(run_dir: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run_dir.iterdir())}
+
+
+def _tables(path: Path) -> tuple[set[str], str]:
+    with sqlite3.connect(path) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    db.close()
+    return tables, version
+
+
+def test_a_conversation_store_of_the_last_release_is_read_unchanged_and_migrated_by_the_next_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its store (schema 1: ``steps``, ``episodes``) is read through a migrated private copy, the file left byte for
+    byte as it was; the next run migrates it in place to the run store's tables (schema 2: ``calls``, ``jobs``)
+    and loses nothing: every step and episode reads the same, and nothing is sent."""
+    run_dir = _restore(tmp_path, "conversation")
+    store = run_dir / "conversations.sqlite3"
+    with sqlite3.connect(store) as db:
+        steps = sorted(db.execute("SELECT key, response, cost_usd FROM steps"))
+    db.close()
+    before = _snapshot(run_dir)
+    assert _tables(store) == ({"meta", "steps", "episodes", "batches", "batch_jobs"}, "1")
+    assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
+    for command in (["status", str(run_dir), "--no-poll"], ["export", str(run_dir), "--output", str(tmp_path / "x")],
+                    ["report", str(run_dir), "--format", "md", "--out", str(tmp_path / "report")]):
+        assert main(command) == 0, command
+    assert _snapshot(run_dir) == before  # readers write nothing, not even a -wal
+    assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 0
+    assert "0 steps sent" in capsys.readouterr().out
+    tables, version = _tables(store)
+    assert version == "2" and {"calls", "jobs", "models", "variants", "cases"} <= tables
+    assert not tables & {"steps", "episodes"}
+    with sqlite3.connect(store) as db:
+        assert sorted(db.execute("SELECT key, response, cost_usd FROM calls")) == steps
+        assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == len(EXPECTED["conversation"])
+    db.close()
+    assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
+    pg.report(run_dir, tmp_path / "again", formats=["json"])
+    written = json.loads((tmp_path / "again" / "conversations.json").read_text(encoding="utf-8"))
+    assert _without_latency(written) == _without_latency(EXPECTED["conversation_report"])
+
+
+def test_a_damaged_store_of_the_last_release_is_named_and_not_migrated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _restore(tmp_path, "conversation")
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        db.execute("UPDATE episodes SET result = '{not json' WHERE rowid = 3")
+    db.close()
+    before = _snapshot(run_dir)
+    assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "conversations.sqlite3: episode row 3 is damaged" in err and "Traceback" not in err, err
+    after = _snapshot(run_dir)
+    assert after.pop("run.lock", None) is not None  # the run's lock: the store is as it was
+    assert after == before

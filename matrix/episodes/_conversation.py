@@ -285,7 +285,7 @@ class Conversations:
         from promptgrid.matrix.running.conversation_store import ConversationStore
 
         with ConversationStore(run_dir) as store:
-            episodes, labels = store.episodes(), dict(store.meta("labels", {}))
+            episodes, labels = store.episodes(), store.labels()
         chosen = select_episodes(episodes, models=models, variants=variants, cases=cases, repeats=repeats,
                                  labels=labels, limit=limit)
         if not chosen:

@@ -176,7 +176,7 @@ def episode_transcripts(
     if not episodes:
         return []
     with ConversationStore(run_dir) as store:
-        labels = dict(store.meta("labels", {})) if labels is None else dict(labels)
+        labels = store.labels() if labels is None else dict(labels)
         replay = _Replay(store, model_params or {}, bfcl_data)
         problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
         out = []

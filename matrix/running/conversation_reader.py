@@ -141,7 +141,7 @@ class ConversationReader:
             if not plan or not plan.get("goal"):
                 return {}
             episodes = store.episodes(models=plan.get("models") or ())
-            dimensions, labels = store.variants(), dict(store.meta("labels", {}))
+            dimensions, labels = store.variants(), store.labels()
         return conversation_findings(plan, episodes, dimensions, labels, trace=trace)
 
     def report(self, run: Any = None, options: Mapping[str, Any] | None = None) -> Any:
@@ -153,7 +153,7 @@ class ConversationReader:
 
     def labels(self) -> dict[str, str]:
         with ConversationStore(self.path) as store:
-            return dict(store.meta("labels", {}))
+            return store.labels()
 
     def language_report(self, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
         from promptgrid.matrix.report._conversation_languages import language_report

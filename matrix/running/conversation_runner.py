@@ -994,8 +994,7 @@ def _prepare_store(store: ConversationStore, variants: Sequence[Variant], strict
     """Check the run's store (its rows, its argument rule) and record the run's variants, labels and ``describe``."""
     store.verify()  # a damaged row stops the run before anything is written
     _check_argument_rule(store, strict_arguments)
-    store.add_variants(episode_variants(variants))
-    store.set_meta("labels", {**dict(store.meta("labels", {})), **{v.id: v.label for v in variants}})
+    store.add_variants(episode_variants(variants), {v.id: v.label for v in variants})
     if describe:
         for key, value in describe.items():
             store.set_meta(key, value)

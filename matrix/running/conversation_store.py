@@ -1,20 +1,40 @@
-"""A conversation run's store: ``conversations.sqlite3`` in the run directory.
+"""A conversation run's store: ``conversations.sqlite3`` in the run directory, in the run store's schema.
 
-Two tables. ``steps`` holds every model answer, committed as it arrives,
-under the key of the step that got it (``job_key`` over the model, the
-generation parameters, the repeat and ``_run._StepKeys``' digest of the
-episode's variant and conversation, the step's place and the messages and
-request pieces sent): a resumed episode rebuilds its messages from the
-stored answers and the environment's (deterministic) results, finds each
-step's key here and sends nothing twice. With ``dedupe_requests`` the digest
-is the request's alone, so identical requests of different episodes share a
-step. ``episodes`` holds each finished (or failed) episode's
-``EpisodeResult`` as JSON. ``meta`` keeps the run's description (grid,
-dataset, variants with their dimension values) and ``step_keys``, how the
-steps are keyed (``_run.STEP_KEYS``; absent in a store written before, whose
-steps are keyed by the request alone: the runner then also looks a step up
-under that key). The schema is the same either way (version 1), so stores
-of either kind open in both releases.
+One schema for both kinds of run (``store._SCHEMA``, the single-turn
+``store.sqlite3``'s): a conversation step is a row of ``calls`` and an
+episode a row of ``jobs``.
+
+- ``calls`` holds every model answer, committed as it arrives, under the key
+  of the step that got it (``job_key`` over the model, the generation
+  parameters, the repeat and ``conversation_runner._StepKeys``' digest of the
+  episode's variant and conversation, the step's place and the messages and
+  request pieces sent); its ``prompt_sha256`` and ``params`` are empty (the
+  key covers both, as ``Step`` says). A resumed episode rebuilds its messages
+  from the stored answers and the environment's (deterministic) results,
+  finds each step's key here and sends nothing twice. With ``dedupe_requests``
+  the digest is the request's alone, so identical requests of different
+  episodes share a step.
+- ``jobs`` holds each finished (or failed) episode, its ``EpisodeResult`` as
+  JSON in ``verdict`` (``valid`` beside it), under the ids of its model,
+  variant (``variants``: id, label, dimension values) and conversation
+  (``cases``: id, language, category, and its template as ``grp``; ``data``
+  is ``{}``: the dataset is the conversation's record). ``key`` is empty: an
+  episode has many steps.
+- ``meta`` keeps the run's description (grid, dataset, models, plan, model
+  parameters) and ``step_keys``, how the steps are keyed
+  (``conversation_runner.STEP_KEYS``; absent in a store written before, whose
+  steps are keyed by the request alone: the runner then also looks a step up
+  under that key), and ``argument_rule``.
+
+Schema versions (``meta.schema_version``; the file's name says it is a
+conversation run, the version which layout it has):
+
+- 1: tables ``steps`` and ``episodes`` (releases up to 7a6083a). Opened for
+  writing, such a store is migrated to version 2 in one transaction (nothing
+  is lost: a failure leaves it as it was); opened read-only, a private copy is
+  migrated and read, and the file is left as it is. An older promptgrid then
+  says the store is newer than it reads.
+- 2: the run store's tables, above.
 
 Opened as ``RunStore`` opens ``store.sqlite3`` (``matrix/running/store.py``,
 whose helpers it uses): a reader (``ConversationStore(run_dir)``) opens the
@@ -30,10 +50,12 @@ directory that holds the other (``episodes.check_run_dir_kind``, which both runn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -43,6 +65,8 @@ from promptgrid.errors import RunError, StoreError
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.store import (
     _BATCH_SCHEMA,
+    _SCHEMA,
+    DONE,
     BatchLedger,
     SpillFile,
     _connect_readonly,
@@ -65,24 +89,24 @@ def is_conversation_run(run_dir: str | os.PathLike[str]) -> bool:
     path = Path(run_dir)
     return (path / CONVERSATION_STORE).is_file() and not (path / STORE_FILE).is_file()
 
-_SCHEMA_VERSION = 1
-_TABLES = frozenset({"meta", "steps", "episodes"})
+
+_SCHEMA_VERSION = 2
+_LEGACY_VERSION = 1
+_TABLES = frozenset({"meta", "models", "variants", "cases", "calls", "jobs"})
+_LEGACY_TABLES = frozenset({"meta", "steps", "episodes"})
 _NOT_A_STORE = ("{path} is not a promptgrid conversation store (tables: {tables}). Give a run directory a promptgrid "
                 "conversation run wrote, or move the file aside.")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS steps (
-    key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, finish_reason TEXT,
-    input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS episodes (
-    model TEXT NOT NULL, variant_id TEXT NOT NULL, conversation_id TEXT NOT NULL, repeat INTEGER NOT NULL,
-    valid INTEGER, result TEXT NOT NULL, PRIMARY KEY (model, variant_id, conversation_id, repeat));
-"""
+_STEP_COLUMNS = "model, response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s"
+_EPISODES = ('SELECT m.name, v.variant_id, c.case_id, j.repeat, j.verdict FROM jobs j JOIN models m ON m.id = j.model '
+             'JOIN variants v ON v.id = j.variant JOIN cases c ON c.id = j."case"')
 
 
 StoredStep = Step
+"""A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
+(``response``: text, or the native envelope; a stored step always has one)."""
+
 _SPILLED = ("response", "finish_reason", "input_tokens", "output_tokens", "cost_usd", "latency_s")
-"""What a spilled step keeps (the columns of ``steps``)."""
+"""What a spilled step keeps (the columns ``step`` reads back)."""
 
 
 def _spilled_step(value: Any) -> tuple[str, str, Step] | None:
@@ -101,8 +125,125 @@ def _spilled_step(value: Any) -> tuple[str, str, Step] | None:
     return key, model, Step(response=response, finish_reason=finish, input_tokens=numbers["input_tokens"],
                             output_tokens=numbers["output_tokens"], cost_usd=numbers["cost_usd"],
                             latency_s=numbers["latency_s"])
-"""A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
-(``response``: text, or the native envelope; a stored step always has one)."""
+
+
+def _schema_statements() -> list[str]:
+    """``store._SCHEMA`` as single statements, to run inside a transaction (``executescript`` would commit it)."""
+    return [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
+
+
+def _version_of(db: sqlite3.Connection) -> str | None:
+    """The file's ``schema_version`` (``None``: no ``meta`` table, or no version in it)."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _is_legacy(db: sqlite3.Connection) -> bool:
+    """A version-1 store (``steps``, ``episodes``): migrated before it is read (``_migrate``)."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    return _version_of(db) == str(_LEGACY_VERSION) and _LEGACY_TABLES <= tables
+
+
+def _episode_fields(text: Any) -> tuple[str, str, str]:
+    """(language, category, template) of a stored episode's JSON, for its ``cases`` row; empty where it cannot be
+    read (the row is kept as it is: reading it later names it as damaged)."""
+    from promptgrid.safeio import parse_json_line
+
+    try:
+        data = parse_json_line(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return "", "", ""
+    values = (data.get("language"), data.get("category"), data.get("template"))
+    return tuple(value if isinstance(value, str) else "" for value in values)  # type: ignore[return-value]
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Version 1 -> 2 in one transaction: ``steps`` rows become ``calls``, ``episodes`` rows ``jobs`` (their JSON
+    moved byte for byte), the ``variants``/``labels`` meta rows the ``variants`` table; then the old tables go.
+    Any failure rolls it all back, and the file is as it was."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _schema_statements():
+            db.execute(statement)
+        db.execute("INSERT OR IGNORE INTO calls (key, model, repeat, prompt_sha256, params, status, response, "
+                   "finish_reason, input_tokens, output_tokens, cost_usd, latency_s, attempts, error, error_kind, "
+                   "raw_model, finished_at, endpoint) SELECT key, model, 0, '', '', ?, response, finish_reason, "
+                   "input_tokens, output_tokens, cost_usd, latency_s, NULL, NULL, NULL, NULL, created, NULL "
+                   "FROM steps", (DONE,))
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('variants', 'labels')").fetchall())
+        dimensions, labels = (_legacy_mapping(meta.get(name)) for name in ("variants", "labels"))
+        for vid in {**dimensions, **labels}:
+            dims = dimensions.get(vid)
+            label = labels.get(vid)
+            db.execute("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?)",
+                       (vid, label if isinstance(label, str) else "",
+                        json.dumps(dims if isinstance(dims, dict) else {}, ensure_ascii=False)))
+        ids = _Ids(db)
+        for model, vid, cid, repeat, valid, text in db.execute(
+                "SELECT model, variant_id, conversation_id, repeat, valid, result FROM episodes ORDER BY rowid"
+        ).fetchall():
+            db.execute('INSERT OR REPLACE INTO jobs (model, variant, "case", repeat, key, verdict, valid, error_code) '
+                       "VALUES (?, ?, ?, ?, '', ?, ?, NULL)",
+                       (ids.model(model), ids.variant(vid), ids.case(cid, *_episode_fields(text)), repeat, text, valid))
+        db.execute("DELETE FROM meta WHERE key IN ('variants', 'labels')")
+        db.execute("DROP TABLE steps")
+        db.execute("DROP TABLE episodes")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _legacy_mapping(text: Any) -> dict[str, Any]:
+    """A version-1 ``variants``/``labels`` meta value (JSON object), or ``{}`` where it is not one."""
+    from promptgrid.safeio import parse_json_line
+
+    try:
+        value = parse_json_line(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str)} if isinstance(value, dict) else {}
+
+
+class _Ids:
+    """The ids of models, variants and conversations (``cases``) in ``jobs``, made when first asked for."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self._models: dict[str, int] = {}
+        self._variants: dict[str, int] = {}
+        self._cases: dict[str, int] = {}
+
+    def model(self, name: str) -> int:
+        if name not in self._models:
+            self.db.execute("INSERT OR IGNORE INTO models (name) VALUES (?)", (name,))
+            self._models[name] = self.db.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()[0]
+        return self._models[name]
+
+    def variant(self, variant_id: str) -> int:
+        if variant_id not in self._variants:
+            self.db.execute("INSERT OR IGNORE INTO variants (variant_id, label, dimensions) VALUES (?, '', '{}')",
+                            (variant_id,))
+            self._variants[variant_id] = self.db.execute("SELECT id FROM variants WHERE variant_id = ?",
+                                                         (variant_id,)).fetchone()[0]
+        return self._variants[variant_id]
+
+    def case(self, conversation_id: str, language: str, category: str, template: str) -> int:
+        if conversation_id not in self._cases:
+            self.db.execute("INSERT INTO cases (case_id, language, category, grp, data) VALUES (?, ?, ?, ?, '{}') "
+                            "ON CONFLICT(case_id) DO UPDATE SET language=excluded.language, "
+                            "category=excluded.category, grp=excluded.grp",
+                            (conversation_id, language, category, template))
+            self._cases[conversation_id] = self.db.execute("SELECT id FROM cases WHERE case_id = ?",
+                                                           (conversation_id,)).fetchone()[0]
+        return self._cases[conversation_id]
 
 
 class ConversationStore(BatchLedger):
@@ -124,7 +265,7 @@ class ConversationStore(BatchLedger):
         if not self.path.is_file() and not create:
             raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
                            "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
-        self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
+        self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly, _read_migrated)
         self._spill = SpillFile(self.run_dir)  # answers a full disk keeps out of the store (``spill``)
         self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
         self._tables: set[str] | None = None  # BatchLedger's table names, read when first needed
@@ -147,7 +288,18 @@ class ConversationStore(BatchLedger):
 
     @_guarded
     def _open(self, *, create: bool) -> None:
-        """Check that the file is a conversation store this version reads (making it if asked and empty)."""
+        """Check that the file is a conversation store this version reads (making it if asked and empty), and
+        migrate a version-1 store (in place for a writer, a private copy for a reader)."""
+        version = _version_of(self.db)
+        if version == str(_LEGACY_VERSION) and not _is_legacy(self.db):  # say what it is not, not "use version 1"
+            names = sorted(name for (name,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+            raise StoreError(_NOT_A_STORE.format(path=self.path, tables=", ".join(names[:5]) or "none"))
+        if version == str(_LEGACY_VERSION):
+            if self.readonly:
+                self._read_migrated()
+            else:
+                self._verify_legacy()  # a damaged version-1 store is named and left as it is, not migrated
+                _migrate(self.db)
         tables = _open_checked(self.db, self.path, create=create, readonly=self.readonly, version=_SCHEMA_VERSION,
                                kind="conversation store", not_store=_NOT_A_STORE, required=_TABLES)
         if not self.readonly and not tables:  # the tables and the version in one transaction: no half store
@@ -155,10 +307,35 @@ class ConversationStore(BatchLedger):
                                   f"('schema_version', '{_SCHEMA_VERSION}'); COMMIT;")
         if not self.readonly:
             # The batch ledger's tables (``--batch``), added to a store of any earlier release as it is opened for
-            # writing: additive, so that release still reads the store; a reader of a store without them sees
-            # no batches.
+            # writing; a reader of a store without them sees no batches.
             self.db.executescript(_BATCH_SCHEMA)
             self._tables = None
+
+    def _verify_legacy(self) -> None:
+        """Decode every meta and episode row of a version-1 store (``verify``, on its tables)."""
+        for key, text in self.db.execute("SELECT key, value FROM meta"):
+            self._decoded(text, f"the meta row {key!r}")
+        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes"):
+            self._episode_from(text, f"episode row {rowid}")
+
+    def _read_migrated(self) -> None:
+        """A reader of a version-1 store reads a migrated private copy; the file itself is left as it is."""
+        copy = Path(tempfile.mkdtemp(prefix="promptgrid-store-"))
+        target: sqlite3.Connection | None = None
+        try:
+            target = sqlite3.connect(copy / self.path.name, isolation_level=None)
+            self.db.backup(target)
+            _migrate(target)
+            target.execute("PRAGMA query_only=1")
+        except BaseException:
+            if target is not None:
+                target.close()
+            shutil.rmtree(copy, ignore_errors=True)
+            raise
+        self.db.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+        self.db, self._copy = target, copy
 
     def close(self) -> None:
         self._spill.close()
@@ -186,12 +363,13 @@ class ConversationStore(BatchLedger):
 
     @_guarded
     def verify(self) -> None:
-        """Decode every meta and episode row (a damaged one is a ``StoreError`` naming it): a run calls this
+        """Decode every meta, variant and episode row (a damaged one is a ``StoreError`` naming it): a run calls this
         before it writes anything, so a damaged store is left exactly as it was."""
         for key, text in self.db.execute("SELECT key, value FROM meta"):
             self._decoded(text, f"the meta row {key!r}")
-        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes"):
-            self._episode_from(text, f"episode row {rowid}")
+        self.variants()
+        for model, vid, cid, repeat, text in self.db.execute(_EPISODES):
+            self._episode_from(text, _episode_row(model, vid, cid, repeat))
 
     def _decoded(self, text: Any, what: str) -> Any:
         """A stored JSON text, parsed within ``safeio``'s bounds (depth, number size, finite numbers); a damaged
@@ -216,15 +394,37 @@ class ConversationStore(BatchLedger):
                              "wrote it, or another --run-dir.") from None
 
     @_guarded
-    def add_variants(self, variants: Mapping[str, Mapping[str, str]]) -> None:
-        """Record variant ids with their dimension values (kept from earlier runs into the same directory)."""
-        known = dict(self.meta("variants", {}))
-        known.update({vid: dict(dims) for vid, dims in variants.items()})
-        self.set_meta("variants", known)
+    def add_variants(self, dimensions: Mapping[str, Mapping[str, str]], labels: Mapping[str, str] | None = None,
+                     ) -> None:
+        """Record variant ids with their dimension values and labels (kept from earlier runs into the same directory;
+        a variant run again takes its latest values, and its latest label where ``labels`` has one)."""
+        labels = labels or {}
+        rows = [(vid, labels.get(vid), json.dumps(dict(dims), ensure_ascii=False)) for vid, dims in
+                dimensions.items()]
+        with self._transaction():
+            self.db.executemany("INSERT INTO variants (variant_id, label, dimensions) VALUES (?, COALESCE(?, ''), ?) "
+                                "ON CONFLICT(variant_id) DO UPDATE SET dimensions=excluded.dimensions, label="
+                                "CASE WHEN excluded.label = '' THEN label ELSE excluded.label END", rows)
 
     @_guarded
     def variants(self) -> dict[str, dict[str, str]]:
-        return dict(self.meta("variants", {}))
+        """Each recorded variant's dimension values, in the order they were first recorded."""
+        out = {}
+        for vid, text in self.db.execute("SELECT variant_id, dimensions FROM variants ORDER BY id"):
+            value = self._decoded(text, f"the variant row {vid[:80]!r}")
+            if not isinstance(value, dict):
+                raise StoreError(f"{self.path}: the variant row {vid[:80]!r} is damaged (its dimensions are not an "
+                                 "object). The file was left as it is; restore it from a copy, or give another "
+                                 "--run-dir.")
+            out[vid] = value
+        return out
+
+    @_guarded
+    def labels(self) -> dict[str, str]:
+        """Each recorded variant's label (BFCL figure notation), by variant id; a variant recorded without one is left
+        out."""
+        return {vid: label for vid, label in self.db.execute("SELECT variant_id, label FROM variants ORDER BY id")
+                if isinstance(label, str) and label}
 
     # ----------------------------------------------------------------- steps
 
@@ -232,8 +432,7 @@ class ConversationStore(BatchLedger):
     def step(self, key: str) -> Step | None:
         if not self.readonly and hash(key) not in self._step_hashes():
             return None  # never stored: no query (the runner asks for every step it plays, mostly new ones)
-        row = self.db.execute("SELECT model, response, finish_reason, input_tokens, output_tokens, cost_usd, "
-                              "latency_s FROM steps WHERE key = ?", (key,)).fetchone()
+        row = self.db.execute(f"SELECT {_STEP_COLUMNS} FROM calls WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         model, response, finish_reason, input_tokens, output_tokens, cost_usd, latency_s = row
@@ -245,7 +444,7 @@ class ConversationStore(BatchLedger):
         to date by ``add_step``; a hash that is absent means the key is absent, a present one is looked up (hash
         collisions cost a query, never a wrong answer). 8 bytes and a set slot per step, not the key."""
         if self._hashes is None:
-            self._hashes = {hash(key) for (key,) in self.db.execute("SELECT key FROM steps")}
+            self._hashes = {hash(key) for (key,) in self.db.execute("SELECT key FROM calls")}
         return self._hashes
 
     @property
@@ -281,9 +480,13 @@ class ConversationStore(BatchLedger):
     @_guarded
     def add_step(self, key: str, model: str, step: Step) -> None:
         """Commit one answer now (a killed run keeps every answer it got)."""
-        self.db.execute("INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (key, model, step.response, step.finish_reason, step.input_tokens, step.output_tokens,
-                         step.cost_usd, step.latency_s, time.time()))
+        self.db.execute("INSERT OR IGNORE INTO calls (key, model, repeat, prompt_sha256, params, status, response, "
+                        "finish_reason, input_tokens, output_tokens, cost_usd, latency_s, attempts, error, "
+                        "error_kind, raw_model, finished_at, endpoint) "
+                        "VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)",
+                        (key, model, step.repeat, DONE, step.response, step.finish_reason, step.input_tokens,
+                         step.output_tokens, step.cost_usd, step.latency_s, step.attempts, step.raw_model,
+                         time.time(), step.endpoint))
         if self._hashes is not None:
             self._hashes.add(hash(key))
 
@@ -291,40 +494,50 @@ class ConversationStore(BatchLedger):
     def spend(self) -> float:
         """USD recorded for every answer stored in the run directory (unknown prices count 0; a step shared by
         several episodes was paid once and counts once): what ``--max-cost`` caps."""
-        return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM steps").fetchone()[0])
+        return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM calls").fetchone()[0])
 
     @_guarded
     def step_count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
+        return int(self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     @_guarded
     def episode_count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0])
+        return int(self.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
 
     # -------------------------------------------------------------- episodes
 
     @_guarded
     def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> EpisodeResult | None:
-        row = self.db.execute("SELECT result FROM episodes WHERE model = ? AND variant_id = ? AND conversation_id = ? "
-                              "AND repeat = ?", (model, variant_id, conversation_id, repeat)).fetchone()
-        return None if row is None else self._episode_from(
-            row[0], f"the episode row of ({model}, {variant_id}, {conversation_id}, repeat {repeat})")
+        row = self.db.execute(f"{_EPISODES} WHERE m.name = ? AND v.variant_id = ? AND c.case_id = ? AND j.repeat = ?",
+                              (model, variant_id, conversation_id, repeat)).fetchone()
+        return None if row is None else self._episode_from(row[4], _episode_row(*row[:4]))
 
     @_guarded
     def add_episode(self, result: EpisodeResult) -> None:
-        self.db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?)",
-                        (result.model, result.variant_id, result.conversation_id, result.repeat,
-                         None if result.valid is None else int(result.valid),
-                         json.dumps(result.to_dict(), ensure_ascii=False, default=str)))
+        """Store a finished (or failed) episode, replacing what its cell held: the episode row and the ids it needs,
+        in one transaction (or the caller's)."""
+        ids = _Ids(self.db)  # asked for each time: an id cached from a transaction that rolled back would dangle
+        text = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
+        with contextlib.nullcontext() if self.db.in_transaction else self._transaction():
+            self.db.execute('INSERT OR REPLACE INTO jobs (model, variant, "case", repeat, key, verdict, valid, '
+                            "error_code) VALUES (?, ?, ?, ?, '', ?, ?, NULL)",
+                            (ids.model(result.model), ids.variant(result.variant_id),
+                             ids.case(result.conversation_id, result.language, result.category, result.template),
+                             result.repeat, text, None if result.valid is None else int(result.valid)))
 
     @_guarded
     def episodes(self, *, models: Iterable[str] | None = None) -> list[EpisodeResult]:
         """Every stored episode, in (model, variant, conversation, repeat) order."""
         wanted = None if models is None else set(models)
         out = []
-        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes ORDER BY model, variant_id, "
-                                           "conversation_id, repeat"):
-            result = self._episode_from(text, f"episode row {rowid}")
-            if wanted is None or result.model in wanted:
-                out.append(result)
+        for model, vid, cid, repeat, text in self.db.execute(
+                f"{_EPISODES} ORDER BY m.name, v.variant_id, c.case_id, j.repeat"):
+            if wanted is None or model in wanted:
+                out.append(self._episode_from(text, _episode_row(model, vid, cid, repeat)))
         return out
+
+
+def _episode_row(model: Any, variant_id: Any, conversation_id: Any, repeat: Any) -> str:
+    """How a message names a stored episode's row (each name cut to 80 characters: a stored name may be anything)."""
+    names = ", ".join(repr(str(name)[:80]) for name in (model, variant_id, conversation_id))
+    return f"the episode row of ({names}, repeat {repeat!r})"

@@ -61,12 +61,13 @@ def _config(path: Path, url: str, run_dir: Path, concurrency: int = 8, **extra: 
 
 def _steps(run_dir: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
-        return sorted(db.execute("SELECT key, response FROM steps"))
+        return sorted(db.execute("SELECT key, response FROM calls"))
 
 
 def _episodes(run_dir: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
-        rows = db.execute("SELECT variant_id, conversation_id, repeat, valid, result FROM episodes").fetchall()
+        rows = db.execute("SELECT v.variant_id, c.case_id, j.repeat, j.valid, j.verdict FROM jobs j "
+                          "JOIN variants v ON v.id = j.variant JOIN cases c ON c.id = j.\"case\"").fetchall()
     return sorted((v, c, r, ok, json.loads(result)["failure_mode"], json.loads(result)["steps"])
                   for v, c, r, ok, result in rows)
 
@@ -126,7 +127,7 @@ def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: l
             asyncio.run(first())
         with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
             assert [s for (s,) in db.execute("SELECT state FROM batches")] == ["submitted"]
-            assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
+            assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 0
         assert main(["status", str(run_dir)]) == 0
         out = capsys.readouterr().out
         assert "batches: 1 (1 submitted)" in out
@@ -147,7 +148,7 @@ def test_a_line_the_batch_did_not_answer_ends_its_episode_with_that_error(tmp_pa
         assert main(["run", str(_config(tmp_path / "c.yaml", server.url, run_dir)), "--batch", "--poll", "0.01",
                      "--no-progress"]) in (0, 1)
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
-        errors = [json.loads(r)["error"] for (r,) in db.execute("SELECT result FROM episodes WHERE valid IS NULL")]
+        errors = [json.loads(r)["error"] for (r,) in db.execute("SELECT verdict FROM jobs WHERE valid IS NULL")]
     assert errors and all("expired" in e or "before answering" in e for e in errors)
 
 

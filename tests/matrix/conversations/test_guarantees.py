@@ -173,12 +173,12 @@ def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
         assert sent > 0
         with ConversationStore(run_dir) as store:
             assert store.step_count() == sent
-            answers = [row[0] for row in store.db.execute("SELECT response FROM steps")]
+            answers = [row[0] for row in store.db.execute("SELECT response FROM calls")]
         assert all("[REDACTED]" in a for a in answers)  # the echo happened, and was redacted (text and envelope)
         assert any(a.startswith("{") for a in answers) and any(not a.startswith("{") for a in answers)
         # Resume: the transcript is rebuilt from the same redacted text, so every step's key is found again.
         db = sqlite3.connect(run_dir / "conversations.sqlite3")
-        db.execute("DELETE FROM episodes")
+        db.execute("DELETE FROM jobs")
         db.commit()
         db.close()
         assert main(args) == 0

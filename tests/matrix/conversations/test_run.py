@@ -1096,7 +1096,7 @@ def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript
                                 step_limit=5)
     assert summary.finished == 1 and client.sent >= 5
     with sqlite3.connect(tmp_path / CONVERSATION_STORE) as db:
-        sizes = [len(r) for (r,) in db.execute("SELECT response FROM steps")]
+        sizes = [len(r) for (r,) in db.execute("SELECT response FROM calls")]
     db.close()
     assert sizes and max(sizes) <= MAX_STORED_ANSWER_CHARS + 10_000  # one call kept (900 KB), the rest dropped
     assert (tmp_path / CONVERSATION_STORE).stat().st_size < 3 * MAX_STORED_ANSWER_CHARS * len(sizes)
@@ -1104,7 +1104,7 @@ def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript
                                clients={"flood": EchoFlood()}, step_limit=1, max_answer_chars=3_000_000)
     assert raised.finished == 1
     with sqlite3.connect(tmp_path / "raised" / CONVERSATION_STORE) as db:
-        kept = max(len(r) for (r,) in db.execute("SELECT response FROM steps"))
+        kept = max(len(r) for (r,) in db.execute("SELECT response FROM calls"))
     db.close()
     assert 2_700_000 < kept <= 3_010_000  # the bound is raisable: three 900 KB calls kept
 

@@ -192,7 +192,7 @@ def test_rpm_given_to_pg_run_and_the_cli_paces_a_conversation_run(tmp_path: Path
 
 def _steps(run_dir: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
-        return list(db.execute("SELECT key FROM steps"))
+        return list(db.execute("SELECT key FROM calls"))
 
 
 def test_a_bad_rate_is_refused_before_anything_is_sent(tmp_path: Path, mini: list[Conversation]) -> None:
@@ -263,7 +263,7 @@ def test_the_cli_says_the_cap_stopped_a_conversation_run_and_exits_3(tmp_path: P
     assert main([*base, "--limit", "1"]) == 0
     capsys.readouterr()
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:  # pretend the first answers were paid for
-        db.execute("UPDATE steps SET cost_usd = 1.0")
+        db.execute("UPDATE calls SET cost_usd = 1.0")
     steps = len(_steps(run_dir))
     code = main([*base, "--limit", "2", "--max-cost", "0.5"])
     printed = capsys.readouterr()
@@ -278,7 +278,7 @@ def test_the_cli_says_the_cap_stopped_a_conversation_run_and_exits_3(tmp_path: P
 def test_pg_run_with_max_cost_returns_the_stopped_run(tmp_path: Path) -> None:
     run = pg.run("bfcl_v4", "mini-mt:en", models=[GT], run_dir=tmp_path, limit=1, variants=["python->python,False"])
     with sqlite3.connect(tmp_path / "conversations.sqlite3") as db:
-        db.execute("UPDATE steps SET cost_usd = 0.25")
+        db.execute("UPDATE calls SET cost_usd = 0.25")
     again = pg.run("bfcl_v4", "mini-mt:en", models=[GT], run_dir=tmp_path, limit=2, max_cost=0.1,
                    variants=["python->python,False"])
     assert isinstance(again, pg.ConversationRun) and again.summary.stopped == "max_cost"

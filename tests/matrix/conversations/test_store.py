@@ -104,7 +104,7 @@ def test_a_newer_schema_is_refused_and_left_as_it_was(tmp_path: Path, create: bo
     db.commit()
     db.close()
     before = _snapshot(tmp_path)
-    with pytest.raises(StoreError, match=r"schema 99 is newer than this promptgrid reads \(1\); upgrade") as info:
+    with pytest.raises(StoreError, match=r"schema 99 is newer than this promptgrid reads \(2\); upgrade") as info:
         ConversationStore(tmp_path, create=create)
     assert str(tmp_path / CONVERSATION_STORE) in str(info.value)
     assert _all_closed(connections)
@@ -127,9 +127,9 @@ def test_a_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, cre
 
 @pytest.mark.parametrize(("script", "message"), [
     ("INSERT INTO meta VALUES ('schema_version', '0');",
-     ": conversation store schema 0 is not the supported 1; use the promptgrid version that wrote it."),
+     ": conversation store schema 0 is not the supported 2; use the promptgrid version that wrote it."),
     ("INSERT INTO meta VALUES ('schema_version', 'x');",
-     ": conversation store schema x is not the supported 1; use the promptgrid version that wrote it."),
+     ": conversation store schema x is not the supported 2; use the promptgrid version that wrote it."),
     ("", " is not a promptgrid conversation store (tables: meta). Give a run directory a promptgrid conversation "
          "run wrote, or move the file aside."),
 ])
@@ -194,17 +194,22 @@ def _run_of_one_episode(run_dir: Path) -> None:
                       run_dir=run_dir)
 
 
+VARIANT = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style="  # its first 80 characters
+ROW = f"the episode row of ('fake/ground-truth', {VARIANT!r}, 'multi_turn_base_0', repeat 0)"
+"""How the messages name the one episode's row (its model, variant and conversation, each cut to 80 characters)."""
+
+
 @pytest.mark.parametrize(("table", "value", "fragment"), [
-    ("episodes", "{not json", "episode row 1 is damaged (not valid JSON"),
-    ("episodes", "EXTRA", "episode row 1 does not hold an episode this promptgrid reads"),
-    ("episodes", "[" * 100_000 + "]" * 100_000, "episode row 1 is damaged (nested more than"),
-    ("episodes", "NUMBER", "episode row 1 is damaged"),
-    ("episodes", "WRONG_TYPE", "episode row 1 does not hold an episode this promptgrid reads (valid is str)"),
-    # The turns are rebuilt from the turn records and the stored verdict together (``_records.turns_of``).
+    ("episodes", "{not json", ROW + " is damaged (not valid JSON"),
+    ("episodes", "EXTRA", ROW + " does not hold an episode this promptgrid reads"),
+    ("episodes", "[" * 100_000 + "]" * 100_000, ROW + " is damaged (nested more than"),
+    ("episodes", "NUMBER", ROW + " is damaged"),
+    ("episodes", "WRONG_TYPE", ROW + " does not hold an episode this promptgrid reads (valid is str)"),
+    # The turns are rebuilt from the turn records and the stored verdict together (``results.turns_of``).
     ("episodes", "TURNS_WITHOUT_VERDICT", "the turns do not match the stored verdict's"),
-    ("episodes", "TURN_MODE", "episode row 1 does not hold an episode this promptgrid reads"),
+    ("episodes", "TURN_MODE", ROW + " does not hold an episode this promptgrid reads"),
     ("episodes", "TURN_FIELD", "a turn has unknown fields ('xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx')"),
-    ("labels", "[" * 100_000 + "]" * 100_000, "the meta row 'labels' is damaged (nested more than"),
+    ("variants", "[" * 100_000 + "]" * 100_000, f"the variant row {VARIANT!r} is damaged (nested more than"),
 ])
 def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, value: str, fragment: str) -> None:
@@ -213,7 +218,7 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
     run_dir = tmp_path / "run"
     _run_of_one_episode(run_dir)
     with sqlite3.connect(run_dir / CONVERSATION_STORE) as db:
-        stored = json.loads(db.execute("SELECT result FROM episodes").fetchone()[0])
+        stored = json.loads(db.execute("SELECT verdict FROM jobs").fetchone()[0])
         text = {"EXTRA": json.dumps({**stored, "added_by_a_newer_version": 1}),
                 "NUMBER": json.dumps(stored).replace('"steps": ', '"steps": ' + "9" * 5000 + ", \"x\": ", 1),
                 "WRONG_TYPE": json.dumps({**stored, "valid": "yes"}),
@@ -223,15 +228,15 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
                 "TURN_FIELD": json.dumps({**stored, "turns": [{**stored["turns"][0], "x" * 10_000: 1},
                                                              *stored["turns"][1:]]})}.get(value, value)
         if table == "episodes":
-            db.execute("UPDATE episodes SET result = ?", (text,))
+            db.execute("UPDATE jobs SET verdict = ?", (text,))
         else:
-            db.execute("UPDATE meta SET value = ? WHERE key = 'labels'", (text,))
+            db.execute("UPDATE variants SET dimensions = ?", (text,))
     db.close()
     before = _snapshot(run_dir)
     commands = [["report", str(run_dir)], ["export", str(run_dir), "--output", "-"], ["status", str(run_dir)],
                 ["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--limit", "1", "--model",
                  "fake/ground-truth", "--variant", "json->python,False", "--run-dir", str(run_dir)]]
-    for command in commands if table == "episodes" else commands[:1]:  # labels are read by the report only
+    for command in commands if table == "episodes" else commands[:1]:  # the report reads the variants' values
         assert main(command) == 2, command
         err = capsys.readouterr().err
         assert fragment in err and str(run_dir / CONVERSATION_STORE) in err, (command, err)
