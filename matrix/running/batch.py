@@ -46,22 +46,9 @@ from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
 from promptgrid.variants import Variant
 
+from .ledger import COLLECTED, ENDED, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchLedger, BatchRecord
 from .runner import Row, Runner, RunSummary, Transport, VerdictRow, _Lane, _params_json, verdict_row
-from .store import (
-    COLLECTED,
-    DONE,
-    ENDED,
-    ERROR,
-    PREPARING,
-    SUBMITTED,
-    UPLOADED,
-    BatchJob,
-    BatchLedger,
-    BatchRecord,
-    CallResult,
-    RunStore,
-    stored_records,
-)
+from .store import DONE, ERROR, CallResult, RunStore, stored_records
 
 __all__ = ["BATCH_DIR", "BatchTransport", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 

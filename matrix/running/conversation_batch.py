@@ -47,7 +47,7 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, Completion
 from promptgrid.matrix.running.batch import BATCH_DIR, _download_file, _lines_of, _remove_input, advance
 from promptgrid.matrix.running.conversation_store import ConversationStore
-from promptgrid.matrix.running.store import COLLECTED, ENDED, PREPARING, BatchJob, BatchRecord
+from promptgrid.matrix.running.ledger import COLLECTED, ENDED, PREPARING, BatchJob, BatchRecord
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Step
 from promptgrid.safeio import atomic_output

@@ -359,7 +359,7 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
     from promptgrid.errors import OutputError
     from promptgrid.matrix.clients import encode_request_line
     from promptgrid.matrix.running.exchange import EXPORT_KIND, ExportSummary, export_backend
-    from promptgrid.matrix.running.store import EXPORTED, BatchJob, BatchRecord
+    from promptgrid.matrix.running.ledger import EXPORTED, BatchJob, BatchRecord
     from promptgrid.safeio import atomic_output
 
     spec, backend = export_backend(config, out)
@@ -416,7 +416,7 @@ def import_conversation_results(run_dir: str | os.PathLike[str], results: str | 
     from promptgrid.matrix.clients import decode_result_line
     from promptgrid.matrix.running.conversation_runner import _run_dir_lock, line_step
     from promptgrid.matrix.running.exchange import EXPORT_KIND, ImportSummary
-    from promptgrid.matrix.running.store import COLLECTED
+    from promptgrid.matrix.running.ledger import COLLECTED
     from promptgrid.providers import CallError
     from promptgrid.redact import Redactor
     from promptgrid.safeio import bounded_lines

@@ -1264,7 +1264,7 @@ def _run_dir_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
     one writes it stops at once with a ``RunError``, before anything is sent. Under it, a directory that holds a
     single-turn study is refused (its report, status and export would show one kind only)."""
     from promptgrid.matrix.episodes._guard import check_run_dir_kind
-    from promptgrid.matrix.running.store import RunLock, disk_full_errors
+    from promptgrid.matrix.running.connection import RunLock, disk_full_errors
 
     path = Path(run_dir)
     with disk_full_errors(path):

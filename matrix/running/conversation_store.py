@@ -62,19 +62,10 @@ from pathlib import Path
 from typing import Any
 
 from promptgrid.errors import RunError, StoreError
+from promptgrid.matrix.running.connection import _connect_readonly, _guarded, _open_checked, _store_error
+from promptgrid.matrix.running.ledger import _BATCH_SCHEMA, BatchLedger, SpillFile, spilled
 from promptgrid.matrix.running.results import EpisodeResult
-from promptgrid.matrix.running.store import (
-    _BATCH_SCHEMA,
-    _SCHEMA,
-    DONE,
-    BatchLedger,
-    SpillFile,
-    _connect_readonly,
-    _guarded,
-    _open_checked,
-    _store_error,
-    spilled,
-)
+from promptgrid.matrix.running.store import _SCHEMA, DONE
 from promptgrid.records import Step
 
 __all__ = ["CONVERSATION_STORE", "ConversationStore", "is_conversation_run", "StoredStep"]

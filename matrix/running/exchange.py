@@ -56,6 +56,8 @@ from promptgrid.variants import Variant
 
 from .batch import store_results
 from .config import ModelSpec, RunConfig
+from .connection import RunLock, disk_full_errors
+from .ledger import COLLECTED, EXPORTED, BatchJob, BatchRecord
 from .runner import Runner, Transport, _Lane, _params_json
 from .session import (
     RUN_JSON,
@@ -71,17 +73,7 @@ from .session import (
     refresh_pending,
     run_sync,
 )
-from .store import (
-    COLLECTED,
-    EXPORTED,
-    STORE_FILE,
-    BatchJob,
-    BatchRecord,
-    RunLock,
-    RunStore,
-    disk_full_errors,
-    stored_records,
-)
+from .store import STORE_FILE, RunStore, stored_records
 
 __all__ = ["EXPORT_KIND", "ExportSummary", "ImportSummary", "export_config", "export_requests", "import_results"]
 

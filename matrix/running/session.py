@@ -55,19 +55,11 @@ from .config import (
     number_problem,
     retry_policy,
 )
+from .connection import LOCK_FILE, RunLock, disk_full_errors
+from .ledger import disk_full_stop
 from .options import check_keywords, declared
 from .plan import MAX_JOBS, check_plan_size
-from .store import (
-    LOCK_FILE,
-    RUN_JSON,
-    STORE_FILE,
-    UNSUPPORTED,
-    RunLock,
-    RunStore,
-    disk_full_errors,
-    disk_full_stop,
-    stored_records,
-)
+from .store import RUN_JSON, STORE_FILE, UNSUPPORTED, RunStore, stored_records
 
 __all__ = ["RUN_JSON", "RUN_JSON_VERSION", "Plan", "Prepared", "RunIdentity", "build_config", "check_run_dir",
            "execute", "has_store", "is_run_config", "last_invocation", "make_renderer", "model_counts", "plan_status",

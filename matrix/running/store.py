@@ -1,5 +1,11 @@
 """The result store of a run directory: one SQLite file, each result committed as it arrives.
 
+Split by concern: ``connection`` opens the file (read-only readers, the schema check, one ``StoreError`` per
+SQLite failure, the run directory's lock); ``ledger`` records provider batches and spills the answers a full
+disk keeps out; this module holds the schema, a single-turn run's steps (``calls``) and results (``jobs``), and
+the queries its readers ask (``conversation_store`` keeps a conversation run's in the same tables). The names
+of the first two are re-exported here.
+
 Layout (``store.sqlite3``, schema ``SCHEMA_VERSION``)::
 
     calls     one row per model call, by job key: response or final error,
@@ -38,48 +44,65 @@ sent again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
-import functools
 import json
-import os
 import shutil
 import sqlite3
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from promptgrid.errors import StoreError, StoreFullError
 from promptgrid.matrix.running.config import RunError
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.records import Case, Step
 from promptgrid.variants import Variant
 
+from .connection import (
+    LOCK_FILE,
+    RunLock,
+    _chunks,
+    _connect_readonly,
+    _guarded,
+    _guarded_iter,
+    _open_checked,
+    _store_error,
+    disk_full_errors,
+)
+from .ledger import (
+    _BATCH_SCHEMA,
+    COLLECTED,
+    ENDED,
+    EXPORTED,
+    LIVE_BATCH_STATES,
+    PREPARING,
+    SPILL_GLOB,
+    SPILL_RESERVE,
+    SUBMITTED,
+    UPLOADED,
+    BatchJob,
+    BatchLedger,
+    BatchRecord,
+    SpillFile,
+    disk_full_stop,
+    spilled,
+)
+
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
            "MAX_ERROR_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict", "case_to_dict",
-           "SpillFile", "stored_records", "disk_full_errors", "disk_full_stop", "spilled"]
+           "SpillFile", "stored_records", "disk_full_errors", "disk_full_stop", "spilled",
+           # The batch states and the lock file, re-exported from ``ledger`` and ``connection`` with the rest.
+           "COLLECTED", "ENDED", "EXPORTED", "LOCK_FILE", "PREPARING", "SPILL_RESERVE", "SUBMITTED", "UPLOADED",
+           "BatchLedger"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite3"
 RUN_JSON = "run.json"
 """The run's record beside its store: every invocation's config, grid and dataset (``session``)."""
-LOCK_FILE = "run.lock"
-SPILL_GLOB = "spill-*.jsonl"
-#: Disk claimed at the start of a run for answers a full disk keeps out of the store (a few hundred
-#: answers of a few KiB: what is in flight when the disk fills, with room to spare).
-SPILL_RESERVE = 2 * 1024 * 1024
 #: The longest error text stored for a call, in characters. A provider's error (its code and message: a
 #: batch line, a server's 400 body) is cut there, with the number of characters left out appended, so a
 #: provider that answers with a 100 KB error code cannot fill the store, the report or the terminal.
 MAX_ERROR_CHARS = 2000
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-# SQLite's primary result codes (sqlite3.h), compared with an error's ``sqlite_errorcode & 0xFF``. The
-# sqlite3 module names them only from Python 3.11 (as it sets ``sqlite_errorcode``); promptgrid runs on 3.10.
-_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -102,22 +125,6 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
 """
 
-# Tables added after schema 1 shipped: created by ``_upgrade`` on every writable open (``IF NOT EXISTS``), so
-# a store of any schema-1 promptgrid gains them on its next run; readers of a store without them see none.
-_BATCH_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batches (
-    id TEXT PRIMARY KEY, model TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
-    provider_id TEXT, input_file TEXT, output_file TEXT, error_file TEXT,
-    requests INTEGER NOT NULL, bytes INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
-    detail TEXT
-);
-CREATE TABLE IF NOT EXISTS batch_jobs (
-    batch TEXT NOT NULL, key TEXT NOT NULL, model TEXT NOT NULL, repeat INTEGER NOT NULL,
-    prompt_sha256 TEXT NOT NULL, params TEXT NOT NULL, native INTEGER NOT NULL,
-    PRIMARY KEY (batch, key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS batch_jobs_by_key ON batch_jobs (key);
-"""
 
 VerdictRow = tuple[tuple[int, int, int, int], str | None, bool | None, str | None]
 """A job row (model, variant, case, repeat ids), its verdict JSON, valid (None: no verdict), error code."""
@@ -131,53 +138,6 @@ _NO_VERDICT: Mapping[str, Any] = {}  # a failed or pending call has none: the ve
 
 CallResult = Step
 """A single-turn run's stored call: the one ``Step`` record (``promptgrid.records``), by its name here."""
-
-
-#: Batch states (``BatchRecord.state``): recorded before upload, file uploaded, batch created at the provider,
-#: provider finished (results not all stored yet), results stored; ``exported``: written by export-batch.
-PREPARING, UPLOADED, SUBMITTED, ENDED, COLLECTED, EXPORTED = (
-    "preparing", "uploaded", "submitted", "ended", "collected", "exported")
-LIVE_BATCH_STATES = (PREPARING, UPLOADED, SUBMITTED, ENDED)
-"""A key in a batch in one of these states is never put in another batch nor sent online."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRecord:
-    """One batch of one model's calls sent to a provider's batch API (or written by export-batch)."""
-
-    id: str
-    """Our id (also the uploaded file's name and the batch's metadata), unique in the store."""
-    model: str
-    kind: str
-    """``openai`` (OpenAI-compatible files + batches API), ``bedrock``, ``export``."""
-    state: str
-    provider_id: str | None
-    input_file: str | None
-    output_file: str | None
-    error_file: str | None
-    requests: int
-    bytes: int
-    created_at: float
-    updated_at: float
-    detail: str | None
-    """JSON: the provider's own state, request counts, errors."""
-
-    @property
-    def live(self) -> bool:
-        return self.state in LIVE_BATCH_STATES
-
-
-@dataclass(frozen=True, slots=True)
-class BatchJob:
-    """What a batch line needs to become a ``CallResult`` when its answer comes back."""
-
-    key: str
-    model: str
-    repeat: int
-    prompt_sha256: str
-    params: str
-    native: int
-    """1 when the call was sent with native tools (its answer is stored as the tool-call envelope)."""
 
 
 def case_to_dict(case: Case) -> dict[str, Any]:
@@ -199,55 +159,6 @@ def case_from_dict(d: Mapping[str, Any]) -> Case:
                 group=d.get("group", ""), source=d.get("source", ""), extra=d.get("extra") or {})
 
 
-class RunLock:
-    """Exclusive lock on a run directory for the life of one writing process."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / LOCK_FILE
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        import fcntl
-
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            if _is_full(exc):
-                raise _full_error(self.path.parent, exc) from None
-            raise RunError(f"cannot write in run directory {self.path.parent} ({exc.strerror}): a run or re-score "
-                           "writes its store there. Reading it (report, export, compare) works as it is; to run "
-                           "into it, copy it to a writable place and give that as --run-dir.") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise RunError(
-                f"run directory {self.path.parent} is in use by {holder}. Wait for it to finish, or "
-                "give this run another --run-dir. (Results are shared through the store: re-run the "
-                "same command afterwards and finished calls are not sent again.)"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"promptgrid pid {os.getpid()}".encode())
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            import fcntl
-
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
     """``text`` cut to ``limit`` characters (``MAX_ERROR_CHARS`` for an error message), saying how much was cut."""
     if text is None or len(text) <= limit:
@@ -255,374 +166,8 @@ def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
     return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
 
 
-def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), n):
-        yield items[i:i + n]
-
-
-def _is_full(exc: BaseException) -> bool:
-    """Whether ``exc`` says the disk or quota is full (SQLite's SQLITE_FULL, or ENOSPC/EDQUOT from a write)."""
-    if isinstance(exc, sqlite3.Error):
-        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL or "disk is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS
-
-
-def _full_error(where: Path, exc: BaseException) -> StoreFullError:
-    return StoreFullError(f"disk full at {where} ({exc}). Free space and re-run the same command to resume: "
-                          "answers already stored or spilled are not sent again.")
-
-
-def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """The one-line error for a SQLite failure on the store at ``path``."""
-    if _is_full(exc):
-        return _full_error(path.parent, exc)
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError:
-        return StoreError(f"{path} is corrupt or truncated ({exc}). Restore it from a backup or copy of the run "
-                          "directory, or move it aside and run again into a new --run-dir.")
-    return StoreError(f"cannot use {path} ({exc}). Check that the file and its directory are readable "
-                      "(writable too for promptgrid run and score) and that the disk is healthy.")
-
-
-@contextlib.contextmanager
-def disk_full_errors(run_dir: Path) -> Iterator[None]:
-    """Turn a full disk (``OSError`` ENOSPC/EDQUOT, SQLite's ``database or disk is full``) met while
-    writing the run directory (lock, ``run.json``, store) into a ``StoreFullError`` naming it."""
-    try:
-        yield
-    except (OSError, sqlite3.Error) as exc:
-        if _is_full(exc):
-            raise _full_error(Path(run_dir), exc) from None
-        raise
-
-
-def disk_full_stop(store: RunStore, *, spilled: int, lost: int) -> StoreFullError:
-    """The error a run stopped by a full disk ends with: where, what was kept, and what to do."""
-    kept = (f"{spilled} answer(s) the store could not take are kept in {store.spill_path.name} and stored by the "
-            "next run" if spilled else "every answer the store took is kept")
-    if lost:
-        kept += f"; {lost} answer(s) could not be kept anywhere and will be sent again"
-    return StoreFullError(f"disk full at {store.path.parent}: the run stopped; {kept}. Free space and re-run the "
-                          "same command to resume.")
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _guarded(method: _F) -> _F:
-    """Make a ``RunStore`` method raise ``StoreError`` instead of ``sqlite3.Error``.
-
-    A damaged file can open fine and fail only when a page is read, so every
-    method that reads or writes is wrapped, not just the constructor.
-    """
-    @functools.wraps(method)
-    def wrapper(self: RunStore, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc) from None
-    return wrapper  # type: ignore[return-value]
-
-
-def _guarded_iter(method: _F) -> _F:
-    """``_guarded`` for a generator method: the rows are read while it is iterated."""
-    @functools.wraps(method)
-    def wrapper(self: RunStore, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        try:
-            yield from method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc) from None
-    return wrapper  # type: ignore[return-value]
-
-
-def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, Path | None]:
-    """Open the store for reading only: no lock, nothing written, no file created beside it.
-
-    ``mode=ro`` alone is not enough: SQLite then creates ``-wal``/``-shm``
-    files beside a WAL database (and fails when the directory is read-only).
-    A store with no ``-wal`` file has every commit in the main file and no
-    writer (a writer keeps its ``-wal`` until it closes), so it is opened
-    ``immutable=1``, which reads the file alone. A store with a ``-wal``
-    (a run in progress, or one that was killed) is opened ``mode=ro`` so the
-    commits still in the WAL are read too; that needs its ``-shm`` file, or a
-    writable directory to create it in. An archive that has neither (a
-    killed run's directory copied without ``-shm``, then made read-only) is
-    read from a private copy of the store and its WAL in a temporary
-    directory, returned second so the caller removes it on close.
-    """
-    wal = path.with_name(path.name + "-wal")
-    query = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None, timeout=30.0)
-        db.execute("PRAGMA query_only=1")
-        if wal.exists():  # opening is lazy: read once, so a -shm that cannot be created shows here
-            try:
-                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.Error:
-                db.close()
-                raise
-        return db, None
-    except sqlite3.Error as exc:
-        if not wal.exists():
-            raise _store_error(path, exc) from None
-        first = exc
-    copy = Path(tempfile.mkdtemp(prefix="promptgrid-store-"))
-    try:
-        shutil.copyfile(path, copy / path.name)
-        shutil.copyfile(wal, copy / wal.name)
-        db = sqlite3.connect(f"{(copy / path.name).as_uri()}?mode=ro", uri=True, isolation_level=None,
-                             timeout=30.0)
-    except (OSError, sqlite3.Error):
-        shutil.rmtree(copy, ignore_errors=True)
-        raise StoreError(f"cannot open {path} read-only: {first}. A run directory copied while a run was "
-                         f"writing it needs its {wal.name} and {path.name}-shm files too.") from None
-    try:
-        db.execute("PRAGMA query_only=1")
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:  # the copy opens where the original could not: what is left is damage
-        db.close()
-        shutil.rmtree(copy, ignore_errors=True)
-        raise _store_error(path, exc) from None
-    return db, copy
-
-
 _NOT_A_RUN_STORE = ("{path} is not a promptgrid run store (a SQLite file without its schema version; tables: "
                     "{tables}). Give the directory a promptgrid run wrote, or move the file aside.")
-
-
-def _open_checked(db: sqlite3.Connection, path: Path, *, create: bool, readonly: bool, version: int, kind: str,
-                  not_store: str, required: frozenset[str] = frozenset()) -> set[str]:
-    """Set a store's connection up and check its schema; return its tables (none: a new file to make).
-
-    Shared by ``RunStore`` and ``ConversationStore``. The schema is checked
-    before anything is written (the WAL pragmas included), so a foreign,
-    damaged or newer file is left as it was; an empty file is checked too
-    unless ``create``. ``StoreError`` unless the file's ``meta`` holds
-    ``schema_version`` equal to ``version`` and it has the ``required``
-    tables: a version that is not ``version`` names the ``kind`` of store
-    ("{kind} schema N is newer ..."); a file without the version or the
-    tables is ``not_store``, formatted with ``path`` and ``tables`` (its
-    first five table names). ``readonly``: nothing is set that writes.
-    """
-    db.execute("PRAGMA busy_timeout=30000")
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if tables or not create:
-        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-            if "meta" in tables else None
-        if row is not None:
-            stored = str(row[0])
-            if not stored.isdigit() or int(stored) != version:
-                newer = stored.isdigit() and int(stored) > version
-                raise StoreError(
-                    f"{path}: {kind} schema {stored[:20]} is "
-                    + (f"newer than this promptgrid reads ({version}); upgrade promptgrid to read it."
-                       if newer else f"not the supported {version}; use the promptgrid version that wrote it."))
-        if row is None or not required <= tables:
-            raise StoreError(not_store.format(path=path, tables=", ".join(sorted(tables)[:5]) or "none"))
-    if not readonly:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-    return tables
-
-
-class SpillFile:
-    """Answers a full store could not take, kept as JSON lines in ``spill-<pid>.jsonl`` beside it until the next run
-    adds them to its store (each store kind writes its own records: ``RunStore.spill``, ``ConversationStore.spill``).
-
-    ``reserve`` claims disk for them at the start of a run, while there is space: a disk that fills during a run is
-    full for this file too, so the answers that arrive after it would have nowhere to go. The reservation is the
-    file written full of spaces (real blocks, not a sparse file; at most a tenth of the free space) and one
-    newline: a blank line that ``spilled`` skips. ``write`` then overwrites it from the start and only grows the
-    file past it; ``close`` deletes it when nothing was written. Best effort: on a disk already too full to
-    reserve, ``write`` appends as it can.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._fd: int | None = None
-        self._at = 0  # where the next line goes
-        self.written = False
-
-    @property
-    def path(self) -> Path:
-        """This process's spill file (it exists once ``reserve`` or ``write`` made it)."""
-        return self.directory / f"spill-{os.getpid()}.jsonl"
-
-    def reserve(self, size: int = SPILL_RESERVE) -> None:
-        """Claim ``size`` bytes of disk for ``write`` now (the class docstring)."""
-        if self._fd is not None:
-            return
-        try:  # never more than a tenth of the free space: the reservation must not fill the disk itself
-            st = os.statvfs(self.directory)
-            size = min(size, st.f_bavail * st.f_frsize // 10)
-        except OSError:
-            pass
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            if size > 0:
-                view = memoryview(b" " * (size - 1) + b"\n")
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-        self._fd, self._at, self.written = fd, 0, False
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Write ``record`` as one JSON line, on disk (fsynced: only used once the disk is full). Lines go over the
-        reserved space, then past it. Raises ``OSError`` when even this fails; whatever of the line was written is
-        blanked out (or cut off), so the lines written before stay readable."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._at = os.lseek(self._fd, 0, os.SEEK_END)
-        fd, start = self._fd, self._at
-        line = json.dumps(record, separators=(",", ":")).encode() + b"\n"
-        size = os.fstat(fd).st_size
-        try:
-            offset = start
-            view = memoryview(line)
-            while view:
-                offset += (n := os.pwrite(fd, view, offset))
-                view = view[n:]
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                if start >= size:
-                    os.ftruncate(fd, start)
-                else:  # blank out the partial line inside the reservation
-                    os.pwrite(fd, b" " * min(len(line), size - start), start)
-            raise
-        self._at, self.written = start + len(line), True
-
-    def close(self) -> None:
-        """Close the file; delete it when nothing was written (the reservation only)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-            if not self.written:
-                with contextlib.suppress(OSError):
-                    self.path.unlink()
-
-
-def spilled(directory: Path) -> Iterator[tuple[Path, list[Any]]]:
-    """Every spill file in ``directory`` (earlier runs', ``SpillFile``) and the JSON values of its lines; a line that
-    cannot be read (cut short when the disk filled) is left out. The caller deletes a file once it has stored it."""
-    from promptgrid.safeio import read_json_lines
-
-    for path in sorted(directory.glob(SPILL_GLOB)):
-        with open(path, "rb") as f:
-            values = [line.value for line in read_json_lines(f) if line.error is None]
-        yield path, values
-
-
-class BatchLedger:
-    """The batch records of a run directory's store: tables ``batches`` and ``batch_jobs`` (``_BATCH_SCHEMA``),
-    what every step of a provider batch is recorded in before and after it happens (``running/batch.py``).
-
-    One ledger for both kinds of run: ``RunStore`` (a job's key) and the conversation store (a step's key) mix
-    it in, so a batch is recorded, advanced and resumed by the same code whatever its lines are. A class that
-    mixes it in has ``db`` (a connection in autocommit mode), ``path`` and ``_tables`` (``None`` until
-    ``_has_table`` reads them; set back to ``None`` after a schema change).
-    """
-
-    db: sqlite3.Connection
-    path: Path
-    _tables: set[str] | None
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any failure (a full disk leaves no transaction open)."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-
-    def _has_table(self, name: str) -> bool:
-        """Whether the store has table ``name`` (a read-only store of an older version may lack the batch tables)."""
-        if self._tables is None:
-            self._tables = {n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return name in self._tables
-
-    @_guarded
-    def add_batch(self, batch: BatchRecord, lines: Sequence[BatchJob]) -> None:
-        """Record a batch and its jobs in one transaction, before anything is uploaded.
-
-        Written first so that a process killed while uploading finds the batch
-        (and its keys) on resume and never puts those keys in a second batch.
-        """
-        with self._transaction():
-            self.db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-                batch.id, batch.model, batch.kind, batch.state, batch.provider_id, batch.input_file,
-                batch.output_file, batch.error_file, batch.requests, batch.bytes, batch.created_at,
-                batch.updated_at, batch.detail))
-            self.db.executemany("INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?)",
-                                [(batch.id, j.key, j.model, j.repeat, j.prompt_sha256, j.params, j.native)
-                                 for j in lines])
-
-    @_guarded
-    def update_batch(self, batch_id: str, **fields: Any) -> BatchRecord:
-        """Set fields of a stored batch (state, provider_id, files, detail), committed at once; returns it."""
-        allowed = {"state", "provider_id", "input_file", "output_file", "error_file", "detail"}
-        if not fields.keys() <= allowed:
-            raise ValueError(f"cannot update batch fields {sorted(fields.keys() - allowed)}")
-        sets = ", ".join(f"{k}=?" for k in fields)
-        with self._transaction():
-            self.db.execute(f"UPDATE batches SET {sets}, updated_at=? WHERE id=?",
-                            (*fields.values(), time.time(), batch_id))
-        found = self.batches(batch_id=batch_id)
-        if not found:
-            raise KeyError(batch_id)
-        return found[0]
-
-    @_guarded
-    def drop_batch(self, batch_id: str) -> None:
-        """Forget a batch the provider never received (``preparing``): its keys may be batched or sent again."""
-        with self._transaction():
-            state = self.db.execute("SELECT state FROM batches WHERE id=?", (batch_id,)).fetchone()
-            if state is None or state[0] != PREPARING:
-                raise ValueError(f"batch {batch_id} is not preparing: the provider may have it")
-            self.db.execute("DELETE FROM batch_jobs WHERE batch=?", (batch_id,))
-            self.db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
-
-    @_guarded
-    def batches(self, *, model: str | None = None, batch_id: str | None = None) -> list[BatchRecord]:
-        """The recorded batches (of ``model``, or the one ``batch_id``), oldest first."""
-        if not self._has_table("batches"):
-            return []
-        where, args = [], []
-        if model is not None:
-            where.append("model=?")
-            args.append(model)
-        if batch_id is not None:
-            where.append("id=?")
-            args.append(batch_id)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at, id"
-        return [BatchRecord(*row) for row in self.db.execute(sql, args)]
-
-    @_guarded
-    def batch_jobs(self, batch_id: str) -> dict[str, BatchJob]:
-        """The jobs of one batch by key (what its result lines must join back to)."""
-        if not self._has_table("batch_jobs"):
-            return {}
-        return {row[0]: BatchJob(*row) for row in self.db.execute(
-            "SELECT key, model, repeat, prompt_sha256, params, native FROM batch_jobs WHERE batch=?", (batch_id,))}
-
-    @_guarded
-    def live_batch_keys(self, model: str) -> set[str]:
-        """Keys of ``model`` that are in a live batch (recorded, uploaded, running or not yet collected)."""
-        if not self._has_table("batches"):
-            return set()
-        marks = ",".join("?" * len(LIVE_BATCH_STATES))
-        return {k for (k,) in self.db.execute(
-            f"SELECT bj.key FROM batch_jobs bj JOIN batches b ON b.id = bj.batch WHERE b.model=? "
-            f"AND b.kind != 'export' AND b.state IN ({marks})", (model, *LIVE_BATCH_STATES))}
-
 
 
 class RunStore(BatchLedger):
