@@ -50,7 +50,6 @@ directory that holds the other (``episodes.check_run_dir_kind``, which both runn
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -260,6 +259,7 @@ class ConversationStore(BatchLedger):
         self._spill = SpillFile(self.run_dir)  # answers a full disk keeps out of the store (``spill``)
         self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
         self._tables: set[str] | None = None  # BatchLedger's table names, read when first needed
+        self._ids: _Ids | None = None  # the writer's model, variant and conversation ids (``add_episode``)
         if self.readonly:
             self.db, self._copy = _connect_readonly(self.path)
         else:
@@ -507,14 +507,24 @@ class ConversationStore(BatchLedger):
     def add_episode(self, result: EpisodeResult) -> None:
         """Store a finished (or failed) episode, replacing what its cell held: the episode row and the ids it needs,
         in one transaction (or the caller's)."""
-        ids = _Ids(self.db)  # asked for each time: an id cached from a transaction that rolled back would dangle
         text = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
-        with contextlib.nullcontext() if self.db.in_transaction else self._transaction():
-            self.db.execute('INSERT OR REPLACE INTO jobs (model, variant, "case", repeat, key, verdict, valid, '
-                            "error_code) VALUES (?, ?, ?, ?, '', ?, ?, NULL)",
-                            (ids.model(result.model), ids.variant(result.variant_id),
-                             ids.case(result.conversation_id, result.language, result.category, result.template),
-                             result.repeat, text, None if result.valid is None else int(result.valid)))
+        if self.db.in_transaction:  # the caller's: the ids it makes are asked for afresh (it may yet roll back)
+            self._insert_episode(_Ids(self.db), result, text)
+            return
+        ids = self._ids = self._ids or _Ids(self.db)
+        try:
+            with self._transaction():
+                self._insert_episode(ids, result, text)
+        except BaseException:
+            self._ids = None  # an id made in the transaction that rolled back is not in the file
+            raise
+
+    def _insert_episode(self, ids: _Ids, result: EpisodeResult, text: str) -> None:
+        self.db.execute('INSERT OR REPLACE INTO jobs (model, variant, "case", repeat, key, verdict, valid, error_code) '
+                        "VALUES (?, ?, ?, ?, '', ?, ?, NULL)",
+                        (ids.model(result.model), ids.variant(result.variant_id),
+                         ids.case(result.conversation_id, result.language, result.category, result.template),
+                         result.repeat, text, None if result.valid is None else int(result.valid)))
 
     @_guarded
     def episodes(self, *, models: Iterable[str] | None = None) -> list[EpisodeResult]:
