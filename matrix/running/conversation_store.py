@@ -62,7 +62,7 @@ from typing import Any
 
 from promptgrid.errors import RunError, StoreError
 from promptgrid.matrix.running.connection import _connect_readonly, _guarded, _open_checked, _store_error
-from promptgrid.matrix.running.ledger import _BATCH_SCHEMA, BatchLedger, SpillFile, spilled
+from promptgrid.matrix.running.ledger import _BATCH_SCHEMA, SpillFile, StoreFile, spilled
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.store import _SCHEMA, DONE
 from promptgrid.records import Step
@@ -236,7 +236,7 @@ class _Ids:
         return self._cases[conversation_id]
 
 
-class ConversationStore(BatchLedger):
+class ConversationStore(StoreFile):
     """``conversations.sqlite3`` of a run directory.
 
     ``create=True`` (the runner) opens it for writing, making it when it is
@@ -327,19 +327,6 @@ class ConversationStore(BatchLedger):
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
         self.db, self._copy = target, copy
-
-    def close(self) -> None:
-        self._spill.close()
-        self.db.close()
-        if self._copy is not None:
-            shutil.rmtree(self._copy, ignore_errors=True)
-            self._copy = None
-
-    def __enter__(self) -> ConversationStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ meta
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from promptgrid.errors import StoreFullError
 from promptgrid.matrix.running.connection import _guarded
 
 __all__ = ["BatchJob", "BatchLedger", "BatchRecord", "COLLECTED", "ENDED", "EXPORTED", "LIVE_BATCH_STATES",
-           "PREPARING", "SPILL_GLOB", "SPILL_RESERVE", "SUBMITTED", "SpillFile", "UPLOADED", "disk_full_stop",
+           "PREPARING", "SPILL_GLOB", "SPILL_RESERVE", "SUBMITTED", "SpillFile", "StoreFile", "UPLOADED",
+           "disk_full_stop",
            "spilled"]
 
 
@@ -318,3 +320,27 @@ class BatchLedger:
             f"SELECT bj.key FROM batch_jobs bj JOIN batches b ON b.id = bj.batch WHERE b.model=? "
             f"AND b.kind != 'export' AND b.state IN ({marks})", (model, *LIVE_BATCH_STATES))}
 
+
+_S = TypeVar("_S", bound="StoreFile")
+
+
+class StoreFile(BatchLedger):
+    """What each store of a run directory (``RunStore``, ``ConversationStore``) holds open and closes together: its
+    SQLite connection, a reader's private copy of the file (``connection._connect_readonly``; removed on close),
+    and its spill file (``SpillFile``)."""
+
+    _copy: Path | None
+    _spill: SpillFile
+
+    def close(self) -> None:
+        self._spill.close()
+        self.db.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -84,6 +83,7 @@ from .ledger import (
     BatchLedger,
     BatchRecord,
     SpillFile,
+    StoreFile,
     disk_full_stop,
     spilled,
 )
@@ -170,7 +170,7 @@ _NOT_A_RUN_STORE = ("{path} is not a promptgrid run store (a SQLite file without
                     "{tables}). Give the directory a promptgrid run wrote, or move the file aside.")
 
 
-class RunStore(BatchLedger):
+class RunStore(StoreFile):
     """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself.
 
     ``readonly=True`` opens it for reading only (see ``_connect_readonly``):
@@ -224,19 +224,6 @@ class RunStore(BatchLedger):
     def _call_columns(self) -> set[str]:
         """The columns of ``calls`` (a read-only store of an older version may lack ``endpoint``)."""
         return {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
-
-    def close(self) -> None:
-        self._spill.close()
-        self.db.close()
-        if self._copy is not None:
-            shutil.rmtree(self._copy, ignore_errors=True)
-            self._copy = None
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ metadata
 
