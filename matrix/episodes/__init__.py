@@ -15,8 +15,9 @@ the kind of a dataset or a run directory (``Run`` asks it once, in
 ``kind_named`` turns the name into the ``Kind``); every other module takes
 the ``Kind`` and calls it (``api``, the CLI). Both kinds send every model
 call through one function (``running/sending.send``) and read their options
-from one ``RunConfig``; they still run on two drivers and two store schemas
-behind this interface (``running/`` and ``conversations/``), and the
+from one ``RunConfig``, and store into one schema (``running/store.py``'s
+tables); they still run on two drivers behind this interface
+(``running/runner.py`` and ``running/conversation_runner.py``), and the
 interface is what lets those become one without touching their callers.
 """
 
