@@ -51,11 +51,13 @@ def test_a_single_turn_run_directory_loads_no_conversation_machinery(tmp_path: A
             "                 '--run-dir', run_dir]) == 0\n"
             "    assert main(['status', run_dir, '--no-poll']) == 0\n"
             "import json\n"
-            "print(json.dumps([m for m in sys.modules if m.startswith('promptgrid.matrix.conversations.')]))")
+            "print(json.dumps([m for m in sys.modules if m.startswith('promptgrid.')]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert "promptgrid.matrix.running.runner" in loaded  # what a single-turn run loads is listed
     assert not loaded & {"promptgrid.matrix.report._conversations", "promptgrid.matrix.episodes._environment",
-                         "promptgrid.matrix.running.conversation_runner",
-                         "promptgrid.matrix.datasets._conversations"}, loaded
+                         "promptgrid.matrix.episodes._worker", "promptgrid.matrix.running.conversation_runner",
+                         "promptgrid.matrix.running.conversation_batch",
+                         "promptgrid.matrix.datasets._conversations"}, sorted(loaded)
