@@ -181,3 +181,24 @@ def test_a_damaged_store_of_the_last_release_is_named_and_not_migrated(
     after = _snapshot(run_dir)
     assert after.pop("run.lock", None) is not None  # the run's lock: the store is as it was
     assert after == before
+
+
+def test_a_migration_that_fails_part_way_leaves_the_last_release_store_as_it_was(tmp_path: Path) -> None:
+    """The migration is one transaction: a disk that fills while the rows are copied (the file may not grow) rolls
+    it all back, and the store keeps its schema-1 tables and rows, readable as before."""
+    from promptgrid.matrix.running.conversation_store import _migrate
+
+    run_dir = _restore(tmp_path, "conversation")
+    store = run_dir / "conversations.sqlite3"
+    before = _snapshot(run_dir)
+    db = sqlite3.connect(store, isolation_level=None)
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    # The disk fills part-way: room for the new tables, not for the rows copied into them.
+    db.execute(f"PRAGMA max_page_count={pages + 12}")
+    with pytest.raises(sqlite3.Error, match="full"):
+        _migrate(db)
+    assert not db.in_transaction
+    db.close()
+    assert _snapshot(run_dir) == before
+    assert _tables(store) == ({"meta", "steps", "episodes", "batches", "batch_jobs"}, "1")
+    assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
