@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +148,14 @@ def test_a_conversation_store_of_the_last_release_is_read_unchanged_and_migrated
         steps = sorted(db.execute("SELECT key, response, cost_usd FROM steps"))
     db.close()
     before = _snapshot(run_dir)
+    copies = set(Path(tempfile.gettempdir()).glob("promptgrid-store-*"))
     assert _tables(store) == ({"meta", "steps", "episodes", "batches", "batch_jobs"}, "1")
     assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
     for command in (["status", str(run_dir), "--no-poll"], ["export", str(run_dir), "--output", str(tmp_path / "x")],
                     ["report", str(run_dir), "--format", "md", "--out", str(tmp_path / "report")]):
         assert main(command) == 0, command
     assert _snapshot(run_dir) == before  # readers write nothing, not even a -wal
+    assert set(Path(tempfile.gettempdir()).glob("promptgrid-store-*")) == copies  # their migrated copies removed
     assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 0
     assert "0 steps sent" in capsys.readouterr().out
     tables, version = _tables(store)
