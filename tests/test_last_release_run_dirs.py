@@ -155,7 +155,8 @@ def test_a_conversation_store_of_the_last_release_is_read_unchanged_and_migrated
                     ["report", str(run_dir), "--format", "md", "--out", str(tmp_path / "report")]):
         assert main(command) == 0, command
     assert _snapshot(run_dir) == before  # readers write nothing, not even a -wal
-    assert set(Path(tempfile.gettempdir()).glob("promptgrid-store-*")) == copies  # their migrated copies removed
+    # Every read of this process used one migrated copy (a report opens the store once per read), kept until exit.
+    assert len(set(Path(tempfile.gettempdir()).glob("promptgrid-store-*")) - copies) == 1
     assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 0
     assert "0 steps sent" in capsys.readouterr().out
     tables, version = _tables(store)
@@ -205,3 +206,20 @@ def test_a_migration_that_fails_part_way_leaves_the_last_release_store_as_it_was
     assert _snapshot(run_dir) == before
     assert _tables(store) == ({"meta", "steps", "episodes", "batches", "batch_jobs"}, "1")
     assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
+
+
+def test_a_reader_of_the_last_release_store_removes_its_migrated_copy_when_it_exits(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run_dir = _restore(tmp_path, "conversation")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-m", "promptgrid.matrix.cli", "report", str(run_dir), "--format", "json",
+                           "--out", str(tmp_path / "report")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(temp), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "report" / "conversations.json").is_file()
+    assert list(temp.iterdir()) == []  # the migrated copy went with the process
+    assert _tables(run_dir / "conversations.sqlite3")[1] == "1"
