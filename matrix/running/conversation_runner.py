@@ -292,11 +292,9 @@ class _Episodes:
             model: Line(*buckets.get(model, (None, None)), limit=limits_in_flight.get(model))
             for model in {*buckets, *limits_in_flight}}
         self.rounds = rounds  # --batch: new steps wait for a round's provider batch instead of being sent
-        self.max_cost = max_cost  # the run directory's cost cap (costcap)
-        self.spent_before = store.spend() if max_cost is not None else 0.0  # recorded before this run
-        self.spent_now = 0.0  # what the steps this run sent cost
-        self.reserved = 0  # steps sent (past the cost check) and not answered yet
-        self.stopped: str | None = costcap.MAX_COST if costcap.reached(max_cost, self.spent_before) else None
+        # The run directory's cost cap (``costcap``; ``in_flight``: steps past the cost check, not answered yet).
+        self.budget = costcap.Budget(max_cost, store.spend() if max_cost is not None else 0.0)
+        self.stopped: str | None = costcap.MAX_COST if self.budget.reached() else None
         self.max_answer_chars = max_answer_chars  # most characters of an answer stored (and sent back)
         self.dedupe = dedupe  # byte-identical requests share an answer (--dedupe-requests)
         self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
@@ -348,12 +346,12 @@ class _Episodes:
         self._check_budget(client, transcript)
         future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         self.in_flight[key] = future
-        self.reserved += 1
+        self.budget.in_flight += 1
         try:
             try:
                 step = await self._send(client, model, params, transcript, context)
             finally:
-                self.reserved -= 1
+                self.budget.in_flight -= 1
             try:
                 self.store.add_step(key, model, step)
             except StoreFullError:
@@ -391,12 +389,12 @@ class _Episodes:
         self._check_budget(client, transcript)
         if park is not None:
             await park()
-        self.reserved += 1
+        self.budget.in_flight += 1
         try:
             step, mine = await self.rounds.answer(key, model, transcript.messages, params, transcript.request,
                                                   native=context.variant.call_mode is CallMode.NATIVE, repeat=repeat)
         finally:
-            self.reserved -= 1
+            self.budget.in_flight -= 1
         if not mine:
             self.summary.steps_stored += 1
             return step, False
@@ -416,20 +414,18 @@ class _Episodes:
                 price = getattr(client, "price", None)
                 return price(estimate_tokens(transcript.messages) + 1, 0) if price is not None else None
 
-            if not costcap.allows(self.max_cost, spent_before=self.spent_before, spent_now=self.spent_now,
-                                  answered=self.summary.steps_sent, in_flight=self.reserved,
-                                  first_price=first_price):
+            if not self.budget.allows(first_price):
                 self.stopped = costcap.MAX_COST
         if self.stopped is not None:
             raise _RunStopped(self.stopped)
 
     def _spent(self, cost: float | None) -> None:
-        """Count a sent step's cost; the run stops once the recorded spend reaches the cap (``costcap.reached``)."""
+        """Count a sent step's answer and cost; the run stops once the recorded spend reaches the cap
+        (``costcap.Budget.paid``)."""
         if cost:
-            self.spent_now += cost
             self.summary.spend += cost
-            if costcap.reached(self.max_cost, self.spent_before + self.spent_now):
-                self.stopped = costcap.MAX_COST
+        if self.budget.paid(cost):
+            self.stopped = costcap.MAX_COST
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
                     context: EpisodeContext) -> Step:

@@ -292,11 +292,10 @@ class Runner:
         self.summary = RunSummary(jobs=self.total)
         self._inflight: dict[str, _Call] = {}
         self._retried: set[str] = set()
-        self._reserved = 0  # calls sent and not yet recorded (for the cost projection)
         self._stop: str | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lanes: list[_Lane] = []
-        self._spent_before = 0.0
+        self.budget = costcap.Budget(config.max_cost)  # the spend the cap reads (``in_flight``: sent, not counted)
         self._first_send: float | None = None
         self._last_done: float | None = None
         self._rng = random.Random(seed)
@@ -321,8 +320,8 @@ class Runner:
         model_ids = store.add_models(m.name for m in self.config.models)
         self._variant_ids = store.add_variants(self.variants)
         self._case_ids = store.add_cases(self.cases)
-        self._spent_before = store.spend()
-        if costcap.reached(self.config.max_cost, self._spent_before):
+        self.budget.before = store.spend()
+        if self.budget.reached():
             self._stop = costcap.MAX_COST
         lanes = self._lanes = self._open_lanes(model_ids)
         loop = asyncio.get_running_loop()
@@ -369,7 +368,7 @@ class Runner:
             self.summary.stopped = "interrupted"
         elif self._stop in ("max_cost", "disk_full"):
             self.summary.stopped = self._stop
-        self.summary.spend = round(self.store.spend() - self._spent_before, 10)
+        self.summary.spend = round(self.store.spend() - self.budget.before, 10)
         if self._first_send is not None and self._last_done is not None:
             self.summary.exec_s = self._last_done - self._first_send
         self.summary.wall_s = time.monotonic() - t0
@@ -605,9 +604,7 @@ class Runner:
             chars = sum(len(m["content"]) for m in call.job.messages)
             return lane.client.price(chars // 4 + 1, 0)
 
-        if costcap.allows(self.config.max_cost, spent_before=self._spent_before, spent_now=self.progress.spend,
-                          answered=self.summary.sent - self.summary.errors, in_flight=self._reserved,
-                          first_price=first_price):
+        if self.budget.allows(first_price):
             return True
         self.stop(costcap.MAX_COST)
         return False
@@ -623,7 +620,7 @@ class Runner:
         params["timeout"] = spec.timeout
         est_tokens = estimate_tokens(job.messages, params.get("max_tokens"))
         attempts = 0
-        self._reserved += 1
+        self.budget.in_flight += 1
         reserved = True
         if self._first_send is None:
             self._first_send = time.monotonic()
@@ -645,7 +642,7 @@ class Runner:
             self.summary.congested += sent.congested
             result = (self._failed(job, sent.error, sent.latency, attempts) if sent.error is not None
                       else self._answered(job, sent.completion, native, sent.latency, attempts))
-            self._reserved -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
+            self.budget.in_flight -= 1  # its cost is counted as spent from here on (``_count``), no longer projected
             reserved = False
             await self._finish_soon(call, result)
         except BaseException:
@@ -653,7 +650,7 @@ class Runner:
             raise
         finally:
             if reserved:
-                self._reserved -= 1
+                self.budget.in_flight -= 1
             self.summary.attempts += attempts
 
     def _stopping(self) -> bool:
@@ -788,8 +785,8 @@ class Runner:
             s.error_examples.setdefault(kind, result.error or "")
         if result.cost_usd:
             p.spend += result.cost_usd
-            if costcap.reached(self.config.max_cost, self._spent_before + p.spend):
-                self.stop(costcap.MAX_COST)
+        if self.budget.paid(result.cost_usd, answer=result.status != ERROR):
+            self.stop(costcap.MAX_COST)
 
     def _disk_full(self, exc: StoreFullError) -> None:
         """Stop sending (calls in flight still finish, and are spilled): the store cannot grow."""
