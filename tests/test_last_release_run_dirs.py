@@ -223,3 +223,24 @@ def test_a_reader_of_the_last_release_store_removes_its_migrated_copy_when_it_ex
     assert (tmp_path / "report" / "conversations.json").is_file()
     assert list(temp.iterdir()) == []  # the migrated copy went with the process
     assert _tables(run_dir / "conversations.sqlite3")[1] == "1"
+
+
+@pytest.mark.parametrize("command", ["report", "run"])
+def test_a_damaged_meta_row_of_the_last_release_store_is_named_by_readers_and_writers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """A schema-1 ``variants`` row nested past the parser's bound: a reader names it as a writer does (the migration
+    does not drop it silently), and the file is left as it was."""
+    run_dir = _restore(tmp_path, "conversation")
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'variants'", ("[" * 100_000 + "]" * 100_000,))
+    db.close()
+    before = _snapshot(run_dir)
+    args = ["report", str(run_dir), "--out", str(tmp_path / "report")] if command == "report" else \
+        ["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "conversations.sqlite3: the meta row 'variants' is damaged (nested more than" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    after = _snapshot(run_dir)
+    after.pop("run.lock", None)
+    assert after == before

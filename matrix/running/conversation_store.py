@@ -344,6 +344,7 @@ class ConversationStore(StoreFile):
             raise StoreError(_NOT_A_STORE.format(path=self.path, tables=", ".join(names[:5]) or "none"))
         if version == str(_LEGACY_VERSION):
             if self.readonly:
+                self._verify_legacy(episodes=False)  # the migration reads the variants and labels rows: named here
                 self._read_migrated()
             else:
                 self._verify_legacy()  # a damaged version-1 store is named and left as it is, not migrated
@@ -363,12 +364,14 @@ class ConversationStore(StoreFile):
             self.db.executescript(_BATCH_SCHEMA)
             self._tables = None
 
-    def _verify_legacy(self) -> None:
-        """Decode every meta and episode row of a version-1 store (``verify``, on its tables)."""
+    def _verify_legacy(self, *, episodes: bool = True) -> None:
+        """Decode every meta row of a version-1 store, and with ``episodes`` every episode row (``verify``, on its
+        tables; a reader's episodes are decoded, and a damaged one named, as it reads them)."""
         for key, text in self.db.execute("SELECT key, value FROM meta"):
             self._decoded(text, f"the meta row {key!r}")
-        for rowid, text in self.db.execute("SELECT rowid, result FROM episodes"):
-            self._episode_from(text, f"episode row {rowid}")
+        if episodes:
+            for rowid, text in self.db.execute("SELECT rowid, result FROM episodes"):
+                self._episode_from(text, f"episode row {rowid}")
 
     def _read_migrated(self) -> None:
         """A reader of a version-1 store reads a migrated copy; the file itself is left as it is. The copy is made
