@@ -126,19 +126,14 @@ def _schema_statements() -> list[str]:
     return [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
 
 
-def _version_of(db: sqlite3.Connection) -> str | None:
-    """The file's ``schema_version`` (``None``: no ``meta`` table, or no version in it)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+def _legacy_tables(db: sqlite3.Connection) -> list[str] | None:
+    """The tables of a file whose ``schema_version`` is 1 (sorted), else ``None``. Version 1 with ``steps`` and
+    ``episodes`` is a store of the last release, migrated before it is read (``_migrate``)."""
+    tables = sorted(name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
     if "meta" not in tables:
         return None
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    return None if row is None else str(row[0])
-
-
-def _is_legacy(db: sqlite3.Connection) -> bool:
-    """A version-1 store (``steps``, ``episodes``): migrated before it is read (``_migrate``)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    return _version_of(db) == str(_LEGACY_VERSION) and _LEGACY_TABLES <= tables
+    return tables if row is not None and str(row[0]) == str(_LEGACY_VERSION) else None
 
 
 def _episode_fields(text: Any) -> tuple[str, str, str]:
@@ -338,11 +333,10 @@ class ConversationStore(StoreFile):
     def _open(self, *, create: bool) -> None:
         """Check that the file is a conversation store this version reads (making it if asked and empty), and
         migrate a version-1 store (in place for a writer, a private copy for a reader)."""
-        version = _version_of(self.db)
-        if version == str(_LEGACY_VERSION) and not _is_legacy(self.db):  # say what it is not, not "use version 1"
-            names = sorted(name for (name,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
-            raise StoreError(_NOT_A_STORE.format(path=self.path, tables=", ".join(names[:5]) or "none"))
-        if version == str(_LEGACY_VERSION):
+        legacy = _legacy_tables(self.db)
+        if legacy is not None and not _LEGACY_TABLES <= set(legacy):  # say what it is not, not "use version 1"
+            raise StoreError(_NOT_A_STORE.format(path=self.path, tables=", ".join(legacy[:5])))
+        if legacy is not None:
             if self.readonly:
                 self._verify_legacy(episodes=False)  # the migration reads the variants and labels rows: named here
                 self._read_migrated()
