@@ -2,9 +2,9 @@
 
 The store keeps every answer under the key of the step that got it, not per
 episode (``_store``): an episode's transcript is rebuilt the way a resumed
-run rebuilds it (``_run._Episodes.run``). The first turn is rendered by the
+run rebuilds it (``episodes._conversation_play.ConversationEpisode.play``). The first turn is rendered by the
 variant's template; at each step the key is computed from the messages so
-far (``_run._StepKeys``, as the run keyed it, whether or not it deduplicated
+far (``episodes._conversation_play.StepKeys``, as the run keyed it, whether or not it deduplicated
 requests, or the key of a store written before them) and the stored answer is
 read, decoded in the variant's form, and its calls run on a fresh
 environment, whose results are deterministic, for the results the model was
@@ -193,7 +193,7 @@ class _Replay:
 
     def __init__(self, store: ConversationStore, params: Mapping[str, Mapping[str, Any]],
                  bfcl_data: str | os.PathLike[str] | None) -> None:
-        from promptgrid.matrix.running.conversation_runner import STEP_KEYS
+        from promptgrid.matrix.episodes._conversation_play import STEP_KEYS
 
         self.store, self.params, self.bfcl_data = store, params, bfcl_data
         self.legacy = store.meta("step_keys") != STEP_KEYS
@@ -281,16 +281,16 @@ class _Replay:
     def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
                ) -> tuple[list[TranscriptTurn], str]:
         from promptgrid.matrix.datasets._mini_mt import ascii_results_for
+        from promptgrid.matrix.episodes._conversation_play import StepKeys
         from promptgrid.matrix.episodes._environment import Environment
         from promptgrid.matrix.episodes._steps import Transcript
-        from promptgrid.matrix.running.conversation_runner import _StepKeys
         from promptgrid.matrix.running.plan import repeat_params
 
         verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
         judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
                   and isinstance(t.get("turn"), int)}
         rebuild = _Rebuild(episode, variant, Transcript(conversation, variant, self.renderer),
-                           [_StepKeys((variant.id, conversation.id)), _StepKeys(None)],
+                           [StepKeys((variant.id, conversation.id)), StepKeys(None)],
                            [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)],
                            [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))])
         transcript = rebuild.transcript
@@ -365,13 +365,13 @@ class _Replay:
                 params: list[Mapping[str, Any]], turn: int, step: int) -> Step | None:
         """The stored answer of this step, under the key the run used (per episode, deduplicated, or legacy) with
         the parameters it used (the first candidate that finds one is kept: ``params`` is narrowed to it)."""
-        from promptgrid.matrix.running.conversation_runner import _sha
+        from promptgrid.matrix.episodes._conversation_play import legacy_digest
         from promptgrid.matrix.running.plan import job_key
 
         for candidate in list(params):
             digests = [keyer.digest(transcript.messages, transcript.request, turn, step) for keyer in keys]
             if self.legacy:
-                digests.append(_sha(transcript.messages, transcript.request))
+                digests.append(legacy_digest(transcript.messages, transcript.request))
             for digest in digests:
                 found = self.store.step(job_key(episode.model, candidate, digest, episode.repeat))
                 if found is not None:

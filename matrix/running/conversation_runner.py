@@ -86,7 +86,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -100,15 +99,16 @@ from typing import Any
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.datasets._conversations import Conversation
-from promptgrid.matrix.datasets._mini_mt import ascii_results_for
-from promptgrid.matrix.episodes._environment import Environment, EnvironmentFailure
-from promptgrid.matrix.episodes._steps import (
-    MAX_STORED_ANSWER_CHARS,
-    EpisodeContext,
-    Transcript,
-    decode_answer,
-    stored_answer,
+from promptgrid.matrix.episodes._conversation_play import (
+    STEP_KEYS,
+    ConversationEpisode,
+    StateScorer,
+    legacy_digest,
+    score_episode,
 )
+from promptgrid.matrix.episodes._environment import Environment
+from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
+from promptgrid.matrix.episodes._steps import MAX_STORED_ANSWER_CHARS, EpisodeContext, stored_answer
 from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
@@ -116,15 +116,9 @@ from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExpor
 from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
-from promptgrid.matrix.running.results import EpisodeResult, turn_record, turns_of
+from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.sending import Line, Stopped, send
-from promptgrid.matrix.scoring.state_check import (
-    DecodedStep,
-    GroundTruthRun,
-    TurnFailureMode,
-    check_conversation,
-    run_ground_truth,
-)
+from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Step
 from promptgrid.redact import Redactor
@@ -214,55 +208,6 @@ class ConversationRunSummary:
     results: list[EpisodeResult] = field(default_factory=list, repr=False)
 
 
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-
-
-def _sha(messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None) -> str:
-    """The step key's digest of the stores written before 0.x (the whole transcript hashed at every step): only
-    looked up in such a store (``_StepKeys.legacy``)."""
-    return hashlib.sha256(_canonical({"messages": list(messages), "request": request})).hexdigest()
-
-
-STEP_KEYS = "episode-chain-1"
-"""How the steps of a store are keyed (its ``meta`` ``step_keys``): ``_StepKeys``. A store without it was written
-before, keyed by ``_sha`` of the request alone."""
-
-
-class _StepKeys:
-    """The keys of one episode's steps, each made in time linear in what was appended since the step before.
-
-    A running SHA-256 takes every message once, as it is appended (canonical JSON, length-prefixed); a step's
-    digest is a copy of it that takes the step's request (native tools, constrained grammar: hashed once per
-    distinct request object) and, unless requests are deduplicated, the episode's identity and the step's place
-    (variant, conversation, turn, step): an answer is reused only by the step it was got for (the same model,
-    parameters and repeat are in ``job_key``). With ``dedupe`` the digest is over the request's bytes alone, so
-    byte-identical requests of different conversations or variants share one answer (sound at temperature 0).
-    """
-
-    def __init__(self, identity: tuple[str, str] | None) -> None:
-        self.identity = identity
-        self.running = hashlib.sha256()
-        self.fed = 0
-        self._request: tuple[Any, bytes] | None = None
-
-    def digest(self, messages: Sequence[Mapping[str, Any]], request: Mapping[str, Any] | None, turn: int,
-               step: int) -> str:
-        if len(messages) < self.fed:  # the transcript was started again: not done by the runner
-            raise ValueError("the transcript lost messages since the last step")
-        for message in messages[self.fed:]:
-            data = _canonical(message)
-            self.running.update(len(data).to_bytes(8, "big") + data)
-        self.fed = len(messages)
-        if self._request is None or self._request[0] is not request:
-            self._request = (request, hashlib.sha256(_canonical(request)).digest())
-        h = self.running.copy()
-        h.update(b"\x00request" + self._request[1])
-        if self.identity is not None:
-            h.update(b"\x00episode" + _canonical([*self.identity, turn, step]))
-        return h.hexdigest()
-
-
 class _ModelStopped(Exception):
     """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
 
@@ -275,16 +220,14 @@ class _RunStopped(Exception):
 class _Episodes:
     """The shared state of one run: store, ground truths, in-flight requests, counters."""
 
-    def __init__(self, store: ConversationStore, renderer: Any, *, step_limit: int, retry: RetryPolicy,
-                 timeouts: Mapping[str, float], redact: Callable[[str], str], env_options: Mapping[str, Any],
+    def __init__(self, store: ConversationStore, episode: ConversationEpisode, scorer: StateScorer, *,
+                 retry: RetryPolicy, timeouts: Mapping[str, float], redact: Callable[[str], str],
                  summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
-                 dedupe: bool = False, legacy_keys: bool = False,
-                 make_env: Callable[..., Any] = Environment, strict_arguments: bool = False,
-                 max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
+                 legacy_keys: bool = False, max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
                  limits: Mapping[str, tuple[TokenBucket | None, TokenBucket | None]] | None = None,
                  max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None,
                  rounds: BatchRounds | None = None) -> None:
-        self.store, self.renderer, self.step_limit, self.retry = store, renderer, step_limit, retry
+        self.store, self.retry = store, retry
         # Each model's sending state (``sending.Line``): its request and token buckets (``ratelimit.model_buckets``),
         # its adaptive limit on steps in flight (None: its concurrency) and whether it was stopped.
         buckets, limits_in_flight = dict(limits or {}), dict(adaptive or {})
@@ -296,10 +239,7 @@ class _Episodes:
         self.budget = costcap.Budget(max_cost, store.spend() if max_cost is not None else 0.0)
         self.stopped: str | None = costcap.MAX_COST if self.budget.reached() else None
         self.max_answer_chars = max_answer_chars  # most characters of an answer stored (and sent back)
-        self.dedupe = dedupe  # byte-identical requests share an answer (--dedupe-requests)
         self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
-        self.make_env = make_env
-        self.strict_arguments = strict_arguments  # the strict argument rule: the episode's environment and the check
         self.timeouts = dict(timeouts)  # seconds per call, per model (600 for a model not in it)
         self.redact = redact  # errors are stored and printed: no key or URL credential in them
         # Answers too, by exact value only (a pattern could eat answer text), before they are stored, so the
@@ -308,37 +248,61 @@ class _Episodes:
         self.halted: dict[str, str] = {}  # model -> why it gets no more calls (summary.halted)
         self.lost_answers = 0  # answers received that a full disk did not take (sent again by the next run)
         self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
-        self.env_options, self.summary = dict(env_options), summary
-        self.truths: dict[str, asyncio.Future[GroundTruthRun]] = {}
+        self.summary = summary
+        # What an episode is and how it is judged (``episodes._conversation_play``: an ``Episode`` and a
+        # ``Scorer``): this plays each one and answers its steps (``send``), knowing nothing of turns or
+        # environments.
+        self.episode, self.scorer = episode, scorer
         self.in_flight: dict[str, asyncio.Future[Step]] = {}
         self.on_sent = on_sent
         self.progress: Any = None  # the run's progress stream: a line for every slow step (SLOW_STEP_S)
 
-    async def truth(self, conversation: Conversation) -> GroundTruthRun:
-        future = self.truths.get(conversation.id)
-        if future is None:
-            future = self.truths[conversation.id] = asyncio.ensure_future(
-                asyncio.to_thread(run_ground_truth, conversation, make_env=self.make_env,
-                                  strict_arguments=self.strict_arguments))
-        return await future
+    async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
+                  conversation: Conversation, repeat: int) -> EpisodeResult:
+        """One episode played from its first step (stored steps are read back), and scored. With ``--batch`` the
+        episode counts as live for the rounds from here to its end (a round goes when every live episode waits)."""
+        from promptgrid.matrix.running.plan import repeat_params
 
-    async def answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
-                     context: EpisodeContext, repeat: int, keys: _StepKeys,
-                     park: Callable[[], Awaitable[None]] | None = None) -> tuple[Step, bool]:
+        send = partial(self.send, client, model, repeat_params(params, repeat), repeat)
+        if self.rounds is not None:
+            self.rounds.started()
+        try:
+            walk = await self.episode.run(model, variant, conversation, repeat, send)
+        finally:
+            if self.rounds is not None:
+                self.rounds.ended()
+        return await score_episode(self.scorer, walk)
+
+    async def send(self, client: Any, model: str, params: Mapping[str, Any], repeat: int,
+                   asked: StepRequest) -> tuple[Step, bool]:
+        """An episode's ``Send``: ``answer``, with what ends the episode unfinished said as ``NotAnswered`` (a call
+        retries could not fix, a run stopped before the step was sent)."""
+        context = asked.context
+        try:
+            return await self.answer(client, model, params, repeat, asked)
+        except CallError as exc:
+            raise NotAnswered(self.redact(f"turn {context.turn}, step {context.step}: {exc}")) from None
+        except _RunStopped as exc:
+            raise NotAnswered(f"turn {context.turn}, step {context.step}: not sent, the run stopped: "
+                              f"{_stop_note(exc)}; the next run resumes this episode from its stored steps",
+                              stopped=str(exc)) from None
+
+    async def answer(self, client: Any, model: str, params: Mapping[str, Any], repeat: int,
+                     asked: StepRequest) -> tuple[Step, bool]:
         """The stored answer for this step, or a new one (sent, then committed; with ``--batch``, from the round
         that carries it, the episode's environment ``park``-ed while it waits). Second value: sent now."""
         from promptgrid.matrix.running.plan import job_key
 
-        key = job_key(model, params, keys.digest(transcript.messages, transcript.request, context.turn,
-                                                 context.step), repeat)
+        key = job_key(model, params, asked.digest, repeat)
         stored = self.store.step(key)
         if stored is None and self.legacy_keys:
-            stored = self.store.step(job_key(model, params, _sha(transcript.messages, transcript.request), repeat))
+            stored = self.store.step(job_key(model, params, legacy_digest(asked.messages, asked.request), repeat))
         if stored is not None:
             self.summary.steps_stored += 1
             return stored, False
+        transcript, context = asked, asked.context
         if self.rounds is not None:
-            return await self._batch_answer(client, model, params, transcript, context, repeat, key, park)
+            return await self._batch_answer(client, model, params, transcript, context, repeat, key, asked.park)
         pending = self.in_flight.get(key)
         if pending is not None:
             self.summary.steps_stored += 1
@@ -379,7 +343,7 @@ class _Episodes:
                   f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
         return step, True
 
-    async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+    async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
                             context: EpisodeContext, repeat: int, key: str,
                             park: Callable[[], Awaitable[None]] | None) -> tuple[Step, bool]:
         """A new step's answer from the batch round that carries it (``_batch.BatchRounds``): the cost cap is
@@ -406,7 +370,7 @@ class _Episodes:
         """``line_step`` with this run's redaction and answer bound."""
         return line_step(completion, native, price, self.redact_answer, self.max_answer_chars)
 
-    def _check_budget(self, client: Any, transcript: Transcript) -> None:
+    def _check_budget(self, client: Any, transcript: StepRequest) -> None:
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
         the cap (``costcap.allows``, the single-turn runner's rule; the run stops then)."""
         if self.stopped is None:
@@ -427,7 +391,7 @@ class _Episodes:
         if self.budget.paid(cost):
             self.stopped = costcap.MAX_COST
 
-    async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+    async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
                     context: EpisodeContext) -> Step:
         kwargs: dict[str, Any] = {}
         if transcript.request is not None:
@@ -445,7 +409,7 @@ class _Episodes:
                     finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
                     output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
 
-    async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: Transcript,
+    async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
                         kwargs: Mapping[str, Any]) -> tuple[Any, float]:
         """The completion (and its latency) of one step, sent by the one send path (``sending.send``, as a
         single-turn call: paced, within the model's adaptive limit, retried as the run's policy allows; an error
@@ -478,210 +442,10 @@ class _Episodes:
         if line.halted is not None and model not in self.halted:
             self.halted[model] = line.halted
 
-    async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
-                  conversation: Conversation, repeat: int) -> EpisodeResult:
-        """One episode from its first step (stored steps are read back), scored. With ``--batch`` the episode
-        counts as live for the rounds from here to its end (a round goes when every live episode waits)."""
-        if self.rounds is None:
-            return await self._run(client, model, params, variant, conversation, repeat)
-        self.rounds.started()
-        try:
-            return await self._run(client, model, params, variant, conversation, repeat)
-        finally:
-            self.rounds.ended()
-
-    async def _run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
-                   conversation: Conversation, repeat: int) -> EpisodeResult:
-        from promptgrid.matrix.running.plan import repeat_params
-
-        walk = _Walk(client, model, repeat_params(params, repeat), variant, conversation, repeat,
-                     Transcript(conversation, variant, self.renderer),
-                     [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))],
-                     _StepKeys(None if self.dedupe else (variant.id, conversation.id)))
-        failure: tuple[EnvironmentFailure, int | None, int | None] | None = None  # (failure, turn, step)
-        env: Any = None
-        usage: Any = None
-        try:
-            env = await asyncio.to_thread(self.make_env, list(conversation.involved_classes),
-                                          conversation.initial_config, long_context=conversation.long_context,
-                                          **{**self.env_options,
-                                             "ascii_results": ascii_results_for(variant, conversation),
-                                             # only when on: a make_env of a test's need not know the keyword
-                                             **({"strict_arguments": True} if self.strict_arguments else {})})
-            await self._turns(walk, env)
-        except EnvironmentFailure as exc:  # this episode's environment cannot go on: it ends here, the run goes on
-            failure = (exc, walk.turn, walk.step)
-        finally:
-            if env is not None:
-                usage = await _close_env(env)
-        return await self._result(walk, usage, failure)
-
-    async def _turns(self, walk: _Walk, env: Any) -> None:
-        """Take the episode through its turns, until one ends in an error or is force-quit at the step limit."""
-        for turn in range(len(walk.conversation.turns)):
-            walk.turn = turn
-            walk.transcript.open_turn(turn)
-            turn_steps: list[DecodedStep] = []
-            force_quit = await self._steps(walk, env, turn_steps)
-            walk.trajectory.append(turn_steps)
-            if len(walk.final_answers) < len(walk.trajectory):
-                walk.final_answers.append(None)
-            if walk.error is not None or force_quit:
-                break
-
-    async def _steps(self, walk: _Walk, env: Any, turn_steps: list[DecodedStep]) -> bool:
-        """The steps of the turn under way, appended to ``turn_steps``; whether the turn was force-quit (more
-        steps with calls than the step limit). A failed call or a stopped run ends it with ``walk.error`` set."""
-        turn, transcript, variant = walk.turn, walk.transcript, walk.variant
-        walk.step = 0
-        while True:
-            context = EpisodeContext(walk.conversation, variant, turn, walk.step, transcript.request, walk.repeat)
-            try:
-                answer, now = await self.answer(walk.client, walk.model, walk.params, transcript, context,
-                                                walk.repeat, walk.keys,
-                                                None if self.rounds is None else partial(asyncio.to_thread, env.park))
-            except CallError as exc:
-                walk.error = self.redact(f"turn {turn}, step {walk.step}: {exc}")
-                return False
-            except _RunStopped as exc:
-                walk.stopped = str(exc)
-                walk.error = (f"turn {turn}, step {walk.step}: not sent, the run stopped: {_stop_note(exc)}; "
-                              "the next run resumes this episode from its stored steps")
-                return False
-            walk.count(answer, now)
-            text = answer.response or ""  # a stored step always has its answer
-            transcript.add_answer(text, turn, walk.step)
-            step, ended = decode_answer(variant, text, transcript.request, transcript.functions, walk.known)
-            turn_steps.append(step)
-            if ended:
-                walk.final_answers.append(_answer_text(text, variant)[:_FINAL_CHARS])
-                return False
-            began = time.perf_counter()
-            outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
-            walk.slowest = max(walk.slowest, time.perf_counter() - began)
-            transcript.add_results(outcomes, turn, walk.step)
-            walk.step += 1  # the steps of this turn with calls so far
-            if walk.step > self.step_limit:
-                return True
-
-    async def _result(self, walk: _Walk, usage: Any,
-                      failure: tuple[EnvironmentFailure, int | None, int | None] | None) -> EpisodeResult:
-        """The episode's stored result: unfinished or in error, an environment failure, or its verdict (the
-        episode is scored here; an environment failure while scoring is one too)."""
-        conversation = walk.conversation
-        base: dict[str, Any] = dict(model=walk.model, variant_id=walk.variant.id, conversation_id=conversation.id,
-                                    category=conversation.category, repeat=walk.repeat, steps=walk.steps,
-                                    sent=walk.sent, input_tokens=walk.input_tokens, output_tokens=walk.output_tokens,
-                                    cost_usd=walk.cost, latency_s=walk.latency, language=conversation.language,
-                                    template=conversation.template or conversation.id)
-        env_usage = {} if usage is None else {
-            "starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
-            "slowest_step_s": round(walk.slowest, 4)}
-        if failure is None and walk.error is not None:
-            return EpisodeResult(valid=None, error=walk.error,
-                                 details={"environment": env_usage,
-                                          **({"stopped": walk.stopped} if walk.stopped else {})}, **base)
-        if failure is None:
-            try:
-                truth = await self.truth(conversation)
-                verdict = await asyncio.to_thread(check_conversation, conversation, walk.trajectory,
-                                                  ground_truth=truth, step_limit=self.step_limit,
-                                                  make_env=self.make_env, strict_arguments=self.strict_arguments)
-            except EnvironmentFailure as exc:
-                failure = (exc, exc.turn, None)
-        if failure is not None:
-            return _environment_failure(base, *failure, variant=walk.variant, env_usage=env_usage,
-                                        final_answers=walk.final_answers)
-        # The verdict as the store keeps it (JSON), and the turns as a stored episode gives them back: a run's
-        # results and the same episodes read from the store are equal.
-        stored = json.loads(json.dumps({"id": conversation.id, **verdict.to_dict()}, ensure_ascii=False))
-        turns = turns_of([turn_record(t) for t in verdict.turns], stored)
-        mode = verdict.failure_mode
-        return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
-                             details={"verdict": stored, "environment": env_usage,
-                                      "final_answers": walk.final_answers}, **base)
-
-
-@dataclass
-class _Walk:
-    """One episode under way: what its steps are sent with, and what they added up to so far."""
-
-    client: Any
-    model: str
-    params: Mapping[str, Any]
-    variant: Variant
-    conversation: Conversation
-    repeat: int
-    transcript: Transcript
-    known: list[str]
-    """The names of the functions the conversation offers by its last turn (``decode_answer``)."""
-    keys: _StepKeys
-    trajectory: list[list[DecodedStep]] = field(default_factory=list)
-    final_answers: list[str | None] = field(default_factory=list)
-    """Per turn, the text of the answer that ended it (None: none did)."""
-    turn: int = 0
-    step: int = 0
-    steps: int = 0
-    sent: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = 0.0
-    latency: float = 0.0
-    slowest: float = 0.0
-    """The longest environment step (wall seconds), for the bounds reported in details."""
-    error: str | None = None
-    stopped: str | None = None
-    """Why the run stopped this episode mid-way (``costcap.MAX_COST``)."""
-
-    def count(self, answer: Step, now: bool) -> None:
-        """Add a step's answer (``now``: sent by this run) to the episode's counts, tokens, cost and latency."""
-        self.steps += 1
-        self.sent += now
-        self.input_tokens += answer.input_tokens or 0
-        self.output_tokens += answer.output_tokens or 0
-        self.cost = None if self.cost is None or answer.cost_usd is None else self.cost + answer.cost_usd
-        self.latency += answer.latency_s or 0.0
-
-
-async def _close_env(env: Any) -> Any:
-    """Close an episode's environment; its usage (``None`` when it cannot report one). Both in a worker thread:
-    asking the worker for its peak memory waits on its answer, which the event loop must not."""
-    return await asyncio.to_thread(_usage_and_close, env)
-
-
-def _usage_and_close(env: Any) -> Any:
-    try:
-        usage = env.usage()
-    except EnvironmentFailure:
-        usage = None
-    env.close()
-    return usage
-
-
-_FINAL_CHARS = 500  # characters of a turn's final answer kept (its language is judged from them)
-
-
 def _stop_note(exc: _RunStopped) -> str:
     if str(exc) == costcap.MAX_COST:
         return "the run directory's spend reached --max-cost"
     return str(exc)
-
-
-def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn: int | None, step: int | None, *,
-                         variant: Variant, env_usage: Mapping[str, Any], final_answers: Sequence[str | None],
-                         ) -> EpisodeResult:
-    """The stored result of an episode whose environment failed: finished, not valid, ``failure_mode``
-    ``environment_failure``, its details naming where (turn and step, or the scoring) and why. Its turns are not
-    scored (``turns`` is empty); a later run does not run it again."""
-    where = ("while scoring" if turn is None else f"while scoring turn {turn}" if step is None
-             else f"at turn {turn}, step {step}")
-    reason = getattr(exc, "reason", "worker_failed")
-    detail = (f"the environment of conversation {base['conversation_id']} failed for variant {variant.label} "
-              f"({variant.id}), model {base['model']}, {where}: {exc} ({reason})")
-    return EpisodeResult(
-        valid=False, failure_mode=TurnFailureMode.ENVIRONMENT_FAILURE.value, **base,
-        details={"environment_failure": {"reason": reason, "turn": turn, "step": step, "detail": detail},
-                 "environment": dict(env_usage), "final_answers": list(final_answers)})
 
 
 def _redacted(completion: Any, exact: Callable[[str], str]) -> Any:
@@ -703,16 +467,6 @@ def _redacted_call(call: Any, exact: Callable[[str], str]) -> Any:
         return call
     return {**call, "function": {**fn, **{k: exact(v) for k in ("name", "arguments")
                                           if isinstance(v := fn.get(k), str)}}}
-
-
-def _answer_text(stored: str, variant: Variant) -> str:
-    """The natural-language text of a stored answer: a native envelope's content, else the text itself."""
-    if variant.call_mode is CallMode.NATIVE:
-        from promptgrid.matrix.clients import read_envelope
-
-        env = read_envelope(stored)
-        return (env[0] or "") if env is not None else stored
-    return stored
 
 
 def check_episodes(models: int, variants: int, conversations: int, repeats: int, *,
@@ -872,12 +626,14 @@ async def arun_episodes(
         summary.replayed = store.replay_spills()  # answers a full disk kept out of an earlier run's store
         store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
         made = _made_clients(models, clients)  # made once the directory is this run's (a refused run makes none)
-        state = _Episodes(store, renderer, step_limit=step_limit, retry=retry_policy,
-                          timeouts=step_timeouts,
-                          redact=redactor if redactor is not None else Redactor(), env_options=env_options or {},
-                          summary=summary, on_sent=on_sent, dedupe=config.dedupe_requests,
-                          legacy_keys=_step_keys(store), make_env=make_env or Environment,
-                          strict_arguments=config.strict_arguments, max_answer_chars=max_answer_chars,
+        make_env = make_env or Environment
+        episode = ConversationEpisode(renderer, step_limit=step_limit, make_env=make_env, env_options=env_options,
+                                      strict_arguments=config.strict_arguments, dedupe=config.dedupe_requests)
+        scorer = StateScorer(step_limit=step_limit, make_env=make_env, strict_arguments=config.strict_arguments)
+        state = _Episodes(store, episode, scorer, retry=retry_policy, timeouts=step_timeouts,
+                          redact=redactor if redactor is not None else Redactor(),
+                          summary=summary, on_sent=on_sent, legacy_keys=_step_keys(store),
+                          max_answer_chars=max_answer_chars,
                           limits={spec.name: model_buckets(spec.rpm, spec.tpm) for spec in config.models},
                           max_cost=max_cost, adaptive=adaptive)
         state.progress = progress

@@ -6,7 +6,7 @@ episode a row of ``jobs``.
 
 - ``calls`` holds every model answer, committed as it arrives, under the key
   of the step that got it (``job_key`` over the model, the generation
-  parameters, the repeat and ``conversation_runner._StepKeys``' digest of the
+  parameters, the repeat and ``episodes._conversation_play.StepKeys``' digest of the
   episode's variant and conversation, the step's place and the messages and
   request pieces sent); its ``prompt_sha256`` and ``params`` are empty (the
   key covers both, as ``Step`` says). A resumed episode rebuilds its messages
@@ -22,7 +22,7 @@ episode a row of ``jobs``.
   episode has many steps.
 - ``meta`` keeps the run's description (grid, dataset, models, plan, model
   parameters) and ``step_keys``, how the steps are keyed
-  (``conversation_runner.STEP_KEYS``; absent in a store written before, whose
+  (``episodes._conversation_play.STEP_KEYS``; absent in a store written before, whose
   steps are keyed by the request alone: the runner then also looks a step up
   under that key), and ``argument_rule``.
 

@@ -941,35 +941,35 @@ def test_a_step_key_takes_each_message_once(base: list[Conversation], tmp_path: 
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The running hash: a conversation of N messages costs N message hashes in all, not one per message per
     step; and the keys do not change between runs (a resumed run finds them)."""
-    from promptgrid.matrix.running import conversation_runner as _run
+    from promptgrid.matrix.episodes import _conversation_play as _play
     hashed: list[Any] = []
-    canonical = _run._canonical
+    canonical = _play._canonical
 
     def counting(value: Any) -> bytes:
         hashed.append(value)
         return canonical(value)
 
-    monkeypatch.setattr(_run, "_canonical", counting)
+    monkeypatch.setattr(_play, "_canonical", counting)
     recorder = Recorder()
     run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / "a", clients={GT: recorder},
                       make_env=fake_envs(None, None))
     messages = [m for m in hashed if isinstance(m, dict) and "role" in m]
     last, _, _, completion = recorder.sent[-1]
     assert len(messages) == len(last) == len(recorder.sent) * 2  # each message once (prompt + answer pairs)
-    keys = _run._StepKeys(("v", "c"))
+    keys = _play.StepKeys(("v", "c"))
     a = keys.digest([{"role": "user", "content": "x"}], None, 0, 0)
-    again = _run._StepKeys(("v", "c"))
+    again = _play.StepKeys(("v", "c"))
     assert again.digest([{"role": "user", "content": "x"}], None, 0, 0) == a
-    assert _run._StepKeys(("v", "other")).digest([{"role": "user", "content": "x"}], None, 0, 0) != a
-    assert _run._StepKeys(None).digest([{"role": "user", "content": "x"}], None, 0, 0) == \
-        _run._StepKeys(None).digest([{"role": "user", "content": "x"}], None, 3, 1)
+    assert _play.StepKeys(("v", "other")).digest([{"role": "user", "content": "x"}], None, 0, 0) != a
+    assert _play.StepKeys(None).digest([{"role": "user", "content": "x"}], None, 0, 0) == \
+        _play.StepKeys(None).digest([{"role": "user", "content": "x"}], None, 3, 1)
 
 
 def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: Path,
                                                                      base: list[Conversation]) -> None:
-    """A run directory of the last release: its steps keyed by the request alone (``_sha``), no ``step_keys``;
+    """A run directory of the last release: its steps keyed by the request alone (``legacy_digest``), no ``step_keys``;
     a run into it finds every stored step and sends nothing."""
-    from promptgrid.matrix.running.conversation_runner import _sha
+    from promptgrid.matrix.episodes._conversation_play import legacy_digest
     from promptgrid.matrix.running.conversation_store import StoredStep
     from promptgrid.matrix.running.plan import job_key, repeat_params
 
@@ -982,7 +982,7 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
         for messages, request, _context, completion in recorder.sent:
             from promptgrid.matrix.episodes._steps import stored_answer
 
-            store.add_step(job_key(GT, params, _sha(messages, request), 0), GT,
+            store.add_step(job_key(GT, params, legacy_digest(messages, request), 0), GT,
                            StoredStep(response=stored_answer(completion, _context.variant)))
         assert store.meta("step_keys") is None
     again = Recorder()
