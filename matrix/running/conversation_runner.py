@@ -2,11 +2,14 @@
 
 ``arun_episodes`` runs a ``RunConfig`` (the one declaration of the run
 options): it takes every (model, variant, conversation, repeat) through its turns
-(``_episode``), ``concurrency`` episodes at a time per model (the plan is
+(``episodes._conversation_play.ConversationEpisode``, played through the
+``Episode`` protocol: this module answers its steps, ``_Episodes.send``, and
+knows nothing of turns or environments), ``concurrency`` episodes at a time
+per model (the plan is
 counted first, ``check_episodes``, and walked as the episodes are taken).
 Every answer is committed to the run directory's ``conversations.sqlite3``
-as it arrives (``_store``), keyed by the episode, the step's place and what
-was sent (``_StepKeys``: a running hash, so a step's key costs what was
+as it arrives (``conversation_store``), keyed by the episode, the step's place and what
+was sent (``StepKeys``: a running hash, so a step's key costs what was
 appended since the step before); an episode is rebuilt on resume from the
 stored answers and the environment's deterministic results, so a run killed
 mid-episode and started again sends nothing it already sent and ends with
@@ -218,7 +221,8 @@ class _RunStopped(Exception):
 
 
 class _Episodes:
-    """The shared state of one run: store, ground truths, in-flight requests, counters."""
+    """The shared state of one run: its store, the episode and scorer it plays and judges with, the steps in
+    flight, each model's sending state, the cost cap, and the counters."""
 
     def __init__(self, store: ConversationStore, episode: ConversationEpisode, scorer: StateScorer, *,
                  retry: RetryPolicy, timeouts: Mapping[str, float], redact: Callable[[str], str],
@@ -300,20 +304,20 @@ class _Episodes:
         if stored is not None:
             self.summary.steps_stored += 1
             return stored, False
-        transcript, context = asked, asked.context
+        context = asked.context
         if self.rounds is not None:
-            return await self._batch_answer(client, model, params, transcript, context, repeat, key, asked.park)
+            return await self._batch_answer(client, model, params, asked, context, repeat, key, asked.park)
         pending = self.in_flight.get(key)
         if pending is not None:
             self.summary.steps_stored += 1
             return await asyncio.shield(pending), False
-        self._check_budget(client, transcript)
+        self._check_budget(client, asked)
         future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         self.in_flight[key] = future
         self.budget.in_flight += 1
         try:
             try:
-                step = await self._send(client, model, params, transcript, context)
+                step = await self._send(client, model, params, asked, context)
             finally:
                 self.budget.in_flight -= 1
             try:
@@ -343,19 +347,19 @@ class _Episodes:
                   f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
         return step, True
 
-    async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
+    async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
                             context: EpisodeContext, repeat: int, key: str,
                             park: Callable[[], Awaitable[None]] | None) -> tuple[Step, bool]:
         """A new step's answer from the batch round that carries it (``_batch.BatchRounds``): the cost cap is
         checked as before an online step; the round stores the answer. Second value: this episode's line (a key
         shared by several episodes is one line, sent and paid once)."""
         assert self.rounds is not None
-        self._check_budget(client, transcript)
+        self._check_budget(client, asked)
         if park is not None:
             await park()
         self.budget.in_flight += 1
         try:
-            step, mine = await self.rounds.answer(key, model, transcript.messages, params, transcript.request,
+            step, mine = await self.rounds.answer(key, model, asked.messages, params, asked.request,
                                                   native=context.variant.call_mode is CallMode.NATIVE, repeat=repeat)
         finally:
             self.budget.in_flight -= 1
@@ -370,13 +374,13 @@ class _Episodes:
         """``line_step`` with this run's redaction and answer bound."""
         return line_step(completion, native, price, self.redact_answer, self.max_answer_chars)
 
-    def _check_budget(self, client: Any, transcript: StepRequest) -> None:
+    def _check_budget(self, client: Any, asked: StepRequest) -> None:
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
         the cap (``costcap.allows``, the single-turn runner's rule; the run stops then)."""
         if self.stopped is None:
             def first_price() -> float | None:
                 price = getattr(client, "price", None)
-                return price(estimate_tokens(transcript.messages) + 1, 0) if price is not None else None
+                return price(estimate_tokens(asked.messages) + 1, 0) if price is not None else None
 
             if not self.budget.allows(first_price):
                 self.stopped = costcap.MAX_COST
@@ -391,25 +395,25 @@ class _Episodes:
         if self.budget.paid(cost):
             self.stopped = costcap.MAX_COST
 
-    async def _send(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
+    async def _send(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
                     context: EpisodeContext) -> Step:
         kwargs: dict[str, Any] = {}
-        if transcript.request is not None:
-            why = client.unsupported(transcript.request) if hasattr(client, "unsupported") else None
+        if asked.request is not None:
+            why = client.unsupported(asked.request) if hasattr(client, "unsupported") else None
             if why:
                 raise call_error(ErrorKind.BAD_REQUEST, f"unsupported: {why}")
-            kwargs["request"] = transcript.request
+            kwargs["request"] = asked.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
         # A model's first call goes alone (``sending.send``): a bad key or an unknown model costs one request.
-        completion, latency = await self._attempts(client, model, params, transcript, kwargs)
+        completion, latency = await self._attempts(client, model, params, asked, kwargs)
         exact = self.redact_answer
         return Step(model=model, response=exact(stored_answer(_redacted(completion, exact), context.variant,
                                                                        max_chars=self.max_answer_chars)),
                     finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
                     output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
 
-    async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], transcript: StepRequest,
+    async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
                         kwargs: Mapping[str, Any]) -> tuple[Any, float]:
         """The completion (and its latency) of one step, sent by the one send path (``sending.send``, as a
         single-turn call: paced, within the model's adaptive limit, retried as the run's policy allows; an error
@@ -418,9 +422,9 @@ class _Episodes:
         run is stopping (the step is not sent again)."""
         line = self.lines.setdefault(model, Line())
         try:
-            sent = await send(line, lambda: client.complete(list(transcript.messages), params, **kwargs),
+            sent = await send(line, lambda: client.complete(list(asked.messages), params, **kwargs),
                               timeout=self.timeouts.get(model, 600.0), retry=self.retry,
-                              est_tokens=estimate_tokens(transcript.messages, params.get("max_tokens")),
+                              est_tokens=estimate_tokens(asked.messages, params.get("max_tokens")),
                               stopping=self._stopping, redact=self.redact)
         except Stopped as stopped:
             self.summary.congested += stopped.congested
@@ -560,7 +564,7 @@ async def arun_episodes(
     absent); ``renderer`` renders the first turn (``make_renderer(variants)`` when absent).
     ``env_options``: ``Environment`` bounds (``time_limit_s``, ``memory_limit_mb``, ...).
     ``max_answer_chars``: most characters of one step's answer stored and sent back (``MAX_STORED_ANSWER_CHARS``,
-    the parsers' input bound; ``_episode.stored_answer``). Raises ``RunError`` for what cannot be run (an
+    the parsers' input bound; ``_steps.stored_answer``). Raises ``RunError`` for what cannot be run (an
     unknown goal, a goal without a budget, no models or variants, bad repeats or concurrency) before anything
     is sent. ``on_sent`` is called after each step sent and committed to the store, with the number sent so
     far (the resume tests kill the process there). The clients are closed at the end. ``progress``: a text
