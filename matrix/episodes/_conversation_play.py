@@ -46,8 +46,8 @@ from promptgrid.matrix.scoring.state_check import (
 from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
 
-__all__ = ["STEP_KEYS", "ConversationEpisode", "StateScorer", "StepKeys", "Trajectory", "episode_result",
-           "legacy_digest"]
+__all__ = ["STEP_KEYS", "ConversationEpisode", "PlayedStep", "PlayedTurn", "StateScorer", "StepKeys", "Trajectory",
+           "episode_result", "legacy_digest", "score_episode"]
 
 FINAL_CHARS = 500
 """Characters of a turn's final answer kept (its language is judged from them)."""
@@ -102,6 +102,27 @@ class StepKeys:
         return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class PlayedStep:
+    """One step as it was played: its index in the turn, the answer, the calls it decoded to (or its
+    ``DecodeFailure``), their results, and whether it ended the turn."""
+
+    index: int
+    answer: Step
+    decoded: Any
+    outcomes: tuple[Any, ...]
+    ends_turn: bool
+
+
+@dataclass(frozen=True)
+class PlayedTurn:
+    """One turn as it was played: the messages that opened it (turn 0: the whole first prompt) and its steps."""
+
+    index: int
+    messages: tuple[Mapping[str, Any], ...]
+    steps: tuple[PlayedStep, ...]
+
+
 @dataclass
 class Trajectory:
     """What one episode played: its decoded steps per turn, each turn's final answer, and its counts so far."""
@@ -136,6 +157,10 @@ class Trajectory:
     """The environment's usage once it was closed (``None``: it could not report one)."""
     failure: tuple[EnvironmentFailure, int | None, int | None] | None = None
     """The environment failure that ended the episode, with the turn and step it happened at."""
+    played: list[PlayedTurn] | None = None
+    """Each turn played to its end (or to the step that was not answered), as ``PlayedTurn``: kept where the
+    trajectory is made with ``played=[]`` (a transcript rebuilt from the store), ``None`` otherwise (a run keeps
+    only what the check judges)."""
 
     def count(self, answer: Step, now: bool) -> None:
         """Add a step's answer (``now``: sent by this run) to the episode's counts, tokens, cost and latency."""
@@ -155,9 +180,13 @@ class ConversationEpisode:
 
     def __init__(self, renderer: Any, *, step_limit: int, make_env: Callable[..., Any] = Environment,
                  env_options: Mapping[str, Any] | None = None, strict_arguments: bool = False,
-                 dedupe: bool = False) -> None:
+                 dedupe: bool = False, inline: bool = False) -> None:
         self.renderer, self.step_limit, self.make_env = renderer, step_limit, make_env
         self.env_options, self.strict_arguments, self.dedupe = dict(env_options or {}), strict_arguments, dedupe
+        # The environment's calls run on a worker thread, so a run's other episodes go on meanwhile; ``inline``
+        # runs them on the loop's own thread, for a loop that plays one episode at a time and nothing else (a
+        # transcript rebuilt from the store: a thread hop per step cost it 20% of ``promptgrid export``).
+        self.inline = inline
 
     def trajectory(self, model: str, variant: Variant, conversation: Conversation, repeat: int) -> Trajectory:
         """An episode not played yet."""
@@ -187,25 +216,41 @@ class ConversationEpisode:
         return walk
 
     async def play(self, case: Conversation, variant: Variant, send: Send, env: Any, *, repeat: int = 0,
-                   walk: Trajectory | None = None) -> Trajectory:
+                   walk: Trajectory | None = None,
+                   between_turns: Callable[[Trajectory], str | None] | None = None) -> Trajectory:
         """Take the episode through its turns, until one ends unfinished (``NotAnswered``) or is force-quit at the
-        step limit (``Episode.play``). ``walk``: the trajectory to play into (a new one of model ``""``)."""
+        step limit (``Episode.play``). ``walk``: the trajectory to play into (a new one of model ``""``).
+        ``between_turns``: asked after each turn that ended; a reason it gives ends the episode there, as
+        ``walk.error`` (a transcript rebuild stops where the rebuilt turn differs from the stored verdict)."""
         walk = walk if walk is not None else self.trajectory("", variant, case, repeat)
         for turn in range(len(case.turns)):
             walk.turn = turn
+            before = len(walk.transcript.messages) if turn else 0  # turn 0 starts the messages afresh
             walk.transcript.open_turn(turn)
             turn_steps: list[DecodedStep] = []
-            force_quit = await self._steps(walk, env, send, turn_steps)
+            played: list[PlayedStep] | None = None
+            if walk.played is not None:
+                opened = tuple(dict(m) for m in walk.transcript.messages[before:])
+                played = []
+            force_quit = await self._steps(walk, env, send, turn_steps, played)
             walk.turns.append(turn_steps)
+            if walk.played is not None and played is not None:
+                walk.played.append(PlayedTurn(turn, opened, tuple(played)))
             if len(walk.final_answers) < len(walk.turns):
                 walk.final_answers.append(None)
             if walk.error is not None or force_quit:
                 break
+            if between_turns is not None:
+                walk.error = between_turns(walk)
+                if walk.error is not None:
+                    break
         return walk
 
-    async def _steps(self, walk: Trajectory, env: Any, send: Send, turn_steps: list[DecodedStep]) -> bool:
-        """The steps of the turn under way, appended to ``turn_steps``; whether the turn was force-quit (more
-        steps with calls than the step limit). A step not answered ends it with ``walk.error`` set."""
+    async def _steps(self, walk: Trajectory, env: Any, send: Send, turn_steps: list[DecodedStep],
+                     played: list[PlayedStep] | None) -> bool:
+        """The steps of the turn under way, appended to ``turn_steps`` (and, as played, to ``played``); whether
+        the turn was force-quit (more steps with calls than the step limit). A step not answered ends it with
+        ``walk.error`` set."""
         turn, transcript, variant = walk.turn, walk.transcript, walk.variant
         walk.step = 0
 
@@ -226,12 +271,17 @@ class ConversationEpisode:
             step, ended = decode_answer(variant, text, transcript.request, transcript.functions, walk.known)
             turn_steps.append(step)
             if ended:
+                if played is not None:
+                    played.append(PlayedStep(walk.step, answer, step, (), True))
                 walk.final_answers.append(_answer_text(text, variant)[:FINAL_CHARS])
                 return False
             began = time.perf_counter()
-            outcomes = await asyncio.to_thread(env.run, list(step))  # type: ignore[arg-type]
+            calls = list(step)  # type: ignore[arg-type]
+            outcomes = env.run(calls) if self.inline else await asyncio.to_thread(env.run, calls)
             walk.slowest = max(walk.slowest, time.perf_counter() - began)
             transcript.add_results(outcomes, turn, walk.step)
+            if played is not None:
+                played.append(PlayedStep(walk.step, answer, step, tuple(outcomes), False))
             walk.step += 1  # the steps of this turn with calls so far
             if walk.step > self.step_limit:
                 return True

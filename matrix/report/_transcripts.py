@@ -1,14 +1,18 @@
 """Transcripts of stored episodes: what the model was sent and answered, step by step, rebuilt from the store.
 
 The store keeps every answer under the key of the step that got it, not per
-episode (``_store``): an episode's transcript is rebuilt the way a resumed
-run rebuilds it (``episodes._conversation_play.ConversationEpisode.play``). The first turn is rendered by the
-variant's template; at each step the key is computed from the messages so
-far (``episodes._conversation_play.StepKeys``, as the run keyed it, whether or not it deduplicated
-requests, or the key of a store written before them) and the stored answer is
-read, decoded in the variant's form, and its calls run on a fresh
-environment, whose results are deterministic, for the results the model was
-given. Nothing is sent to any model.
+episode (``conversation_store``): an episode's transcript is rebuilt by
+playing it again with the run's own loop
+(``episodes._conversation_play.ConversationEpisode.play``), through a
+``send`` that reads each step's stored answer instead of sending it. The
+first turn is rendered by the variant's template; at each step the key is
+computed from the messages so far (``StepKeys``, as the run keyed it,
+whether or not it deduplicated requests, or the key of a store written
+before them) and the stored answer is read, decoded in the variant's form,
+and its calls run on a fresh environment, whose results are deterministic,
+for the results the model was given. Nothing is sent to any model. From a
+notebook (an event loop already running) the episodes are played on a worker
+thread's loop (``session.run_sync``).
 
 Each turn also carries its stored verdict (``TurnVerdict.to_dict``: valid or
 the failure mode, the state differences, missing and extra calls). The
@@ -36,6 +40,8 @@ from typing import Any
 
 from promptgrid.errors import PromptgridError, ReportError, closest
 from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.episodes._conversation_play import PlayedStep, PlayedTurn
+from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
 from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFailure
@@ -47,6 +53,12 @@ __all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "TranscriptCall", "Transcript
 
 MAX_TRANSCRIPTS = 12
 """Transcripts a report shows by default (``choose_episodes``)."""
+
+_AT_BOUND = "at the bound"
+"""Why a rebuild's ``send`` answers no further step of a turn: the run went no further (its stored verdict's
+steps, or bfcl-eval's step limit)."""
+_NO_LIMIT = 10**9
+"""The replayed episode's own step limit: none (its ``send`` stops each turn where the run stopped it)."""
 
 
 @dataclass(frozen=True)
@@ -175,17 +187,21 @@ def episode_transcripts(
     """
     if not episodes:
         return []
-    with ConversationStore(run_dir) as store:
-        labels = store.labels() if labels is None else dict(labels)
-        replay = _Replay(store, model_params or {}, bfcl_data)
-        problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
-        out = []
-        for episode in episodes:
+    from promptgrid.matrix.running.session import run_sync
+
+    async def rebuilt() -> list[EpisodeTranscript]:
+        # The store is opened where the episodes are played: on a worker thread's event loop when the caller's
+        # is running (a notebook), and a connection serves the thread that made it.
+        with ConversationStore(run_dir) as store:
+            shown = store.labels() if labels is None else dict(labels)
+            replay = _Replay(store, model_params or {}, bfcl_data)
+            problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
             if problem:
-                out.append(EpisodeTranscript(episode, note=problem, labels=labels))
-            else:
-                out.append(replay.episode(episode, labels))
-        return out
+                return [EpisodeTranscript(episode, note=problem, labels=shown) for episode in episodes]
+            return [await replay.episode(episode, shown) for episode in episodes]  # each on its own environment
+
+    transcripts: list[EpisodeTranscript] = run_sync(rebuilt(), "promptgrid-transcripts")
+    return transcripts
 
 
 class _Replay:
@@ -266,7 +282,7 @@ class _Replay:
         except (PromptgridError, OSError) as exc:
             return f"the run's dataset {dataset!r} cannot be read now ({exc}), so no transcript can be rebuilt."
 
-    def episode(self, episode: EpisodeResult, labels: Mapping[str, str]) -> EpisodeTranscript:
+    async def episode(self, episode: EpisodeResult, labels: Mapping[str, str]) -> EpisodeTranscript:
         variant = self.variants.get(episode.variant_id)
         conversation = self.conversations.get(episode.conversation_id)
         if variant is None:
@@ -275,76 +291,66 @@ class _Replay:
         if conversation is None:
             return EpisodeTranscript(episode, note=f"conversation {episode.conversation_id!r} is not in the dataset "
                                      "as it is now.", labels=labels)
-        turns, note = self._turns(episode, variant, conversation)
+        turns, note = await self._turns(episode, variant, conversation)
         return EpisodeTranscript(episode, tuple(turns), note, labels)
 
-    def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
-               ) -> tuple[list[TranscriptTurn], str]:
+    async def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
+                     ) -> tuple[list[TranscriptTurn], str]:
+        """The episode played again (``ConversationEpisode.play``, the run's own loop) with a ``send`` that reads
+        each step's stored answer instead of sending it, its calls run on a fresh environment; and a note where
+        the rebuild stops short (``""``: it is whole)."""
         from promptgrid.matrix.datasets._mini_mt import ascii_results_for
-        from promptgrid.matrix.episodes._conversation_play import StepKeys
+        from promptgrid.matrix.episodes._conversation_play import ConversationEpisode, StepKeys
         from promptgrid.matrix.episodes._environment import Environment
-        from promptgrid.matrix.episodes._steps import Transcript
         from promptgrid.matrix.running.plan import repeat_params
 
         verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
         judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
                   and isinstance(t.get("turn"), int)}
-        rebuild = _Rebuild(episode, variant, Transcript(conversation, variant, self.renderer),
-                           [StepKeys((variant.id, conversation.id)), StepKeys(None)],
-                           [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)],
-                           [str(doc.get("name")) for doc in conversation.functions_at(len(conversation.turns))])
-        transcript = rebuild.transcript
-        turns: list[TranscriptTurn] = []
+        deduplicated = StepKeys(None)  # the key of a run with --dedupe-requests (the episode's own: the step's digest)
+        params: list[Mapping[str, Any]] = [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)]
+
+        async def send(asked: StepRequest) -> tuple[Step, bool]:
+            turn, index = asked.context.turn, asked.context.step
+            expected = judged.get(turn, {}).get("details", {}).get("steps")
+            bound = expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1
+            if index >= max(bound, 1):  # the run went no further in this turn
+                raise NotAnswered(_AT_BOUND)
+            digests = [asked.digest, deduplicated.digest(asked.messages, asked.request, turn, index)]
+            stored = self._answer(digests, asked, episode, params)
+            if stored is None:
+                raise NotAnswered(_missing(episode, turn, index))
+            return stored, False
+
+        def between_turns(walk: Any) -> str | None:
+            return _turn_note(walk.played[-1], variant, judged) or None
+
+        # The step limit is the stored verdict's (``send``'s bound), not the episode's: the run's is not stored.
+        replay = ConversationEpisode(self.renderer, step_limit=_NO_LIMIT, inline=True)
+        walk = replay.trajectory(episode.model, variant, conversation, episode.repeat)
+        walk.played = []
+        env: Any = None
         note = ""
         try:
-            rebuild.env = Environment(list(conversation.involved_classes), conversation.initial_config,
-                                      long_context=conversation.long_context, bfcl_data=self.bfcl_data,
-                                      ascii_results=ascii_results_for(variant, conversation),
-                                      strict_arguments=self.strict)
-            for turn in range(len(conversation.turns)):
-                before = len(transcript.messages) if turn else 0  # turn 0 starts the messages afresh
-                transcript.open_turn(turn)
-                opened = tuple(dict(m) for m in transcript.messages[before:])
-                expected = judged.get(turn, {}).get("details", {}).get("steps")
-                bound = expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1
-                steps, note = self._steps(rebuild, turn, bound)
-                turns.append(TranscriptTurn(turn, opened, tuple(steps), judged.get(turn)))
-                note = note or _differs(turn, steps, judged.get(turn)) or _bound_note(turn, steps, judged)
-                if note:
-                    break
+            env = Environment(list(conversation.involved_classes), conversation.initial_config,
+                              long_context=conversation.long_context, bfcl_data=self.bfcl_data,
+                              ascii_results=ascii_results_for(variant, conversation), strict_arguments=self.strict)
+            await replay.play(conversation, variant, send, env, repeat=episode.repeat, walk=walk,
+                              between_turns=between_turns)
+            note = walk.error or ""
+            if note == _AT_BOUND:
+                note = _turn_note(walk.played[-1], variant, judged)
         except PromptgridError as exc:  # the environment, a template or a catalog that cannot be had now
             note = f"the transcript cannot be rebuilt past this point: {exc}"
         finally:
-            if rebuild.env is not None:
-                rebuild.env.close()
+            if env is not None:
+                env.close()
+        turns = [TranscriptTurn(t.index, t.messages, tuple(_step(variant, s) for s in t.steps), judged.get(t.index))
+                 for t in walk.played]
         for turn, judged_turn in sorted(judged.items()):
             if turn >= len(turns):
                 turns.append(TranscriptTurn(turn, (), (), judged_turn, reached=False))
         return turns, note
-
-    def _steps(self, rebuild: _Rebuild, turn: int, bound: int) -> tuple[list[TranscriptStep], str]:
-        """The steps of ``turn`` rebuilt from the stored answers (at most ``bound``), their calls run again; and a
-        note when an answer is missing (``""`` otherwise)."""
-        from promptgrid.matrix.episodes._steps import decode_answer
-
-        transcript, variant = rebuild.transcript, rebuild.variant
-        steps: list[TranscriptStep] = []
-        while True:
-            index = len(steps)
-            stored = self._answer(rebuild.keys, transcript, rebuild.episode, rebuild.params, turn, index)
-            if stored is None:
-                return steps, _missing(rebuild.episode, turn, index)
-            text = stored.response or ""  # a stored step always has its answer
-            transcript.add_answer(text, turn, index)
-            decoded, ended = decode_answer(variant, text, transcript.request, transcript.functions, rebuild.known)
-            if ended or isinstance(decoded, DecodeFailure):  # no calls, or calls that could not be read
-                steps.append(_step(index, stored, variant, decoded, (), True))
-                return steps, ""
-            outcomes = rebuild.env.run(list(decoded))
-            transcript.add_results(outcomes, turn, index)
-            steps.append(_step(index, stored, variant, decoded, outcomes, False))
-            if len(steps) >= bound:  # the run went no further in this turn
-                return steps, ""
 
     def _candidates(self, model: str) -> list[Mapping[str, Any]]:
         """The generation parameters the run may have given ``model``: those given here; else the one that found
@@ -361,17 +367,17 @@ class _Replay:
         candidates: list[Mapping[str, Any]] = [dict(recorded)] if isinstance(recorded, Mapping) else []
         return candidates + [model_params(None, 1), model_params(None, 2), {}]
 
-    def _answer(self, keys: Sequence[Any], transcript: Any, episode: EpisodeResult,
-                params: list[Mapping[str, Any]], turn: int, step: int) -> Step | None:
-        """The stored answer of this step, under the key the run used (per episode, deduplicated, or legacy) with
-        the parameters it used (the first candidate that finds one is kept: ``params`` is narrowed to it)."""
+    def _answer(self, digests: list[str], asked: StepRequest, episode: EpisodeResult,
+                params: list[Mapping[str, Any]]) -> Step | None:
+        """The stored answer of this step, under the key the run used (``digests``: per episode, deduplicated;
+        and the legacy one in a store written before them) with the parameters it used (the first candidate that
+        finds one is kept: ``params`` is narrowed to it)."""
         from promptgrid.matrix.episodes._conversation_play import legacy_digest
         from promptgrid.matrix.running.plan import job_key
 
+        if self.legacy:
+            digests = [*digests, legacy_digest(asked.messages, asked.request)]
         for candidate in list(params):
-            digests = [keyer.digest(transcript.messages, transcript.request, turn, step) for keyer in keys]
-            if self.legacy:
-                digests.append(legacy_digest(transcript.messages, transcript.request))
             for digest in digests:
                 found = self.store.step(job_key(episode.model, candidate, digest, episode.repeat))
                 if found is not None:
@@ -380,20 +386,6 @@ class _Replay:
                         self.found[episode.model] = _unrepeated(candidate, episode.repeat)
                     return found
         return None
-
-
-@dataclass
-class _Rebuild:
-    """One episode being rebuilt: its record, its variant, its transcript so far, the keyers of its steps (per
-    episode, deduplicated), the candidate parameters, the names of its functions, and its environment."""
-
-    episode: EpisodeResult
-    variant: Variant
-    transcript: Any
-    keys: list[Any]
-    params: list[Mapping[str, Any]]
-    known: list[str]
-    env: Any = None
 
 
 def _bound_note(turn: int, steps: Sequence[TranscriptStep], judged: Mapping[int, Mapping[str, Any]]) -> str:
@@ -450,8 +442,17 @@ def _differs(turn: int, steps: Sequence[TranscriptStep], judged: Mapping[str, An
     return ""
 
 
-def _step(index: int, stored: Step, variant: Variant, decoded: Any, outcomes: Sequence[Any],
-          ends: bool) -> TranscriptStep:
+def _turn_note(turn: PlayedTurn, variant: Variant, judged: Mapping[int, Mapping[str, Any]]) -> str:
+    """A note when a rebuilt turn cannot be shown as the run played it: other step or call counts than its stored
+    verdict (``_differs``), or stopped at its bound (``_bound_note``); ``""`` when it can."""
+    steps = [_step(variant, played) for played in turn.steps]
+    return _differs(turn.index, steps, judged.get(turn.index)) or _bound_note(turn.index, steps, judged)
+
+
+def _step(variant: Variant, played: PlayedStep) -> TranscriptStep:
+    """A played step as the transcript shows it."""
+    index, stored, decoded, outcomes, ends = (played.index, played.answer, played.decoded, played.outcomes,
+                                              played.ends_turn)
     answer = stored.response or ""  # a stored step always has its answer
     tool_calls: tuple[str, ...] = ()
     if variant.call_mode is CallMode.NATIVE:

@@ -171,6 +171,21 @@ def test_render_of_a_run_shows_each_stored_step_call_answer_and_verdict(
     assert capsys.readouterr().out == transcript_text(failed) + "\n"
 
 
+def test_transcripts_are_rebuilt_inside_a_running_event_loop_as_outside_it(mini_run: Path) -> None:
+    """The rebuild plays each episode again with the run's own loop (``ConversationEpisode.play``, async); from a
+    notebook, whose event loop is running, it plays on a worker thread's loop and gives the same transcripts."""
+    import asyncio
+
+    episodes = open_conversation_run(mini_run).episodes()
+    outside = list(iter_transcripts(mini_run, episodes))
+
+    async def in_a_notebook() -> list[Any]:
+        return list(iter_transcripts(mini_run, episodes))
+
+    inside = asyncio.run(in_a_notebook())
+    assert inside == outside and all(t.note == "" and t.turns for t in inside)
+
+
 def test_the_ground_truth_episode_has_the_outputs_of_the_ground_truth_trajectory(mini_run: Path) -> None:
     """The outputs are rebuilt by running the stored calls again: they equal the tool messages of the ground
     truth's trajectory as ``render_conversation`` plays it (another path: a whole episode run afresh)."""
