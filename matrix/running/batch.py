@@ -48,7 +48,7 @@ from promptgrid.variants import Variant
 
 from .ledger import COLLECTED, ENDED, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchLedger, BatchRecord
 from .runner import Row, Runner, RunSummary, Transport, VerdictRow, _Lane, _params_json, verdict_row
-from .store import DONE, ERROR, CallResult, RunStore, stored_records
+from .store import DONE, ERROR, CallResult, RunStore, provider_field, stored_records
 
 __all__ = ["BATCH_DIR", "BatchTransport", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 
@@ -127,8 +127,8 @@ def store_results(store: RunStore, lines: Iterable[LineResult], jobs: Mapping[st
 
 def _line_result(outcome: Completion | CallError, job: BatchJob, redact: Redactor,
                  price: Callable[[int, int], float | None] | None) -> CallResult:
-    """The stored call of one result line: its answer (redacted, a native one as its envelope, at the batch
-    price), or its error."""
+    """The stored call of one result line: its answer (redacted, the provider's model and finish reason too, a
+    native one as its envelope, at the batch price), or its error."""
     if isinstance(outcome, CallError):
         return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
                           params=job.params, status=ERROR, attempts=1, error=redact(outcome.message),
@@ -138,8 +138,9 @@ def _line_result(outcome: Completion | CallError, job: BatchJob, redact: Redacto
     cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None else None
     return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
                       params=job.params, status=DONE, response=redact.exact(text),
-                      finish_reason=c.finish_reason, input_tokens=c.input_tokens,
-                      output_tokens=c.output_tokens, cost_usd=cost, attempts=1, raw_model=c.model)
+                      finish_reason=provider_field(c.finish_reason, redact.exact), input_tokens=c.input_tokens,
+                      output_tokens=c.output_tokens, cost_usd=cost, attempts=1,
+                      raw_model=provider_field(c.model, redact.exact))
 
 
 def _verdicts(response: str, rows: Sequence[Row], scorer: Scorer, variants: Mapping[int, Variant],

@@ -121,6 +121,7 @@ from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, m
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.sending import Line, Stopped, send
+from promptgrid.matrix.running.store import provider_field
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Step
@@ -410,7 +411,7 @@ class _Episodes:
         exact = self.redact_answer
         return Step(model=model, response=exact(stored_answer(_redacted(completion, exact), context.variant,
                                                                        max_chars=self.max_answer_chars)),
-                    finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+                    finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
                     output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
 
     async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
@@ -680,7 +681,7 @@ def line_step(completion: Any, native: bool, price: Callable[[int, int], float |
             and completion.output_tokens is not None:
         cost = price(completion.input_tokens, completion.output_tokens)
     return Step(response=exact(stored_answer(_redacted(completion, exact), variant, max_chars=max_chars)),
-                finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
+                finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
                 output_tokens=completion.output_tokens, cost_usd=cost, latency_s=0.0)
 
 

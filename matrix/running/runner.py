@@ -97,7 +97,7 @@ from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
 from .ratelimit import estimate_tokens, model_buckets
 from .sending import Line, Stopped, beyond_cap, send
-from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow
+from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow, provider_field
 
 __all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
@@ -676,17 +676,18 @@ class Runner:
             self.progress.end_wait(token)
 
     def _answered(self, job: Job, completion: Any, native: bool, latency: float, attempts: int) -> CallResult:
-        """The stored result of an answer (redacted; a native answer as its envelope; ``sending.send`` has given
-        the unused estimated tokens back to the model's tokens-per-minute bucket)."""
+        """The stored result of an answer (redacted, the provider's model and finish reason too; a native answer as
+        its envelope; ``sending.send`` has given the unused estimated tokens back to the model's tokens-per-minute
+        bucket)."""
         return CallResult(
             key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
             params=_params_json(job.params), status=DONE,
             response=self.redact.exact(envelope(completion.text, completion.tool_calls) if native
                                        else completion.text),
-            finish_reason=completion.finish_reason, input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-            latency_s=round(latency, 6), attempts=attempts, raw_model=completion.model,
-            endpoint=completion.endpoint)
+            finish_reason=provider_field(completion.finish_reason, self.redact.exact),
+            input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
+            cost_usd=completion.cost_usd, latency_s=round(latency, 6), attempts=attempts,
+            raw_model=provider_field(completion.model, self.redact.exact), endpoint=completion.endpoint)
 
     def _failed(self, job: Job, error: CallError, latency: float, attempts: int) -> CallResult:
         """The stored result of an error for good (``sending.send`` has stopped the model when every later call

@@ -145,6 +145,9 @@ class FakeScript:
     """Error bodies quote the Authorization header (a careless provider; tests key redaction)."""
     echo_auth_in_answer: bool = False
     """Answers end with the Authorization header the request came with (tests key redaction of responses)."""
+    echo_auth_in_fields: bool = False
+    """Answers carry the Authorization header as the model that answered and as the finish reason (a hostile
+    provider; tests that what is stored beside an answer is redacted too)."""
     answer: str = "auto"
     """``auto``: a call, in the format the system prompt asks for; ``prose``: a sentence;
     ``text:...``: that literal text; ``module:function``: import it and call it with the request."""
@@ -479,6 +482,8 @@ class _Handler:
             "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1,
                       "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
         }
+        if s.echo_auth_in_fields:
+            payload["model"] = payload["choices"][0]["finish_reason"] = headers.get("authorization", "")
         return entry, _Reply(200, {}, json.dumps(payload).encode(), outcome, delay)
 
     def _text(self, request: Any, digest: str, n: int, u5: float) -> tuple[str, list[dict[str, Any]] | None]:

@@ -93,7 +93,8 @@ def test_api_base_credentials_are_stripped_and_redacted() -> None:
 
 def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A key with no known prefix, in a variable with no secret-looking name (api_key_env), echoed back by the
-    server in its answers and its error bodies, and a key in api_base: none reaches the run directory or export.
+    server in its answers (the text, the model that answered, the finish reason) and its error bodies, and a key in
+    api_base: none reaches the run directory or export.
     A password in api_base (user:password@host) is refused before any call, without the password in the message."""
     import asyncio
     import io
@@ -109,7 +110,8 @@ def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypa
 
     key, url_key, password = "q7w8e9r0t1y2", "Zq81Zq81Zq81", "pw0rd4242"
     monkeypatch.setenv("MY_SERVER", key)
-    with FakeServer.thread(FakeScript(echo_auth_in_answer=True, answer="text:[f()]")) as good, \
+    echoing = FakeScript(echo_auth_in_answer=True, echo_auth_in_fields=True, answer="text:[f()]")
+    with FakeServer.thread(echoing) as good, \
             FakeServer.thread(FakeScript(status=500, echo_auth_in_error=True)) as bad:
         with pytest.raises(RunError) as refused:
             ModelSpec("openai/userinfo", model_params({}, 1),
@@ -129,6 +131,7 @@ def test_unprefixed_key_echoed_by_the_server_is_nowhere(tmp_path: Path, monkeypa
     assert {r.status for r in rows} == {"done", "error"}, [(r.model, r.status, r.error) for r in rows]
     echoed = rows
     assert len(echoed) == 4 and all(REDACTED in (r.response or r.error or "") for r in echoed)  # echoed, redacted
+    assert {r.raw_model for r in rows if r.status == "done"} == {f"Bearer {REDACTED}"}  # the model field, too
     for secret in (key, url_key, password):
         assert grep_dir(tmp_path, secret.encode()) == [], secret
         assert secret not in out.getvalue() + err.getvalue()

@@ -69,6 +69,24 @@ def test_failed_and_expired_lines_are_typed_errors(tmp_path: Path) -> None:
     assert sum(1 for r in _rows(tmp_path) if r[2] == "done") == 18 - summary.errors
 
 
+def test_a_key_a_batch_echoes_beside_its_answers_is_not_stored(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch output file is the provider's text: its lines' model and finish reason are stored redacted and
+    bounded, as the answers are (litellm passes a batch line's fields through as they are)."""
+    from promptgrid.redact import REDACTED
+
+    key = "sk-batch-echo-4b7c9d2e1f0a"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with FakeServer.thread(FakeScript(batch_polls=1, echo_auth_in_fields=True), answer_fn=answer_right) as server:
+        summary = asyncio.run(execute(_prep(tmp_path, server.url), scorer=stand_in_score,
+                                      batch=BatchMode(poll_s=0.01)))
+    assert summary.batches == 1 and summary.errors == 0
+    with RunStore(tmp_path, readonly=True) as store:
+        fields = {(r.raw_model, r.finish_reason) for r in store.rows()}
+    assert fields == {(f"Bearer {REDACTED}", f"Bearer {REDACTED}")}  # echoed, and redacted
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()] == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("endpoint", "nth", "p_error"), [
     ("files.create", 1, 0.0), ("batches.create", 1, 0.0), ("batches.retrieve", 2, 0.0), ("files.content", 2, 0.2)])

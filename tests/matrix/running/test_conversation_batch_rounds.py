@@ -104,6 +104,22 @@ def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: 
     assert states == {"collected": sum(states.values())} and sum(states.values()) >= 2
 
 
+def test_a_key_a_batch_round_echoes_beside_its_answers_is_not_stored(tmp_path: Path, mini: list[Conversation],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch output line's finish reason is the provider's text: stored redacted, as the answer is."""
+    key = "sk-round-echo-8e1d6c3b2a90"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    run_dir = tmp_path / "batch"
+    with FakeServer.thread(FakeScript(batch_polls=1, echo_auth_in_fields=True),
+                           answer_fn=truth_answers(mini)) as server:
+        assert main(["run", str(_config(tmp_path / "b.yaml", server.url, run_dir)), "--batch", "--poll", "0.01",
+                     "--no-progress"]) == 0
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        reasons = {reason for (reason,) in db.execute("SELECT finish_reason FROM calls")}
+    assert reasons == {"Bearer [REDACTED]"}  # echoed, and redacted
+    assert [p.name for p in run_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()] == []
+
+
 def test_a_run_stopped_mid_round_resumes_from_the_ledger(tmp_path: Path, mini: list[Conversation],
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     script = FakeScript(batch_polls=10 ** 6)  # the first round never ends while the first run polls
