@@ -10,13 +10,34 @@ before they are stored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Completion", "JobIds", "Messages", "ModelClient", "OfflineClient"]
+__all__ = ["MAX_COUNT", "Completion", "JobIds", "Messages", "ModelClient", "OfflineClient", "provider_count", "usd"]
 
 Messages = Sequence[Mapping[str, str]]
+
+MAX_COUNT = 10**9
+"""The largest count taken from a provider (a call's tokens, a batch's lines): beyond any context window or batch
+limit, so a larger one is the provider's error (and past 2**63 it would not fit the store's integer columns)."""
+
+
+def provider_count(value: Any) -> int | None:
+    """A count a provider sent (a call's tokens, a batch's lines) as it is kept: a whole number from 0 to
+    ``MAX_COUNT``; anything else (negative, beyond it, a float, a string, a bool) is unknown (``None``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def usd(value: Any) -> float | None:
+    """A price in USD as it is kept: a finite number of 0 or more; anything else is unknown (``None``). A
+    negative price would lower a run's recorded spend and let it pass ``--max-cost``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)

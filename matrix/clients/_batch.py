@@ -45,7 +45,7 @@ from promptgrid.providers import (
 )
 from promptgrid.safeio import parse_json_line
 
-from ._base import Completion, Messages
+from ._base import Completion, Messages, provider_count
 
 __all__ = [
     "BATCH_ENDPOINT",
@@ -208,14 +208,11 @@ def completion_from_body(body: Any, *, where: str = "answer") -> Completion:
         text=text if isinstance(text, str) else ("" if text is None else json.dumps(text)),
         tool_calls=tool_calls or None,
         finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=provider_count(usage.get("prompt_tokens")),
+        output_tokens=provider_count(usage.get("completion_tokens")),
         model=body.get("model") if isinstance(body.get("model"), str) else None,
     )
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def decode_result_line(line: bytes | str, where: str) -> LineResult:
@@ -387,8 +384,9 @@ class OpenAIBatchBackend:
             f"{_get(e, 'code') or 'error'}: {_get(e, 'message') or ''}"
             + (f" (line {_get(e, 'line')})" if _get(e, "line") is not None else "") for e in error_items[:5]) or None
         return BatchStatus(state=state, provider_state=provider_state, output_file=files[0], error_file=files[1],
-                           total=_int(_get(counts, "total")), completed=_int(_get(counts, "completed")),
-                           failed=_int(_get(counts, "failed")),
+                           total=provider_count(_get(counts, "total")),
+                           completed=provider_count(_get(counts, "completed")),
+                           failed=provider_count(_get(counts, "failed")),
                            errors=one_line(self.client._redact(message), 2000) if message else None)
 
     async def download(self, file_id: str, out: BinaryIO) -> int:

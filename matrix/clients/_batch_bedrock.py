@@ -78,7 +78,7 @@ from promptgrid.providers import (
 )
 from promptgrid.safeio import parse_json_line
 
-from ._base import Completion, Messages
+from ._base import Completion, Messages, provider_count
 from ._batch import BatchStatus, LineResult
 
 __all__ = ["BEDROCK_BATCH_OPTIONS", "BedrockBatchBackend", "convert_boto_error", "job_name", "model_id"]
@@ -437,8 +437,9 @@ class BedrockBatchBackend:
             output_file = f"{output.rstrip('/')}/{batch_id.rsplit('/', 1)[-1]}/"
         message = job.get("message")
         return BatchStatus(state=state, provider_state=provider_state, output_file=output_file,
-                           total=_int(job.get("totalRecordCount")), completed=_int(job.get("successRecordCount")),
-                           failed=_int(job.get("errorRecordCount")),
+                           total=provider_count(job.get("totalRecordCount")),
+                           completed=provider_count(job.get("successRecordCount")),
+                           failed=provider_count(job.get("errorRecordCount")),
                            errors=self._redact(str(message))[:2000] if message else None)
 
     async def download(self, file_id: str, out: BinaryIO) -> int:
@@ -500,9 +501,6 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
         str(choice), {"type": "auto"})
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
 
 def _line_error(error: Mapping[str, Any]) -> CallError:
     """A line's ``{"errorCode", "errorMessage"}`` as a typed error (the code is an HTTP status or a name)."""
@@ -546,5 +544,6 @@ def _completion(output: Mapping[str, Any], json_mode: bool, where: str) -> Compl
     if json_mode and finish == "tool_calls" and not calls:
         finish = "stop"
     return Completion(text="".join(texts), tool_calls=tuple(calls) or None, finish_reason=finish,
-                      input_tokens=_int(usage.get("input_tokens")), output_tokens=_int(usage.get("output_tokens")),
+                      input_tokens=provider_count(usage.get("input_tokens")),
+                      output_tokens=provider_count(usage.get("output_tokens")),
                       model=output.get("model") if isinstance(output.get("model"), str) else None)

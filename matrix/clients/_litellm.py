@@ -63,7 +63,7 @@ from promptgrid.providers import (
 )
 
 from . import _router
-from ._base import Completion, Messages
+from ._base import Completion, Messages, provider_count, usd
 from ._redact import Redactor, redact_url
 
 __all__ = ["CONSTRAINTS", "LiteLLMClient"]
@@ -231,14 +231,18 @@ class LiteLLMClient:
             raise call_error(ErrorKind.MALFORMED, malformed_message("it has no choices[0].message")) from None
         usage = getattr(response, "usage", None)
         hidden = getattr(response, "_hidden_params", None) or {}
-        cost = hidden.get("response_cost")
+        given = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+        input_tokens, output_tokens = provider_count(given[0]), provider_count(given[1])
+        # litellm prices the usage as the server gave it: a count out of range (negative: a refund) prices nothing.
+        in_range = all(raw is None or kept is not None for raw, kept in zip(given, (input_tokens, output_tokens),
+                                                                          strict=True))
         return Completion(
             text=text if isinstance(text, str) else ("" if text is None else str(text)),
             tool_calls=_tool_calls(getattr(choice.message, "tool_calls", None)),
             finish_reason=getattr(choice, "finish_reason", None),
-            input_tokens=getattr(usage, "prompt_tokens", None),
-            output_tokens=getattr(usage, "completion_tokens", None),
-            cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=usd(hidden.get("response_cost")) if in_range else None,
             model=getattr(response, "model", None),
             endpoint=self._endpoint(hidden.get("api_base")),
         )

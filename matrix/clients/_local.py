@@ -46,7 +46,7 @@ from typing import Any
 from promptgrid.errors import LocalModelError, MissingDependencyError
 from promptgrid.providers import ErrorKind, call_error
 
-from ._base import Completion, Messages
+from ._base import Completion, Messages, provider_count
 
 __all__ = ["NATIVE_REASON", "LocalClient", "local_unsupported", "resolve_local_model"]
 
@@ -218,8 +218,8 @@ class LocalClient:
         return Completion(
             text=choice["message"].get("content") or "",
             finish_reason=choice.get("finish_reason"),
-            input_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
+            input_tokens=provider_count(usage.get("prompt_tokens")),
+            output_tokens=provider_count(usage.get("completion_tokens")),
             cost_usd=0.0,
             model=self.name,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -67,3 +68,53 @@ def test_a_run_against_garbage_stores_malformed_retried_once_and_prints_no_warni
     assert len(rows) == 2 and sent == 4  # two calls, each sent twice (malformed: one retry), not 6 times
     for kind, attempts, message in rows:
         assert kind == "malformed" and attempts == 2 and "\n" not in message and ".py" not in message
+
+
+# A usage out of range: a negative count (which litellm prices as a refund) or one past any context window (past
+# 2**63 it does not fit the store's integer columns) is unknown, and the call is priced at nothing known.
+USAGES = {
+    "valid": ({"prompt_tokens": 1000, "completion_tokens": 5, "total_tokens": 1005}, 1000),
+    "negative": ({"prompt_tokens": -1_000_000, "completion_tokens": 5, "total_tokens": 5}, None),
+    "huge": ({"prompt_tokens": 10**30, "completion_tokens": 5, "total_tokens": 5}, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(USAGES))
+def test_a_usage_out_of_range_is_unknown_and_priced_at_nothing_known(name: str) -> None:
+    usage, kept = USAGES[name]
+    with FakeServer.thread(FakeScript(body=_body({"content": "ok"}, usage=usage))) as server:
+        client = LiteLLMClient("openai/gpt-4o-mini", api_base=server.url)  # a model with a list price
+        completion = asyncio.run(client.complete([{"role": "user", "content": "hi"}], {"timeout": 10}))
+    assert completion.input_tokens == kept and completion.output_tokens == 5
+    assert (completion.cost_usd is not None and completion.cost_usd > 0) if kept else completion.cost_usd is None
+
+
+def test_a_run_against_a_server_with_absurd_usage_stores_its_answers_and_spends_nothing_negative(
+        tmp_path: Path) -> None:
+    """End to end: the answers are stored (no ``OverflowError`` traceback), the counts unknown, and the run
+    directory's spend, which ``--max-cost`` caps, never goes down."""
+    for name in ("negative", "huge"):
+        run_dir = tmp_path / name
+        with FakeServer.thread(FakeScript(body=_body({"content": "[f(a=1)]"}, usage=USAGES[name][0]))) as server:
+            done = subprocess.run(
+                [sys.executable, "-m", "promptgrid.matrix.cli", "run", "demo", "--dataset", "mini", "--limit", "1",
+                 "--model", "openai/gpt-4o-mini", "--api-base", server.url, "--no-progress", "--max-cost", "1",
+                 "--run-dir", str(run_dir)], capture_output=True, text=True, timeout=300,
+                env={**os.environ, "OPENAI_API_KEY": "sk-test-usage", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+        with sqlite3.connect(run_dir / "store.sqlite3") as db:  # (the demo's constrained variants: unsupported)
+            rows = db.execute("SELECT input_tokens, output_tokens, cost_usd FROM calls WHERE status = 'done'")
+            assert set(rows) == {(None, 5, None)}, name
+            assert db.execute("SELECT COUNT(*) FROM calls WHERE status = 'error'").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(("value", "count", "price"), [
+    (0, 0, 0.0), (7, 7, 7.0), (10**9, 10**9, 1e9), (10**9 + 1, None, 1e9 + 1), (-1, None, None), (True, None, None),
+    (1.5, None, 1.5), ("3", None, None), (None, None, None), (float("nan"), None, None), (float("inf"), None, None),
+])
+def test_what_a_provider_counts_and_charges_is_kept_only_in_range(value: Any, count: int | None,
+                                                                   price: float | None) -> None:
+    from promptgrid.matrix.clients._base import provider_count, usd
+
+    assert provider_count(value) == count and usd(value) == price
