@@ -21,13 +21,14 @@ from ._batch import (
                      decode_result_line,
                      encode_request_line,
 )
-from ._envelope import envelope, read_envelope
+from ._envelope import MAX_STORED_ANSWER_CHARS, envelope, read_envelope, stored_response
 from ._litellm import CONSTRAINTS
 from ._redact import REDACTED, Redactor
 from ._registry import make_batch_backend, make_client, provider_of
 from ._router import GRACE_S, NoEndpointLeft
 
 __all__ = [
+    "MAX_STORED_ANSWER_CHARS",
     "BatchBackend",
     "BatchStatus",
     "CONSTRAINTS",
@@ -52,6 +53,7 @@ __all__ = [
     "RetryableError",
     "call_error",
     "envelope",
+    "stored_response",
     "make_batch_backend",
     "make_client",
     "provider_of",

@@ -22,12 +22,13 @@ plain text, as always.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from promptgrid.safeio import parse_json_line
 
-__all__ = ["MAX_INPUT_CHARS", "MAX_STORED_CALLS", "Envelope", "envelope", "read_envelope"]
+__all__ = ["MAX_INPUT_CHARS", "MAX_STORED_ANSWER_CHARS", "MAX_STORED_CALLS", "Envelope", "envelope", "read_envelope",
+           "stored_response"]
 
 #: The parsers' input bound (``promptgrid.matrix.scoring.parse.MAX_INPUT_CHARS``, equal by test; not
 #: imported, so that importing the clients stays cheap).
@@ -35,6 +36,13 @@ MAX_INPUT_CHARS = 1_000_000
 
 #: Most tool calls stored per answer (a bound; BFCL's parallel answers have a handful).
 MAX_STORED_CALLS = 64
+
+MAX_STORED_ANSWER_CHARS = 1_000_000
+"""Most characters of one answer that are stored (and, in a conversation, sent back in the transcript): the
+parsers' input bound. A longer text is cut to one character more, so it still fails to decode as too long; a
+native answer keeps its calls while their names and arguments fit (``envelope(max_chars=...)``). Without it, 64
+native calls of 900 KB a step grew a conversation's transcript and store by 57.6 MB a step, and a server that
+answered 20 MB of text had 20 MB stored per single-turn call."""
 
 Envelope = tuple[str | None, list[dict[str, Any]]]
 """(content, tool calls in the OpenAI shape ``{"type": "function", "function": {"name", "arguments"}}``)."""
@@ -101,3 +109,26 @@ def read_envelope(stored: str) -> Envelope | None:
     calls = [{"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
              if isinstance(c, dict) else c for c in value["tool_calls"]]
     return (content if isinstance(content, str) else None), calls
+
+
+def stored_response(completion: Any, *, native: bool, exact: Callable[[str], str] | None = None,
+                    max_chars: int = MAX_STORED_ANSWER_CHARS) -> str:
+    """What is stored of a model's answer (``Completion``-like: ``text``, ``tool_calls``), for both kinds of run: the
+    text, or for a ``native`` call the envelope of its text and tool calls, at most ``max_chars`` characters
+    (``MAX_STORED_ANSWER_CHARS``). ``exact`` (``Redactor.exact``) replaces the known secrets in the text and in
+    each call's name and arguments before anything is cut, so that no key is cut in two and kept in part, and in
+    the whole stored text after."""
+    text, calls = getattr(completion, "text", None), getattr(completion, "tool_calls", None)
+    if exact is not None:
+        text = exact(text) if isinstance(text, str) else text
+        calls = [_redacted_call(call, exact) for call in calls] if calls else calls
+    stored = envelope(text, calls, max_chars=max_chars) if native else (text or "")[:max_chars + 1]
+    return exact(stored) if exact is not None else stored
+
+
+def _redacted_call(call: Any, exact: Callable[[str], str]) -> Any:
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(fn, Mapping):
+        return call
+    return {**call, "function": {**fn, **{k: exact(v) for k in ("name", "arguments")
+                                          if isinstance(v := fn.get(k), str)}}}

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from promptgrid.matrix.clients._envelope import MAX_STORED_ANSWER_CHARS, stored_response
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._environment import CallOutcome, ToolCall, decoded_call
 from promptgrid.matrix.episodes._first_turn import first_turn_case
@@ -145,21 +146,11 @@ def decode_answer(variant: Variant, stored: str, request: Mapping[str, Any] | No
     return calls, not calls
 
 
-MAX_STORED_ANSWER_CHARS = 1_000_000
-"""Most characters of one step's answer that are stored and sent back in the transcript (the parsers' input
-bound): a longer text is cut to one character more, so it still fails to decode as too long; a native answer
-keeps its calls while their names and arguments fit (``clients.envelope(max_chars=...)``). Without it, 64 native
-calls of 900 KB a step grew the transcript and the store by 57.6 MB a step."""
-
-
 def stored_answer(completion: Any, variant: Variant, *, max_chars: int = MAX_STORED_ANSWER_CHARS) -> str:
     """What is stored of a model's answer, and read back as its message: the text, or, for a native variant, the
-    text and the tool calls in one envelope (``clients.envelope``); at most ``max_chars`` characters of it."""
-    if variant.call_mode is CallMode.NATIVE:
-        from promptgrid.matrix.clients import envelope
-
-        return envelope(completion.text, completion.tool_calls, max_chars=max_chars)
-    return (completion.text or "")[:max_chars + 1]
+    text and the tool calls in one envelope; at most ``max_chars`` characters of it (``clients.stored_response``,
+    which a run gives its redaction too)."""
+    return stored_response(completion, native=variant.call_mode is CallMode.NATIVE, max_chars=max_chars)
 
 
 class Transcript:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from promptgrid.errors import RunError
-from promptgrid.matrix.clients import BatchBackend, Completion, LineResult, Redactor, envelope
+from promptgrid.matrix.clients import BatchBackend, Completion, LineResult, Redactor, stored_response
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
@@ -134,10 +134,10 @@ def _line_result(outcome: Completion | CallError, job: BatchJob, redact: Redacto
                           params=job.params, status=ERROR, attempts=1, error=redact(outcome.message),
                           error_kind=outcome.kind.value)
     c = outcome
-    text = envelope(c.text, c.tool_calls) if job.native else c.text
     cost = price(c.input_tokens or 0, c.output_tokens or 0) if price and c.input_tokens is not None else None
     return CallResult(key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
-                      params=job.params, status=DONE, response=redact.exact(text),
+                      params=job.params, status=DONE,
+                      response=stored_response(c, native=bool(job.native), exact=redact.exact),
                       finish_reason=provider_field(c.finish_reason, redact.exact), input_tokens=c.input_tokens,
                       output_tokens=c.output_tokens, cost_usd=cost, attempts=1,
                       raw_model=provider_field(c.model, redact.exact))

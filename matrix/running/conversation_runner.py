@@ -101,6 +101,7 @@ from typing import Any
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
+from promptgrid.matrix.clients._envelope import MAX_STORED_ANSWER_CHARS, stored_response
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._conversation_play import (
     STEP_KEYS,
@@ -111,7 +112,7 @@ from promptgrid.matrix.episodes._conversation_play import (
 )
 from promptgrid.matrix.episodes._environment import Environment
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
-from promptgrid.matrix.episodes._steps import MAX_STORED_ANSWER_CHARS, EpisodeContext, stored_answer
+from promptgrid.matrix.episodes._steps import EpisodeContext
 from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
@@ -409,8 +410,9 @@ class _Episodes:
         # A model's first call goes alone (``sending.send``): a bad key or an unknown model costs one request.
         completion, latency = await self._attempts(client, model, params, asked, kwargs)
         exact = self.redact_answer
-        return Step(model=model, response=exact(stored_answer(_redacted(completion, exact), context.variant,
-                                                                       max_chars=self.max_answer_chars)),
+        native = context.variant.call_mode is CallMode.NATIVE
+        return Step(model=model, response=stored_response(completion, native=native, exact=exact,
+                                                          max_chars=self.max_answer_chars),
                     finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
                     output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
 
@@ -451,27 +453,6 @@ def _stop_note(exc: _RunStopped) -> str:
     if str(exc) == costcap.MAX_COST:
         return "the run directory's spend reached --max-cost"
     return str(exc)
-
-
-def _redacted(completion: Any, exact: Callable[[str], str]) -> Any:
-    """``completion`` with the known secrets replaced in its text and its tool calls' names and arguments (before
-    the stored answer is cut to its bound, so no key is cut in two and kept in part)."""
-    text, calls = getattr(completion, "text", None), getattr(completion, "tool_calls", None)
-    new_text = exact(text) if isinstance(text, str) else text
-    new_calls = tuple(_redacted_call(call, exact) for call in calls) if calls else calls
-    if new_text == text and (not calls or list(new_calls or ()) == list(calls)):
-        return completion
-    from types import SimpleNamespace
-
-    return SimpleNamespace(text=new_text, tool_calls=new_calls)  # what stored_answer reads
-
-
-def _redacted_call(call: Any, exact: Callable[[str], str]) -> Any:
-    fn = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(fn, Mapping):
-        return call
-    return {**call, "function": {**fn, **{k: exact(v) for k in ("name", "arguments")
-                                          if isinstance(v := fn.get(k), str)}}}
 
 
 def check_episodes(models: int, variants: int, conversations: int, repeats: int, *,
@@ -675,12 +656,11 @@ def line_step(completion: Any, native: bool, price: Callable[[int, int], float |
     """A batch line's answer as the step an online answer would store: redacted (``exact``), cut to ``max_chars``,
     the tool calls' envelope for a ``native`` variant; its cost the answer's own, else ``price`` of its tokens
     (the batch price; ``None``: unknown, as for an imported file)."""
-    variant = Variant(call_mode=CallMode.NATIVE) if native else Variant()
     cost = completion.cost_usd
     if cost is None and price is not None and completion.input_tokens is not None \
             and completion.output_tokens is not None:
         cost = price(completion.input_tokens, completion.output_tokens)
-    return Step(response=exact(stored_answer(_redacted(completion, exact), variant, max_chars=max_chars)),
+    return Step(response=stored_response(completion, native=native, exact=exact, max_chars=max_chars),
                 finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
                 output_tokens=completion.output_tokens, cost_usd=cost, latency_s=0.0)
 

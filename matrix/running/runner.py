@@ -83,7 +83,7 @@ from functools import partial
 from typing import Any
 
 from promptgrid.errors import StoreFullError
-from promptgrid.matrix.clients import JobIds, ModelClient, Redactor, envelope
+from promptgrid.matrix.clients import JobIds, ModelClient, Redactor, stored_response
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.scoring.verdict import Verdict
 from promptgrid.providers import CallError, ErrorKind
@@ -677,13 +677,12 @@ class Runner:
 
     def _answered(self, job: Job, completion: Any, native: bool, latency: float, attempts: int) -> CallResult:
         """The stored result of an answer (redacted, the provider's model and finish reason too; a native answer as
-        its envelope; ``sending.send`` has given the unused estimated tokens back to the model's tokens-per-minute
-        bucket)."""
+        its envelope; at most ``MAX_STORED_ANSWER_CHARS``: ``clients.stored_response``; ``sending.send`` has given
+        the unused estimated tokens back to the model's tokens-per-minute bucket)."""
         return CallResult(
             key=job.key, model=job.model, repeat=job.repeat, prompt_sha256=job.prompt_sha256,
             params=_params_json(job.params), status=DONE,
-            response=self.redact.exact(envelope(completion.text, completion.tool_calls) if native
-                                       else completion.text),
+            response=stored_response(completion, native=native, exact=self.redact.exact),
             finish_reason=provider_field(completion.finish_reason, self.redact.exact),
             input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
             cost_usd=completion.cost_usd, latency_s=round(latency, 6), attempts=attempts,

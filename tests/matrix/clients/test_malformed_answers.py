@@ -118,3 +118,25 @@ def test_what_a_provider_counts_and_charges_is_kept_only_in_range(value: Any, co
     from promptgrid.matrix.clients._base import provider_count, usd
 
     assert provider_count(value) == count and usd(value) == price
+
+
+def test_a_single_turn_answer_is_stored_within_the_parsers_bound_as_a_conversation_step_is(tmp_path: Path) -> None:
+    """A 3 MB answer is stored cut to one character past the parsers' input bound (it still fails to decode as
+    too long, as it did whole), not whole: a server answering megabytes cannot fill the disk."""
+    from promptgrid.matrix.clients import MAX_STORED_ANSWER_CHARS
+
+    run_dir = tmp_path / "run"
+    text = "[f(a=1)]" + "x" * 3_000_000
+    with FakeServer.thread(FakeScript(body=_body({"content": text}))) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "promptgrid.matrix.cli", "run", "bfcl_v4", "--dataset", "mini", "--limit", "1",
+             "--variant", "python->python,False", "--model", "openai/m", "--api-base", server.url, "--no-progress",
+             "--run-dir", str(run_dir)], capture_output=True, text=True, timeout=300,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test-long", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    with sqlite3.connect(run_dir / "store.sqlite3") as db:
+        (stored,) = db.execute("SELECT response FROM calls").fetchone()
+        (verdict,) = db.execute("SELECT verdict FROM jobs").fetchone()
+    assert stored == text[:MAX_STORED_ANSWER_CHARS + 1]
+    assert json.loads(verdict)["failure_mode"] == "malformed_call"  # too long to decode, whole or cut
+    assert (run_dir / "store.sqlite3").stat().st_size < 2 * MAX_STORED_ANSWER_CHARS
