@@ -676,9 +676,12 @@ def _children(pid: int) -> dict[int, str]:
 
 
 def _server() -> Any:
-    servers = [server for server in env_module._SERVERS.values() if server.usable()]
-    assert len(servers) == 1
-    return servers[0]
+    """The fork server this process's environments use now (one per worker environment and ``sys.path``): an
+    earlier test that ran environments under another ``sys.path`` leaves its own, still usable, beside it."""
+    key = (sys.executable, tuple(sorted(env_module._worker_environment().items())), env_module._sys_path())
+    server = env_module._SERVERS.get(key)
+    assert server is not None and server.usable()
+    return server
 
 
 @needs_fork_server
