@@ -21,10 +21,11 @@ __all__ = ["dry_run_conversations", "print_conversation_run"]
 def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
     """Say what a conversation run just did (episodes finished, valid, ended in an error; steps sent and read back;
     spend; batch rounds; why it stopped) and print its report's console table and what an adaptive goal found.
-    Exit codes as a single-turn run's: 3 when ``--max-cost`` stopped it (its unfinished episodes stored, resumed
-    by the same command with a higher cap), else 1 when every episode run ended in an error or a model was
-    stopped (an unauthorised key, an unknown model, a Retry-After above the cap), else 0."""
-    from promptgrid.matrix.running.describe import EXIT_CALLS_FAILED, EXIT_MAX_COST
+    Exit codes as a single-turn run's: 130 when Ctrl-C or SIGTERM stopped it, 3 when ``--max-cost`` stopped it
+    (its unfinished episodes stored, resumed by the same command with a higher cap), else 1 when every episode
+    run ended in an error or a model was stopped (an unauthorised key, an unknown model, a Retry-After above the
+    cap), else 0."""
+    from promptgrid.matrix.running.describe import EXIT_CALLS_FAILED, EXIT_INTERRUPTED, EXIT_MAX_COST
 
     s = run.summary
     failed_env = (f" ({s.environment_failures:,} ended by an environment failure)" if s.environment_failures
@@ -44,6 +45,10 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
         print(f"stopped: the run directory's spend reached --max-cost ${s.max_cost:.4f} (now ${run.spend():.4f}); "
               f"{s.unfinished:,} episode(s) stored unfinished and {s.not_run:,} not started. Raise --max-cost and "
               "run the same command to continue.", file=err)
+    if s.stopped == "interrupted":
+        print(f"interrupted: every answer received is saved in {run.path}; the episodes under way and "
+              f"{s.not_run:,} not started are left for the next run. Run the same command again to resume.",
+              file=err)
     _print_episode_problems(s, out)
     if s.finished:
         out.write(run.report().console())
@@ -55,6 +60,8 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
         from promptgrid.matrix.report._adaptive import adaptive_console
 
         print(adaptive_console([r.to_dict() for r in found.values()]), file=out, end="")
+    if s.stopped == "interrupted":
+        return EXIT_INTERRUPTED
     if s.stopped == "max_cost":
         return EXIT_MAX_COST
     return EXIT_CALLS_FAILED if s.halted or (s.errors and not s.finished) else 0

@@ -113,7 +113,7 @@ from promptgrid.matrix.episodes._conversation_play import (
 from promptgrid.matrix.episodes._environment import Environment
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
 from promptgrid.matrix.episodes._steps import EpisodeContext
-from promptgrid.matrix.running import costcap
+from promptgrid.matrix.running import costcap, signals
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
@@ -178,7 +178,9 @@ class ConversationRunSummary:
     """Answers an earlier run spilled on a full disk, stored by this one before any episode played."""
     wall_s: float = 0.0
     stopped: str | None = None
-    """None (finished), ``"max_cost"`` (the cost cap was reached), ``"disk_full"``, or the interruption's note."""
+    """None (finished), ``"max_cost"`` (the cost cap was reached), ``"disk_full"``, ``"interrupted"`` (Ctrl-C or
+    SIGTERM: the episodes under way were left unfinished, the summary returned), or the note of a run cancelled by
+    its caller."""
     spend: float = 0.0
     """USD the steps sent by this run cost (unknown prices count 0)."""
     max_cost: float | None = None
@@ -778,6 +780,15 @@ class _Driver:
         clients, whatever happened."""
         state, summary = self.state, self.summary
         tasks = [asyncio.ensure_future(self.drive(model)) for model in self.models]
+        signalled: list[bool] = []
+
+        def interrupt() -> None:  # Ctrl-C or SIGTERM: the episodes under way stop, unfinished, as on any stop
+            signalled.append(True)
+            for task in tasks:
+                task.cancel()
+
+        loop = asyncio.get_running_loop()
+        installed = signals.install(loop, interrupt)
         try:
             await _all(tasks)
             for model in self.models:  # what stopped workers did not take: not started, for the next run
@@ -786,12 +797,17 @@ class _Driver:
             if state.stopped is not None:
                 summary.stopped = state.stopped
         except (asyncio.CancelledError, KeyboardInterrupt):
-            summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
-            raise
+            if not signalled:  # cancelled by the caller (pg.arun's task): its cancellation goes on
+                summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
+                raise
+            await asyncio.gather(*tasks, return_exceptions=True)  # every episode has closed its environment
+            summary.stopped = "interrupted"
+            summary.not_run += sum(1 for plan in self.plans.values() for _ in plan)
         except StoreFullError:
             summary.stopped = "disk_full"
             raise _disk_full_stop(summary, state) from None
         finally:
+            signals.restore(loop, installed)
             summary.wall_s = time.perf_counter() - started
             _tally(summary)
             for model in self.models:

@@ -73,9 +73,7 @@ import asyncio
 import contextlib
 import json
 import random
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +88,7 @@ from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.variants import Variant
 
-from . import costcap
+from . import costcap, signals
 from .adaptive import Adaptive
 from .plan import Job, JobMaker, Renders
 from .planning import CHUNK, Cell, Planner, make_planner
@@ -342,7 +340,7 @@ class Runner:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            _restore_signals(loop, installed)
+            signals.restore(loop, installed)
             self.progress.close()
         self._complete_summary(lanes, t0, cpu0)
         return self.summary
@@ -401,24 +399,8 @@ class Runner:
             raise
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> dict[int, Any]:
-        """Ctrl-C and SIGTERM stop the run cleanly; returns the handlers they replaced.
-
-        Python delivers signals to the main thread only, and only there may
-        handlers be installed: a run on a worker thread (``promptgrid.run``
-        called inside a running event loop) installs none, and is stopped
-        through ``stop`` by the thread that waits for it.
-        """
-        installed: dict[int, Any] = {}
-        if threading.current_thread() is not threading.main_thread():
-            return installed
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous = signal.getsignal(sig)
-            try:
-                loop.add_signal_handler(sig, self.stop, "interrupted")
-            except (NotImplementedError, RuntimeError):  # a loop without signal support (Windows)
-                continue
-            installed[sig] = previous
-        return installed
+        """Ctrl-C and SIGTERM stop the run cleanly (``signals.install``); returns the handlers they replaced."""
+        return signals.install(loop, partial(self.stop, "interrupted"))
 
     async def _tick(self) -> None:
         while True:
@@ -793,14 +775,6 @@ class Runner:
         if self.summary.store_error is None:
             self.summary.store_error = str(exc)
         self.stop("disk_full")
-
-
-def _restore_signals(loop: asyncio.AbstractEventLoop, installed: Mapping[int, Any]) -> None:
-    """Remove the run's signal handlers and put back those they replaced (``Runner._install_signals``)."""
-    for sig, previous in installed.items():
-        loop.remove_signal_handler(sig)
-        if previous is not None:
-            signal.signal(sig, previous)  # e.g. asyncio.run's own Ctrl-C handler
 
 
 def _peak_rss_mb() -> float:

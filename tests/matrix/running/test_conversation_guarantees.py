@@ -355,3 +355,52 @@ def test_a_401_costs_a_single_turn_run_one_request_too(
         assert len(srv.requests()) == 1
     assert code == 1
     assert "refused by the provider" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- 6. Ctrl-C and SIGTERM
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_conversation_run_cleanly_and_the_same_command_resumes(tmp_path: Path, sig: str) -> None:
+    """As a single-turn run: the run stops, says what it kept, exits 130, leaves no spill reservation and an
+    intact store; the same command then runs only what was not finished (SIGTERM used to kill it on the spot)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from support.fake_server import FakeScript, FakeServer
+    from support.running import child_env
+
+    run_dir = tmp_path / "run"
+    with FakeServer.thread(FakeScript(latency_s=0.2, answer="prose")) as srv:
+        command = [sys.executable, "-m", "promptgrid.matrix.cli", "run", "call_modes", "--dataset",
+                   "bfcl:multi_turn_base", "--limit", "12", "--variant", "json->python,False", "--model",
+                   "openai/fake-model", "--api-base", srv.url, "--concurrency", "2", "--run-dir", str(run_dir)]
+        env = child_env(LITELLM_LOCAL_MODEL_COST_MAP="True")
+        env.pop("OPENAI_API_KEY", None)
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not (run_dir / "conversations.sqlite3").exists() or _episodes_stored(run_dir) < 2:
+            assert time.monotonic() < deadline and child.poll() is None, child.communicate()
+            time.sleep(0.1)
+        child.send_signal(getattr(signal, sig))
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 130, err[-2000:]
+        assert "interrupted: every answer received is saved in" in err and "Traceback" not in err + out
+        assert not list(run_dir.glob("spill-*.jsonl"))  # the reservation is given back
+        kept, sent = _episodes_stored(run_dir), len(srv.requests())
+        assert 2 <= kept < 12
+        again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert f"({kept} already in the store)" in again.stdout
+    assert _episodes_stored(run_dir) == 12
+    assert os.path.getsize(run_dir / "conversations.sqlite3") > 0 and sent > 0
+
+
+def _episodes_stored(run_dir: Path) -> int:
+    with sqlite3.connect(f"file:{run_dir / 'conversations.sqlite3'}?mode=ro", uri=True) as db:
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return 0
