@@ -8,7 +8,6 @@ and reads their run directories with ``running.conversation_reader.ConversationR
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,35 +39,30 @@ class Conversations:
     def run(self, config: RunConfig, grid: Any, *, progress: bool, retry_errors: bool, append: bool,
             batch: bool, batch_wait: bool, batch_poll_s: float) -> Run:
         """In a new event loop, or, where one is running already (Jupyter), in a new loop on a worker thread,
-        waited for; Ctrl-C while waiting cancels the run there (every answer received is stored) and is raised
-        here as ``KeyboardInterrupt``. ``retry_errors`` and ``append`` change nothing: an episode that ended in
-        an error is always run again, and a conversation run directory keeps every variant's episodes."""
+        waited for; Ctrl-C while waiting stops the run there as a signal would (``signals.Stopper``: the episodes
+        under way are left unfinished, every answer received is stored) and the ``Run`` is returned, its
+        ``summary.stopped`` ``"interrupted"``, as a single-turn run's. ``retry_errors`` and ``append`` change
+        nothing: an episode that ended in an error is always run again, and a conversation run directory keeps
+        every variant's episodes."""
         _batch_mode(batch, batch_wait)
-        start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress)
             result: Run = asyncio.run(start())
             return result
-        started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+        from promptgrid.matrix.running.signals import Stopper
 
-        async def main() -> Run:
-            task = asyncio.ensure_future(start())
-            started.append((asyncio.get_running_loop(), task))
-            done: Run = await task
-            return done
-
+        stopper = Stopper()
+        start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress,
+                         started=stopper.started)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
-            future = pool.submit(asyncio.run, main())
+            future = pool.submit(asyncio.run, start())
             try:
                 return future.result()
             except KeyboardInterrupt:
-                for loop, task in started:
-                    with contextlib.suppress(RuntimeError):  # the loop already finished
-                        loop.call_soon_threadsafe(task.cancel)
-                with contextlib.suppress(BaseException):
-                    future.result()
-                raise
+                stopper.interrupt()
+                return future.result()
 
     async def arun(self, config: RunConfig, grid: Any, *, progress: bool, retry_errors: bool, append: bool,
                    batch: bool, batch_wait: bool, batch_poll_s: float) -> Run:
@@ -353,9 +347,10 @@ def _batch_mode(batch: bool, batch_wait: bool) -> None:
                        "--no-wait).")
 
 
-def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, progress: bool) -> Any:
+def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, progress: bool,
+             started: Any = None) -> Any:
     """A function that makes the run's coroutine (made where it is awaited: a coroutine belongs to no loop until
-    then, but one made and never awaited warns)."""
+    then, but one made and never awaited warns). ``started``: given the run's stop (``signals.Stopper``)."""
     import sys
 
     from promptgrid.matrix.running.conversation_reader import arun_conversation_config
@@ -365,7 +360,8 @@ def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, 
 
     async def start() -> Run:
         summary = await arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
-                                                 batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None)
+                                                 batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None,
+                                                 started=started)
         return Run(config.run_dir, summary=summary)
 
     return start

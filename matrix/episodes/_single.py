@@ -10,9 +10,7 @@ results.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -300,38 +298,18 @@ async def _execute(prep: Prepared, *, progress: bool, retry_errors: bool, append
     return Run(prep.config.run_dir, summary=summary)
 
 
-class _Stopper:
-    """Lets the thread that waits for a run on a worker thread stop it (signals reach the main thread only)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stop: Callable[[], object] | None = None
-        self._requested = False
-
-    def started(self, runner: Runner) -> None:
-        """Called from the worker's loop once the runner exists."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            self._stop = lambda: loop.call_soon_threadsafe(runner.stop, "interrupted")
-            requested = self._requested
-        if requested:
-            runner.stop("interrupted")
-
-    def interrupt(self) -> None:
-        with self._lock:
-            self._requested = True
-            stop = self._stop
-        if stop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already finished
-                stop()
-
-
 def _execute_on_thread(prep: Prepared, *, progress: bool, retry_errors: bool, append: bool,
                        batch: BatchMode | None = None) -> Run:
-    stopper = _Stopper()
+    from promptgrid.matrix.running.signals import Stopper
+
+    stopper = Stopper()
+
+    def started(runner: Runner) -> None:
+        stopper.started(lambda: runner.stop("interrupted"))
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
         future = pool.submit(lambda: asyncio.run(_execute(prep, progress=progress, retry_errors=retry_errors,
-                                                          append=append, started=stopper.started, batch=batch)))
+                                                          append=append, started=started, batch=batch)))
         try:
             return future.result()
         except KeyboardInterrupt:

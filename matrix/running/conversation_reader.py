@@ -228,9 +228,11 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
 
 async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
                                    batch_poll_s: float = 30.0, progress: Any = None,
-                                   export: tuple[Any, Any, list[Any]] | None = None) -> Any:
+                                   export: tuple[Any, Any, list[Any]] | None = None,
+                                   started: Any = None) -> Any:
     """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here). ``export``:
-    (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list."""
+    (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list.
+    ``started``: given the run's stop once its episodes are driven (``arun_episodes``)."""
     from promptgrid.matrix.clients._scripted import SCRIPTED_MODELS, ScriptedClient
     from promptgrid.matrix.datasets._conversations import select_conversations
     from promptgrid.matrix.running.conversation_runner import _check_options, arun_episodes, check_episodes
@@ -271,7 +273,8 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
         backends = batch_backends(config.models, clients, retry=config.retry_policy())
     summary = await arun_episodes(config, variants, conversations, clients=clients, renderer=renderer,
                                   progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
-                                  batch_poll_s=batch_poll_s, export_round=None if export is None else export[2])
+                                  batch_poll_s=batch_poll_s, export_round=None if export is None else export[2],
+                                  on_start=started)
     return summary
 
 

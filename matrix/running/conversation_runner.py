@@ -535,6 +535,7 @@ async def arun_episodes(
     env_options: Mapping[str, Any] | None = None,
     on_sent: Callable[[int], None] | None = None,
     max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
+    on_start: Callable[[Callable[[], None]], None] | None = None,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode of ``config`` not finished in its run directory.
 
@@ -580,6 +581,11 @@ async def arun_episodes(
     Batches a killed run left are collected first. ``export_round`` (``export-batch``; with ``batch``): the
     round is not sent but appended to this list (its lines), every episode taking part at once; the episodes
     waiting on it are left unfinished (``summary.waiting``).
+
+    Ctrl-C and SIGTERM stop the run (``running/signals.py``, as a single-turn run): the episodes under way are left
+    unfinished and the summary is returned with ``stopped`` ``"interrupted"``. ``on_start`` is called, from the run's
+    loop, with the same stop once the episodes are driven (``signals.Stopper``: the thread that waits for a run on a
+    worker thread stops it so).
     """
     models = [spec.name for spec in config.models]
     run_dir, repeats, goal, budget, rounds, seed = (config.run_dir, config.repeats, config.goal, config.budget,
@@ -641,6 +647,7 @@ async def arun_episodes(
         summary.max_cost = max_cost
         driver = _Driver(state, variants, conversations, models, made, per_model_params, gate_sizes, planners,
                          progress)
+        driver.on_start = on_start
         try:
             await driver.run(started)
             if export_round is not None and state.rounds is not None:
@@ -774,6 +781,7 @@ class _Driver:
         self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
                          for r in self.store.episodes(models=models) if r.valid is not None}
         self.plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes taken
+        self.on_start: Callable[[Callable[[], None]], None] | None = None  # given the run's stop (``arun_episodes``)
 
     async def run(self, started: float) -> None:
         """Drive every model's plan; count what was left, set how the run stopped, tally the summary and close the
@@ -789,6 +797,8 @@ class _Driver:
 
         loop = asyncio.get_running_loop()
         installed = signals.install(loop, interrupt)
+        if self.on_start is not None:
+            self.on_start(interrupt)
         try:
             await _all(tasks)
             for model in self.models:  # what stopped workers did not take: not started, for the next run

@@ -14,12 +14,13 @@ waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["install", "restore"]
+__all__ = ["Stopper", "install", "restore"]
 
 
 def install(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> dict[int, Any]:
@@ -43,3 +44,32 @@ def restore(loop: asyncio.AbstractEventLoop, installed: Mapping[int, Any]) -> No
         loop.remove_signal_handler(sig)
         if previous is not None:
             signal.signal(sig, previous)  # e.g. asyncio.run's own Ctrl-C handler
+
+
+class Stopper:
+    """Lets the thread that waits for a run on a worker thread stop it (signals reach the main thread only):
+    ``promptgrid.run`` called inside a running event loop (Jupyter) runs on a worker thread's loop, and Ctrl-C
+    while it waits stops the run as a signal would (``interrupt``), so that the run returns what it kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], object] | None = None
+        self._requested = False
+
+    def started(self, stop: Callable[[], None]) -> None:
+        """Called from the worker's loop once the run can be stopped, with its stop (a driver's)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._stop = lambda: loop.call_soon_threadsafe(stop)
+            requested = self._requested
+        if requested:
+            stop()
+
+    def interrupt(self) -> None:
+        """Stop the run now, or as soon as it has started."""
+        with self._lock:
+            self._requested = True
+            stop = self._stop
+        if stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already finished
+                stop()

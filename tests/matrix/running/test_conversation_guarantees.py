@@ -404,3 +404,46 @@ def _episodes_stored(run_dir: Path) -> int:
             return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
         except sqlite3.OperationalError:  # the tables are not made yet
             return 0
+
+
+@pytest.mark.parametrize("dataset", ["mini", "bfcl:multi_turn_base"], ids=["single-turn", "conversations"])
+def test_ctrl_c_in_a_notebook_stops_the_run_and_returns_it_for_both_kinds(tmp_path: Path, dataset: str) -> None:
+    """``pg.run`` inside a running event loop (Jupyter) runs on a worker thread's loop; Ctrl-C while it waits stops
+    the run there as a signal would, and the ``Run`` comes back with ``summary.stopped == "interrupted"``, for
+    either kind (a conversation run used to re-raise ``KeyboardInterrupt`` and return nothing)."""
+    import asyncio
+    import signal
+    import time
+
+    import promptgrid as pg
+    from support.fake_server import FakeScript, FakeServer
+
+    def raise_interrupt(*_: Any) -> None:  # what a notebook kernel does with Ctrl-C
+        raise KeyboardInterrupt
+
+    main = threading.main_thread().ident
+    assert main is not None
+    previous = signal.signal(signal.SIGINT, raise_interrupt)  # (asyncio.run then keeps its hands off SIGINT)
+    try:
+        with FakeServer.thread(FakeScript(latency_s=0.2, answer="prose")) as srv:
+            def ctrl_c_once_answers_arrive() -> None:
+                deadline = time.monotonic() + 60
+                while len(srv.requests()) < 6 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                signal.pthread_kill(main, signal.SIGINT)  # a real signal: it wakes the main thread's wait
+
+            async def notebook_cell() -> Any:
+                threading.Thread(target=ctrl_c_once_answers_arrive, daemon=True).start()
+                grid = "call_modes" if dataset.startswith("bfcl") else "bfcl_v4"
+                return pg.run(grid, dataset, models=["openai/fake-model"], api_base=srv.url, limit=12,
+                              concurrency=2, run_dir=tmp_path / "run")
+
+            run = asyncio.run(notebook_cell())
+            sent = len(srv.requests())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert run.summary.stopped == "interrupted" and sent >= 6
+    if run.kind == "single":  # stopped part-way: what is left is pending, for the same command
+        assert run.pending() not in (0, None)
+    else:  # the episodes under way are not stored: the same command runs them
+        assert len(run.episodes()) < run.summary.episodes
