@@ -313,10 +313,12 @@ class StateScorer:
             raise memo[0]
         return memo[0]
 
-    def score(self, trajectory: Trajectory, case: Conversation) -> Any:
+    def score(self, trajectory: Trajectory | Sequence[Sequence[DecodedStep]], case: Conversation) -> Any:
         """The episode's ``Verdict`` (its turn verdicts in ``turns``); ``EnvironmentFailure`` when an environment
-        fails while scoring."""
-        return check_conversation(case, trajectory.turns, ground_truth=self.truth(case), step_limit=self.step_limit,
+        fails while scoring. ``trajectory``: a played episode's, or its decoded steps per turn (``score-file``
+        reads them from a file of answers)."""
+        turns = trajectory.turns if isinstance(trajectory, Trajectory) else trajectory
+        return check_conversation(case, turns, ground_truth=self.truth(case), step_limit=self.step_limit,
                                   make_env=self.make_env, strict_arguments=self.strict_arguments)
 
 

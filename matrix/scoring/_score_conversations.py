@@ -28,7 +28,6 @@ the others are scored.
 from __future__ import annotations
 
 import json
-import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,13 +35,7 @@ from typing import IO, Any
 
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._environment import EnvironmentFailure, ToolCall, decoded_call
-from promptgrid.matrix.scoring.state_check import (
-    DecodedStep,
-    DecodeFailure,
-    GroundTruthRun,
-    check_conversation,
-    run_ground_truth,
-)
+from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodedStep, DecodeFailure
 from promptgrid.safeio import read_json_lines
 
 __all__ = ["decode_step", "score_conversation_stream"]
@@ -127,23 +120,12 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
     chooses the argument rule (``check_conversation``); each scored line
     records it (``argument_rule``).
     """
-    by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
-    truths: dict[str, Future[GroundTruthRun]] = {}
-    memo: dict[str, DecodedStep] = {}
-    lock = threading.Lock()
+    from promptgrid.matrix.episodes._conversation_play import StateScorer
 
-    def truth_of(conversation: Conversation) -> GroundTruthRun:
-        with lock:
-            future = truths.get(conversation.id)
-            mine = future is None
-            if future is None:
-                future = truths[conversation.id] = Future()
-        if mine:
-            try:
-                future.set_result(run_ground_truth(conversation))
-            except BaseException as exc:  # every line of the entry gets the same failure
-                future.set_exception(exc)
-        return future.result()
+    by_id: Mapping[str, Conversation] = {c.id: c for c in conversations}
+    memo: dict[str, DecodedStep] = {}
+    # A run's scorer (the ``Scorer`` of conversations): each entry's ground truth is run once, shared by its lines.
+    scorer = StateScorer(step_limit=MAXIMUM_STEP_LIMIT, strict_arguments=strict_arguments)
 
     def score(line: Any) -> tuple[int, dict[str, Any] | None, Any, str | None]:
         try:
@@ -156,8 +138,7 @@ def score_conversation_stream(source: Iterable[bytes] | Iterable[str], sink: IO[
                 raise _LineError(f"id {entry!r} is not an entry of the dataset")
             trajectory = _trajectory(record.get("result", record.get("response")), conversation, return_format,
                                      tool_call_tag, memo)
-            verdict = check_conversation(conversation, trajectory, ground_truth=truth_of(conversation),
-                                         strict_arguments=strict_arguments)
+            verdict = scorer.score(trajectory, conversation)
         except (_LineError, EnvironmentFailure) as exc:
             # An environment that cannot go on (a state beyond the bounds, a replay that differs, the episode's
             # environment time spent) costs this line only, as a malformed line does.

@@ -62,17 +62,17 @@ def test_steps_decode_without_eval(tmp_path: Path) -> None:
 
 def test_an_environment_that_cannot_go_on_costs_its_line_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from promptgrid.matrix.episodes import _conversation_play as _play  # score-file judges with its StateScorer
     from promptgrid.matrix.episodes._environment import EnvironmentFailure
-    from promptgrid.matrix.scoring import _score_conversations as _score_file
 
-    real = _score_file.check_conversation
+    real = _play.check_conversation
 
     def second_line_explodes(conversation: Any, *args: Any, **kwargs: Any) -> Any:
         if conversation.id == "multi_turn_base_1":  # line 2 (lines are scored concurrently, written in order)
             raise EnvironmentFailure("the state of GorillaFileSystem has more than 100000 nodes", "state_too_large")
         return real(conversation, *args, **kwargs)
 
-    monkeypatch.setattr(_score_file, "check_conversation", second_line_explodes)
+    monkeypatch.setattr(_play, "check_conversation", second_line_explodes)
     out = tmp_path / "scored.jsonl"
     code = main(["score-file", str(_lines(tmp_path)), "--dataset", "bfcl:multi_turn_base", "--output", str(out)])
     err = capsys.readouterr().err
