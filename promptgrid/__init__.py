@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "RunStatus": "promptgrid.matrix.running.session",
     "ExportSummary": "promptgrid.matrix.running.exchange",
     "ImportSummary": "promptgrid.matrix.running.exchange",
+    "Result": "promptgrid.matrix.running.results",
     "ResultRow": "promptgrid.matrix.running.results",
     "AccuracyRow": "promptgrid.matrix.api",
     "TranslationChecks": "promptgrid.matrix.api",
@@ -202,6 +203,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.running.config import RunConfig as RunConfig
     from promptgrid.matrix.running.exchange import ExportSummary as ExportSummary
     from promptgrid.matrix.running.exchange import ImportSummary as ImportSummary
+    from promptgrid.matrix.running.results import Result as Result
     from promptgrid.matrix.running.results import ResultRow as ResultRow
     from promptgrid.matrix.running.runner import RunSummary as RunSummary
     from promptgrid.matrix.running.session import RunStatus as RunStatus

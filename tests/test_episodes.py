@@ -74,6 +74,29 @@ def test_one_run_record_answers_the_same_methods_for_both_kinds(runs: dict[str, 
     assert {r.case_group for r in rows} == {e.template for e in episodes} and single.rows() == single.results()
 
 
+def test_results_of_either_kind_are_read_by_the_same_code(runs: dict[str, Path]) -> None:
+    """``pg.Result``: the names every result has, a job's ``ResultRow`` or an episode's ``EpisodeResult``; code
+    written against them reads both, and ``row()`` is the flat row of each (``Run.rows()``, which adds the
+    variant's dimensions and label)."""
+    def summary(run: pg.Run) -> dict[tuple[str, str], tuple[int, int, float]]:
+        out: dict[tuple[str, str], tuple[int, int, float]] = {}
+        for r in run.results():  # no question about the kind
+            assert isinstance(r, pg.Result) and r.status in ("done", "error", "pending", "unsupported")
+            n, ok, cost = out.get((r.model, r.variant_id), (0, 0, 0.0))
+            out[(r.model, r.variant_id)] = (n + r.scored, ok + r.correct, cost + (r.cost_usd or 0.0))
+        return out
+
+    single, conversation = pg.open_run(runs["single"]), pg.open_run(runs["conversation"])
+    for run in (single, conversation):
+        by_variant = summary(run)
+        assert by_variant and {(a.model, a.variant_id): (a.n, a.correct) for a in run.accuracy()} == \
+            {key: (n, ok) for key, (n, ok, _cost) in by_variant.items()}  # the counts the report's rates take
+        def key(row: pg.ResultRow) -> tuple[object, ...]:  # (Run.rows() adds the variant's dimensions and label)
+            return row.model, row.variant_id, row.case_id, row.repeat, row.status, row.valid, row.failure_mode
+
+        assert [key(r.row()) for r in run.results()] == [key(r) for r in run.rows()]
+
+
 def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Path], tmp_path: Path) -> None:
     result = pg.report(runs["conversation"], tmp_path / "out", formats=["html", "json"])
     assert sorted(p.name for p in result.files) == ["conversations.html", "conversations.json"]

@@ -75,7 +75,10 @@ class Run:
     def results(self, include_pending: bool = False) -> list[Any]:
         """One result per (model, variant, case, repeat): a ``ResultRow`` per job with a result (with
         ``include_pending``, every planned job), or an ``EpisodeResult`` per stored episode (an unfinished one
-        has ``valid`` ``None``; ``include_pending`` changes nothing: an episode is stored once it starts)."""
+        has ``valid`` ``None``; ``include_pending`` changes nothing: an episode is stored once it starts). Both
+        are a ``pg.Result`` (``model``, ``variant_id``, ``case_id``, ``repeat``, ``status``, ``valid``,
+        ``failure_mode``, ``error``, ``cost_usd``, ``scored``, ``correct``, ``row()``): code written against
+        these reads either kind."""
         return self._reader.results(include_pending)
 
     def rows(self) -> list[ResultRow]:

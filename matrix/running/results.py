@@ -28,14 +28,14 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 from promptgrid.errors import OutputError, ReportError
 from promptgrid.matrix.scoring.verdict import ErrorCode, TurnFailureMode, Verdict
 from promptgrid.safeio import atomic_output, read_json_lines
 
-__all__ = ["RESULT_SCHEMA_VERSION", "AccuracyRow", "EpisodeResult", "ResultRow", "dump_results", "read_results",
-           "turn_record", "turns_of", "unique_rows", "write_results"]
+__all__ = ["RESULT_SCHEMA_VERSION", "AccuracyRow", "EpisodeResult", "Result", "ResultRow", "dump_results",
+           "read_results", "turn_record", "turns_of", "unique_rows", "write_results"]
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -154,6 +154,10 @@ class ResultRow:
     def correct(self) -> bool:
         """The answer is valid (a failed or unsupported call never is)."""
         return self.valid is True and self.error is None
+
+    def row(self) -> ResultRow:
+        """The flat row of this result (``Result.row``): a job's result is its own row."""
+        return self
 
     @classmethod
     def _make(cls, values: dict[str, Any]) -> ResultRow:
@@ -323,6 +327,41 @@ class AccuracyRow:
     ci_high: float
 
 
+@runtime_checkable
+class Result(Protocol):
+    """What every result of a run is, whichever its kind (``Run.results()``): a single-turn job's ``ResultRow`` or a
+    conversation's ``EpisodeResult``. Code written against these names reads both kinds; ``row()`` is the flat
+    ``ResultRow`` (CSV, pandas, ``compare``; ``Run.rows()`` adds an episode's variant dimensions and label).
+
+    One difference remains between the kinds, and says what a failure means: a single-turn call that failed for
+    good is a result (``status`` ``error``, ``valid`` ``False``: counted wrong, sent again only with
+    ``--retry-errors``), while an episode whose step kept failing is not scored (``status`` ``pending``, ``valid``
+    ``None``: the same command resumes it). ``scored`` and ``correct`` say how each counts in the rates.
+    """
+
+    model: str
+    variant_id: str
+    repeat: int
+    valid: bool | None
+    failure_mode: str | None
+    error: str | None
+    cost_usd: float | None
+
+    @property
+    def case_id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def scored(self) -> bool: ...
+
+    @property
+    def correct(self) -> bool: ...
+
+    def row(self) -> ResultRow: ...
+
+
 # A conversation's episode: one (model, variant, conversation, repeat), its turn verdicts and its totals.
 
 TURN_RECORD_FIELDS = ("index", "valid", "failure_mode", "steps", "calls")
@@ -408,6 +447,22 @@ class EpisodeResult:
     def case_id(self) -> str:
         """``conversation_id``: the case an episode plays, under the name a single-turn result gives it."""
         return self.conversation_id
+
+    @property
+    def status(self) -> str:
+        """``done`` (scored: ``valid`` is its verdict) or ``pending`` (unfinished, ``error`` says where: the same
+        command resumes it), as ``row()`` says it."""
+        return "pending" if self.valid is None else "done"
+
+    @property
+    def scored(self) -> bool:
+        """The episode counts in the rates: it has a verdict."""
+        return self.valid is not None
+
+    @property
+    def correct(self) -> bool:
+        """Every turn of the episode is valid."""
+        return self.valid is True
 
     def row(self, dimensions: Mapping[str, Any] | None = None, label: str = "") -> ResultRow:
         """The episode as one flat ``ResultRow`` (what ``load_results``, ``compare`` and a CSV read): its case is
