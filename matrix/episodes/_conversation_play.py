@@ -185,7 +185,7 @@ class ConversationEpisode:
         self.env_options, self.strict_arguments, self.dedupe = dict(env_options or {}), strict_arguments, dedupe
         # The environment's calls run on a worker thread, so a run's other episodes go on meanwhile; ``inline``
         # runs them on the loop's own thread, for a loop that plays one episode at a time and nothing else (a
-        # transcript rebuilt from the store: a thread hop per step cost it 20% of ``promptgrid export``).
+        # transcript rebuilt from the store, which has no use for a thread hop per step).
         self.inline = inline
 
     def trajectory(self, model: str, variant: Variant, conversation: Conversation, repeat: int) -> Trajectory:
