@@ -11,11 +11,12 @@ before they are stored.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MAX_COUNT", "Completion", "JobIds", "Messages", "ModelClient", "OfflineClient", "provider_count", "usd"]
+__all__ = ["MAX_COUNT", "MAX_FIELD_CHARS", "Completion", "JobIds", "Messages", "ModelClient", "OfflineClient",
+           "provider_count", "provider_field", "usd"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -30,6 +31,20 @@ def provider_count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value
     return None
+
+
+MAX_FIELD_CHARS = 200
+"""The longest short text a provider sends beside an answer that is stored (the model that says it answered, the
+finish reason)."""
+
+
+def provider_field(value: object, exact: Callable[[str], str]) -> str | None:
+    """A short text a provider sent beside its answer (``Completion.model``, ``finish_reason``) as it is stored:
+    redacted like the answer (``exact``: ``Redactor.exact``; a server may echo the key it was sent anywhere in its
+    reply), at most ``MAX_FIELD_CHARS`` characters; ``None`` where it is not a string."""
+    if not isinstance(value, str):
+        return None
+    return exact(value)[:MAX_FIELD_CHARS]
 
 
 def usd(value: Any) -> float | None:

@@ -117,12 +117,14 @@ def stored_response(completion: Any, *, native: bool, exact: Callable[[str], str
     text, or for a ``native`` call the envelope of its text and tool calls, at most ``max_chars`` characters
     (``MAX_STORED_ANSWER_CHARS``). ``exact`` (``Redactor.exact``) replaces the known secrets in the text and in
     each call's name and arguments before anything is cut, so that no key is cut in two and kept in part, and in
-    the whole stored text after."""
+    a native answer's whole envelope after (its JSON escapes)."""
     text, calls = getattr(completion, "text", None), getattr(completion, "tool_calls", None)
     if exact is not None:
         text = exact(text) if isinstance(text, str) else text
         calls = [_redacted_call(call, exact) for call in calls] if calls else calls
-    stored = envelope(text, calls, max_chars=max_chars) if native else (text or "")[:max_chars + 1]
+    if not native:  # a cut of the redacted text holds no secret the text did not
+        return (text or "")[:max_chars + 1]
+    stored = envelope(text, calls, max_chars=max_chars)
     return exact(stored) if exact is not None else stored
 
 

@@ -41,6 +41,7 @@ from typing import IO, Any, BinaryIO
 
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, Completion, LineResult, Redactor, stored_response
+from promptgrid.matrix.clients._base import provider_field
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Case
 from promptgrid.safeio import atomic_output, bounded_lines
@@ -48,7 +49,7 @@ from promptgrid.variants import Variant
 
 from .ledger import COLLECTED, ENDED, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchLedger, BatchRecord
 from .runner import Row, Runner, RunSummary, Transport, VerdictRow, _Lane, _params_json, verdict_row
-from .store import DONE, ERROR, CallResult, RunStore, provider_field, stored_records
+from .store import DONE, ERROR, CallResult, RunStore, stored_records
 
 __all__ = ["BATCH_DIR", "BatchTransport", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
 

@@ -101,6 +101,7 @@ from typing import Any
 
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, StoreFullError
+from promptgrid.matrix.clients._base import provider_field
 from promptgrid.matrix.clients._envelope import MAX_STORED_ANSWER_CHARS, stored_response
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._conversation_play import (
@@ -122,7 +123,6 @@ from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, m
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.sending import Line, Stopped, send
-from promptgrid.matrix.running.store import provider_field
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
 from promptgrid.records import Step

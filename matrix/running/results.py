@@ -481,7 +481,7 @@ class EpisodeResult:
             code = None
         return ResultRow(
             model=self.model, variant_id=self.variant_id, case_id=self.conversation_id, repeat=self.repeat,
-            status="pending" if self.valid is None else "done", valid=self.valid, error_code=code,
+            status=self.status, valid=self.valid, error_code=code,
             bfcl_error_type=None if self.valid else bfcl_error_type, failure_mode=self.failure_mode,
             n_predicted_calls=sum(turn.n_predicted_calls for turn in self.turns),
             message=(self.error or "") if self.valid is None else "",

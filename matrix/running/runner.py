@@ -82,6 +82,7 @@ from typing import Any
 
 from promptgrid.errors import StoreFullError
 from promptgrid.matrix.clients import JobIds, ModelClient, Redactor, stored_response
+from promptgrid.matrix.clients._base import provider_field
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.matrix.scoring.verdict import Verdict
 from promptgrid.providers import CallError, ErrorKind
@@ -95,7 +96,7 @@ from .planning import CHUNK, Cell, Planner, make_planner
 from .progress import Progress
 from .ratelimit import estimate_tokens, model_buckets
 from .sending import Line, Stopped, beyond_cap, send
-from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow, provider_field
+from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow
 
 __all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
@@ -323,7 +324,7 @@ class Runner:
             self._stop = costcap.MAX_COST
         lanes = self._lanes = self._open_lanes(model_ids)
         loop = asyncio.get_running_loop()
-        installed = self._install_signals(loop)
+        installed = signals.install(loop, partial(self.stop, "interrupted"))  # Ctrl-C and SIGTERM stop it cleanly
         ticker = asyncio.create_task(self._tick())
         try:
             await self.transport.before(self, lanes)
@@ -397,10 +398,6 @@ class Runner:
                     if task is not asyncio.current_task():
                         task.cancel()
             raise
-
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> dict[int, Any]:
-        """Ctrl-C and SIGTERM stop the run cleanly (``signals.install``); returns the handlers they replaced."""
-        return signals.install(loop, partial(self.stop, "interrupted"))
 
     async def _tick(self) -> None:
         while True:

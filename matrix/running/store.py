@@ -48,7 +48,7 @@ import dataclasses
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +89,8 @@ from .ledger import (
 )
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
-           "MAX_ERROR_CHARS", "MAX_FIELD_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict",
-           "case_to_dict", "provider_field", "SpillFile", "stored_records", "disk_full_errors", "disk_full_stop",
+           "MAX_ERROR_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict",
+           "case_to_dict", "SpillFile", "stored_records", "disk_full_errors", "disk_full_stop",
            "spilled",
            # The batch states and the lock file, re-exported from ``ledger`` and ``connection`` with the rest.
            "COLLECTED", "ENDED", "EXPORTED", "LOCK_FILE", "PREPARING", "SPILL_RESERVE", "SUBMITTED", "UPLOADED",
@@ -158,20 +158,6 @@ def case_from_dict(d: Mapping[str, Any]) -> Case:
     return Case(id=d["id"], category=d["category"], turns=tuple(d["turns"]), functions=tuple(d["functions"]),
                 ground_truth=tuple(d["ground_truth"]), language=d.get("language", "en"),
                 group=d.get("group", ""), source=d.get("source", ""), extra=d.get("extra") or {})
-
-
-MAX_FIELD_CHARS = 200
-"""The longest short text a provider sends beside an answer that is stored (the model that says it answered, the
-finish reason)."""
-
-
-def provider_field(value: object, exact: Callable[[str], str]) -> str | None:
-    """A short text a provider sent beside its answer (``Completion.model``, ``finish_reason``) as it is stored:
-    redacted like the answer (``exact``: ``Redactor.exact``; a server may echo the key it was sent anywhere in its
-    reply), at most ``MAX_FIELD_CHARS`` characters; ``None`` where it is not a string."""
-    if not isinstance(value, str):
-        return None
-    return exact(value)[:MAX_FIELD_CHARS]
 
 
 def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:

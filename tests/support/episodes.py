@@ -19,7 +19,7 @@ from typing import Any
 from promptgrid.matrix.running.config import ModelSpec, RunConfig
 from promptgrid.providers import RetryPolicy
 
-__all__ = ["conversation_config", "made_turn", "run_conversations"]
+__all__ = ["CallThenProse", "conversation_config", "made_turn", "run_conversations"]
 
 
 def conversation_config(models: Sequence[str], run_dir: str | Path, *, repeats: int = 1,
@@ -91,3 +91,20 @@ def made_turn(index: int, valid: bool, failure_mode: str | None = None, steps: i
             TurnFailureMode.MISSING_RESULT: ErrorCode.MULTI_TURN_EXECUTION_RESPONSE_MISMATCH,
             }.get(mode, ErrorCode.MULTI_TURN_INSTANCE_STATE_MISMATCH)
     return turn_verdict(index, False, mode, code, {"steps": steps, "calls": calls})
+
+
+class CallThenProse:
+    """A prompt-mode conversation client (the hostile-answer tests'): each turn's first answer is ``call`` (a call
+    written in Python), every later one ``prose``, which ends the turn. ``name`` is the model it stands for."""
+
+    takes_episode = True
+
+    def __init__(self, name: str, call: str, prose: str) -> None:
+        self.name, self.call, self.prose = name, call, prose
+
+    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
+                       episode: Any = None) -> Any:
+        from promptgrid.matrix.clients._base import Completion
+
+        assert episode is not None
+        return Completion(self.call if episode.step == 0 else self.prose)

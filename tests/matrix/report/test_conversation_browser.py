@@ -9,17 +9,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.clients._base import Completion
-from promptgrid.matrix.conversations import EpisodeContext, load_conversations
+from promptgrid.matrix.conversations import load_conversations
 from promptgrid.variants import Variant
-from support.episodes import run_conversations
+from support.episodes import CallThenProse, run_conversations
 
 _CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
                   if p and Path(p).exists()), None)
@@ -29,6 +26,9 @@ pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gor
 _FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
           "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE_MODEL = "test/html"
+HTML_ANSWERS = CallThenProse(HOSTILE_MODEL, "[cd(folder='<script>document.title=\"owned\"</script>')]",
+                             '<script>document.title="owned"</script><img src=x onerror="document.title=1">')
+"""A call with an HTML argument, then an answer in HTML."""
 
 
 def _dom(page: Path, tmp: Path) -> str:
@@ -37,23 +37,6 @@ def _dom(page: Path, tmp: Path) -> str:
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
-
-
-class HtmlAnswers:
-    """A prompt-mode client whose first answer of a turn calls with an HTML argument, then answers in HTML."""
-
-    takes_episode = True
-    name = HOSTILE_MODEL
-
-    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
-                       episode: EpisodeContext | None = None) -> Completion:
-        assert episode is not None
-        if episode.step == 0:
-            return Completion("[cd(folder='<script>document.title=\"owned\"</script>')]")
-        return Completion('<script>document.title="owned"</script><img src=x onerror="document.title=1">')
-
-    async def aclose(self) -> None:
-        pass
 
 
 def test_dom_has_figures_tables_and_transcripts(tmp_path: Path) -> None:
@@ -78,7 +61,7 @@ def test_dom_has_figures_tables_and_transcripts(tmp_path: Path) -> None:
 def test_dom_holds_a_hostile_answer_as_text(tmp_path: Path) -> None:
     run_dir, out = tmp_path / "run", tmp_path / "report"
     run_conversations([Variant()], load_conversations("bfcl:multi_turn_base", limit=1), models=[HOSTILE_MODEL],
-                      run_dir=run_dir, clients={HOSTILE_MODEL: HtmlAnswers()},
+                      run_dir=run_dir, clients={HOSTILE_MODEL: HTML_ANSWERS},
                       describe={"dataset": "bfcl:multi_turn_base"})
     assert main(["report", str(run_dir), "--format", "html", "--out", str(out)]) == 0
     dom = _dom(out / "conversations.html", tmp_path)

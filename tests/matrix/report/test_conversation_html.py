@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,8 @@ import pytest
 from promptgrid.errors import ReportError
 from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
     TAU_BENCH_PASS_K,
-    EpisodeContext,
     EpisodeResult,
     choose_episodes,
     conversation_html,
@@ -31,12 +28,15 @@ from promptgrid.matrix.conversations import (
     load_conversations,
 )
 from promptgrid.variants import Variant
-from support.episodes import made_turn, run_conversations
+from support.episodes import CallThenProse, made_turn, run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy"
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_ARGUMENT = "</pre><script>alert(2)</script>"
 HOSTILE_MODEL = "test/html"
+HTML_ANSWERS = CallThenProse(HOSTILE_MODEL, f"[cd(folder={HOSTILE_ARGUMENT!r})]",
+                             f"{HOSTILE}<img src=x onerror=alert(3)>")
+"""Answers in HTML: a call with an HTML argument, then HTML prose."""
 
 
 def ep(model: str, vid: str, conv: str, repeat: int, valid: bool | None) -> EpisodeResult:
@@ -129,23 +129,6 @@ def bfcl() -> None:
     pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
 
 
-class HtmlAnswers:
-    """A prompt-mode client whose answers are HTML: a call with an HTML argument, then HTML prose."""
-
-    takes_episode = True
-    name = HOSTILE_MODEL
-
-    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
-                       episode: EpisodeContext | None = None) -> Completion:
-        assert episode is not None
-        if episode.step == 0:
-            return Completion(f"[cd(folder={HOSTILE_ARGUMENT!r})]")
-        return Completion(f"{HOSTILE}<img src=x onerror=alert(3)>")
-
-    async def aclose(self) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def cli_run(bfcl: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("conv") / "run"
@@ -159,7 +142,7 @@ def hostile_run(bfcl: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("hostile") / "run"
     conversations = load_conversations("bfcl:multi_turn_base", limit=1)
     run_conversations([Variant()], conversations, models=[HOSTILE_MODEL], run_dir=run_dir,
-                      clients={HOSTILE_MODEL: HtmlAnswers()}, describe={"dataset": "bfcl:multi_turn_base"})
+                      clients={HOSTILE_MODEL: HTML_ANSWERS}, describe={"dataset": "bfcl:multi_turn_base"})
     return run_dir
 
 

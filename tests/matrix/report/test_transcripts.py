@@ -9,7 +9,6 @@ call counts, final answers, verdicts) and, for the ground truth, against ``rende
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,7 @@ import pytest
 from promptgrid.errors import RunError
 from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
-    EpisodeContext,
     EpisodeResult,
     EpisodeTranscript,
     conversation_to_record,
@@ -35,7 +32,7 @@ from promptgrid.matrix.conversations import (
 from promptgrid.matrix.report._episode_export import json_line
 from promptgrid.matrix.report._transcripts import TranscriptCall, TranscriptStep, TranscriptTurn
 from promptgrid.variants import Variant, load_grid
-from support.episodes import made_turn, run_conversations
+from support.episodes import CallThenProse, made_turn, run_conversations
 
 GT, NOISY = "fake/ground-truth", "fake/noisy:3"
 PROMPT_LABEL = "json->python,False"
@@ -43,6 +40,9 @@ ESCAPES = "\x1b[2J\x1b[31m\x9b31m\u202e\x07"
 """Clear the screen, red, the one-byte CSI, a right-to-left override, a bell."""
 RAW = ("\x1b", "\x9b", "\u202e", "\x07")
 HOSTILE_MODEL = "test/escapes"
+ESCAPE_ANSWERS = CallThenProse(HOSTILE_MODEL, f"[cd(folder='x{ESCAPES}')]", f"Done.{ESCAPES} All good.")
+"""Answers holding terminal escapes (the characters themselves): a call with them in its argument (the file
+system's error echoes it), then prose with them."""
 
 
 def ep(model: str, vid: str, conv: str, repeat: int = 0, valid: bool | None = True) -> EpisodeResult:
@@ -295,30 +295,12 @@ def test_a_moved_dataset_is_a_note_in_the_export_and_render_reads_it_from_datase
 # ------------------------------------------------------------------------------ hostile answers
 
 
-class EscapeAnswers:
-    """A prompt-mode client whose answers hold terminal escapes: a call with them in its argument (the file
-    system's error echoes it), then prose with them."""
-
-    takes_episode = True
-    name = HOSTILE_MODEL
-
-    async def complete(self, messages: Any, params: Mapping[str, Any], *, request: Mapping[str, Any] | None = None,
-                       episode: EpisodeContext | None = None) -> Completion:
-        assert episode is not None
-        if episode.step == 0:
-            return Completion(f"[cd(folder='x{ESCAPES}')]")  # the characters themselves, in the string literal
-        return Completion(f"Done.{ESCAPES} All good.")
-
-    async def aclose(self) -> None:
-        pass
-
-
 def test_hostile_escapes_are_neutralized_in_render_and_export(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system")
     conversations = load_conversations("bfcl:multi_turn_base", limit=1)
     run_conversations([Variant()], conversations, models=[HOSTILE_MODEL], run_dir=tmp_path,
-                      clients={HOSTILE_MODEL: EscapeAnswers()}, describe={"dataset": "bfcl:multi_turn_base"})
+                      clients={HOSTILE_MODEL: ESCAPE_ANSWERS}, describe={"dataset": "bfcl:multi_turn_base"})
     (record,) = export_records(tmp_path)
     first = record["transcript"]["turns"][0]["steps"]
     assert ESCAPES in first[0]["answer"]  # the data, as stored
