@@ -237,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --batch: seconds between polls of the batches (default 30)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--retry-errors", action="store_true",
-                   help="send again the calls that ended in an error in an earlier run (errors are final otherwise)")
+                   help="send again the calls that ended in an error in an earlier run (a conversation: play again "
+                        "the episodes a step's error ended); errors are final otherwise")
     p.add_argument("--append", action="store_true",
                    help="combine another grid or dataset into an existing --run-dir on purpose (refused otherwise)")
     p.set_defaults(handler=_run)

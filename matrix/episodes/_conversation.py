@@ -41,21 +41,22 @@ class Conversations:
         """In a new event loop, or, where one is running already (Jupyter), in a new loop on a worker thread,
         waited for; Ctrl-C while waiting stops the run there as a signal would (``signals.Stopper``: the episodes
         under way are left unfinished, every answer received is stored) and the ``Run`` is returned, its
-        ``summary.stopped`` ``"interrupted"``, as a single-turn run's. ``retry_errors`` and ``append`` change
-        nothing: an episode that ended in an error is always run again, and a conversation run directory keeps
-        every variant's episodes."""
+        ``summary.stopped`` ``"interrupted"``, as a single-turn run's. ``retry_errors`` plays again the episodes a
+        step's error ended (stored as errors, counted as failed, as a single-turn call's); ``append`` changes
+        nothing: a conversation run directory keeps every variant's episodes."""
         _batch_mode(batch, batch_wait)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress)
+            start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress,
+                             retry_errors=retry_errors)
             result: Run = asyncio.run(start())
             return result
         from promptgrid.matrix.running.signals import Stopper
 
         stopper = Stopper()
         start = _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress,
-                         started=stopper.started)
+                         started=stopper.started, retry_errors=retry_errors)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptgrid-run") as pool:
             future = pool.submit(asyncio.run, start())
             try:
@@ -67,7 +68,8 @@ class Conversations:
     async def arun(self, config: RunConfig, grid: Any, *, progress: bool, retry_errors: bool, append: bool,
                    batch: bool, batch_wait: bool, batch_poll_s: float) -> Run:
         _batch_mode(batch, batch_wait)
-        result: Run = await _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress)()
+        result: Run = await _starter(config, grid, batch=batch, batch_poll_s=batch_poll_s, progress=progress,
+                                     retry_errors=retry_errors)()
         return result
 
     def export_batch(self, run_dir: Path, model: str, out: Any, *, grid: Any, dataset: str | None,
@@ -100,7 +102,8 @@ class Conversations:
         else:
             config = build_config(grid, dataset, models=[model], run_dir=os.fspath(run_dir), **options)
         summary: ExportSummary = export_conversation_round(config, out, body_model=body_model,
-                                                           grid=grid if isinstance(grid, Grid) else None)
+                                                           grid=grid if isinstance(grid, Grid) else None,
+                                                           retry_errors=retry_errors)
         if (run_dir / CONVERSATION_STORE).is_file():  # the round ran: its config is the next round's default
             with ConversationStore(run_dir, readonly=False) as store:
                 store.set_meta("export_config", config.to_dict())
@@ -348,7 +351,7 @@ def _batch_mode(batch: bool, batch_wait: bool) -> None:
 
 
 def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, progress: bool,
-             started: Any = None) -> Any:
+             started: Any = None, retry_errors: bool = False) -> Any:
     """A function that makes the run's coroutine (made where it is awaited: a coroutine belongs to no loop until
     then, but one made and never awaited warns). ``started``: given the run's stop (``signals.Stopper``)."""
     import sys
@@ -361,7 +364,7 @@ def _starter(config: RunConfig, grid: Any, *, batch: bool, batch_poll_s: float, 
     async def start() -> Run:
         summary = await arun_conversation_config(config, grid=grid if isinstance(grid, Grid) else None, batch=batch,
                                                  batch_poll_s=batch_poll_s, progress=sys.stderr if progress else None,
-                                                 started=started)
+                                                 started=started, retry_errors=retry_errors)
         return Run(config.run_dir, summary=summary)
 
     return start

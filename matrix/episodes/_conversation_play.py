@@ -5,8 +5,8 @@ the runner's ``send`` for the model's answer to the transcript so far (``_steps.
 variant's form, runs its calls on the episode's environment and gives their results back, until an answer
 without calls ends the turn (``_steps`` says what each variant sends). A turn with more steps with calls than
 the step limit is force-quit, and so is the conversation; a step the runner cannot answer (``NotAnswered``)
-ends the episode unfinished. What it played is a ``Trajectory``: the decoded steps per turn, each turn's final
-answer, and the episode's counts.
+ends the episode there (stopped, unsupported or an error, as ``NotAnswered`` says). What it played is a
+``Trajectory``: the decoded steps per turn, each turn's final answer, and the episode's counts.
 
 ``StateScorer.score`` judges a trajectory as bfcl-eval does (``scoring.state_check.check_conversation``: each
 turn's state and responses against the ground truth's, run once per conversation and shared by its episodes).
@@ -150,9 +150,14 @@ class Trajectory:
     slowest: float = 0.0
     """The longest environment step (wall seconds), for the bounds reported in details."""
     error: str | None = None
-    """Why the episode ended unfinished (a step's call failed for good, or the run stopped): ``NotAnswered``."""
+    """Why the episode ended at a step the runner did not answer (``NotAnswered``: its call failed for good, the
+    model cannot be sent it, or the run stopped)."""
     stopped: str | None = None
     """Why the run stopped this episode mid-way (``costcap.MAX_COST``)."""
+    error_kind: str | None = None
+    """The ``ErrorKind`` value of the call that failed for good (``NotAnswered.error_kind``)."""
+    unsupported: str | None = None
+    """Why the model cannot be sent the step (``NotAnswered.unsupported``)."""
     usage: Any = None
     """The environment's usage once it was closed (``None``: it could not report one)."""
     failure: tuple[EnvironmentFailure, int | None, int | None] | None = None
@@ -264,6 +269,7 @@ class ConversationEpisode:
                 answer, now = await send(StepRequest(transcript.messages, transcript.request, digest, context, park))
             except NotAnswered as exc:
                 walk.error, walk.stopped = exc.message, exc.stopped
+                walk.error_kind, walk.unsupported = exc.error_kind, exc.unsupported
                 return False
             walk.count(answer, now)
             text = answer.response or ""  # a stored step always has its answer
@@ -350,9 +356,17 @@ def episode_result(walk: Trajectory, verdict: Any,
         "starts": usage.starts, "calls_run": usage.calls_run, "peak_memory_mb": usage.peak_memory_mb,
         "slowest_step_s": round(walk.slowest, 4)}
     if failure is None and walk.error is not None:
-        return EpisodeResult(valid=None, error=walk.error,
-                             details={"environment": env_usage, **({"stopped": walk.stopped} if walk.stopped else {})},
-                             **base)
+        # As a single-turn job ends in the same case (``NotAnswered``): stopped, pending; unsupported, out of the
+        # rates; a call failed for good, an error counted as failed (``valid`` False, no turn verdicts).
+        if walk.stopped:
+            return EpisodeResult(valid=None, error=walk.error,
+                                 details={"environment": env_usage, "stopped": walk.stopped}, **base)
+        if walk.unsupported is not None:
+            return EpisodeResult(valid=None, error=walk.error,
+                                 details={"environment": env_usage, "unsupported": walk.unsupported}, **base)
+        return EpisodeResult(valid=False, error=walk.error,
+                             details={"environment": env_usage, "error_kind": walk.error_kind or "unknown",
+                                      "final_answers": walk.final_answers}, **base)
     if failure is not None:
         return _environment_failure(base, *failure, variant=walk.variant, env_usage=env_usage,
                                     final_answers=walk.final_answers)

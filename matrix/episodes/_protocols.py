@@ -4,8 +4,9 @@ An episode asks its runner for each model answer through ``send``, the runner's 
 store's answer under the step's key, a step of another episode in flight, or a new call (paced, within the
 model's limit, retried, under the cost cap; running/sending.py). The episode knows nothing of that; the runner
 knows nothing of turns, environments or what a step's messages mean. A step the runner cannot answer
-(``NotAnswered``: its call failed for good, or the run stopped before it was sent) ends the episode unfinished;
-a model that was stopped raises the runner's own exception through ``play``, which the runner handles.
+(``NotAnswered``: its call failed for good, its model cannot be sent it, or the run stopped before it was sent)
+ends the episode there, counted as ``NotAnswered`` says (as a single-turn job in the same case); a model that
+was stopped raises the runner's own exception through ``play``, which the runner handles.
 
 ``conversation_play`` holds the conversation's episode and scorer (the state and response check).
 """
@@ -40,15 +41,26 @@ class StepRequest:
     round); ``None`` when it holds nothing."""
 
 
-class NotAnswered(Exception):  # noqa: N818 - an outcome of a step, not a bug: the episode ends unfinished
-    """The runner could not answer a step: ``message`` says why (with the turn and step), ``stopped`` names the
-    run's stop (``"max_cost"``) when the step was not sent because the run stopped, else ``None`` (the call
-    failed for good)."""
+class NotAnswered(Exception):  # noqa: N818 - an outcome of a step, not a bug: the episode ends there
+    """The runner could not answer a step: ``message`` says why (with the turn and step). Exactly one of the
+    three reasons holds, and each ends the episode as a single-turn job ends in the same case:
 
-    def __init__(self, message: str, stopped: str | None = None) -> None:
+    - ``stopped`` names the run's stop (``"max_cost"``, ``"interrupted"``): the step was not sent; the episode is
+      left unfinished (pending) and the next run resumes it;
+    - ``unsupported`` says why the model cannot be sent the step's request pieces (native tools on a model
+      without tool support): nothing was sent; the episode is ``unsupported``, out of every rate, and checked
+      again by each run (the model may support it then);
+    - else the call failed for good (``error_kind``: the ``ErrorKind`` value, an error retries could not fix):
+      the episode is an ``error``, counted as failed, and sent again only with ``retry_errors``.
+    """
+
+    def __init__(self, message: str, stopped: str | None = None, *, error_kind: str | None = None,
+                 unsupported: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.stopped = stopped
+        self.error_kind = error_kind
+        self.unsupported = unsupported
 
 
 Send = Callable[[StepRequest], Awaitable[tuple[Step, bool]]]

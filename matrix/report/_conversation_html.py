@@ -43,7 +43,7 @@ from promptgrid.matrix.report._transcripts import (
 )
 
 from ._conversation_languages import LanguageReport
-from ._conversations import ConversationReport, ReportSection, _describe, _fraction_ci
+from ._conversations import ConversationReport, ReportSection, _describe, _fraction_ci, episode_failure_mode
 
 if TYPE_CHECKING:  # matplotlib only where figures are drawn
     from promptgrid.matrix.report._figures import Rendered
@@ -207,7 +207,8 @@ def _facts(e: EpisodeResult) -> str:
 
 def _transcript(number: int, t: EpisodeTranscript) -> dict[str, Any]:
     e = t.episode
-    text, cls = _status(e.valid, e.failure_mode)
+    text, cls = (("unsupported", "unfinished") if e.status == "unsupported"
+                 else _status(e.valid, episode_failure_mode(e)))
     problems = []
     if e.error:
         problems.append(f"Error: {_clip(e.error, _MAX_VALUE_CHARS)}")

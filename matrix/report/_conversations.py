@@ -9,10 +9,13 @@ dataclasses with ``to_dict()`` (plain JSON data), ``to_markdown()`` and
 Words used throughout:
 
 - *episode*: one (model, variant, conversation, repeat).
-- *finished* episode: ``valid`` is ``True`` or ``False``. An *unfinished*
-  episode (``valid is None``: it could not be completed, a later run resumes
-  it) is counted as unfinished and otherwise left out: it is never scored as
-  a failure, it is in no rate, no pass^k, no comparison. Its cost and latency
+- *finished* episode: ``valid`` is ``True`` or ``False``; an episode a
+  step's call ended for good (``status`` ``error``) is a failed one, as a
+  failed single-turn call is (failure mode ``call_error``). An *unfinished*
+  episode (``valid is None``: the run stopped before it ended, and a later run
+  resumes it; or its model cannot be sent its request, ``unsupported``) is
+  counted as unfinished and otherwise left out: it is never scored as a
+  failure, it is in no rate, no pass^k, no comparison. Its cost and latency
   are still in the sums (that money and time were spent).
 - *entry*: a (model, variant, conversation) with at least one finished
   episode; ``n`` is its number of finished repeats, ``c`` how many of them are
@@ -159,6 +162,9 @@ MAX_ALL_PAIRS = 8
 PROMPT = "prompt"
 NATIVE = "native"
 UNKNOWN_MODE = "unknown"
+CALL_ERROR = "call_error"
+"""The failure mode of an episode a step's call ended for good (``status`` ``error``), as the single-turn report
+names a failed call's."""
 UNFINISHED_NOTE = ("Unfinished episodes (valid is None: the episode could not be completed; a later run resumes it) "
                    "are counted here and left out of every rate: they are not scored as failures.")
 
@@ -672,6 +678,8 @@ def _describe(mode: str) -> str:
     try:
         return TurnFailureMode(mode).description
     except ValueError:
+        if mode == CALL_ERROR:
+            return "a step's call failed for good (an error retries could not fix), which ended the episode"
         return "no failure mode recorded" if mode == UNKNOWN_MODE else "not a TurnFailureMode"
 
 
@@ -803,10 +811,15 @@ def _variant_scores(md: _ModelData, has: np.ndarray, tau: np.ndarray, ticket: np
     return out
 
 
+def episode_failure_mode(e: EpisodeResult) -> str | None:
+    """The failure mode a report shows for an episode: its own, or ``call_error`` for one a step's error ended."""
+    return e.failure_mode or (CALL_ERROR if e.status == "error" else None)
+
+
 def _failure_modes(episodes: Sequence[EpisodeResult]) -> tuple[int, tuple[FailureModeCount, ...]]:
     """The failed episodes (``valid is False``) of ``episodes``: how many, and per failure mode (most first)."""
     failed = [e for e in episodes if e.valid is False]
-    counts = Counter(e.failure_mode or UNKNOWN_MODE for e in failed)
+    counts = Counter(episode_failure_mode(e) or UNKNOWN_MODE for e in failed)
     return len(failed), tuple(FailureModeCount(mode, n, n / len(failed), _describe(mode))
                               for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, closest
 from promptgrid.matrix.datasets._conversations import Conversation
+from promptgrid.matrix.report._conversations import episode_failure_mode
 from promptgrid.matrix.running.results import EpisodeResult
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -197,7 +198,7 @@ def transcript_text(transcript: EpisodeTranscript, *, system: bool = False) -> s
     """
     e = transcript.episode
     lines = [f"=== {e.conversation_id} | {e.model} | {transcript.label} | {e.variant_id} | repeat {e.repeat} | "
-             f"{_status(e.valid, e.failure_mode)}"]
+             f"{'unsupported' if e.status == 'unsupported' else _status(e.valid, episode_failure_mode(e))}"]
     if e.error:
         lines.append(f"--- error: {e.error}")
     failure = e.details.get("environment_failure")

@@ -422,7 +422,7 @@ def _variant_of(variant_id: str, dims: Mapping[str, str]) -> Variant | None:
 
 
 def _missing(episode: EpisodeResult, turn: int, step: int) -> str:
-    if episode.valid is None and episode.error:
+    if episode.error and episode.status != "done":
         return f"the episode ended at turn {turn}, step {step} without an answer: {episode.error}"
     return (f"no stored answer for turn {turn}, step {step} under the keys this report computes: the run was "
             "given generation parameters (pass model_params= with them), or its grid, templates or dataset "

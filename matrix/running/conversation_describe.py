@@ -23,16 +23,19 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
     spend; batch rounds; why it stopped) and print its report's console table and what an adaptive goal found.
     Exit codes as a single-turn run's: 130 when Ctrl-C or SIGTERM stopped it, 3 when ``--max-cost`` stopped it
     (its unfinished episodes stored, resumed by the same command with a higher cap), else 1 when every episode
-    run ended in an error or a model was stopped (an unauthorised key, an unknown model, a Retry-After above the
-    cap), else 0."""
+    this run played ended in an error or a model was stopped (an unauthorised key, an unknown model, a Retry-After
+    above the cap), else 0."""
     from promptgrid.matrix.running.describe import EXIT_CALLS_FAILED, EXIT_INTERRUPTED, EXIT_MAX_COST
 
     s = run.summary
     failed_env = (f" ({s.environment_failures:,} ended by an environment failure)" if s.environment_failures
                   else "")
     unfinished = f", {s.unfinished:,} left unfinished by --max-cost" if s.unfinished else ""
+    unsupported = (f", {s.unsupported:,} not sent: their model cannot do their call mode (left out of the accuracy)"
+                   if s.unsupported else "")
     print(f"{s.episodes:,} episodes: {s.finished:,} finished{failed_env} ({s.skipped:,} already in the store), "
-          f"{s.valid:,} valid, {s.errors:,} ended in an error{unfinished}; {s.steps_sent:,} steps sent, "
+          f"{s.valid:,} valid, {s.errors:,} ended in an error (counted as failed){unfinished}{unsupported}; "
+          f"{s.steps_sent:,} steps sent, "
           f"{s.steps_stored:,} read back from the store; spent ${s.spend:.4f}; {s.wall_s:.1f} s. Stored in "
           f"{run.path}.", file=out)
     if s.replayed:
@@ -64,7 +67,8 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
         return EXIT_INTERRUPTED
     if s.stopped == "max_cost":
         return EXIT_MAX_COST
-    return EXIT_CALLS_FAILED if s.halted or (s.errors and not s.finished) else 0
+    played, played_errors = s.finished - s.skipped, s.errors - s.errors_stored
+    return EXIT_CALLS_FAILED if s.halted or (played > 0 and played_errors == played) else 0
 
 
 def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> None:
@@ -97,9 +101,12 @@ def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> No
 def _print_episode_problems(s: ConversationRunSummary, out: TextIO) -> None:
     """What went wrong in a conversation run: its first error, the models stopped and the episodes they left,
     its first environment failure."""
-    errors = [r for r in s.results if r.error and not r.details.get("stopped")]
+    errors = [r for r in s.results if r.status == "error"]
     if errors:
-        print(f"first error: {escape_controls(errors[0].error or '')} (run the same command to resume)", file=out)
+        print(f"first error: {escape_controls(errors[0].error or '')}", file=out)
+        print(f"{len(errors):,} episode(s) ended in an error: stored and counted as failed, as a failed single-turn "
+              "call is. A plain re-run does not play them again; add --retry-errors to send their failed step again "
+              "(their stored steps are read back).", file=out)
     for model, why in s.halted.items():  # its other episodes were not sent: unfinished, resumed by the next run
         print(f"model {escape_controls(model)} stopped: {escape_controls(why)}", file=out)
     if s.not_run and s.halted:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,12 +113,13 @@ class ConversationReader:
         with ConversationStore(self.path) as store:
             episodes, steps = store.episodes(), store.step_count()
         finished = [e for e in episodes if e.valid is not None]
+        statuses = Counter(e.status for e in episodes)
         return {"episodes": len(episodes), "finished": len(finished), "valid": sum(bool(e.valid) for e in finished),
-                "errors": sum(e.error is not None for e in episodes), "unfinished": len(episodes) - len(finished),
-                "steps": steps}
+                "errors": statuses["error"], "unfinished": statuses["pending"],
+                "unsupported": statuses["unsupported"], "steps": steps}
 
     def pending(self, config: Mapping[str, Any] | None = None) -> int:
-        return sum(e.valid is None for e in self.episodes())
+        return sum(e.status == "pending" for e in self.episodes())
 
     def spend(self) -> float:
         with ConversationStore(self.path) as store:
@@ -175,7 +177,8 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
     ``sent``, tokens, ``cost_usd``, ``latency_s``, ``error``, ``language``, ``template``); then ``label`` (the
     grid's label of the variant), ``dimensions`` (its dimension values, ``variants``), ``call_mode``,
     ``turns`` (user turns scored), ``stopped`` (``"max_cost"`` for an episode the cost cap left unfinished,
-    else ``None``), and the per-turn columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps``,
+    else ``None``), ``status`` (``EpisodeResult.status``: done, error, pending, unsupported), and the per-turn
+    columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps``,
     ``turn_{i}_calls`` for every turn index any episode has (missing where an episode has fewer turns, or
     none: unfinished, an environment failure). ``valid`` and ``turn_{i}_valid`` are nullable booleans (``<NA>``:
     unfinished or not scored). No episode: an empty frame with the fixed columns.
@@ -189,14 +192,14 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
     fields = [f.name for f in dataclasses.fields(EpisodeResult) if f.name not in ("turns", "details")]
     most = max((len(e.turns) for e in episodes), default=0)
     per_turn = [f"turn_{i}_{name}" for i in range(most) for name in FRAME_TURN_COLUMNS]
-    columns = [*fields, "label", "dimensions", "call_mode", "turns", "stopped", *per_turn]
+    columns = [*fields, "label", "dimensions", "call_mode", "turns", "stopped", "status", *per_turn]
     records = []
     for e in episodes:
         row: dict[str, Any] = {name: getattr(e, name) for name in fields}
         dims = dict(variants.get(e.variant_id, {}))
         row.update(label=labels.get(e.variant_id, e.variant_id), dimensions=dims,
                    call_mode=dims.get("call_mode", "prompt"), turns=len(e.turns),
-                   stopped=e.details.get("stopped"))
+                   stopped=e.details.get("stopped"), status=e.status)
         for turn in e.turns:
             record = turn_record(turn)
             for name in FRAME_TURN_COLUMNS:
@@ -209,7 +212,7 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
 
 
 def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = False, batch_poll_s: float = 30.0,
-                            progress: Any = None) -> Any:
+                            progress: Any = None, retry_errors: bool = False) -> Any:
     """Run a ``RunConfig`` whose dataset is a conversation dataset (``promptgrid run`` and ``pg.run`` come here,
     through the conversation ``Kind``, which makes the ``Run``); returns the ``ConversationRunSummary``.
 
@@ -221,15 +224,16 @@ def run_conversation_config(config: Any, *, grid: Any = None, batch: bool = Fals
     (``_run.arun_episodes``). Not in a running event loop (``asyncio.run``):
     there, await ``arun_conversation_config``. ``batch``: new steps go in provider batches, a round at a time,
     polled every ``batch_poll_s`` seconds (``_run.arun_episodes``); each model's ``batch:`` options apply.
+    ``retry_errors``: play again the stored episodes a step's error ended (``arun_episodes``).
     """
     return asyncio.run(arun_conversation_config(config, grid=grid, batch=batch, batch_poll_s=batch_poll_s,
-                                                progress=progress))
+                                                progress=progress, retry_errors=retry_errors))
 
 
 async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool = False,
                                    batch_poll_s: float = 30.0, progress: Any = None,
                                    export: tuple[Any, Any, list[Any]] | None = None,
-                                   started: Any = None) -> Any:
+                                   started: Any = None, retry_errors: bool = False) -> Any:
     """``run_conversation_config``, awaited in the caller's event loop (``pg.arun`` comes here). ``export``:
     (client, batch backend, list) of ``export_conversation_round``: the model's round goes to the list.
     ``started``: given the run's stop once its episodes are driven (``arun_episodes``)."""
@@ -274,7 +278,7 @@ async def arun_conversation_config(config: Any, *, grid: Any = None, batch: bool
     summary = await arun_episodes(config, variants, conversations, clients=clients, renderer=renderer,
                                   progress=progress, redactor=redactor, batch=batch, batch_backends=backends,
                                   batch_poll_s=batch_poll_s, export_round=None if export is None else export[2],
-                                  on_start=started)
+                                  on_start=started, retry_errors=retry_errors)
     return summary
 
 
@@ -342,7 +346,7 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
 # --------------------------------------------------------------------------- export-batch / import-batch rounds
 
 def export_conversation_round(config: Any, out: Any, *, body_model: str | None = None,
-                              grid: Any = None) -> Any:
+                              grid: Any = None, retry_errors: bool = False) -> Any:
     """``export-batch`` for a conversation run: the next round of every episode of ``config`` (one model), written
     as OpenAI batch request lines (what ``vllm run-batch`` reads), each ``custom_id`` the step's key.
 
@@ -352,7 +356,8 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
     stores the answers; the next export writes the round after. ``out``: a path (replaced only when complete) or
     a binary stream. Returns an ``ExportSummary`` (``lines``: the round's requests; ``jobs``: the plan's
     episodes; ``stored``: episodes finished; ``planned``: what to do next, ``None`` once every episode is
-    finished). Raises ``RunError`` for more than one model or a model that is not a litellm model string.
+    finished). ``retry_errors``: episodes a step's error ended are played again (their failed step goes in the
+    round). Raises ``RunError`` for more than one model or a model that is not a litellm model string.
     """
     import contextlib
     import json
@@ -368,7 +373,8 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
     spec, backend = export_backend(config, out)
     lines: list[Any] = []
     summary = asyncio.run(arun_conversation_config(config, grid=grid, batch=True,
-                                                   export=(backend.client, backend, lines)))
+                                                   export=(backend.client, backend, lines),
+                                                   retry_errors=retry_errors))
     data: list[bytes] = []
     for line in lines:
         if body_model is None:

@@ -124,7 +124,7 @@ from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, mo
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.sending import Line, Stopped, send
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
-from promptgrid.providers import CallError, ErrorKind, RetryPolicy, call_error
+from promptgrid.providers import CallError, RetryPolicy
 from promptgrid.records import Step
 from promptgrid.redact import Redactor
 from promptgrid.variants import CallMode, ToolResults, Variant
@@ -166,6 +166,13 @@ class ConversationRunSummary:
     """Episodes already finished in the store (not run again)."""
     valid: int = 0
     errors: int = 0
+    """Of ``finished``, episodes a step's call ended for good (an error retries could not fix): counted as failed,
+    as a single-turn call's error; the same command sends them again only with ``retry_errors``."""
+    errors_stored: int = 0
+    """Of ``errors``, episodes read back from the store (``skipped``), not played again by this run."""
+    unsupported: int = 0
+    """Episodes whose model cannot be sent a step's request pieces (nothing sent): stored as ``unsupported``, out of
+    the rates; each run checks them again."""
     steps_sent: int = 0
     steps_stored: int = 0
     """Steps read back from the store instead of sent (a resumed or shared prefix)."""
@@ -187,7 +194,8 @@ class ConversationRunSummary:
     """The run directory's cost cap in USD (``--max-cost``), ``None`` without one."""
     unfinished: int = 0
     """Episodes stopped mid-way by the cost cap: stored unfinished (``valid`` ``None``), resumed by the next run.
-    Not counted in ``errors``."""
+    Not counted in ``errors``. Episodes a store written before errors were results kept with an error and no
+    verdict are resumed too."""
     halted: dict[str, str] = field(default_factory=dict)
     """Models stopped after an error every later call would repeat (an unauthorised key, an unknown model, a
     Retry-After above the cap after one capped wait), model -> why; their other episodes were not run."""
@@ -217,6 +225,10 @@ class ConversationRunSummary:
 
 class _ModelStopped(Exception):
     """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
+
+
+class _Unsupported(Exception):  # noqa: N818 - an outcome: the model cannot be sent the step's request pieces
+    """Why the model cannot be sent a step (its client's ``unsupported``): nothing is sent."""
 
 
 class _RunStopped(Exception):
@@ -283,13 +295,17 @@ class _Episodes:
 
     async def send(self, client: Any, model: str, params: Mapping[str, Any], repeat: int,
                    asked: StepRequest) -> tuple[Step, bool]:
-        """An episode's ``Send``: ``answer``, with what ends the episode unfinished said as ``NotAnswered`` (a call
-        retries could not fix, a run stopped before the step was sent)."""
+        """An episode's ``Send``: ``answer``, with what ends the episode early said as ``NotAnswered`` (a call
+        retries could not fix, a request the model cannot be sent, a run stopped before the step was sent)."""
         context = asked.context
         try:
             return await self.answer(client, model, params, repeat, asked)
+        except _Unsupported as exc:
+            raise NotAnswered(f"turn {context.turn}, step {context.step}: unsupported: {exc}",
+                              unsupported=str(exc)) from None
         except CallError as exc:
-            raise NotAnswered(self.redact(f"turn {context.turn}, step {context.step}: {exc}")) from None
+            raise NotAnswered(self.redact(f"turn {context.turn}, step {context.step}: {exc}"),
+                              error_kind=exc.kind.value) from None
         except _RunStopped as exc:
             raise NotAnswered(f"turn {context.turn}, step {context.step}: not sent, the run stopped: "
                               f"{_stop_note(exc)}; the next run resumes this episode from its stored steps",
@@ -405,7 +421,7 @@ class _Episodes:
         if asked.request is not None:
             why = client.unsupported(asked.request) if hasattr(client, "unsupported") else None
             if why:
-                raise call_error(ErrorKind.BAD_REQUEST, f"unsupported: {why}")
+                raise _Unsupported(why)
             kwargs["request"] = asked.request
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
@@ -536,6 +552,7 @@ async def arun_episodes(
     on_sent: Callable[[int], None] | None = None,
     max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
     on_start: Callable[[Callable[[], None]], None] | None = None,
+    retry_errors: bool = False,
 ) -> ConversationRunSummary:
     """Run every (model, variant, conversation, repeat) episode of ``config`` not finished in its run directory.
 
@@ -586,6 +603,11 @@ async def arun_episodes(
     unfinished and the summary is returned with ``stopped`` ``"interrupted"``. ``on_start`` is called, from the run's
     loop, with the same stop once the episodes are driven (``signals.Stopper``: the thread that waits for a run on a
     worker thread stops it so).
+
+    An episode ends as a single-turn job would in the same case (``EpisodeResult.status``): a step's call that
+    failed for good makes it an ``error``, stored and counted as failed, played again only with
+    ``retry_errors`` (its stored steps read back, the failed one sent again); a step its model cannot be sent
+    makes it ``unsupported`` (out of the rates, checked again by every run).
     """
     models = [spec.name for spec in config.models]
     run_dir, repeats, goal, budget, rounds, seed = (config.run_dir, config.repeats, config.goal, config.budget,
@@ -646,7 +668,7 @@ async def arun_episodes(
         summary.halted = state.halted
         summary.max_cost = max_cost
         driver = _Driver(state, variants, conversations, models, made, per_model_params, gate_sizes, planners,
-                         progress)
+                         progress, retry_errors=retry_errors)
         driver.on_start = on_start
         try:
             await driver.run(started)
@@ -773,13 +795,17 @@ class _Driver:
 
     def __init__(self, state: _Episodes, variants: Sequence[Variant], conversations: Sequence[Conversation],
                  models: Sequence[str], made: Mapping[str, Any], params: Mapping[str, Mapping[str, Any]],
-                 gate_sizes: Mapping[str, int], planners: Mapping[str, Planner], progress: Any) -> None:
+                 gate_sizes: Mapping[str, int], planners: Mapping[str, Planner], progress: Any, *,
+                 retry_errors: bool = False) -> None:
         self.state, self.store, self.summary = state, state.store, state.summary
         self.variants, self.conversations, self.models = variants, conversations, models
         self.made, self.params, self.gate_sizes, self.planners = made, params, gate_sizes, planners
         self.progress = progress
+        # What the store settles for good: a verdict, or an error unless ``retry_errors`` sends it again (as a
+        # single-turn call's); an unfinished or unsupported episode is played again (it may be sent now).
         self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
-                         for r in self.store.episodes(models=models) if r.valid is not None}
+                         for r in self.store.episodes(models=models)
+                         if r.status == "done" or (r.status == "error" and not retry_errors)}
         self.plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes taken
         self.on_start: Callable[[Callable[[], None]], None] | None = None  # given the run's stop (``arun_episodes``)
 
@@ -833,6 +859,7 @@ class _Driver:
             done = self.finished.pop((model, variant.id, conversation.id, repeat), None)
             if done is not None:
                 self.summary.skipped += 1
+                self.summary.errors_stored += done.status == "error"
                 self.summary.results.append(done)
             else:
                 yield variant, conversation, repeat
@@ -897,10 +924,13 @@ class _Driver:
 
 def _episode_verdict(result: EpisodeResult) -> str:
     """How an episode ended, for its progress line."""
-    if result.valid is None and result.details.get("stopped"):
-        return f"unfinished ({result.details['stopped']}: resumed by the next run)"
-    if result.valid is None:
-        return "error: " + _one_line((result.error or "")[:120])
+    status = result.status
+    if status == "pending":
+        return f"unfinished ({result.details.get('stopped')}: resumed by the next run)"
+    if status == "unsupported":
+        return "unsupported (not sent, left out of the accuracy): " + _one_line((result.error or "")[:120])
+    if status == "error":
+        return "error (counted as failed): " + _one_line((result.error or "")[:120])
     if result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value:
         why = result.details.get("environment_failure", {})
         where = ("while scoring" if why.get("turn") is None else f"turn {why.get('turn')}"
@@ -910,28 +940,31 @@ def _episode_verdict(result: EpisodeResult) -> str:
 
 
 def _tally(summary: ConversationRunSummary) -> None:
-    """Count the summary's results: unfinished (stopped mid-way), errors, finished, valid, environment failures."""
+    """Count the summary's results: unfinished (stopped mid-way), unsupported, finished (errors and environment
+    failures among them), valid."""
     for result in summary.results:
-        if result.valid is None and result.details.get("stopped"):
+        status = result.status
+        if status == "pending":
             summary.unfinished += 1
-        elif result.valid is None:
-            summary.errors += 1
+        elif status == "unsupported":
+            summary.unsupported += 1
         else:
             summary.finished += 1
             summary.valid += bool(result.valid)
+            summary.errors += status == "error"
             summary.environment_failures += result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value
 
 
 def episode_outcome(result: EpisodeResult) -> bool | None:
-    """A finished episode's outcome for the planner: its verdict (``valid``; an environment failure is a failed
-    episode); ``None`` (spent, no outcome) for an episode that ended in an error."""
+    """A settled episode's outcome for the planner, as a single-turn job's: its verdict (``valid``; an environment
+    failure and an error are failed episodes); ``None`` (spent, no outcome) for an unsupported one."""
     return result.valid
 
 
 def settled(result: EpisodeResult | None) -> bool:
-    """Whether a stored episode is a result its round can be settled with: stored, and not left unfinished by
-    the run (``details["stopped"]``: the cost cap), which the next run resumes."""
-    return result is not None and not result.details.get("stopped")
+    """Whether a stored episode is a result its round can be settled with: stored, and not ``pending`` (left
+    unfinished by the run, which the next run resumes)."""
+    return result is not None and result.status != "pending"
 
 
 def round_outcomes(store: ConversationStore, model: str, variants: Sequence[Variant],

@@ -333,10 +333,10 @@ class Result(Protocol):
     conversation's ``EpisodeResult``. Code written against these names reads both kinds; ``row()`` is the flat
     ``ResultRow`` (CSV, pandas, ``compare``; ``Run.rows()`` adds an episode's variant dimensions and label).
 
-    One difference remains between the kinds, and says what a failure means: a single-turn call that failed for
-    good is a result (``status`` ``error``, ``valid`` ``False``: counted wrong, sent again only with
-    ``--retry-errors``), while an episode whose step kept failing is not scored (``status`` ``pending``, ``valid``
-    ``None``: the same command resumes it). ``scored`` and ``correct`` say how each counts in the rates.
+    A failure means the same in both kinds: a single-turn call, or an episode's step, that failed for good is a
+    result (``status`` ``error``, ``valid`` ``False``: counted wrong, sent again only with ``--retry-errors``); one
+    its model cannot be sent is ``unsupported`` (out of the rates); one the run stopped before sending is
+    ``pending`` (the same command resumes it). ``scored`` and ``correct`` say how each counts in the rates.
     """
 
     model: str
@@ -411,9 +411,18 @@ class EpisodeResult:
 
     ``valid`` is the entry's verdict (every turn valid). ``failure_mode`` is
     that of the first failed turn (what bfcl-eval reports for the entry).
-    ``error`` is set, and ``valid`` is ``None``, when the episode could not be
-    finished (a call kept failing, the run was stopped): such an episode is
-    not scored and a later run of the same command resumes it.
+    ``error`` is set when a step was not answered, and ``status`` says how the
+    episode then counts, as a single-turn job in the same case does:
+
+    - ``error``: a step's call failed for good (``details["error_kind"]``):
+      ``valid`` is ``False`` (counted as failed, no turn verdicts) and the same
+      command sends it again only with ``retry_errors``;
+    - ``pending``: the run stopped before the step was sent
+      (``details["stopped"]``), or a store written before errors were
+      results holds it: ``valid`` is ``None`` and the next run resumes it;
+    - ``unsupported``: the model cannot be sent the step's request pieces
+      (``details["unsupported"]``): ``valid`` is ``None``, out of every rate,
+      and each run checks it again.
     """
 
     model: str
@@ -450,13 +459,16 @@ class EpisodeResult:
 
     @property
     def status(self) -> str:
-        """``done`` (scored: ``valid`` is its verdict) or ``pending`` (unfinished, ``error`` says where: the same
-        command resumes it), as ``row()`` says it."""
-        return "pending" if self.valid is None else "done"
+        """``done`` (scored: ``valid`` is its verdict), ``error`` (a step's call failed for good: counted as
+        failed), ``pending`` (unfinished, ``error`` says where: the same command resumes it) or ``unsupported``
+        (not sent: out of the rates), as ``row()`` says it (the class docstring says when each holds)."""
+        if self.valid is None:
+            return "unsupported" if self.details.get("unsupported") else "pending"
+        return "error" if self.error is not None else "done"
 
     @property
     def scored(self) -> bool:
-        """The episode counts in the rates: it has a verdict."""
+        """The episode counts in the rates: it has a verdict (an ``error`` is counted as failed)."""
         return self.valid is not None
 
     @property
@@ -468,9 +480,10 @@ class EpisodeResult:
         """The episode as one flat ``ResultRow`` (what ``load_results``, ``compare`` and a CSV read): its case is
         the conversation (``case_group`` its template, shared by its languages), ``valid`` and ``failure_mode``
         the episode's, ``bfcl_error_type``/``error_code`` those of its first failed turn, the tokens, cost and
-        latency of all its steps, ``n_predicted_calls`` the calls it made. An unfinished episode (``valid``
-        ``None``: stopped, or a call kept failing) is ``pending``, its error in ``message``: it is resumed, not
-        scored, as the conversation report counts it. ``response`` is ``None``: an episode has many answers
+        latency of all its steps, ``n_predicted_calls`` the calls it made; ``status`` the episode's. An
+        ``error`` or ``unsupported`` episode has its error in ``error`` and its kind in ``error_kind``, as a
+        single-turn job's row has; a ``pending`` one (stopped) has it in ``message``: it is resumed, not scored,
+        as the conversation report counts it. ``response`` is ``None``: an episode has many answers
         (``promptgrid render RUN_DIR`` shows them)."""
 
         verdict = self.details.get("verdict") if isinstance(self.details.get("verdict"), Mapping) else {}
@@ -479,12 +492,20 @@ class EpisodeResult:
             code: str | None = ErrorCode.from_bfcl(bfcl_error_type).name if self.valid is not None else None
         except ValueError:  # a bfcl-eval error type this version does not know
             code = None
+        status = self.status
+        error = error_kind = None
+        if status == "error":
+            error, kind = self.error, self.details.get("error_kind")
+            error_kind = kind if isinstance(kind, str) else "unknown"
+        elif status == "unsupported":
+            error, error_kind = self.error, "unsupported"
         return ResultRow(
             model=self.model, variant_id=self.variant_id, case_id=self.conversation_id, repeat=self.repeat,
-            status=self.status, valid=self.valid, error_code=code,
+            status=status, error=error, error_kind=error_kind, valid=self.valid,
+            error_code=None if error is not None else code,
             bfcl_error_type=None if self.valid else bfcl_error_type, failure_mode=self.failure_mode,
             n_predicted_calls=sum(turn.n_predicted_calls for turn in self.turns),
-            message=(self.error or "") if self.valid is None else "",
+            message=(self.error or "") if status == "pending" else "",
             latency_s=self.latency_s, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
             cost_usd=self.cost_usd, attempts=self.steps, dimensions=dict(dimensions or {}), label=label,
             case_language=self.language, case_category=self.category, case_group=self.template)

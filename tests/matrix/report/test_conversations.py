@@ -263,6 +263,21 @@ def test_failure_modes_counts_shares_and_descriptions() -> None:
     assert TurnFailureMode.DECODE_FAILURE.description in md
 
 
+def test_an_episode_a_steps_error_ended_is_a_failure_named_call_error_as_a_single_turn_call() -> None:
+    import dataclasses
+
+    errored = dataclasses.replace(ep("a", "x", 0, False, turns=[]), failure_mode=None,
+                                  error="turn 0, step 0: bad request", details={"error_kind": "bad_request"})
+    assert errored.status == "error" and errored.scored and not errored.correct
+    r = report([errored, ep("a", "y", 0, True)], ONE)
+    assert (r.finished, r.unfinished) == (2, 0)
+    (v,) = r.variants
+    assert v.accuracy == 0.5  # counted as failed, as a failed single-turn call is counted wrong
+    f = r.failure_modes[0]
+    assert [(m.mode, m.count) for m in f.modes] == [("call_error", 1)]
+    assert "failed for good" in f.modes[0].description and "call_error" in r.to_markdown()
+
+
 # ------------------------------------------------------------------------------------- native vs prompt
 
 

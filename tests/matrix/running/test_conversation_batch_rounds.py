@@ -164,8 +164,11 @@ def test_a_line_the_batch_did_not_answer_ends_its_episode_with_that_error(tmp_pa
         assert main(["run", str(_config(tmp_path / "c.yaml", server.url, run_dir)), "--batch", "--poll", "0.01",
                      "--no-progress"]) in (0, 1)
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
-        errors = [json.loads(r)["error"] for (r,) in db.execute("SELECT verdict FROM jobs WHERE valid IS NULL")]
+        rows = [(json.loads(r), valid) for r, valid in db.execute("SELECT verdict, valid FROM jobs")]
+    errors = [record["error"] for record, _valid in rows if record["error"] is not None]
     assert errors and all("expired" in e or "before answering" in e for e in errors)
+    # An error is a result counted as failed (valid 0), as a single-turn call's: not left unfinished.
+    assert all(valid == 0 for record, valid in rows if record["error"] is not None)
 
 
 def test_a_model_without_a_batch_api_is_refused_before_anything_is_sent(tmp_path: Path) -> None:

@@ -178,20 +178,21 @@ def test_a_product_run_after_an_adaptive_one_reports_no_goal(tmp_path: Path, min
 
 # --------------------------------------------------------------------------- outcomes
 
-def test_an_episode_that_ends_in_an_error_is_spent_without_an_outcome(tmp_path: Path,
-                                                                      mini: list[Conversation]) -> None:
+def test_an_episode_that_ends_in_an_error_is_a_failed_outcome_as_a_single_turn_error_is(
+        tmp_path: Path, mini: list[Conversation]) -> None:
     failing = VARIANTS[1].id
     summary = goal_run(tmp_path, mini, Planted(failing=frozenset({failing})), budget=24, rounds=6)
-    assert summary.planned == {} and summary.episodes == 24  # the plan went on: the error is no outcome
+    assert summary.planned == {} and summary.episodes == 24  # the plan went on
     outcomes = stored_cells(tmp_path, mini)
-    assert len(outcomes) == 24 and summary.errors == sum(ok is None for ok in outcomes.values()) > 0
-    assert all(ok is None for (v, _c, _r), ok in outcomes.items() if v == 1)
-    rounds, _planner = planned_cells(mini, outcomes, budget=24, rounds=6)  # None told as None
+    errored_cells = [cell for cell in outcomes if cell[0] == 1]
+    assert len(outcomes) == 24 and summary.errors == len(errored_cells) > 0
+    assert all(outcomes[cell] is False for cell in errored_cells)  # docs/adaptive.md: an error is a wrong answer
+    rounds, _planner = planned_cells(mini, outcomes, budget=24, rounds=6)
     assert set(outcomes) == {cell for cells in rounds for cell in cells}
     result = ConversationRun(tmp_path).adaptive()[MODEL]
     assert result.spent == 24
     (errored,) = [v for v in result.variants if v.variant_id == failing]
-    assert errored.accuracy.n == 0  # its episodes are spent and measure nothing
+    assert errored.accuracy.n == len(errored_cells) and errored.accuracy.value == 0.0
 
 
 # --------------------------------------------------------------------------- stopping and resuming

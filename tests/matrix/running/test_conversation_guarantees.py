@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import promptgrid as pg
 from promptgrid.errors import RunError, StoreFullError
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
@@ -235,15 +236,51 @@ def test_an_unauthorised_key_costs_one_request_per_model_and_the_other_model_goe
     assert bad.attempts == 1  # 6 episodes of the model, one request
     assert list(summary.halted) == ["bad"] and "invalid key" in summary.halted["bad"]
     assert (summary.episodes, summary.errors, summary.not_run) == (12, 1, 5)
-    assert (summary.finished, summary.valid) == (6, 6)  # the other model's episodes all ran
+    # The other model's episodes all ran; the one that got the 401 is an error, counted as failed.
+    assert (summary.finished, summary.valid) == (7, 6)
     with ConversationStore(tmp_path) as store:
         stored = store.episodes(models=["bad"])
-    assert len(stored) == 1 and stored[0].valid is None  # the rest unfinished, not stored
-    # Fixed, the same run resumes every episode of the stopped model.
+    assert len(stored) == 1 and stored[0].status == "error" and stored[0].valid is False  # the rest not stored
+    # Fixed, the same run runs the episodes the stop left; the error is a result (as a single-turn call's) ...
     later = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
                               clients={"bad": Counting(), GT: Counting()})
-    assert (later.skipped, later.finished, later.valid, later.errors, later.not_run) == (6, 12, 12, 0, 0)
+    assert (later.skipped, later.finished, later.valid, later.errors, later.not_run) == (7, 12, 11, 1, 0)
     assert not later.halted
+    # ... which --retry-errors plays again.
+    again = run_conversations([PROMPT, NATIVE], base, models=["bad", GT], run_dir=tmp_path,
+                              clients={"bad": Counting(), GT: Counting()}, retry_errors=True)
+    assert (again.skipped, again.finished, again.valid, again.errors) == (11, 12, 12, 0)
+
+
+class NoTools(Counting):
+    """Answers as ``fake/ground-truth`` but cannot be sent native tools (a model without tool support)."""
+
+    def __init__(self, supports_tools: bool = False) -> None:
+        super().__init__()
+        self.supports_tools = supports_tools
+
+    def unsupported(self, request: Any) -> str | None:
+        if request.get("call_mode") == "native" and not self.supports_tools:
+            return "this model has no tool calling"
+        return None
+
+
+def test_a_variant_the_model_cannot_be_sent_is_unsupported_out_of_the_rates_and_checked_again_each_run(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    client = NoTools()
+    summary = run_conversations([PROMPT, NATIVE], base, models=[GT], run_dir=tmp_path, clients={GT: client})
+    # As a single-turn job of a call mode its model cannot do: nothing sent, no verdict, out of every rate.
+    assert (summary.finished, summary.valid, summary.errors, summary.unsupported) == (3, 3, 0, 3)
+    native = [r for r in summary.results if r.variant_id == NATIVE.id]
+    assert len(native) == 3 and all(r.status == "unsupported" and r.valid is None and not r.scored for r in native)
+    assert all("no tool calling" in (r.error or "") and r.row().error_kind == "unsupported" for r in native)
+    run = pg.open_run(tmp_path)
+    assert [(a.variant_id, a.n) for a in run.accuracy()] == [(PROMPT.id, 3)]
+    assert run.counts()["unsupported"] == 3 and run.pending() == 0
+    # Each run checks them again: once the model supports tools they are played.
+    later = run_conversations([PROMPT, NATIVE], base, models=[GT], run_dir=tmp_path,
+                              clients={GT: NoTools(supports_tools=True)})
+    assert (later.skipped, later.finished, later.valid, later.unsupported) == (3, 6, 6, 0)
 
 
 def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
@@ -264,7 +301,7 @@ def test_a_retry_after_above_the_cap_is_waited_once_per_model_then_stops_it(
     # One capped wait, then the model stops (not one wait per episode); the 0.01 s are the client's own.
     assert [w for w in waits if w >= 1] == [120.0] and bad.attempts == 2
     assert "Retry-After" in summary.halted["bad"] and "retry-after cap of 120 s" in summary.halted["bad"]
-    assert (summary.errors, summary.not_run, summary.finished, summary.valid) == (1, 5, 6, 6)
+    assert (summary.errors, summary.not_run, summary.finished, summary.valid) == (1, 5, 7, 6)
 
 
 def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
@@ -415,7 +452,6 @@ def test_ctrl_c_in_a_notebook_stops_the_run_and_returns_it_for_both_kinds(tmp_pa
     import signal
     import time
 
-    import promptgrid as pg
     from support.fake_server import FakeScript, FakeServer
 
     def raise_interrupt(*_: Any) -> None:  # what a notebook kernel does with Ctrl-C

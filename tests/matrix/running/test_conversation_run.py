@@ -474,21 +474,51 @@ def test_conversation_datasets_are_recognised(tmp_path: Path, base: list[Convers
 
 # --------------------------------------------------------------------------- 7. failing calls
 
-def test_a_fatal_error_ends_every_episode_unscored_and_a_later_run_resumes_them(
+def test_a_fatal_error_ends_every_episode_as_an_error_counted_failed_and_retry_errors_plays_them_again(
         tmp_path: Path, base: list[Conversation]) -> None:
     client = Failing(ErrorKind.BAD_REQUEST)  # fatal for its call; an auth error stops the model (test_guarantees)
     summary = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, clients={GT: client})
-    assert (summary.episodes, summary.errors, summary.finished, summary.valid, summary.steps_sent) == (4, 4, 0, 0, 0)
-    assert not summary.halted and summary.not_run == 0
+    # As a single-turn call's error: stored, counted as failed (finished, not valid), not left unfinished.
+    assert (summary.episodes, summary.errors, summary.finished, summary.valid, summary.steps_sent) == (4, 4, 4, 0, 0)
+    assert not summary.halted and summary.not_run == 0 and summary.unfinished == 0
     for r in summary.results:
-        assert r.valid is None and r.error is not None and "bad key" in r.error and r.error.startswith("turn 0, step 0")
-        assert r.turns == () and r.failure_mode is None
+        assert r.valid is False and r.status == "error" and r.scored and not r.correct
+        assert r.error is not None and "bad key" in r.error and r.error.startswith("turn 0, step 0")
+        assert r.turns == () and r.failure_mode is None and r.details["error_kind"] == "bad_request"
+        row = r.row()
+        assert (row.status, row.valid, row.error_kind, row.scored, row.correct) == (
+            "error", False, "bad_request", True, False)
+        assert row.error == r.error and row.message == ""
     assert set(client.attempts.values()) == {1}  # fatal: never retried
     with ConversationStore(tmp_path) as store:
         assert store.step_count() == 0
-        assert [r.valid for r in store.episodes()] == [None] * 4
-    later = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path)
-    assert (later.skipped, later.finished, later.valid, later.errors) == (0, 4, 4, 0)
+        assert [r.valid for r in store.episodes()] == [False] * 4
+    # A plain re-run keeps the errors (nothing is sent) ...
+    idle = Failing(ErrorKind.BAD_REQUEST)
+    later = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, clients={GT: idle})
+    assert (later.skipped, later.finished, later.valid, later.errors, later.errors_stored) == (4, 4, 0, 4, 4)
+    assert idle.attempts == {}
+    # ... and --retry-errors plays them again.
+    again = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, retry_errors=True)
+    assert (again.skipped, again.finished, again.valid, again.errors) == (0, 4, 4, 0)
+
+
+def test_an_episode_a_store_kept_with_an_error_and_no_verdict_is_resumed(
+        tmp_path: Path, base: list[Conversation]) -> None:
+    """A store written before errors were results holds an errored episode as ``valid`` None: it is pending, and
+    the next run plays it (as that release's next run would have)."""
+    import dataclasses
+
+    summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path,
+                                clients={GT: Failing(ErrorKind.BAD_REQUEST)})
+    (errored,) = summary.results
+    old = dataclasses.replace(errored, valid=None, details={"environment": {}})
+    with ConversationStore(tmp_path, readonly=False) as store:
+        store.add_episode(old)
+        (stored,) = store.episodes()
+    assert stored.status == "pending" and not stored.scored
+    later = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path)
+    assert (later.skipped, later.finished, later.valid) == (0, 1, 1)
 
 
 def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, base: list[Conversation]) -> None:
@@ -517,8 +547,9 @@ def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, b
     client = Failing(ErrorKind.SERVER, retry_after=0.01, message="overloaded")
     summary = run_conversations([PROMPT], base[:2], models=[GT], run_dir=tmp_path / "always", clients={GT: client},
                                 retries=2)
-    assert (summary.episodes, summary.errors, summary.finished) == (2, 2, 0)
-    assert all(r.valid is None and "overloaded" in (r.error or "") for r in summary.results)
+    assert (summary.episodes, summary.errors, summary.finished, summary.valid) == (2, 2, 2, 0)
+    assert all(r.status == "error" and r.details["error_kind"] == "server" and "overloaded" in (r.error or "")
+               for r in summary.results)
     assert sorted(client.attempts.values()) == [3, 3]  # first try and 2 retries of each episode's first step
 
 
@@ -680,7 +711,7 @@ def test_an_episode_error_is_stored_without_the_key(tmp_path: Path, base: list[C
 
     summary = run_conversations([PROMPT], base[:1], models=["leaky"], run_dir=tmp_path, clients={"leaky": Leaky()})
     (result,) = summary.results
-    assert result.valid is None and result.error and secret not in result.error
+    assert result.valid is False and result.error and secret not in result.error
     assert secret not in (tmp_path / "conversations.sqlite3").read_bytes().decode("utf-8", "replace")
 
 
