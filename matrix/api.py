@@ -67,13 +67,14 @@ if TYPE_CHECKING:  # pragma: no cover - types only; the modules are imported whe
     from promptgrid.matrix.conversations import Conversation
     from promptgrid.matrix.datasets._conversation_translations import ConversationChecks, ConversationTranslations
     from promptgrid.matrix.datasets._translate_conversations import ConversationFinding, TranslatedConversation
+    from promptgrid.matrix.running.estimate import PlanEstimate
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.translate import Finding, TranslationBackend
     from promptgrid.translate._catalogs import TranslationCatalog
 
 __all__ = ["AccuracyRow", "ConversationRun", "Run", "TranslationChecks", "arun", "check_conversation_translations",
-           "check_translations", "export_batch", "import_batch", "load_dataset", "load_results",
+           "check_translations", "estimate", "export_batch", "import_batch", "load_dataset", "load_results",
            "open_conversation_run", "open_run", "render", "report", "run", "run_conversations",
            "status", "translate_conversations"]
 
@@ -516,10 +517,11 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
     ``goal``/``budget`` plan (variant, conversation, repeat) episodes as a single-turn run plans jobs
     (``.adaptive()`` says what the goal found); ``batch`` sends new steps in provider batches, one round at a time
     (the next step of every live episode; ``batch_poll_s`` between polls; ``batch_wait=False`` is refused: each
-    round needs the last one's answers); ``retry_errors`` and ``append`` change nothing (an episode that ended in
-    an error is always run again, and a conversation run directory keeps every variant's episodes); nothing goes
-    to ``run.json``. Ctrl-C stops it with ``KeyboardInterrupt`` (every answer received is stored; calling it
-    again resumes).
+    round needs the last one's answers); ``retry_errors`` plays again the episodes a step's error ended (an
+    error is a result counted as failed otherwise, as a failed single-turn call is); ``append`` changes nothing (a
+    conversation run directory keeps every variant's episodes); nothing goes to ``run.json``. Ctrl-C stops it
+    cleanly, as a single-turn run (``summary.stopped == "interrupted"``; every answer received is stored; calling
+    it again resumes).
     """
     from promptgrid.matrix.episodes import kind_of_dataset
 
@@ -527,6 +529,28 @@ def run(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, retry_
     return kind_of_dataset(config.dataset).run(config, grid, progress=progress, retry_errors=retry_errors,
                                                append=append, batch=batch, batch_wait=batch_wait,
                                                batch_poll_s=batch_poll_s)
+
+
+@takes_options(RunOptions, _RUN_OPTIONS_DOC)
+def estimate(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, append: bool = False,
+             **options: Unpack[RunOptions]) -> PlanEstimate:
+    """What ``run`` with the same arguments would send and cost, calling no model (``promptgrid run --dry-run``).
+
+    Returns a ``PlanEstimate`` (``promptgrid.matrix.running.estimate``): per model (``.models``, each a
+    ``ModelEstimate``), the jobs, those already stored in the run directory, those sharing a prompt, the calls to
+    send with their estimated input tokens (characters / 4), the most output ``max_tokens`` allows, the cost at
+    litellm's online and batch prices (``None`` when unknown), the jobs the model cannot be sent
+    (``unsupported``) and the credential variables not set (``missing_env``); totals as properties. An adaptive
+    ``goal`` scales the product's counts to its budget (``ModelEstimate.product``). For a conversation dataset
+    (``kind == "conversation"``) the jobs are episodes and the calls steps, counted on the ground truth's path
+    (each pair played offline by ``fake/ground-truth``: a floor, as a model that errs takes more steps). What
+    ``run`` would refuse (a run directory of another grid or kind, a plan past ``max_jobs``) raises ``RunError``
+    here too; nothing is written.
+    """
+    from promptgrid.matrix.episodes import kind_of_dataset
+
+    config = _config(estimate, grid, dataset, options)
+    return kind_of_dataset(config.dataset).estimate(config, append=append)
 
 
 @takes_options(RunOptions, _RUN_OPTIONS_DOC)

@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "run_conversations": "promptgrid.matrix.api",
     "open_conversation_run": "promptgrid.matrix.api",
     "status": "promptgrid.matrix.api",
+    "estimate": "promptgrid.matrix.api",
     "export_batch": "promptgrid.matrix.api",
     "import_batch": "promptgrid.matrix.api",
     "load_results": "promptgrid.matrix.api",
@@ -67,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "ConversationRunSummary": "promptgrid.matrix.conversations",
     "RunSummary": "promptgrid.matrix.running.runner",
     "RunStatus": "promptgrid.matrix.running.session",
+    "PlanEstimate": "promptgrid.matrix.running.estimate",
     "ExportSummary": "promptgrid.matrix.running.exchange",
     "ImportSummary": "promptgrid.matrix.running.exchange",
     "Result": "promptgrid.matrix.running.results",
@@ -168,6 +170,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         check_translations as check_translations,
     )
     from promptgrid.matrix.api import (
+        estimate as estimate,
+    )
+    from promptgrid.matrix.api import (
         export_batch as export_batch,
     )
     from promptgrid.matrix.api import (
@@ -201,6 +206,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.report import ReportResult as ReportResult
     from promptgrid.matrix.running.config import ModelSpec as ModelSpec
     from promptgrid.matrix.running.config import RunConfig as RunConfig
+    from promptgrid.matrix.running.estimate import PlanEstimate as PlanEstimate
     from promptgrid.matrix.running.exchange import ExportSummary as ExportSummary
     from promptgrid.matrix.running.exchange import ImportSummary as ImportSummary
     from promptgrid.matrix.running.results import Result as Result

@@ -190,3 +190,22 @@ def test_render_of_a_single_turn_run_reads_its_run_json_as_untrusted(runs: dict[
         assert main(["render", str(copy), "--limit", "1"]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_estimate_says_what_a_run_of_either_kind_would_send_and_what_is_stored(runs: dict[str, Path]) -> None:
+    """``pg.estimate`` is ``run --dry-run`` as a value, for both kinds: one ``PlanEstimate``; what the run
+    directory holds costs nothing; what ``run`` would refuse is refused."""
+    single = pg.estimate("demo", "mini:en", models=["fake/auto", "openai/gpt-4o-mini"], limit=2,
+                         run_dir=runs["single"], append=True)
+    conversation = pg.estimate("call_modes", "mini-mt:en", models=[GT, "openai/gpt-4o-mini"], limit=2,
+                               variants=[PROMPT, "native"], run_dir=runs["conversation"])
+    assert isinstance(single, pg.PlanEstimate) and isinstance(conversation, pg.PlanEstimate)
+    assert (single.kind, conversation.kind) == ("single", "conversation")
+    stored, new = single.models
+    assert (stored.jobs, stored.stored, stored.calls) == (8, 8, 0) and new.stored == 0 and new.calls > 0
+    stored, new = conversation.models
+    assert (stored.jobs, stored.stored, stored.calls) == (4, 4, 0) and new.stored == 0
+    assert new.calls >= 2 * 2 and new.input_tokens > 0 and conversation.played == 4
+    assert new.cost_input is not None and new.cost_input > 0  # litellm's price of the steps' input tokens
+    with pytest.raises(pg.RunError, match="conversation"):  # a single-turn study into a conversation run: refused
+        pg.estimate("demo", "mini:en", models=["fake/auto"], limit=2, run_dir=runs["conversation"])

@@ -32,6 +32,7 @@ from ._guard import check_run_dir_kind
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.running.config import RunConfig
+    from promptgrid.matrix.running.estimate import PlanEstimate
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.variants import Grid
@@ -100,6 +101,11 @@ class Kind(Protocol):
                    jsonl: bool) -> Iterator[str]:
         """``promptgrid render RUN_DIR``: the chosen results of a run as they happened (prompts, answers, calls,
         tool results, verdicts), rebuilt from the store; nothing is sent. Nothing when the run has none."""
+        ...
+
+    def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
+        """``pg.estimate``: what the config would send and cost (``running.estimate.PlanEstimate``), calling nothing;
+        what the run would refuse is refused now (``RunError``)."""
         ...
 
     def dry_run(self, config: RunConfig, *, append: bool, out: TextIO) -> None:

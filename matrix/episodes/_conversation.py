@@ -19,6 +19,7 @@ from promptgrid.errors import RunError
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.running.config import RunConfig
+    from promptgrid.matrix.running.estimate import PlanEstimate
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.session import RunStatus
     from promptgrid.variants import Grid
@@ -302,6 +303,12 @@ class Conversations:
                                  "failure_mode": e.failure_mode, "transcript": transcript_record(transcript)})
             else:
                 yield transcript_text(transcript) + "\n"
+
+    def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
+        """A conversation run directory keeps every variant's episodes: ``append`` changes nothing."""
+        from promptgrid.matrix.running.conversation_describe import estimate_conversation_config
+
+        return estimate_conversation_config(config)
 
     def dry_run(self, config: RunConfig, *, append: bool, out: TextIO) -> None:
         from promptgrid.matrix.running.conversation_describe import dry_run_conversations

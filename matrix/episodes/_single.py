@@ -25,6 +25,7 @@ from ._run import Run
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.report import ReportResult
     from promptgrid.matrix.running.config import RunConfig
+    from promptgrid.matrix.running.estimate import PlanEstimate
     from promptgrid.matrix.running.exchange import ExportSummary, ImportSummary
     from promptgrid.matrix.running.results import ResultRow
     from promptgrid.matrix.running.runner import Runner
@@ -190,6 +191,11 @@ class SingleTurn:
             yield (f"=== {r.case_id} | {r.model} | {r.label} | {r.variant_id} | repeat {r.repeat} | {verdict}\n"
                    + message_lines(prompt.messages) + escape_controls(request_summary(prompt.request))
                    + f"--- answer\n{escape_controls(answer or '')}\n--- verdict: {verdict}{escape_controls(why)}\n\n")
+
+    def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
+        from promptgrid.matrix.running.describe import estimate_config
+
+        return estimate_config(config, append=append)
 
     def dry_run(self, config: RunConfig, *, append: bool, out: TextIO) -> None:
         from promptgrid.matrix.running.describe import dry_run

@@ -6,7 +6,7 @@ counterparts are ``promptgrid.matrix.running.describe``. They write to the strea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from promptgrid.display import escape_controls
 
@@ -14,8 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.episodes._run import Run
     from promptgrid.matrix.running.config import RunConfig
     from promptgrid.matrix.running.conversation_runner import ConversationRunSummary
+    from promptgrid.matrix.running.estimate import PlanEstimate
 
-__all__ = ["dry_run_conversations", "print_conversation_run"]
+__all__ = ["conversation_plan", "dry_run_conversations", "estimate_conversation_config", "print_conversation_run"]
 
 
 def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
@@ -71,31 +72,54 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
     return EXIT_CALLS_FAILED if s.halted or (played > 0 and played_errors == played) else 0
 
 
-def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> None:
-    """``promptgrid run --dry-run`` with a conversation dataset: count the episodes (refused as the run would
-    refuse them) and the user turns, and say what an adaptive goal would run of them."""
+def conversation_plan(config: RunConfig) -> tuple[Any, Any, Any, int]:
+    """What a conversation run of ``config`` would play, loaded and checked as the run checks it (``RunError`` for
+    a directory of the other kind, or a plan past ``max_jobs``): the variants, the conversations, the renderer and
+    the number of episodes."""
     from promptgrid.matrix.datasets._conversations import select_conversations
-    from promptgrid.variants import load_grid
-
-    variants = load_grid(config.grid).select(config.variants)
-    conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
-                                         bfcl_data=config.bfcl_data)
     from promptgrid.matrix.episodes._guard import check_run_dir_kind
     from promptgrid.matrix.running.conversation_runner import check_episodes
+    from promptgrid.matrix.running.session import make_renderer
+    from promptgrid.variants import load_grid
 
+    grid = load_grid(config.grid)
+    variants = grid.select(config.variants)
+    conversations = select_conversations(config.dataset, cases=config.cases, limit=config.limit,
+                                         bfcl_data=config.bfcl_data)
     check_run_dir_kind(config.run_dir, "conversation")  # the dry run says now what the run would refuse
     episodes = check_episodes(len(config.models), len(variants), len(conversations), config.repeats,
                               max_jobs=config.max_jobs)
+    renderer = make_renderer(variants, template_dir=grid.template_dir, translation_store=config.translation_store,
+                             bfcl_data=config.bfcl_data)
+    return variants, conversations, renderer, episodes
+
+
+def estimate_conversation_config(config: RunConfig) -> PlanEstimate:
+    """``pg.estimate`` of a conversation dataset: ``estimate_conversations`` of what ``config`` would play."""
+    from promptgrid.matrix.running.estimate import estimate_conversations
+
+    variants, conversations, renderer, _episodes = conversation_plan(config)
+    return estimate_conversations(config, variants, conversations, renderer)
+
+
+def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> None:
+    """``promptgrid run --dry-run`` with a conversation dataset: count the episodes (refused as the run would
+    refuse them) and the user turns, and print what they would send and cost (``estimate_conversations``: the
+    single-turn dry run's table, in episodes and steps), with what an adaptive goal would run of them."""
+    from promptgrid.matrix.running.describe import print_estimate
+    from promptgrid.matrix.running.estimate import estimate_conversations
+
+    variants, conversations, renderer, episodes = conversation_plan(config)
     turns = sum(len(c.turns) for c in conversations)
     print(f"{episodes:,} episodes: {len(config.models)} model(s) x {len(variants)} variant(s) x "
           f"{len(conversations)} conversation(s) x {config.repeats} repeat(s); {turns:,} user turns per "
-          "model, variant and repeat, at least one model call each (a conversation's steps are known only "
-          "as it runs).", file=out)
+          "model, variant and repeat, at least one model call each.", file=out)
     if config.goal is not None and config.budget is not None:
         product = episodes // max(1, len(config.models))
         print(f"adaptive plan (goal {config.goal}): at most {min(config.budget, product):,} of the product's "
               f"{product:,} episodes per model; which ones its rounds choose depends on their verdicts.",
               file=out)
+    print_estimate(estimate_conversations(config, variants, conversations, renderer), out)
 
 
 def _print_episode_problems(s: ConversationRunSummary, out: TextIO) -> None:

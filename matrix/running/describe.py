@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from .runner import RunSummary
 
 __all__ = ["EXIT_CALLS_FAILED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "batch_note", "dry_run",
-           "error_summary", "exit_code", "print_estimate", "print_run", "spill_note", "unsupported_note"]
+           "error_summary", "estimate_config", "exit_code", "print_estimate", "print_run", "spill_note",
+           "unsupported_note"]
 
 EXIT_CALLS_FAILED = 1
 """A model halted, or every call sent ended in an error."""
@@ -39,11 +40,17 @@ EXIT_INTERRUPTED = 130
 def dry_run(config: RunConfig, *, append: bool, out: TextIO) -> None:
     """``promptgrid run --dry-run``: what the run would send and cost (``estimate``), nothing sent; the run
     directory checked first as the run would check it (``RunError`` for what it would refuse)."""
+    print_estimate(estimate_config(config, append=append), out)
+
+
+def estimate_config(config: RunConfig, *, append: bool = False) -> Estimate:
+    """``pg.estimate`` of a single-turn dataset: ``estimate`` of the prepared run, its run directory checked first
+    as the run would check it (``RunError`` for what it would refuse)."""
     from .session import check_run_dir, prepare
 
     prep = prepare(config)
-    check_run_dir(prep, append=append)  # the dry run says now what the run would refuse
-    print_estimate(estimate(prep), out)
+    check_run_dir(prep, append=append)
+    return estimate(prep)
 
 
 def exit_code(summary: RunSummary) -> int:
@@ -229,38 +236,46 @@ def accuracy_table(run: Run, rows: Sequence[ResultRow] | None = None) -> str:
 
 
 def print_estimate(e: Estimate, out: TextIO) -> None:
-    """The dry run's table: per model, jobs, stored, shared, calls to send, tokens and cost."""
+    """The dry run's table: per model, jobs (a conversation plan: episodes), stored, shared, calls (steps) to send,
+    tokens and cost."""
     from tabulate import tabulate
 
-    print(f"dry run: nothing is sent. {len(e.models)} model(s) x {e.variants} variants x {e.cases} cases x "
-          f"{e.repeats} repeat(s) = {e.jobs} jobs; run directory {e.run_dir}", file=out)
+    conversation = e.kind == "conversation"
+    jobs, cases, calls = ("episodes", "conversations", "steps") if conversation else ("jobs", "cases", "calls")
+    print(f"dry run: nothing is sent. {len(e.models)} model(s) x {e.variants} variants x {e.cases} {cases} x "
+          f"{e.repeats} repeat(s) = {e.jobs} {jobs}; run directory {e.run_dir}", file=out)
     lines = []
     for m in e.models:
         price = (f"${m.cost_input:.4f} input, up to ${m.cost_max:.4f} with max_tokens output"
                  if m.cost_input is not None and m.cost_max is not None else "price unknown")
-        row = [m.model, m.jobs, m.stored, m.shared, m.calls, m.input_tokens, m.output_tokens_max, price]
+        row = [m.model, m.jobs, m.stored, *(() if conversation else (m.shared,)), m.calls, m.input_tokens,
+               m.output_tokens_max, price]
         if any(x.batch_cost_input is not None for x in e.models):
             row.append(f"${m.batch_cost_input:.4f} input, up to ${m.batch_cost_max:.4f}"
                        if m.batch_cost_input is not None and m.batch_cost_max is not None else "no batch price")
         lines.append(row)
-    headers = ["model", "jobs", "already stored", "shared prompt", "calls to send", "est. input tokens",
-               "max output tokens", "est. cost (online)"]
+    headers = ["model", jobs, "already stored", *(() if conversation else ("shared prompt",)), f"{calls} to send",
+               "est. input tokens", "max output tokens", "est. cost (online)"]
     if any(x.batch_cost_input is not None for x in e.models):
         headers.append("est. cost (--batch)")
     print(tabulate(lines, headers=headers), file=out)
     for m in e.models:
         if m.product is not None:
-            print(f"model {m.model}: adaptive plan of {m.jobs:,} of the product's {m.product:,} jobs: which cells "
+            print(f"model {m.model}: adaptive plan of {m.jobs:,} of the product's {m.product:,} {jobs}: which cells "
                   "its rounds choose depends on their results, so its counts are the product's scaled to the "
                   "budget.", file=out)
     note = "input tokens are prompt characters / 4; cost from litellm's price list"
     if e.unpriced:
         note += f"; no price known for {', '.join(e.unpriced)}"
-    print(f"total: {e.calls} calls to send, est. ${e.cost_input:.4f} for their input, "
+    print(f"total: {e.calls} {calls} to send, est. ${e.cost_input:.4f} for their input, "
           f"at most ${e.cost_max:.4f} with max_tokens of output each ({note}).", file=out)
+    if conversation:
+        print(f"{calls} and tokens are those of the ground truth's path (played offline on {e.played:,} (variant, "
+              "conversation) pair(s)): a model that solves every turn in the fewest steps. A model that errs takes "
+              "more, up to --max-steps a turn; episodes already in the run directory cost nothing.", file=out)
     for m in e.models:
         if m.unsupported:
-            print(f"model {m.model}: {m.unsupported} jobs would not be sent: it cannot do their call mode (they "
+            print(f"model {m.model}: {m.unsupported} {jobs} would not be sent: it cannot do their call mode (they "
                   "are stored as unsupported and left out of the accuracy; the run says why). Constrained jobs "
                   "are sent with --constraints vllm or llama.cpp (a server given with --api-base that takes "
                   "grammars) or --constraints openai (a model that takes a JSON-schema response_format).",

@@ -1,5 +1,8 @@
 """What a run would send and cost, computed without calling anything (``promptgrid run --dry-run``).
 
+One record for both kinds of run (``PlanEstimate``, ``ModelEstimate``): a single-turn plan's jobs and calls
+(``estimate``), or a conversation plan's episodes and steps (``estimate_conversations``, below).
+
 An adaptive run (``--goal``/``--budget``) chooses its cells round by round from results the dry run does not
 have: its counts are the product's scaled to the budget (``ModelEstimate.product`` says so).
 
@@ -15,15 +18,16 @@ offline), so a missing key shows before the run, not at its first call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import ModelSpec
-from .session import Prepared, has_store
+from .session import Prepared, has_store, run_sync
 from .store import UNSUPPORTED, RunStore
 
-__all__ = ["Estimate", "ModelEstimate", "PlanEstimate", "estimate"]
+__all__ = ["DRY_RUN_PAIRS", "Estimate", "ModelEstimate", "PlanEstimate", "estimate", "estimate_conversations"]
 
 _BATCH = 500
 
@@ -73,6 +77,12 @@ class PlanEstimate:
     cases: int
     repeats: int
     run_dir: Path
+    kind: str = "single"
+    """``single`` (the counts are jobs and calls) or ``conversation`` (episodes and steps: ``jobs`` counts
+    episodes, ``calls`` the steps to send, ``cases`` the conversations; ``estimate_conversations``)."""
+    played: int = 0
+    """A conversation plan: the (variant, conversation) pairs whose ground-truth path was played for the step
+    and token counts (all of them, or an even spread of at most ``DRY_RUN_PAIRS``)."""
 
     @property
     def jobs(self) -> int:
@@ -157,6 +167,120 @@ def estimate(prep: Prepared) -> PlanEstimate:
         if store is not None:
             store.close()
     return PlanEstimate(tuple(per_model), len(prep.variants), len(prep.cases), config.repeats, Path(config.run_dir))
+
+
+#: The most (variant, conversation) pairs a conversation dry run plays; a larger plan is estimated from an even
+#: spread of this many (every n-th pair of the variant-major order, so every variant and category is in it).
+DRY_RUN_PAIRS = 2000
+
+
+@dataclass(frozen=True)
+class _Path:
+    """The ground truth's path through one (variant, conversation) pair: its steps, their estimated input
+    tokens (the messages of each step, characters / 4), and the request pieces of its first step."""
+
+    steps: int
+    input_tokens: int
+    request: Any
+
+
+def estimate_conversations(config: Any, variants: Sequence[Any], conversations: Sequence[Any], renderer: Any,
+                           ) -> PlanEstimate:
+    """What a conversation run of ``config`` would send and cost, calling nothing (``--dry-run``).
+
+    A conversation's steps are known only as it runs, so they are counted on the ground truth's path: each
+    (variant, conversation) pair is played offline by ``fake/ground-truth`` on its environment (the
+    ``Episode`` a run plays, its messages rendered as the run renders them), each step's messages counted as
+    characters / 4, the single-turn estimate's rule. That is a model that solves every turn in the fewest
+    steps: a model that errs takes more, up to ``max_steps`` a turn. Per model, the episodes already settled in
+    the run directory (a verdict, or an error a plain re-run keeps) cost nothing, those whose first request the
+    model cannot be sent (``unsupported``) are not sent, and every other episode costs the mean of the played
+    pairs it can be sent; ``max_tokens`` bounds each step's output, as each call's in a single-turn plan. An
+    adaptive goal scales the product's counts to its budget. At most ``DRY_RUN_PAIRS`` pairs are played."""
+    pairs = [(v, c) for v in variants for c in conversations]
+    step = max(1, -(-len(pairs) // DRY_RUN_PAIRS))
+    sample = pairs[::step]
+    paths = run_sync(_ground_truth_paths(sample, renderer, step_limit=config.max_steps,
+                                         strict_arguments=config.strict_arguments), "promptgrid-estimate")
+    settled = _settled_episodes(config.run_dir)
+    cells = {(v.id, c.id) for v, c in pairs}
+    per_model = []
+    for spec in config.models:
+        client = _price_client(spec)
+        product = len(pairs) * config.repeats
+        stored = sum(1 for (model, vid, cid, repeat) in settled
+                     if model == spec.name and (vid, cid) in cells and repeat < config.repeats)
+        sendable = [path for path in paths if path.request is None or not client.unsupported(path.request)]
+        unsupported_share = 1 - len(sendable) / len(paths) if paths else 0.0
+        jobs = product
+        if config.goal is not None and config.budget is not None and product > config.budget:
+            jobs, stored = config.budget, round(stored * config.budget / product)
+        unsupported = round((jobs - stored) * unsupported_share)
+        to_run = max(0, jobs - stored - unsupported)
+        calls = round(to_run * sum(p.steps for p in sendable) / len(sendable)) if sendable else 0
+        in_tok = round(to_run * sum(p.input_tokens for p in sendable) / len(sendable)) if sendable else 0
+        max_out = calls * int(spec.params.get("max_tokens") or 0)
+        batch_price = _batch_price(spec, client)
+        per_model.append(ModelEstimate(spec.name, jobs, stored, 0, calls, in_tok, max_out,
+                                       client.price(in_tok, 0), client.price(in_tok, max_out),
+                                       _missing_env(spec), unsupported,
+                                       batch_price(in_tok, 0) if batch_price else None,
+                                       batch_price(in_tok, max_out) if batch_price else None,
+                                       product if jobs < product else None))
+    return PlanEstimate(tuple(per_model), len(variants), len(conversations), config.repeats, Path(config.run_dir),
+                        kind="conversation", played=len(sample))
+
+
+async def _ground_truth_paths(sample: Sequence[tuple[Any, Any]], renderer: Any, *, step_limit: int,
+                              strict_arguments: bool) -> list[_Path]:
+    """The ground truth's path through each pair of ``sample`` (``_Path``), played 8 at a time."""
+    import asyncio
+
+    from promptgrid.matrix.clients._scripted import ScriptedClient
+    from promptgrid.matrix.episodes._conversation_play import ConversationEpisode
+    from promptgrid.matrix.episodes._environment import warm_up
+    from promptgrid.records import Step
+    from promptgrid.variants import CallMode
+
+    from .ratelimit import estimate_tokens
+
+    warm_up()
+    truth = ScriptedClient("fake/ground-truth")
+    episode = ConversationEpisode(renderer, step_limit=step_limit, strict_arguments=strict_arguments)
+    gate = asyncio.Semaphore(8)
+
+    async def one(variant: Any, conversation: Any) -> _Path:
+        counts = [0, 0]
+        first: list[Any] = []
+
+        async def send(asked: Any) -> tuple[Step, bool]:
+            from promptgrid.matrix.clients import stored_response
+
+            if not first:
+                first.append(asked.request)
+            counts[0] += 1
+            counts[1] += estimate_tokens(asked.messages) + 1
+            completion = await truth.complete(list(asked.messages), {}, request=asked.request, episode=asked.context)
+            native = variant.call_mode is CallMode.NATIVE
+            return Step(response=stored_response(completion, native=native)), True
+
+        async with gate:
+            await episode.run(truth.name, variant, conversation, 0, send)
+        return _Path(counts[0], counts[1], first[0] if first else None)
+
+    return list(await asyncio.gather(*(one(v, c) for v, c in sample)))
+
+
+def _settled_episodes(run_dir: Any) -> set[tuple[str, str, str, int]]:
+    """(model, variant id, conversation id, repeat) of the episodes a plain run into ``run_dir`` would not play
+    again (a verdict, or an error); none when it holds no conversation store."""
+    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
+
+    if not (Path(run_dir) / CONVERSATION_STORE).is_file():
+        return set()
+    with ConversationStore(run_dir) as store:
+        return {(e.model, e.variant_id, e.conversation_id, e.repeat) for e in store.episodes()
+                if e.status in ("done", "error")}
 
 
 def _scaled(counts: list[int], share: float) -> list[int]:

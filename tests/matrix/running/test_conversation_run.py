@@ -794,6 +794,64 @@ def test_run_dry_run_and_render_select_conversations_alike(tmp_path: Path,
         assert "multi_turn_base_3x" in err and "did you mean 'multi_turn_base_3'" in err and "Traceback" not in err
 
 
+def test_a_conversation_dry_run_estimates_steps_tokens_and_cost_as_a_single_turn_dry_run_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps a dry run counts are the ground truth's path: exactly what a run of ``fake/ground-truth`` sends;
+    a paid model is priced from them; what is stored costs nothing; a model without tool support is not sent its
+    native episodes; a missing key is named before the run."""
+    from promptgrid.matrix.cli import main
+    from promptgrid.matrix.running import estimate as estimate_module
+    from promptgrid.matrix.running.conversation_reader import arun_conversation_config
+    from promptgrid.matrix.running.session import build_config
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run_dir = tmp_path / "run"
+    config = build_config("call_modes", "bfcl:multi_turn_base", models=[GT, "openai/gpt-4o-mini"], limit=3,
+                          repeats=2, run_dir=str(run_dir), params={"max_tokens": 100})
+    from promptgrid.matrix.datasets._conversations import select_conversations
+    from promptgrid.matrix.running.session import make_renderer
+    from promptgrid.variants import load_grid
+
+    grid = load_grid("call_modes")
+    variants, conversations = grid.select(), select_conversations("bfcl:multi_turn_base", limit=3)
+    before = estimate_module.estimate_conversations(config, variants, conversations, make_renderer(variants))
+    truth, paid = before.models
+    assert before.kind == "conversation" and before.played == len(variants) * 3
+    assert truth.jobs == paid.jobs == len(variants) * 3 * 2 and truth.stored == 0
+    assert paid.missing_env == ("OPENAI_API_KEY",) and truth.missing_env == ()
+    assert paid.cost_input is not None and paid.cost_input > 0 and truth.cost_input == 0
+    assert truth.input_tokens > truth.calls > 0 and truth.output_tokens_max == 100 * truth.calls
+    # litellm's openai model is not sent a grammar: those constrained episodes are out, whole variants of them.
+    assert 0 < paid.unsupported < paid.jobs and paid.unsupported % (3 * 2) == 0 and truth.unsupported == 0
+    from support.fake_server import FakeScript, FakeServer
+
+    with FakeServer.thread(FakeScript()) as server:  # the same model, run: as many episodes unsupported
+        served = build_config("call_modes", "bfcl:multi_turn_base", models=["openai/gpt-4o-mini"], limit=3,
+                              repeats=2, run_dir=str(tmp_path / "served"), api_base=server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        assert asyncio.run(arun_conversation_config(served)).unsupported == paid.unsupported
+    monkeypatch.delenv("OPENAI_API_KEY")
+
+    ground_truth_only = build_config("call_modes", "bfcl:multi_turn_base", models=[GT], limit=3, repeats=2,
+                                     run_dir=str(run_dir))
+    summary = asyncio.run(arun_conversation_config(ground_truth_only))
+    assert summary.steps_sent == truth.calls  # the ground truth's path, step for step
+
+    after = estimate_module.estimate_conversations(config, variants, conversations, make_renderer(variants))
+    assert (after.models[0].stored, after.models[0].calls, after.models[0].cost_input) == (truth.jobs, 0, 0.0)
+    assert after.models[1] == paid  # the other model's episodes are still to run
+    monkeypatch.setattr(estimate_module, "DRY_RUN_PAIRS", 5)  # a larger plan: an even spread, scaled to the plan
+    sampled = estimate_module.estimate_conversations(config, variants, conversations, make_renderer(variants))
+    assert sampled.played == 5 and sampled.models[1].jobs == paid.jobs
+    assert abs(sampled.models[1].calls - paid.calls) <= paid.calls / 2
+
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "openai/gpt-4o-mini",
+                 "--limit", "3", "--dry-run", "--run-dir", str(tmp_path / "dry")]) == 0
+    out = capsys.readouterr().out
+    assert "steps to send" in out and "ground truth's path" in out and "credentials not set: OPENAI_API_KEY" in out
+    assert not (tmp_path / "dry").exists()  # a dry run writes nothing
+
+
 def test_export_to_dash_is_standard_output_and_a_store_is_never_overwritten(
         tmp_path: Path, base: list[Conversation], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
