@@ -51,19 +51,13 @@ scored lines with its 95% Wilson interval (every line counted as an independent 
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from promptgrid.matrix.cli.run import accuracy_table
-    from promptgrid.matrix.running.session import rescore
+    """``promptgrid score RUN_DIR``: the run's kind judges its stored answers again (``Kind.rescore``) and says
+    what it did (``Kind.print_rescore``: its exit code)."""
+    from promptgrid.matrix.episodes import kind_of_run
 
-    stats = rescore(args.run_dir)
-    print(f"re-scored {stats['scored']} responses ({stats['changed']} changed validity; "
-          f"{stats['errors']} failed calls have no response; {stats['failed']} could not be scored). "
-          "No model was called.", file=sys.stderr)
-    from promptgrid.matrix.api import open_run
+    kind = kind_of_run(args.run_dir)
+    return kind.print_rescore(Path(args.run_dir), kind.rescore(Path(args.run_dir)), sys.stdout, sys.stderr)
 
-    table = accuracy_table(open_run(args.run_dir))
-    if table:
-        print(table)
-    return 1 if stats["failed"] else 0
 
 
 def cmd_score_file(args: argparse.Namespace) -> int:

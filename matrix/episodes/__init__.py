@@ -103,6 +103,15 @@ class Kind(Protocol):
         tool results, verdicts), rebuilt from the store; nothing is sent. Nothing when the run has none."""
         ...
 
+    def rescore(self, run_dir: Path) -> dict[str, int]:
+        """``promptgrid score RUN_DIR``: judge the run's stored answers again, calling no model; counts of what was
+        scored, changed and left (the kind's own keys, printed by ``cli/score``)."""
+        ...
+
+    def print_rescore(self, run_dir: Path, stats: dict[str, int], out: TextIO, err: TextIO) -> int:
+        """What ``rescore`` did (``err``) and the run's results now (``out``); returns the exit code."""
+        ...
+
     def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
         """``pg.estimate``: what the config would send and cost (``running.estimate.PlanEstimate``), calling nothing;
         what the run would refuse is refused now (``RunError``)."""

@@ -304,6 +304,24 @@ class Conversations:
             else:
                 yield transcript_text(transcript) + "\n"
 
+    def rescore(self, run_dir: Path) -> dict[str, int]:
+        from promptgrid.matrix.running.conversation_reader import rescore_conversations
+
+        return rescore_conversations(run_dir)
+
+    def print_rescore(self, run_dir: Path, stats: dict[str, int], out: TextIO, err: TextIO) -> int:
+        """What re-scoring did (``err``) and the run's report table (``out``); 1 when some episodes could not be
+        played again or judged (they are left as they were)."""
+        from promptgrid.matrix.episodes._run import Run
+
+        print(f"re-scored {stats['scored']} episodes from their stored steps ({stats['changed']} changed validity; "
+              f"{stats['errors']} have no verdict to redo: errors, environment failures, unfinished or unsupported; "
+              f"{stats['not_replayed']} could not be played again from the store, which lacks a step; "
+              f"{stats['failed']} could not be judged, their environment failed). No model was called.", file=err)
+        if stats["scored"] or stats["changed"]:
+            out.write(Run(run_dir).report().console())
+        return 1 if stats["failed"] or stats["not_replayed"] else 0
+
     def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
         """A conversation run directory keeps every variant's episodes: ``append`` changes nothing."""
         from promptgrid.matrix.running.conversation_describe import estimate_conversation_config

@@ -192,6 +192,16 @@ class SingleTurn:
                    + message_lines(prompt.messages) + escape_controls(request_summary(prompt.request))
                    + f"--- answer\n{escape_controls(answer or '')}\n--- verdict: {verdict}{escape_controls(why)}\n\n")
 
+    def rescore(self, run_dir: Path) -> dict[str, int]:
+        from promptgrid.matrix.running.session import rescore
+
+        return rescore(run_dir)
+
+    def print_rescore(self, run_dir: Path, stats: dict[str, int], out: TextIO, err: TextIO) -> int:
+        from promptgrid.matrix.running.describe import print_rescore
+
+        return print_rescore(run_dir, stats, out, err)
+
     def estimate(self, config: RunConfig, *, append: bool) -> PlanEstimate:
         from promptgrid.matrix.running.describe import estimate_config
 

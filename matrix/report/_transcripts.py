@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,8 @@ from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFail
 from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
 
-__all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "TranscriptCall", "TranscriptStep", "TranscriptTurn",
-           "choose_episodes", "episode_transcripts"]
+__all__ = ["MAX_TRANSCRIPTS", "EpisodeTranscript", "StoredReplay", "TranscriptCall", "TranscriptStep",
+           "TranscriptTurn", "choose_episodes", "episode_transcripts"]
 
 MAX_TRANSCRIPTS = 12
 """Transcripts a report shows by default (``choose_episodes``)."""
@@ -194,7 +194,7 @@ def episode_transcripts(
         # is running (a notebook), and a connection serves the thread that made it.
         with ConversationStore(run_dir) as store:
             shown = store.labels() if labels is None else dict(labels)
-            replay = _Replay(store, model_params or {}, bfcl_data)
+            replay = StoredReplay(store, model_params or {}, bfcl_data)
             problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
             if problem:
                 return [EpisodeTranscript(episode, note=problem, labels=shown) for episode in episodes]
@@ -204,8 +204,10 @@ def episode_transcripts(
     return transcripts
 
 
-class _Replay:
-    """What every transcript of one run needs: the store, its conversations, variants and renderer."""
+class StoredReplay:
+    """What playing a run's episodes again from its store needs (every transcript of it, and re-scoring it:
+    ``running.conversation_reader.rescore_conversations``): the store, its conversations, variants and renderer,
+    and the keys and parameters its steps were stored under."""
 
     def __init__(self, store: ConversationStore, params: Mapping[str, Mapping[str, Any]],
                  bfcl_data: str | os.PathLike[str] | None) -> None:
@@ -300,27 +302,18 @@ class _Replay:
         each step's stored answer instead of sending it, its calls run on a fresh environment; and a note where
         the rebuild stops short (``""``: it is whole)."""
         from promptgrid.matrix.datasets._mini_mt import ascii_results_for
-        from promptgrid.matrix.episodes._conversation_play import ConversationEpisode, StepKeys
+        from promptgrid.matrix.episodes._conversation_play import ConversationEpisode
         from promptgrid.matrix.episodes._environment import Environment
-        from promptgrid.matrix.running.plan import repeat_params
 
         verdict = episode.details.get("verdict") if isinstance(episode.details.get("verdict"), Mapping) else None
         judged = {int(t["turn"]): t for t in (verdict or {}).get("turns") or () if isinstance(t, Mapping)
                   and isinstance(t.get("turn"), int)}
-        deduplicated = StepKeys(None)  # the key of a run with --dedupe-requests (the episode's own: the step's digest)
-        params: list[Mapping[str, Any]] = [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)]
 
-        async def send(asked: StepRequest) -> tuple[Step, bool]:
-            turn, index = asked.context.turn, asked.context.step
+        def bound(turn: int) -> int:  # the steps the run took in the turn, as its stored verdict counts them
             expected = judged.get(turn, {}).get("details", {}).get("steps")
-            bound = expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1
-            if index >= max(bound, 1):  # the run went no further in this turn
-                raise NotAnswered(_AT_BOUND)
-            digests = [asked.digest, deduplicated.digest(asked.messages, asked.request, turn, index)]
-            stored = self._answer(digests, asked, episode, params)
-            if stored is None:
-                raise NotAnswered(_missing(episode, turn, index))
-            return stored, False
+            return max(expected if isinstance(expected, int) else MAXIMUM_STEP_LIMIT + 1, 1)
+
+        send = self._stored_send(episode, bound)
 
         def between_turns(walk: Any) -> str | None:
             return _turn_note(walk.played[-1], variant, judged) or None
@@ -351,6 +344,54 @@ class _Replay:
             if turn >= len(turns):
                 turns.append(TranscriptTurn(turn, (), (), judged_turn, reached=False))
         return turns, note
+
+    async def trajectory(self, episode: EpisodeResult, step_limit: int) -> Any:
+        """The episode played again to its end with each step's stored answer (nothing sent), its calls run on a
+        fresh environment, as the run played it (``ConversationEpisode.run``, the run's step limit): the
+        ``Trajectory`` a ``StateScorer`` judges, or a line saying why it cannot be had (a step the store does not
+        have: the grid, templates, dataset or decoding changed since the run; a variant or conversation that
+        cannot be made now; an environment failure)."""
+        from functools import partial
+
+        from promptgrid.matrix.episodes._conversation_play import ConversationEpisode
+        from promptgrid.matrix.episodes._environment import Environment
+
+        variant = self.variants.get(episode.variant_id)
+        conversation = self.conversations.get(episode.conversation_id)
+        if variant is None or conversation is None:
+            return (f"variant {episode.variant_id!r} cannot be made again" if variant is None
+                    else f"conversation {episode.conversation_id!r} is not in the dataset as it is now")
+        replay = ConversationEpisode(self.renderer, step_limit=step_limit, strict_arguments=self.strict,
+                                     make_env=partial(Environment, bfcl_data=self.bfcl_data))
+        try:
+            walk = await replay.run(episode.model, variant, conversation, episode.repeat, self._stored_send(episode))
+        except PromptgridError as exc:  # a template or a catalog that cannot be had now
+            return f"it cannot be played again now: {exc}"
+        if walk.failure is not None:
+            return f"its environment failed on replay: {walk.failure[0]}"
+        return walk.error or walk
+
+    def _stored_send(self, episode: EpisodeResult, bound: Callable[[int], int] | None = None,
+                     ) -> Callable[[StepRequest], Awaitable[tuple[Step, bool]]]:
+        """A ``send`` that answers each step of ``episode`` with its stored answer (``NotAnswered`` where the store
+        has none, or from step ``bound(turn)`` of a turn on: where the run went no further)."""
+        from promptgrid.matrix.episodes._conversation_play import StepKeys
+        from promptgrid.matrix.running.plan import repeat_params
+
+        deduplicated = StepKeys(None)  # the key of a run with --dedupe-requests (the episode's own: the step's digest)
+        params: list[Mapping[str, Any]] = [repeat_params(c, episode.repeat) for c in self._candidates(episode.model)]
+
+        async def send(asked: StepRequest) -> tuple[Step, bool]:
+            turn, index = asked.context.turn, asked.context.step
+            if bound is not None and index >= bound(turn):
+                raise NotAnswered(_AT_BOUND)
+            digests = [asked.digest, deduplicated.digest(asked.messages, asked.request, turn, index)]
+            stored = self._answer(digests, asked, episode, params)
+            if stored is None:
+                raise NotAnswered(_missing(episode, turn, index))
+            return stored, False
+
+        return send
 
     def _candidates(self, model: str) -> list[Mapping[str, Any]]:
         """The generation parameters the run may have given ``model``: those given here; else the one that found

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     import pandas as pd
 
 __all__ = ["ConversationReader", "arun_conversation_config", "episodes_frame", "is_conversation_dataset",
-           "render_conversation", "run_conversation_config"]
+           "render_conversation", "rescore_conversations", "run_conversation_config"]
 
 
 def is_conversation_dataset(spec: str) -> bool:
@@ -344,6 +344,93 @@ def render_conversation(conversation: Any, variant: Any, *, model: str = "fake/g
 
 
 # --------------------------------------------------------------------------- export-batch / import-batch rounds
+
+def rescore_conversations(run_dir: str | os.PathLike[str], *, bfcl_data: str | os.PathLike[str] | None = None,
+                          ) -> dict[str, int]:
+    """Judge every scored episode of a conversation run again, calling no model (``promptgrid score RUN_DIR``):
+    the single-turn ``session.rescore`` of a conversation run.
+
+    Each episode with a verdict is played again from the store (``StoredReplay.trajectory``: every step's stored
+    answer, its calls run on a fresh environment, the run's step limit), judged by the run's scorer
+    (``StateScorer``, the run's argument rule) and stored again when its verdict changed; its usage (steps
+    sent, tokens, cost, latency) is kept. Use it after a fix to the checker or the simulated APIs. The step limit
+    is the one the run recorded (``meta`` ``step_limit``); a store written before that has it from a turn its
+    verdict says was force-quit (its steps less one), else ``promptgrid run``'s default.
+
+    Returns counts: ``scored``, ``changed`` (validity flipped), ``errors`` (episodes without a verdict to redo:
+    errors, environment failures, unfinished or unsupported ones), ``not_replayed`` (a step the store does not
+    have: the grid, templates, dataset or decoding changed since the run; left as they were) and ``failed`` (the
+    environment failed while judging; left as they were). Runs under the run directory's lock; raises
+    ``RunError`` when it holds no conversation run or its dataset cannot be read now."""
+    from promptgrid.matrix.running.conversation_runner import _run_dir_lock
+    from promptgrid.matrix.running.session import run_sync
+
+    path = Path(run_dir)
+    if not (path / CONVERSATION_STORE).is_file():
+        raise RunError(f"{path} holds no conversation run ({CONVERSATION_STORE} is missing).")
+
+    async def judged() -> dict[str, int]:
+        with _run_dir_lock(path), ConversationStore(path, readonly=False) as store:
+            return await _rescore(store, bfcl_data)
+
+    result: dict[str, int] = run_sync(judged(), "promptgrid-rescore")
+    return result
+
+
+async def _rescore(store: ConversationStore, bfcl_data: Any) -> dict[str, int]:
+    from functools import partial
+
+    from promptgrid.matrix.episodes._conversation_play import StateScorer, episode_result
+    from promptgrid.matrix.episodes._environment import Environment, EnvironmentFailure
+    from promptgrid.matrix.report._transcripts import StoredReplay
+
+    episodes = store.episodes()
+    scored = [e for e in episodes if isinstance(e.details.get("verdict"), Mapping)]
+    stats = {"scored": 0, "changed": 0, "errors": len(episodes) - len(scored), "not_replayed": 0, "failed": 0}
+    if not scored:
+        return stats
+    replay = StoredReplay(store, {}, bfcl_data)
+    problem = replay.load({e.conversation_id for e in scored}, None, None)
+    if problem:
+        raise RunError(f"{store.run_dir}: {problem}")
+    limit = _step_limit(store.meta("step_limit"), scored)
+    scorer = StateScorer(step_limit=limit, make_env=partial(Environment, bfcl_data=bfcl_data),
+                         strict_arguments=replay.strict)
+    for e in scored:
+        walk = await replay.trajectory(e, limit)
+        if isinstance(walk, str):
+            stats["not_replayed"] += 1
+            continue
+        try:
+            verdict = await asyncio.to_thread(scorer.score, walk, walk.conversation)
+        except EnvironmentFailure:
+            stats["failed"] += 1
+            continue
+        fresh = episode_result(walk, verdict)
+        again = dataclasses.replace(e, valid=fresh.valid, failure_mode=fresh.failure_mode, turns=fresh.turns,
+                                    details={**e.details, "verdict": fresh.details["verdict"]})
+        stats["scored"] += 1
+        stats["changed"] += again.valid != e.valid
+        if again != e:
+            store.add_episode(again)
+    return stats
+
+
+def _step_limit(recorded: Any, episodes: Sequence[EpisodeResult]) -> int:
+    """The run's step limit: recorded, else one less than the steps of a turn its verdict says was force-quit
+    (all of them had calls), else ``promptgrid run``'s default (no turn reached it: any limit above the turns'
+    steps judges them alike)."""
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
+        return recorded
+    for e in episodes:
+        for turn in e.turns:
+            steps = (turn.details or {}).get("steps")
+            if turn.failure_mode is not None and turn.failure_mode.value == "step_limit" and isinstance(steps, int):
+                return max(1, steps - 1)
+    from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT
+
+    return MAXIMUM_STEP_LIMIT  # promptgrid run's default --max-steps, as bfcl-eval's
+
 
 def export_conversation_round(config: Any, out: Any, *, body_model: str | None = None,
                               grid: Any = None, retry_errors: bool = False) -> Any:

@@ -662,6 +662,7 @@ async def arun_episodes(
                 state.rounds.export = True  # one round: every episode at once (parked while they wait: no process)
                 gate_sizes = {m: max(1, planners[m].total) for m in models}
         _record_params(store, per_model_params)
+        store.set_meta("step_limit", step_limit)  # what re-scoring from the store judges force-quit turns by
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
         summary.episodes = sum(planner.total for planner in planners.values())
         summary.goal = goal

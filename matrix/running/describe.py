@@ -12,7 +12,7 @@ failed (a model stopped by an error every call would repeat, or every call sent 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from .runner import RunSummary
 
 __all__ = ["EXIT_CALLS_FAILED", "EXIT_INTERRUPTED", "EXIT_MAX_COST", "accuracy_table", "batch_note", "dry_run",
-           "error_summary", "estimate_config", "exit_code", "print_estimate", "print_run", "spill_note",
-           "unsupported_note"]
+           "error_summary", "estimate_config", "exit_code", "print_estimate", "print_rescore", "print_run",
+           "spill_note", "unsupported_note"]
 
 EXIT_CALLS_FAILED = 1
 """A model halted, or every call sent ended in an error."""
@@ -51,6 +51,20 @@ def estimate_config(config: RunConfig, *, append: bool = False) -> Estimate:
     prep = prepare(config)
     check_run_dir(prep, append=append)
     return estimate(prep)
+
+
+def print_rescore(run_dir: Path, stats: Mapping[str, int], out: TextIO, err: TextIO) -> int:
+    """What re-scoring a single-turn run did (``session.rescore``'s counts, ``err``) and its accuracy table
+    (``out``); 1 when some responses could not be scored."""
+    from promptgrid.matrix.episodes._run import Run
+
+    print(f"re-scored {stats['scored']} responses ({stats['changed']} changed validity; "
+          f"{stats['errors']} failed calls have no response; {stats['failed']} could not be scored). "
+          "No model was called.", file=err)
+    table = accuracy_table(Run(run_dir))
+    if table:
+        print(table, file=out)
+    return 1 if stats["failed"] else 0
 
 
 def exit_code(summary: RunSummary) -> int:

@@ -1210,3 +1210,47 @@ def test_a_slow_step_gets_its_own_progress_line(tmp_path: Path, base: list[Conve
     steps = [line for line in lines if "turn 0, step 0: answered in" in line]
     assert steps and "multi_turn_base_0" in steps[0] and "steps sent so far" in steps[0]
     assert lines[-1].startswith("[1/1]")  # the episode's own line comes after its steps
+
+
+def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``promptgrid score RUN_DIR`` on a conversation run: every scored episode is played again from the store and
+    judged again; nothing changes when nothing changed, a verdict damaged in the store is restored, and an episode
+    whose steps are not all stored is named and left as it was."""
+    import dataclasses
+    import sqlite3
+
+    from promptgrid.matrix.cli import main
+
+    run_dir = tmp_path / "run"
+    assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/noisy:3", "--limit", "4",
+                 "--run-dir", str(run_dir), "--no-progress"]) in (0, 1)
+    with ConversationStore(run_dir) as store:
+        before = [e.to_dict() for e in store.episodes()]
+    assert any(e["valid"] for e in before) and not all(e["valid"] for e in before)
+    capsys.readouterr()
+    assert main(["score", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert f"re-scored {len(before)} episodes from their stored steps (0 changed validity" in err, err
+    with ConversationStore(run_dir) as store:
+        assert [e.to_dict() for e in store.episodes()] == before  # played again to the same verdicts
+
+    # Damaged verdicts (every failed episode stored as valid, as a checker bug would have judged them) are judged
+    # again; so is a store written before the step limit was recorded.
+    with ConversationStore(run_dir, readonly=False) as store:
+        failed = [e for e in store.episodes() if e.valid is False]
+        for e in failed:
+            store.add_episode(dataclasses.replace(e, valid=True, failure_mode=None))
+        store.db.execute("DELETE FROM meta WHERE key = 'step_limit'")
+    assert main(["score", str(run_dir)]) == 0
+    assert f"({len(failed)} changed validity" in capsys.readouterr().err
+    with ConversationStore(run_dir) as store:
+        assert [e.to_dict() for e in store.episodes()] == before
+
+    # A step the store does not have: the episode cannot be played again; it is named and kept as it was.
+    with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
+        db.execute("DELETE FROM calls WHERE key = (SELECT key FROM calls ORDER BY finished_at DESC LIMIT 1)")
+    assert main(["score", str(run_dir)]) == 1
+    assert "1 could not be played again from the store" in capsys.readouterr().err
+    with ConversationStore(run_dir) as store:
+        assert [e.to_dict() for e in store.episodes()] == before
