@@ -114,8 +114,10 @@ def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Pat
     status = pg.status(runs["conversation"])
     assert status.kind == "conversation" and status.extra["steps_stored"] > 0
     assert status.to_dict()["models"] == [
-        {"model": GT, "episodes": 4, "finished": 4, "valid": 4, "unfinished": 0},
-        {"model": "fake/prose", "episodes": 4, "finished": 4, "valid": 0, "unfinished": 0}]
+        {"model": GT, "episodes": 4, "finished": 4, "valid": 4, "errors": 0, "unfinished": 0,
+         "unsupported": 0},
+        {"model": "fake/prose", "episodes": 4, "finished": 4, "valid": 0, "errors": 0, "unfinished": 0,
+         "unsupported": 0}]
     single = pg.status(runs["single"], poll=False)
     assert single.kind == "single" and single.to_dict()["models"][0]["jobs"] == 8
 

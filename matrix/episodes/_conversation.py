@@ -137,19 +137,23 @@ class Conversations:
             steps = store.step_count()
             batches = store.batches()
         rows: dict[str, list[int]] = {}
-        for e in episodes:
-            row = rows.setdefault(e.model, [0, 0, 0, 0])
+        for e in episodes:  # as a single-turn run's: errors (counted as failed), pending, unsupported
+            row = rows.setdefault(e.model, [0, 0, 0, 0, 0, 0])
+            status = e.status
             row[0] += 1
             row[1] += e.valid is not None
             row[2] += bool(e.valid)
-            row[3] += e.valid is None
+            row[3] += status == "error"
+            row[4] += status == "pending"
+            row[5] += status == "unsupported"
         note = None
         if batches:
             states = ", ".join(f"{n} {state}" for state, n in sorted(Counter(b.state for b in batches).items()))
             note = f"batches: {len(batches)} ({states})"
         return RunStatus(run_dir, [(m, *r) for m, r in rows.items()], batches, note=note, kind=self.name,
-                         columns=("model", "episodes", "finished", "valid", "unfinished"),
-                         headers=("model", "episodes stored", "finished", "valid", "unfinished (resumed by run)"),
+                         columns=("model", "episodes", "finished", "valid", "errors", "unfinished", "unsupported"),
+                         headers=("model", "episodes stored", "finished", "valid", "errors (of finished)",
+                                  "unfinished (resumed by run)", "unsupported"),
                          heading=f"{run_dir}: a conversation run, {steps:,} model answers stored",
                          extra={"steps_stored": steps},
                          live_hint="run the same command with --batch to collect them and go on")

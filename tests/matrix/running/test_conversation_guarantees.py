@@ -277,6 +277,8 @@ def test_a_variant_the_model_cannot_be_sent_is_unsupported_out_of_the_rates_and_
     run = pg.open_run(tmp_path)
     assert [(a.variant_id, a.n) for a in run.accuracy()] == [(PROMPT.id, 3)]
     assert run.counts()["unsupported"] == 3 and run.pending() == 0
+    (row,) = pg.status(tmp_path).to_dict()["models"]
+    assert (row["episodes"], row["finished"], row["unsupported"], row["unfinished"]) == (6, 3, 3, 0)
     # Each run checks them again: once the model supports tools they are played.
     later = run_conversations([PROMPT, NATIVE], base, models=[GT], run_dir=tmp_path,
                               clients={GT: NoTools(supports_tools=True)})

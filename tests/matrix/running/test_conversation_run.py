@@ -493,6 +493,10 @@ def test_a_fatal_error_ends_every_episode_as_an_error_counted_failed_and_retry_e
     with ConversationStore(tmp_path) as store:
         assert store.step_count() == 0
         assert [r.valid for r in store.episodes()] == [False] * 4
+    import promptgrid as pg
+
+    (row,) = pg.status(tmp_path).to_dict()["models"]
+    assert (row["finished"], row["valid"], row["errors"], row["unfinished"]) == (4, 0, 4, 0)
     # A plain re-run keeps the errors (nothing is sent) ...
     idle = Failing(ErrorKind.BAD_REQUEST)
     later = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, clients={GT: idle})
@@ -624,7 +628,8 @@ def test_cli_status_of_a_conversation_run(tmp_path: Path, capsys: pytest.Capture
     assert main(["status", str(run_dir), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["kind"] == "conversation" and status["steps_stored"] > 0
-    assert status["models"] == [{"model": "fake/prose", "episodes": 1, "finished": 1, "valid": 0, "unfinished": 0}]
+    assert status["models"] == [{"model": "fake/prose", "episodes": 1, "finished": 1, "valid": 0, "errors": 0,
+                                 "unfinished": 0, "unsupported": 0}]
 
 
 def test_export_batch_of_conversations_refuses_a_model_it_cannot_write_before_writing(tmp_path: Path) -> None:
