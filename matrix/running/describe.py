@@ -273,6 +273,12 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
     if any(x.batch_cost_input is not None for x in e.models):
         headers.append("est. cost (--batch)")
     print(tabulate(lines, headers=headers), file=out)
+    _print_estimate_notes(e, jobs, calls, out)
+
+
+def _print_estimate_notes(e: Estimate, jobs: str, calls: str, out: TextIO) -> None:
+    """The lines under the dry run's table: adaptive plans, the totals, how a conversation plan's steps were
+    counted, what would not be sent, and missing credentials."""
     for m in e.models:
         if m.product is not None:
             print(f"model {m.model}: adaptive plan of {m.jobs:,} of the product's {m.product:,} {jobs}: which cells "
@@ -283,7 +289,7 @@ def print_estimate(e: Estimate, out: TextIO) -> None:
         note += f"; no price known for {', '.join(e.unpriced)}"
     print(f"total: {e.calls} {calls} to send, est. ${e.cost_input:.4f} for their input, "
           f"at most ${e.cost_max:.4f} with max_tokens of output each ({note}).", file=out)
-    if conversation:
+    if e.kind == "conversation":
         print(f"{calls} and tokens are those of the ground truth's path (played offline on {e.played:,} (variant, "
               "conversation) pair(s)): a model that solves every turn in the fewest steps. A model that errs takes "
               "more, up to --max-steps a turn; episodes already in the run directory cost nothing.", file=out)
