@@ -155,14 +155,7 @@ def estimate(prep: Prepared) -> PlanEstimate:
             if config.goal is not None and config.budget is not None and product > config.budget:
                 counts = _scaled(counts, config.budget / product)
             jobs, stored, shared, calls, in_tok, unsupported = counts
-            max_out = calls * int(spec.params.get("max_tokens") or 0)
-            batch_price = _batch_price(spec, client)
-            per_model.append(ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
-                                           client.price(in_tok, 0), client.price(in_tok, max_out),
-                                           _missing_env(spec), unsupported,
-                                           batch_price(in_tok, 0) if batch_price else None,
-                                           batch_price(in_tok, max_out) if batch_price else None,
-                                           product if jobs < product else None))
+            per_model.append(_priced(spec, client, jobs, stored, shared, calls, in_tok, unsupported, product))
     finally:
         if store is not None:
             store.close()
@@ -219,14 +212,7 @@ def estimate_conversations(config: Any, variants: Sequence[Any], conversations: 
         to_run = max(0, jobs - stored - unsupported)
         calls = round(to_run * sum(p.steps for p in sendable) / len(sendable)) if sendable else 0
         in_tok = round(to_run * sum(p.input_tokens for p in sendable) / len(sendable)) if sendable else 0
-        max_out = calls * int(spec.params.get("max_tokens") or 0)
-        batch_price = _batch_price(spec, client)
-        per_model.append(ModelEstimate(spec.name, jobs, stored, 0, calls, in_tok, max_out,
-                                       client.price(in_tok, 0), client.price(in_tok, max_out),
-                                       _missing_env(spec), unsupported,
-                                       batch_price(in_tok, 0) if batch_price else None,
-                                       batch_price(in_tok, max_out) if batch_price else None,
-                                       product if jobs < product else None))
+        per_model.append(_priced(spec, client, jobs, stored, 0, calls, in_tok, unsupported, product))
     return PlanEstimate(tuple(per_model), len(variants), len(conversations), config.repeats, Path(config.run_dir),
                         kind="conversation", played=len(sample))
 
@@ -281,6 +267,20 @@ def _settled_episodes(run_dir: Any) -> set[tuple[str, str, str, int]]:
     with ConversationStore(run_dir) as store:
         return {(e.model, e.variant_id, e.conversation_id, e.repeat) for e in store.episodes()
                 if e.status in ("done", "error")}
+
+
+def _priced(spec: ModelSpec, client: Any, jobs: int, stored: int, shared: int, calls: int, in_tok: int,
+            unsupported: int, product: int) -> ModelEstimate:
+    """One model's ``ModelEstimate`` from its counts (either kind's): ``max_tokens`` of output per call, the
+    online and batch prices of the tokens, the credentials not set; ``product`` kept when the counts are a
+    budget's share of it."""
+    max_out = calls * int(spec.params.get("max_tokens") or 0)
+    batch_price = _batch_price(spec, client)
+    return ModelEstimate(spec.name, jobs, stored, shared, calls, in_tok, max_out,
+                         client.price(in_tok, 0), client.price(in_tok, max_out), _missing_env(spec), unsupported,
+                         batch_price(in_tok, 0) if batch_price else None,
+                         batch_price(in_tok, max_out) if batch_price else None,
+                         product if jobs < product else None)
 
 
 def _scaled(counts: list[int], share: float) -> list[int]:

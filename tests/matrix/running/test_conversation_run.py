@@ -1259,3 +1259,21 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
     assert "1 could not be played again from the store" in capsys.readouterr().err
     with ConversationStore(run_dir) as store:
         assert [e.to_dict() for e in store.episodes()] == before
+
+
+@pytest.mark.parametrize("recorded", [None, "20", True, -5, 0, 2.5, {"a": 1}, [3]])
+def test_a_damaged_or_missing_step_limit_in_the_store_falls_back_to_what_the_verdicts_say(recorded: Any) -> None:
+    """``score`` reads the run's step limit from the store's meta (untrusted: a damaged store may hold anything);
+    what is not a whole number of at least 1 is not taken: a force-quit turn's steps say it, else the default."""
+    import dataclasses
+
+    from promptgrid.matrix.running.conversation_reader import _step_limit
+    from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT
+    from support.episodes import made_turn
+
+    quit_turn = dataclasses.replace(made_turn(0, False, "step_limit", steps=6), details={"steps": 6})
+    force_quit = EpisodeResult(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
+                               valid=False, turns=(quit_turn,))
+    assert _step_limit(recorded, []) == MAXIMUM_STEP_LIMIT
+    assert _step_limit(recorded, [force_quit]) == 5
+    assert _step_limit(7, [force_quit]) == 7
