@@ -101,9 +101,10 @@ class Prompt:
 class Step:
     """One model call of an episode and what it ended in; a single-turn job is a one-step episode.
 
-    Both stores keep steps: a single-turn run's ``calls`` table (its rows are shared by the jobs of one
-    prompt; ``running.store``, where it is also called ``CallResult``) and a conversation run's ``steps``
-    table (one per request key; ``running.conversation_store``, where it is also called ``StoredStep``).
+    The run store keeps steps in its ``calls`` table, for both kinds of run: a single-turn run's rows are
+    shared by the jobs of one prompt (``running.store``, where it is also called ``CallResult``), a
+    conversation run's are one per request key (``running.store_episodes``, where it is also called
+    ``StoredStep``).
     ``status``: ``done`` (answered: ``response``), ``error`` (failed for good: ``error``, ``error_kind``)
     or ``unsupported`` (never sent: the model cannot do the variant's call mode; the reason in ``error``).
     """

@@ -27,7 +27,7 @@ import pytest
 
 import promptgrid as pg
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.conversations import ConversationStore
+from promptgrid.matrix.conversations import conversation_store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "run_dirs_7a6083a"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
@@ -86,12 +86,12 @@ def test_a_conversation_run_of_the_last_release_reads_and_reports_the_same(tmp_p
 def test_a_conversation_run_of_the_last_release_resumes_without_sending_a_step(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _restore(tmp_path, "conversation")
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         steps = store.step_count()
     assert main(["run", *CONVERSATION_COMMAND, "--run-dir", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "8 finished (8 already in the store)" in out and "0 steps sent" in out, out
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert store.step_count() == steps
     assert _episodes(pg.open_run(run_dir)) == EXPECTED["conversation"]
 
@@ -190,7 +190,7 @@ def test_a_damaged_store_of_the_last_release_is_named_and_not_migrated(
 def test_a_migration_that_fails_part_way_leaves_the_last_release_store_as_it_was(tmp_path: Path) -> None:
     """The migration is one transaction: a disk that fills while the rows are copied (the file may not grow) rolls
     it all back, and the store keeps its schema-1 tables and rows, readable as before."""
-    from promptgrid.matrix.running.conversation_store import _migrate
+    from promptgrid.matrix.running.store_episodes import _migrate
 
     run_dir = _restore(tmp_path, "conversation")
     store = run_dir / "conversations.sqlite3"

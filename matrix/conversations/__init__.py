@@ -30,7 +30,7 @@ are imported from there on first use:
 - ``running/``: ``conversation_runner`` (episodes run concurrently through
   ``sending.send``, every answer stored as it arrives, resumed mid-episode
   without re-sending), ``conversation_batch`` (the provider-batch rounds),
-  ``conversation_store`` (``conversations.sqlite3``), ``conversation_reader``
+  ``store`` (``conversation_store``: the run store on ``conversations.sqlite3``), ``conversation_reader``
   (``run_conversation_config``, ``ConversationReader``: the reads behind the
   ``Run`` of a conversation run), ``conversation_describe`` and ``results``
   (``EpisodeResult`` beside ``ResultRow``).
@@ -54,19 +54,19 @@ _EXPORTS: dict[str, str] = {
     "ATTACKS": "promptgrid.matrix.clients._scripted",
     "CANARY": "promptgrid.matrix.clients._scripted",
     "CONVERSATION_CATEGORIES": "promptgrid.matrix.datasets._conversations",
-    "CONVERSATION_STORE": "promptgrid.matrix.running.conversation_store",
-    "is_conversation_run": "promptgrid.matrix.running.conversation_store",
+    "CONVERSATION_STORE": "promptgrid.matrix.running.store_episodes",
+    "is_conversation_run": "promptgrid.matrix.running.store_episodes",
     "SCRIPTED_MODELS": "promptgrid.matrix.clients._scripted",
     "TAU_BENCH_PASS_K": "promptgrid.matrix.report._conversations",
     "TICKET_BENCH_PASS_K": "promptgrid.matrix.report._conversations",
     "ConversationReport": "promptgrid.matrix.report._conversations",
     "ConversationRunSummary": "promptgrid.matrix.running.conversation_runner",
-    "ConversationStore": "promptgrid.matrix.running.conversation_store",
     "EpisodeContext": "promptgrid.matrix.episodes._steps",
     "EpisodeResult": "promptgrid.matrix.running.results",
     "ScriptedClient": "promptgrid.matrix.clients._scripted",
     "Transcript": "promptgrid.matrix.episodes._steps",
     "arun_conversation_config": "promptgrid.matrix.running.conversation_reader",
+    "conversation_store": "promptgrid.matrix.running.store",
     "episodes_frame": "promptgrid.matrix.running.conversation_reader",
     "conversation_report": "promptgrid.matrix.report._conversations",
     "conversation_html": "promptgrid.matrix.report._conversation_html",
@@ -162,10 +162,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.running.conversation_reader import run_conversation_config as run_conversation_config
     from promptgrid.matrix.running.conversation_runner import ConversationRunSummary as ConversationRunSummary
     from promptgrid.matrix.running.conversation_runner import make_conversation_client as make_conversation_client
-    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE as CONVERSATION_STORE
-    from promptgrid.matrix.running.conversation_store import ConversationStore as ConversationStore
-    from promptgrid.matrix.running.conversation_store import is_conversation_run as is_conversation_run
     from promptgrid.matrix.running.results import EpisodeResult as EpisodeResult
+    from promptgrid.matrix.running.store import conversation_store as conversation_store
+    from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE as CONVERSATION_STORE
+    from promptgrid.matrix.running.store_episodes import is_conversation_run as is_conversation_run
     from promptgrid.matrix.scoring._score_conversations import decode_step as decode_step
     from promptgrid.matrix.scoring._score_conversations import score_conversation_stream as score_conversation_stream
     from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT as MAXIMUM_STEP_LIMIT
@@ -187,12 +187,12 @@ __all__ = [
     "TICKET_BENCH_PASS_K",
     "ConversationReport",
     "ConversationRunSummary",
-    "ConversationStore",
     "EpisodeContext",
     "EpisodeResult",
     "ScriptedClient",
     "Transcript",
     "arun_conversation_config",
+    "conversation_store",
     "conversation_report",
     "conversation_html",
     "conversation_run_html",

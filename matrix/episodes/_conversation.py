@@ -81,9 +81,10 @@ class Conversations:
         ``export_config``), so a later round without ``grid`` and ``dataset`` exports from the same grid, dataset
         and selection (``options`` override the recorded values, as for a single-turn run's ``run.json``)."""
         from promptgrid.matrix.running.conversation_reader import export_conversation_round
-        from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
         from promptgrid.matrix.running.exchange import config_of_record
         from promptgrid.matrix.running.session import build_config
+        from promptgrid.matrix.running.store import conversation_store
+        from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
         from promptgrid.variants import Grid
 
         if grid is None:
@@ -91,7 +92,7 @@ class Conversations:
                 raise RunError("--dataset needs --grid: the run directory's own grid and dataset are used otherwise.")
             record = None
             if (run_dir / CONVERSATION_STORE).is_file():
-                with ConversationStore(run_dir) as store:
+                with conversation_store(run_dir) as store:
                     record = store.meta("export_config")
             if not isinstance(record, Mapping):
                 raise RunError(f"{run_dir} holds a conversation run that no export-batch with --grid started, so the "
@@ -106,7 +107,7 @@ class Conversations:
                                                            grid=grid if isinstance(grid, Grid) else None,
                                                            retry_errors=retry_errors)
         if (run_dir / CONVERSATION_STORE).is_file():  # the round ran: its config is the next round's default
-            with ConversationStore(run_dir, readonly=False) as store:
+            with conversation_store(run_dir, readonly=False) as store:
                 store.set_meta("export_config", config.to_dict())
         return summary
 
@@ -129,10 +130,10 @@ class Conversations:
         (``run --batch`` again) collects a live batch, before any episode plays."""
         from collections import Counter
 
-        from promptgrid.matrix.conversations import ConversationStore
         from promptgrid.matrix.running.session import RunStatus
+        from promptgrid.matrix.running.store import conversation_store
 
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             episodes = store.episodes()
             steps = store.step_count()
             batches = store.batches()
@@ -284,9 +285,9 @@ class Conversations:
             transcript_record,
             transcript_text,
         )
-        from promptgrid.matrix.running.conversation_store import ConversationStore
+        from promptgrid.matrix.running.store import conversation_store
 
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             episodes, labels = store.episodes(), store.labels()
         chosen = select_episodes(episodes, models=models, variants=variants, cases=cases, repeats=repeats,
                                  labels=labels, limit=limit)
@@ -347,9 +348,10 @@ class Conversations:
         (``report._episode_export``). The episodes are read first: a damaged store is an error before anything
         is written."""
         from promptgrid.matrix.report._episode_export import export_records, json_line
-        from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
+        from promptgrid.matrix.running.store import conversation_store
+        from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             episodes = store.episodes()
         return (json_line(record) for record in export_records(run_dir, episodes)), run_dir / CONVERSATION_STORE, \
             "episodes"

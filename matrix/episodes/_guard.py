@@ -20,8 +20,8 @@ def check_run_dir_kind(run_dir: str | os.PathLike[str], kind: str) -> None:
     study (``conversations.sqlite3``). The two kinds are never stored together (a report, status or export would
     show one of them only). Each runner asks it under its run lock, before it writes (``session.check_run_dir``,
     ``running.conversation_runner``), whatever ``--append`` says."""
-    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE
     from promptgrid.matrix.running.store import RUN_JSON, STORE_FILE
+    from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 
     names = {"single": "single-turn", "conversation": "conversation"}
     files = {"single": (STORE_FILE, RUN_JSON), "conversation": (CONVERSATION_STORE,)}

@@ -47,7 +47,7 @@ class Run:
     """
 
     def __init__(self, path: str | os.PathLike[str], summary: Any = None) -> None:
-        from promptgrid.matrix.running.conversation_store import is_conversation_run
+        from promptgrid.matrix.running.store_episodes import is_conversation_run
 
         self.path = Path(path)
         self.kind: str = "conversation" if is_conversation_run(self.path) else "single"

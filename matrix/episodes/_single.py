@@ -253,7 +253,7 @@ def load_rows(source: Run | Path) -> list[ResultRow]:
         raise ReportError(f"{p} does not exist; give a run directory (promptgrid run --run-dir DIR) or a JSONL "
                           "export.")
     if not (p / STORE_FILE).is_file():
-        from promptgrid.matrix.running.conversation_store import is_conversation_run
+        from promptgrid.matrix.running.store_episodes import is_conversation_run
 
         if is_conversation_run(p):
             return Run(p).rows()  # its episodes, one flat row each

@@ -63,10 +63,10 @@ def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeRe
     as they are iterated (``iter_transcripts``, whose other arguments these are). Raises ``RunError`` /
     ``StoreError`` when ``run_dir`` holds no readable conversation store (read at the first line when
     ``episodes`` is not given, so nothing is yielded from a damaged one)."""
-    from promptgrid.matrix.running.conversation_store import ConversationStore
+    from promptgrid.matrix.running.store import conversation_store
 
     if episodes is None:
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             episodes = store.episodes()
     for transcript in iter_transcripts(run_dir, episodes, conversations=conversations, model_params=model_params,
                                        bfcl_data=bfcl_data):

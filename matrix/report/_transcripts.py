@@ -42,8 +42,8 @@ from promptgrid.errors import PromptgridError, ReportError, closest
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._conversation_play import PlayedStep, PlayedTurn
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
-from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from promptgrid.records import Step
 from promptgrid.variants import CallMode, Variant
@@ -192,7 +192,7 @@ def episode_transcripts(
     async def rebuilt() -> list[EpisodeTranscript]:
         # The store is opened where the episodes are played: on a worker thread's event loop when the caller's
         # is running (a notebook), and a connection serves the thread that made it.
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             shown = store.labels() if labels is None else dict(labels)
             replay = StoredReplay(store, model_params or {}, bfcl_data)
             problem = replay.load({e.conversation_id for e in episodes}, conversations, variants)
@@ -209,14 +209,14 @@ class StoredReplay:
     ``running.conversation_reader.rescore_conversations``): the store, its conversations, variants and renderer,
     and the keys and parameters its steps were stored under."""
 
-    def __init__(self, store: ConversationStore, params: Mapping[str, Mapping[str, Any]],
+    def __init__(self, store: RunStore, params: Mapping[str, Mapping[str, Any]],
                  bfcl_data: str | os.PathLike[str] | None) -> None:
         from promptgrid.matrix.episodes._conversation_play import STEP_KEYS
 
         self.store, self.params, self.bfcl_data = store, params, bfcl_data
         self.legacy = store.meta("step_keys") != STEP_KEYS
         self.strict = store.meta("argument_rule") == "strict"
-        self.dims: dict[str, dict[str, str]] = store.variants()
+        self.dims: dict[str, dict[str, str]] = store.variant_dimensions()
         self.conversations: dict[str, Conversation] = {}
         self.variants: dict[str, Variant] = {}
         self.renderer: Any = None

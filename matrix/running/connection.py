@@ -1,12 +1,12 @@
 """A run directory's SQLite file, opened safely: its connection, its schema check, its errors and its lock.
 
-Shared by both stores of a run directory (``store.RunStore``, a single-turn run's ``store.sqlite3``, and
-``conversation_store.ConversationStore``, a conversation run's ``conversations.sqlite3``; one schema,
-``store._SCHEMA``). A reader opens the file read-only and writes nothing, not even ``-wal``/``-shm`` files
-(``_connect_readonly``); the schema version is checked before anything is written (``_open_checked``), so a
-foreign, damaged or newer file is left as it was; every SQLite failure, when the file is opened or later when
-its rows are read, is a ``StoreError`` naming the file and what to do (``_guarded``), a full disk a
-``StoreFullError``; and one process writes a run directory at a time (``RunLock``).
+What ``store.RunStore`` opens, whichever the kind of run (a single-turn run's ``store.sqlite3``, a
+conversation run's ``conversations.sqlite3``; one schema, ``_SCHEMA`` below). A reader opens the file
+read-only and writes nothing, not even ``-wal``/``-shm`` files (``_connect_readonly``); the schema version is
+checked before anything is written (``_open_checked``), so a foreign, damaged or newer file is left as it was;
+every SQLite failure, when the file is opened or later when its rows are read, is a ``StoreError`` naming the
+file and what to do (``_guarded``), a full disk a ``StoreFullError``; and one process writes a run directory
+at a time (``RunLock``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,34 @@ _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
 
 
 LOCK_FILE = "run.lock"
+STORE_FILE = "store.sqlite3"
+"""A single-turn run's store in its run directory (a conversation run's is ``conversations.sqlite3``)."""
+
+DONE = "done"
+"""A step's status when it was answered (``calls.status``)."""
+
+#: The one schema of a run directory's store, whichever its kind (``store.RunStore``): a single-turn job and
+#: a conversation's episode are each a row of ``jobs``, a model call (a step) a row of ``calls``.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE IF NOT EXISTS variants (id INTEGER PRIMARY KEY, variant_id TEXT UNIQUE NOT NULL,
+    label TEXT NOT NULL, dimensions TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cases (id INTEGER PRIMARY KEY, case_id TEXT UNIQUE NOT NULL,
+    language TEXT, category TEXT, grp TEXT, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, repeat INTEGER NOT NULL, prompt_sha256 TEXT NOT NULL,
+    params TEXT NOT NULL, status TEXT NOT NULL, response TEXT, finish_reason TEXT,
+    input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, attempts INTEGER,
+    error TEXT, error_kind TEXT, raw_model TEXT, finished_at REAL, endpoint TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+    model INTEGER NOT NULL, variant INTEGER NOT NULL, "case" INTEGER NOT NULL, repeat INTEGER NOT NULL,
+    key TEXT NOT NULL, verdict TEXT, valid INTEGER, error_code TEXT,
+    PRIMARY KEY (model, variant, "case", repeat)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
+"""
 
 
 class RunLock:
@@ -212,7 +240,7 @@ def _open_checked(db: sqlite3.Connection, path: Path, *, create: bool, readonly:
                   not_store: str, required: frozenset[str] = frozenset()) -> set[str]:
     """Set a store's connection up and check its schema; return its tables (none: a new file to make).
 
-    Shared by ``RunStore`` and ``ConversationStore``. The schema is checked
+    ``RunStore`` calls it for either file. The schema is checked
     before anything is written (the WAL pragmas included), so a foreign,
     damaged or newer file is left as it was; an empty file is checked too
     unless ``create``. ``StoreError`` unless the file's ``meta`` holds

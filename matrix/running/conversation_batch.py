@@ -46,8 +46,8 @@ from typing import Any, TextIO
 from promptgrid.errors import RunError
 from promptgrid.matrix.clients import BatchBackend, Completion
 from promptgrid.matrix.running.batch import BATCH_DIR, _download_file, _lines_of, _remove_input, advance
-from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.ledger import COLLECTED, ENDED, PREPARING, BatchJob, BatchRecord
+from promptgrid.matrix.running.store import RunStore
 from promptgrid.providers import CallError, ErrorKind
 from promptgrid.records import Step
 from promptgrid.safeio import atomic_output
@@ -84,7 +84,7 @@ class BatchRounds:
     the tool-call envelope), priced by ``price`` (the backend's batch price) where the answer has no cost.
     ``progress``: a line per round and per batch."""
 
-    def __init__(self, store: ConversationStore, backends: Mapping[str, BatchBackend], run_dir: Path, *,
+    def __init__(self, store: RunStore, backends: Mapping[str, BatchBackend], run_dir: Path, *,
                  to_step: Callable[[Any, bool, _Price], Step], redact: Callable[[str], str],
                  poll_s: float = 30.0, progress: TextIO | None = None) -> None:
         self.store, self.backends, self.run_dir = store, dict(backends), Path(run_dir)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import InputLimitError, MissingDependencyError, RunError
-from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
 from promptgrid.matrix.running.results import EpisodeResult, turn_record
+from promptgrid.matrix.running.store import RunStore, conversation_store
+from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 from promptgrid.safeio import read_json_lines
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -79,7 +80,7 @@ class ConversationReader:
             raise RunError(f"{self.path} holds no conversation run ({CONVERSATION_STORE} is missing).")
 
     def episodes(self, models: Sequence[str] | None = None) -> list[EpisodeResult]:
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             return store.episodes(models=models)
 
     def results(self, include_pending: bool = False) -> list[EpisodeResult]:
@@ -110,7 +111,7 @@ class ConversationReader:
                 for (model, vid), (n, correct) in sorted(tally.items())]
 
     def counts(self, config: Mapping[str, Any] | None = None) -> dict[str, int]:
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             episodes, steps = store.episodes(), store.step_count()
         finished = [e for e in episodes if e.valid is not None]
         statuses = Counter(e.status for e in episodes)
@@ -122,15 +123,15 @@ class ConversationReader:
         return sum(e.status == "pending" for e in self.episodes())
 
     def spend(self) -> float:
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             return store.spend()
 
     def variants(self) -> dict[str, dict[str, str]]:
-        with ConversationStore(self.path) as store:
-            return store.variants()
+        with conversation_store(self.path) as store:
+            return store.variant_dimensions()
 
     def meta(self, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             return {key: store.meta(key) for key in ("grid", "dataset", "models")}
 
     def adaptive(self, config: Mapping[str, Any] | None = None, trace: bool = True) -> dict[str, Any]:
@@ -138,12 +139,12 @@ class ConversationReader:
         (``_run.conversation_findings``); ``{}`` when it ran every episode."""
         from promptgrid.matrix.running.conversation_runner import conversation_findings
 
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             plan = store.meta("plan")
             if not plan or not plan.get("goal"):
                 return {}
             episodes = store.episodes(models=plan.get("models") or ())
-            dimensions, labels = store.variants(), store.labels()
+            dimensions, labels = store.variant_dimensions(), store.labels()
         return conversation_findings(plan, episodes, dimensions, labels, trace=trace)
 
     def report(self, run: Any = None, options: Mapping[str, Any] | None = None) -> Any:
@@ -154,7 +155,7 @@ class ConversationReader:
         return conversation_report(self.episodes(), self.variants(), labels=self.labels(), **dict(options or {}))
 
     def labels(self) -> dict[str, str]:
-        with ConversationStore(self.path) as store:
+        with conversation_store(self.path) as store:
             return store.labels()
 
     def language_report(self, baseline: str = "en", k: int | None = None, confidence: float = 0.95) -> Any:
@@ -370,14 +371,14 @@ def rescore_conversations(run_dir: str | os.PathLike[str], *, bfcl_data: str | o
         raise RunError(f"{path} holds no conversation run ({CONVERSATION_STORE} is missing).")
 
     async def judged() -> dict[str, int]:
-        with _run_dir_lock(path), ConversationStore(path, readonly=False) as store:
+        with _run_dir_lock(path), conversation_store(path, readonly=False) as store:
             return await _rescore(store, bfcl_data)
 
     result: dict[str, int] = run_sync(judged(), "promptgrid-rescore")
     return result
 
 
-async def _rescore(store: ConversationStore, bfcl_data: Any) -> dict[str, int]:
+async def _rescore(store: RunStore, bfcl_data: Any) -> dict[str, int]:
     from functools import partial
 
     from promptgrid.matrix.episodes._conversation_play import StateScorer, episode_result
@@ -476,7 +477,7 @@ def export_conversation_round(config: Any, out: Any, *, body_model: str | None =
         now = time.time()
         path = os.fspath(out) if isinstance(out, (str, os.PathLike)) else None
         detail = json.dumps({"output": path, "body_model": body_model, "conversations": True}, separators=(",", ":"))
-        with ConversationStore(config.run_dir, readonly=False) as store:
+        with conversation_store(config.run_dir, readonly=False) as store:
             store.add_batch(BatchRecord(export_id, spec.name, EXPORT_KIND, EXPORTED, None, None, None, None,
                                         len(lines), sum(map(len, data)), now, now, detail),
                             [BatchJob(line.key, spec.name, line.repeat, line.key, line.params, int(line.native))
@@ -518,7 +519,7 @@ def import_conversation_results(run_dir: str | os.PathLike[str], results: str | 
     from promptgrid.safeio import bounded_lines
 
     path = Path(results)
-    with _run_dir_lock(run_dir), ConversationStore(run_dir, readonly=False) as store:
+    with _run_dir_lock(run_dir), conversation_store(run_dir, readonly=False) as store:
         exports = [b for b in store.batches() if b.kind == EXPORT_KIND]
         jobs = {key: (batch.id, job) for batch in exports for key, job in store.batch_jobs(batch.id).items()}
         found: dict[str, Any] = {}

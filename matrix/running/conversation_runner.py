@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -118,11 +119,11 @@ from promptgrid.matrix.running import costcap, signals
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
-from promptgrid.matrix.running.conversation_store import ConversationStore
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.matrix.running.results import EpisodeResult
 from promptgrid.matrix.running.sending import Line, Stopped, send
+from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, RetryPolicy
 from promptgrid.records import Step
@@ -240,7 +241,7 @@ class _Episodes:
     """The shared state of one run: its store, the episode and scorer it plays and judges with, the steps in
     flight, each model's sending state, the cost cap, and the counters."""
 
-    def __init__(self, store: ConversationStore, episode: ConversationEpisode, scorer: StateScorer, *,
+    def __init__(self, store: RunStore, episode: ConversationEpisode, scorer: StateScorer, *,
                  retry: RetryPolicy, timeouts: Mapping[str, float], redact: Callable[[str], str],
                  summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
                  legacy_keys: bool = False, max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
@@ -344,7 +345,7 @@ class _Episodes:
                 self.store.add_step(key, model, step)
             except StoreFullError:
                 try:  # kept beside the store, on the space reserved for it: the next run stores it, unsent
-                    self.store.spill(key, model, step)
+                    self.store.spill(dataclasses.replace(step, key=key, model=model))
                     self.summary.spilled += 1
                 except OSError:
                     self.lost_answers += 1
@@ -491,7 +492,7 @@ def check_episodes(models: int, variants: int, conversations: int, repeats: int,
     return episodes
 
 
-def _step_keys(store: ConversationStore) -> bool:
+def _step_keys(store: RunStore) -> bool:
     """Whether ``store`` was written before ``STEP_KEYS`` (its steps keyed by the request alone): then a step not
     found under its key is also looked up under the old one, so such a run resumes without sending again. A new
     store (no step yet) is marked as keyed by ``STEP_KEYS``."""
@@ -506,7 +507,7 @@ SLOW_STEP_S = 2.0
 """A step whose answer took at least this long gets its own progress line (besides the line per episode)."""
 
 
-def _check_argument_rule(store: ConversationStore, strict_arguments: bool) -> None:
+def _check_argument_rule(store: RunStore, strict_arguments: bool) -> None:
     """A run directory is scored under one argument rule: its finished episodes are reused on resume, so a run
     under the other rule would mix verdicts of both. The rule is recorded by the first run; a store without it
     that holds episodes was written before the rule was an option, under the strict rule (one with steps only
@@ -637,7 +638,7 @@ async def arun_episodes(
     if describe:
         describe["models"] = models
     started = time.perf_counter()
-    with _run_dir_lock(run_dir), ConversationStore(run_dir, create=True) as store:
+    with _run_dir_lock(run_dir), conversation_store(run_dir, create=True) as store:
         _prepare_store(store, variants, config.strict_arguments, describe)
         summary.replayed = store.replay_spills()  # answers a full disk kept out of an earlier run's store
         store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
@@ -758,18 +759,18 @@ def _check_arguments(config: RunConfig, variants: Sequence[Variant], conversatio
         raise RunError(f"seed must be a whole number (the planner's seed: --seed), got {seed!r}.")
 
 
-def _prepare_store(store: ConversationStore, variants: Sequence[Variant], strict_arguments: bool,
+def _prepare_store(store: RunStore, variants: Sequence[Variant], strict_arguments: bool,
                    describe: Mapping[str, Any] | None) -> None:
     """Check the run's store (its rows, its argument rule) and record the run's variants, labels and ``describe``."""
     store.verify()  # a damaged row stops the run before anything is written
     _check_argument_rule(store, strict_arguments)
-    store.add_variants(episode_variants(variants), {v.id: v.label for v in variants})
+    store.add_variants(variants, episode_variants(variants))
     if describe:
         for key, value in describe.items():
             store.set_meta(key, value)
 
 
-def _record_params(store: ConversationStore, per_model: Mapping[str, Mapping[str, Any]]) -> None:
+def _record_params(store: RunStore, per_model: Mapping[str, Mapping[str, Any]]) -> None:
     """Each model's generation parameters in the store's meta (``model_params``), so that a transcript rebuilt from
     the store later finds the step keys they went into; parameters that are not plain JSON are left out."""
     recorded = dict(store.meta("model_params", {}) or {})
@@ -968,7 +969,7 @@ def settled(result: EpisodeResult | None) -> bool:
     return result is not None and result.status != "pending"
 
 
-def round_outcomes(store: ConversationStore, model: str, variants: Sequence[Variant],
+def round_outcomes(store: RunStore, model: str, variants: Sequence[Variant],
                    conversations: Sequence[Conversation], cells: Sequence[Cell]) -> dict[Cell, bool | None] | None:
     """The outcomes of a round's cells, read from the store (``episode_outcome``); ``None`` when one of its
     episodes is not ``settled`` (the round waits for the next run)."""

@@ -260,11 +260,12 @@ async def _ground_truth_paths(sample: Sequence[tuple[Any, Any]], renderer: Any, 
 def _settled_episodes(run_dir: Any) -> set[tuple[str, str, str, int]]:
     """(model, variant id, conversation id, repeat) of the episodes a plain run into ``run_dir`` would not play
     again (a verdict, or an error); none when it holds no conversation store."""
-    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE, ConversationStore
+    from promptgrid.matrix.running.store import conversation_store
+    from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 
     if not (Path(run_dir) / CONVERSATION_STORE).is_file():
         return set()
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         return {(e.model, e.variant_id, e.conversation_id, e.repeat) for e in store.episodes()
                 if e.status in ("done", "error")}
 

@@ -29,7 +29,7 @@ __all__ = ["BatchJob", "BatchLedger", "BatchRecord", "COLLECTED", "ENDED", "EXPO
 
 
 class _Spilling(Protocol):
-    """A store that spills (``RunStore``, ``ConversationStore``): its file and its spill file."""
+    """A store that spills (``RunStore``, of either kind of run): its file and its spill file."""
 
     path: Path
 
@@ -124,7 +124,7 @@ def disk_full_stop(store: _Spilling, *, spilled: int, lost: int) -> StoreFullErr
 
 class SpillFile:
     """Answers a full store could not take, kept as JSON lines in ``spill-<pid>.jsonl`` beside it until the next run
-    adds them to its store (each store kind writes its own records: ``RunStore.spill``, ``ConversationStore.spill``).
+    adds them to its store (``RunStore.spill``: a single-turn call with its jobs' verdicts, or an episode's step).
 
     ``reserve`` claims disk for them at the start of a run, while there is space: a disk that fills during a run is
     full for this file too, so the answers that arrive after it would have nowhere to go. The reservation is the
@@ -325,7 +325,7 @@ _S = TypeVar("_S", bound="StoreFile")
 
 
 class StoreFile(BatchLedger):
-    """What each store of a run directory (``RunStore``, ``ConversationStore``) holds open and closes together: its
+    """What the store of a run directory (``RunStore``, of either kind) holds open and closes together: its
     SQLite connection, a reader's private copy of the file (``connection._connect_readonly``; removed on close),
     and its spill file (``SpillFile``)."""
 

@@ -1,10 +1,11 @@
-"""The result store of a run directory: one SQLite file, each result committed as it arrives.
+"""The store of a run directory, of either kind: one SQLite file, one class, each result committed as it arrives.
 
-Split by concern: ``connection`` opens the file (read-only readers, the schema check, one ``StoreError`` per
-SQLite failure, the run directory's lock); ``ledger`` records provider batches and spills the answers a full
-disk keeps out; this module holds the schema, a single-turn run's steps (``calls``) and results (``jobs``), and
-the queries its readers ask (``conversation_store`` keeps a conversation run's in the same tables). The names
-of the first two are re-exported here.
+Split by concern: ``connection`` opens the file (read-only readers, the schema and its check, one
+``StoreError`` per SQLite failure, the run directory's lock); ``ledger`` records provider batches and spills
+the answers a full disk keeps out; ``store_episodes`` holds a conversation run's episodes and steps (the same
+tables, in ``conversations.sqlite3``) and its file's migration; this module holds the one class,
+``RunStore``, a single-turn run's jobs, and the queries its readers ask. The names of the first two are
+re-exported here.
 
 Layout (``store.sqlite3``, schema ``SCHEMA_VERSION``)::
 
@@ -46,19 +47,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from promptgrid.matrix.running.config import RunError
+from promptgrid.errors import RunError, StoreError
 from promptgrid.matrix.running.results import ResultRow
 from promptgrid.records import Case, Step
 from promptgrid.variants import Variant
 
 from .connection import (
+    _SCHEMA,
+    DONE,
     LOCK_FILE,
+    STORE_FILE,
     RunLock,
     _chunks,
     _connect_readonly,
@@ -87,6 +92,16 @@ from .ledger import (
     disk_full_stop,
     spilled,
 )
+from .store_episodes import (
+    _MISSING_EPISODES,
+    _NOT_A_STORE,
+    _TABLES,
+    CONVERSATION_STORE,
+    EpisodeRows,
+    _Ids,
+    _spilled_step,
+)
+from .store_episodes import _SCHEMA_VERSION as _EPISODES_VERSION
 
 __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLock", "RunStore", "SCHEMA_VERSION",
            "MAX_ERROR_CHARS", "SPILL_GLOB", "STORE_FILE", "bounded_error", "case_from_dict",
@@ -97,7 +112,6 @@ __all__ = ["BatchJob", "BatchRecord", "CallResult", "LIVE_BATCH_STATES", "RunLoc
            "BatchLedger"]
 
 SCHEMA_VERSION = 1
-STORE_FILE = "store.sqlite3"
 RUN_JSON = "run.json"
 """The run's record beside its store: every invocation's config, grid and dataset (``session``)."""
 #: The longest error text stored for a call, in characters. A provider's error (its code and message: a
@@ -105,32 +119,11 @@ RUN_JSON = "run.json"
 #: provider that answers with a 100 KB error code cannot fill the store, the report or the terminal.
 MAX_ERROR_CHARS = 2000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS variants (id INTEGER PRIMARY KEY, variant_id TEXT UNIQUE NOT NULL,
-    label TEXT NOT NULL, dimensions TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cases (id INTEGER PRIMARY KEY, case_id TEXT UNIQUE NOT NULL,
-    language TEXT, category TEXT, grp TEXT, data TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS calls (
-    key TEXT PRIMARY KEY, model TEXT NOT NULL, repeat INTEGER NOT NULL, prompt_sha256 TEXT NOT NULL,
-    params TEXT NOT NULL, status TEXT NOT NULL, response TEXT, finish_reason TEXT,
-    input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL, attempts INTEGER,
-    error TEXT, error_kind TEXT, raw_model TEXT, finished_at REAL, endpoint TEXT
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs (
-    model INTEGER NOT NULL, variant INTEGER NOT NULL, "case" INTEGER NOT NULL, repeat INTEGER NOT NULL,
-    key TEXT NOT NULL, verdict TEXT, valid INTEGER, error_code TEXT,
-    PRIMARY KEY (model, variant, "case", repeat)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
-"""
 
 
 VerdictRow = tuple[tuple[int, int, int, int], str | None, bool | None, str | None]
 """A job row (model, variant, case, repeat ids), its verdict JSON, valid (None: no verdict), error code."""
 
-DONE = "done"
 ERROR = "error"
 UNSUPPORTED = "unsupported"
 """A call never sent: its model cannot do its call mode (the reason in ``error``; no verdict, out of the rates)."""
@@ -160,6 +153,18 @@ def case_from_dict(d: Mapping[str, Any]) -> Case:
                 group=d.get("group", ""), source=d.get("source", ""), extra=d.get("extra") or {})
 
 
+def conversation_store(run_dir: str | os.PathLike[str], *, create: bool = False,
+                       readonly: bool | None = None) -> RunStore:
+    """The ``RunStore`` of a conversation run's directory (``conversations.sqlite3``).
+
+    ``create=True`` (the runner) opens it for writing, making it when it is missing; without it (readers:
+    ``ConversationRun``, ``promptgrid status``) the store must exist and is opened read-only (``readonly``:
+    ``not create`` unless given; ``readonly=False`` writes to an existing store).
+    """
+    return RunStore(Path(run_dir) / CONVERSATION_STORE, create=create,
+                    readonly=not create if readonly is None else readonly)
+
+
 def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
     """``text`` cut to ``limit`` characters (``MAX_ERROR_CHARS`` for an error message), saying how much was cut."""
     if text is None or len(text) <= limit:
@@ -167,53 +172,116 @@ def bounded_error(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
     return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
 
 
+_ANNOTATED: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "str | None": (str, type(None)),
+                                           "int | None": (int, type(None)), "float | None": (int, float, type(None))}
+_STEP_TYPES: dict[str, tuple[type, ...]] = {f.name: _ANNOTATED[str(f.type)] for f in dataclasses.fields(Step)}
+"""The types a spilled call's fields must have: ``Step``'s annotations (an int taken for a float). A field of
+another annotation fails here, at import, until it is named in ``_ANNOTATED``."""
+
+
+def _spilled_entry(value: Any) -> tuple[Step, list[VerdictRow]] | None:
+    """A spill line's (call, job verdicts) (``RunStore.spill``), or an episode step a conversation store of an
+    earlier release spilled (``{"step": ...}``); ``None`` for a line that is neither, or whose fields have the
+    wrong types (its call is then sent again)."""
+    if not isinstance(value, dict):
+        return None
+    if "step" in value:
+        step = _spilled_step(value)
+        return None if step is None else (step, [])
+    call, verdicts = value.get("call"), value.get("verdicts")
+    if not isinstance(call, dict) or not isinstance(verdicts, list) or set(call) - set(_STEP_TYPES):
+        return None
+    for name, kinds in _STEP_TYPES.items():
+        if name in call and (not isinstance(call[name], kinds) or isinstance(call[name], bool)):
+            return None
+    try:
+        rows: list[VerdictRow] = [((int(row[0]), int(row[1]), int(row[2]), int(row[3])), v,
+                                   None if ok is None else bool(ok), code) for row, v, ok, code in verdicts]
+    except (TypeError, ValueError, IndexError):
+        return None
+    if not all(isinstance(text, (str, type(None))) for _row, v, _ok, code in rows for text in (v, code)):
+        return None
+    return Step(**call), rows
+
+
 _NOT_A_RUN_STORE = ("{path} is not a promptgrid run store (a SQLite file without its schema version; tables: "
                     "{tables}). Give the directory a promptgrid run wrote, or move the file aside.")
 
 
-class RunStore(StoreFile):
-    """A run directory's ``store.sqlite3``. ``path``: the run directory or the file itself.
+class RunStore(StoreFile, EpisodeRows):
+    """The store of a run directory, of either kind: one class, one schema (``_SCHEMA``).
+
+    ``path``: the run directory or the file itself. A single-turn run's file
+    is ``store.sqlite3`` (the directory's default), a conversation run's
+    ``conversations.sqlite3`` (``conversation_store`` opens it): the file's
+    name says which kind of run the directory holds (``episodes.check_run_dir_kind``
+    keeps the two from mixing) and which schema versions it reads. Split by
+    concern: this module holds the class, a single-turn run's jobs and the
+    queries its readers ask; ``store_episodes.EpisodeRows`` a conversation
+    run's episodes and steps and its file's migration; ``ledger`` the provider
+    batches and the spill file; ``connection`` the connection, the schema
+    check and the lock.
 
     ``readonly=True`` opens it for reading only (see ``_connect_readonly``):
     what ``promptgrid.open_run`` uses, also on a read-only copy of a run.
+    ``create=True`` makes the file when it is missing.
     """
 
     def __init__(self, path: str | Path, *, create: bool = False, readonly: bool = False) -> None:
         p = Path(path)
         self.path = p / STORE_FILE if p.suffix != ".sqlite3" else p
+        self.run_dir = self.path.parent
+        self.episodic = self.path.name == CONVERSATION_STORE
+        """A conversation run's file: its episodes are ``EpisodeRows``' (schema version 2, migrated from 1)."""
+        self.readonly = readonly
+        if create and readonly:
+            raise ValueError("a store cannot be created read-only")
         if not self.path.is_file() and not create:
-            raise RunError(f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
+            raise RunError(_MISSING_EPISODES.format(run_dir=self.run_dir) if self.episodic else
+                           f"{p} is not a run directory (no {STORE_FILE}). Start one with: promptgrid run ...")
         self._model_ids: dict[str, int] = {}
         self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly)
-        self._spill = SpillFile(self.path.parent)
+        self._spill = SpillFile(self.run_dir)  # answers a full disk keeps out of the store (``spill``)
         self._tables: set[str] | None = None  # table names, read once (``_has_table``)
+        self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``EpisodeRows.step``)
+        self._episode_ids: _Ids | None = None  # the writer's model, variant and case ids (``add_episode``)
         if readonly:
             self.db, self._copy = _connect_readonly(self.path)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                # Not bound to the opening thread: a transcript plays on a worker thread's event loop.
+                self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            except OSError as exc:
+                raise StoreError(f"cannot create {self.run_dir} ({exc}). Check that its parent is writable and the "
+                                 "disk has room.") from None
             except sqlite3.Error as exc:
                 raise _store_error(self.path, exc) from None
         try:
-            self._open(create=create, readonly=readonly)
+            self._open(create=create)
         except BaseException:
             self.close()
             raise
 
     @_guarded
-    def _open(self, *, create: bool, readonly: bool) -> None:
-        """Set the connection up and check that the file is a store this version reads (creating it if asked)."""
-        tables = _open_checked(self.db, self.path, create=create, readonly=readonly, version=SCHEMA_VERSION,
-                               kind="store", not_store=_NOT_A_RUN_STORE)
+    def _open(self, *, create: bool) -> None:
+        """Set the connection up and check that the file is a store this version reads (making it, tables and
+        version in one transaction, if asked and empty); a conversation store of version 1 is migrated first."""
+        if self.episodic:
+            self._migrate_legacy()
+            version, kind, not_store, required = _EPISODES_VERSION, "conversation store", _NOT_A_STORE, _TABLES
+        else:
+            version, kind, not_store, required = SCHEMA_VERSION, "store", _NOT_A_RUN_STORE, frozenset()
+        tables = _open_checked(self.db, self.path, create=create, readonly=self.readonly, version=version, kind=kind,
+                               not_store=not_store, required=required)
         if create and not tables:
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        if not readonly:
+            self.db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
+                                  f"('schema_version', '{version}'); COMMIT;")
+        if not self.readonly:
             self._upgrade()
 
     def _upgrade(self) -> None:
-        """Add what later versions of schema 1 have (tables, nullable columns) to a store that lacks it.
+        """Add what later versions of the schema have (tables, nullable columns) to a store that lacks it.
 
         Additive only, so an older promptgrid still reads the store (it ignores what it does not know).
         """
@@ -245,12 +313,18 @@ class RunStore(StoreFile):
         return ids
 
     @_guarded
-    def add_variants(self, variants: Iterable[Variant]) -> dict[str, int]:
-        rows = [(v.id, v.label, json.dumps(v.dimensions())) for v in variants]
+    def add_variants(self, variants: Iterable[Variant],
+                     dimensions: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, int]:
+        """Record the variants (id, label, dimension values: ``dimensions[id]`` where given, else
+        ``Variant.dimensions()``) and return their ids. A variant recorded by an earlier run into the same
+        directory takes its latest dimension values, and its latest label unless that is empty: a grid relabelled
+        (``label:`` in its YAML) and re-run reports the new one."""
+        rows = [(v.id, v.label, json.dumps(dict(dimensions[v.id]) if dimensions is not None else v.dimensions(),
+                                           ensure_ascii=False)) for v in variants]
         with self._transaction():
-            # The grid's latest label wins: a grid relabelled (label: in its YAML) and re-run reports the new one.
             self.db.executemany("INSERT INTO variants (variant_id, label, dimensions) VALUES (?, ?, ?) "
-                                "ON CONFLICT(variant_id) DO UPDATE SET label=excluded.label", rows)
+                                "ON CONFLICT(variant_id) DO UPDATE SET dimensions=excluded.dimensions, label="
+                                "CASE WHEN excluded.label = '' THEN label ELSE excluded.label END", rows)
         return self._ids("variants", "variant_id", (r[0] for r in rows))
 
     @_guarded
@@ -381,6 +455,8 @@ class RunStore(StoreFile):
             (r.key, r.model, r.repeat, r.prompt_sha256, r.params, r.status, r.response, r.finish_reason,
              r.input_tokens, r.output_tokens, r.cost_usd, r.latency_s, r.attempts, bounded_error(r.error),
              r.error_kind, r.raw_model, time.time(), r.endpoint))
+        if self._hashes is not None:
+            self._hashes.add(hash(r.key))
         if verdicts:
             db.executemany(
                 'UPDATE jobs SET verdict=?, valid=?, error_code=? WHERE model=? AND variant=? AND "case"=? '
@@ -429,9 +505,10 @@ class RunStore(StoreFile):
         """Claim ``size`` bytes of disk for ``spill`` now, while there is space (``SpillFile.reserve``)."""
         self._spill.reserve(size)
 
-    def spill(self, result: CallResult, verdicts: Sequence[VerdictRow]) -> None:
-        """Write a result that ``record`` could not commit to ``spill_path``, as one JSON line, on disk
-        (``SpillFile.write``; raises ``OSError`` when even this fails)."""
+    def spill(self, result: CallResult, verdicts: Sequence[VerdictRow] = ()) -> None:
+        """Write a result that ``record`` (or an episode's ``add_step``: its step, with no job verdicts) could not
+        commit to ``spill_path``, as one JSON line, on disk (``SpillFile.write``; raises ``OSError`` when even this
+        fails). The next run stores it (``replay_spills``) instead of sending its call again."""
         self._spill.write({"call": dataclasses.asdict(result),
                            "verdicts": [[list(row), v, ok, code] for row, v, ok, code in verdicts]})
 
@@ -440,20 +517,14 @@ class RunStore(StoreFile):
         """Commit the results spilled by earlier runs (``spill``), then delete their files; returns how many.
 
         Called by a run before it plans anything, so a spilled answer is never
-        sent again. A line that cannot be read (cut short when the disk filled)
-        is skipped: its call is simply sent again. On a disk still full this
+        sent again. A line that cannot be read (cut short when the disk filled,
+        or a field of the wrong type: the file is read back as untrusted) is
+        skipped: its call is simply sent again. On a disk still full this
         raises ``StoreFullError`` and keeps the files for the next try.
         """
         replayed = 0
-        for path, values in spilled(self.path.parent):
-            entries: list[tuple[CallResult, list[VerdictRow]]] = []
-            for value in values:
-                try:
-                    call, verdicts = value["call"], value["verdicts"]
-                    entries.append((CallResult(**call), [((int(row[0]), int(row[1]), int(row[2]), int(row[3])),
-                                                          v, bool(ok), code) for row, v, ok, code in verdicts]))
-                except (TypeError, KeyError, ValueError, IndexError):
-                    continue
+        for path, values in spilled(self.run_dir):
+            entries = [entry for entry in map(_spilled_entry, values) if entry is not None]
             with self._transaction():
                 for result, verdicts in entries:
                     self._insert_result(result, verdicts)

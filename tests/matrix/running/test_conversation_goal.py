@@ -24,9 +24,9 @@ from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
     Conversation,
-    ConversationStore,
     EpisodeContext,
     ScriptedClient,
+    conversation_store,
     load_conversations,
 )
 from promptgrid.matrix.running.findings import AdaptiveResult
@@ -214,7 +214,7 @@ def test_a_run_killed_mid_plan_resumes_to_the_same_episodes_without_sending_twic
         goal_run(tmp_path / "run", mini, budget=24, rounds=6, on_sent=kill, concurrency=3)
     partial = stored_cells(tmp_path / "run", mini)
     assert 0 < len(partial) < 24 and set(partial) < set(want)
-    with ConversationStore(tmp_path / "run") as store:
+    with conversation_store(tmp_path / "run") as store:
         kept = store.step_count()  # the steps committed before the kill (those of other episodes included)
 
     resumed = goal_run(tmp_path / "run", mini, budget=24, rounds=6, concurrency=3)

@@ -21,11 +21,12 @@ from promptgrid.matrix.cli import main
 from promptgrid.matrix.clients._base import Completion
 from promptgrid.matrix.conversations import (
     Conversation,
-    ConversationStore,
     EpisodeContext,
     ScriptedClient,
+    conversation_store,
     load_conversations,
 )
+from promptgrid.matrix.running.store import RunStore
 from promptgrid.providers import ErrorKind, RetryPolicy, call_error
 from promptgrid.variants import Variant
 from support.episodes import run_conversations
@@ -142,7 +143,7 @@ def test_a_second_run_into_a_run_directory_in_use_stops_at_once_and_pays_nothing
         thread.join(60)
     summary = box["summary"]
     assert (summary.finished, summary.valid, summary.errors) == (4, 4, 0)
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert store.step_count() == summary.steps_sent == first.calls  # every answer paid once, stored once
     again = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=run_dir, clients={GT: Counting()})
     assert again.skipped == 4 and again.steps_sent == 0  # the lock is released when the run ends
@@ -172,7 +173,7 @@ def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
         capfd.readouterr()  # the summary printed (checked with the export's output below)
         sent = len(srv.requests())
         assert sent > 0
-        with ConversationStore(run_dir) as store:
+        with conversation_store(run_dir) as store:
             assert store.step_count() == sent
             answers = [row[0] for row in store.db.execute("SELECT response FROM calls")]
         assert all("[REDACTED]" in a for a in answers)  # the echo happened, and was redacted (text and envelope)
@@ -238,7 +239,7 @@ def test_an_unauthorised_key_costs_one_request_per_model_and_the_other_model_goe
     assert (summary.episodes, summary.errors, summary.not_run) == (12, 1, 5)
     # The other model's episodes all ran; the one that got the 401 is an error, counted as failed.
     assert (summary.finished, summary.valid) == (7, 6)
-    with ConversationStore(tmp_path) as store:
+    with conversation_store(tmp_path) as store:
         stored = store.episodes(models=["bad"])
     assert len(stored) == 1 and stored[0].status == "error" and stored[0].valid is False  # the rest not stored
     # Fixed, the same run runs the episodes the stop left; the error is a result (as a single-turn call's) ...
@@ -329,10 +330,10 @@ def test_the_cli_names_a_stopped_model_and_a_401_over_http_costs_one_request(
 
 def test_a_full_disk_stops_the_run_cleanly_spills_what_it_received_and_a_rerun_sends_it_not_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    real = ConversationStore.add_step
+    real = RunStore.add_step
     stored = [0]
 
-    def add_step(self: ConversationStore, *args: Any) -> None:
+    def add_step(self: RunStore, *args: Any) -> None:
         if stored[0] >= 3:
             raise StoreFullError(f"disk full at {self.run_dir} (database or disk is full).")
         stored[0] += 1
@@ -341,7 +342,7 @@ def test_a_full_disk_stops_the_run_cleanly_spills_what_it_received_and_a_rerun_s
     run_dir = tmp_path / "run"
     args = [*CONVERSATION_RUN, "--model", GT, "--limit", "2", "--run-dir", str(run_dir), "--no-progress"]
     with monkeypatch.context() as patch:
-        patch.setattr(ConversationStore, "add_step", add_step)
+        patch.setattr(RunStore, "add_step", add_step)
         assert main(args) == 2
     out, err = capfd.readouterr()
     assert "disk full at" in err and "the conversation run stopped" in err
@@ -352,7 +353,7 @@ def test_a_full_disk_stops_the_run_cleanly_spills_what_it_received_and_a_rerun_s
     assert found is not None and int(found.group(1)) >= 1, err
     spilled = int(found.group(1))
     assert "Traceback" not in out + err and "Task exception" not in out + err
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert store.step_count() == 3 and store.episode_count() == 0
     assert len(list(run_dir.glob("spill-*.jsonl"))) == 1
     assert main(args) == 0  # the disk has room again: the same command stores the spilled answers, then resumes
@@ -360,22 +361,22 @@ def test_a_full_disk_stops_the_run_cleanly_spills_what_it_received_and_a_rerun_s
     assert f"{spilled} answer(s) an earlier run spilled on a full disk were stored first" in out, out
     assert "4 finished" in out and f"{3 + spilled} read back from the store" in out, out
     assert not list(run_dir.glob("spill-*.jsonl"))  # stored, then removed (and this run's reservation too)
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert store.episode_count() == 4 and all(e.valid for e in store.episodes())
 
 
 def test_an_answer_neither_the_store_nor_the_spill_file_takes_is_said_to_be_sent_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    def add_step(self: ConversationStore, *args: Any) -> None:
+    def add_step(self: RunStore, *args: Any) -> None:
         raise StoreFullError(f"disk full at {self.run_dir} (database or disk is full).")
 
-    def spill(self: ConversationStore, *args: Any) -> None:
+    def spill(self: RunStore, *args: Any) -> None:
         raise OSError(28, "No space left on device")
 
     args = [*CONVERSATION_RUN, "--model", GT, "--limit", "1", "--run-dir", str(tmp_path / "run"), "--no-progress"]
     with monkeypatch.context() as patch:
-        patch.setattr(ConversationStore, "add_step", add_step)
-        patch.setattr(ConversationStore, "spill", spill)
+        patch.setattr(RunStore, "add_step", add_step)
+        patch.setattr(RunStore, "spill", spill)
         assert main(args) == 2
     err = capfd.readouterr().err
     assert "could not be stored and will be sent again" in err and "kept in spill-" not in err, err

@@ -36,10 +36,10 @@ from promptgrid.matrix.conversations import (
     TAU_BENCH_PASS_K,
     TICKET_BENCH_PASS_K,
     Conversation,
-    ConversationStore,
     EpisodeContext,
     EpisodeResult,
     ScriptedClient,
+    conversation_store,
     conversation_to_record,
     first_turn_messages,
     is_conversation_dataset,
@@ -346,7 +346,7 @@ def test_a_killed_run_resumes_without_resending_and_ends_with_the_same_verdicts(
     proc = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, str(run_dir), str(killed_at)], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 137, proc.stderr[-2000:]
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert store.step_count() == killed_at
         assert store.episodes() == []  # each episode takes 8 steps (4 turns, each calls then an end): none ended
 
@@ -363,7 +363,7 @@ def test_a_killed_run_resumes_without_resending_and_ends_with_the_same_verdicts(
     assert [r.steps for r in sorted(resumed.results, key=outcome)] == \
         [r.steps for r in sorted(fresh.results, key=outcome)]
     assert any(0 < r.sent < r.steps for r in resumed.results)  # resumed mid-episode
-    with ConversationStore(run_dir) as store, ConversationStore(tmp_path / "fresh") as other:
+    with conversation_store(run_dir) as store, conversation_store(tmp_path / "fresh") as other:
         assert store.step_count() == other.step_count() == fresh.steps_sent
 
     again = run_conversations(*args, run_dir=run_dir, **kwargs)
@@ -490,7 +490,7 @@ def test_a_fatal_error_ends_every_episode_as_an_error_counted_failed_and_retry_e
             "error", False, "bad_request", True, False)
         assert row.error == r.error and row.message == ""
     assert set(client.attempts.values()) == {1}  # fatal: never retried
-    with ConversationStore(tmp_path) as store:
+    with conversation_store(tmp_path) as store:
         assert store.step_count() == 0
         assert [r.valid for r in store.episodes()] == [False] * 4
     import promptgrid as pg
@@ -517,7 +517,7 @@ def test_an_episode_a_store_kept_with_an_error_and_no_verdict_is_resumed(
                                 clients={GT: Failing(ErrorKind.BAD_REQUEST)})
     (errored,) = summary.results
     old = dataclasses.replace(errored, valid=None, details={"environment": {}})
-    with ConversationStore(tmp_path, readonly=False) as store:
+    with conversation_store(tmp_path, readonly=False) as store:
         store.add_episode(old)
         (stored,) = store.episodes()
     assert stored.status == "pending" and not stored.scored
@@ -767,7 +767,7 @@ def test_progress_lines_escape_control_characters(tmp_path: Path, base: list[Con
     text = out.getvalue()
     assert "\x1b" not in text and "\x07" not in text and text.count("\n") == 1  # one line, nothing a terminal runs
     assert "evil\\x1b[31m\\nid" in text and "lab\\x1b]0;title\\x07el" in text and "bad\\x1b[2J key\\nsecond" in text
-    with ConversationStore(tmp_path) as store:  # the store keeps the id as the dataset wrote it
+    with conversation_store(tmp_path) as store:  # the store keeps the id as the dataset wrote it
         assert [e.conversation_id for e in store.episodes()] == ["evil\x1b[31m\nid"]
 
 
@@ -1064,15 +1064,15 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
     """A run directory of the last release: its steps keyed by the request alone (``legacy_digest``), no ``step_keys``;
     a run into it finds every stored step and sends nothing."""
     from promptgrid.matrix.episodes._conversation_play import legacy_digest
-    from promptgrid.matrix.running.conversation_store import StoredStep
     from promptgrid.matrix.running.plan import job_key, repeat_params
+    from promptgrid.matrix.running.store_episodes import StoredStep
 
     recorder = Recorder()
     run_conversations([PROMPT, NATIVE], base[:1], models=[GT], run_dir=tmp_path / "new", clients={GT: recorder},
                       make_env=fake_envs(None, None))
     old = tmp_path / "old"
     params = repeat_params({}, 0)
-    with ConversationStore(old, create=True) as store:
+    with conversation_store(old, create=True) as store:
         for messages, request, _context, completion in recorder.sent:
             from promptgrid.matrix.episodes._steps import stored_answer
 
@@ -1084,7 +1084,7 @@ def test_a_store_from_before_the_episode_keys_resumes_without_sending(tmp_path: 
                                 make_env=fake_envs(None, None))
     assert again.sent == [] and summary.steps_sent == 0 and summary.steps_stored == len(recorder.sent)
     assert summary.valid == 2
-    with ConversationStore(tmp_path / "new") as store:
+    with conversation_store(tmp_path / "new") as store:
         assert store.meta("step_keys") == "episode-chain-1"
 
 
@@ -1183,7 +1183,7 @@ class EchoFlood:
 def test_a_flood_of_huge_native_calls_is_bounded_in_the_store_and_the_transcript(
         tmp_path: Path, base: list[Conversation]) -> None:
     from promptgrid.matrix.episodes._steps import MAX_STORED_ANSWER_CHARS
-    from promptgrid.matrix.running.conversation_store import CONVERSATION_STORE
+    from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 
     client = EchoFlood()
     summary = run_conversations([NATIVE], base[:1], models=["flood"], run_dir=tmp_path, clients={"flood": client},
@@ -1230,26 +1230,26 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
     run_dir = tmp_path / "run"
     assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/noisy:3", "--limit", "4",
                  "--run-dir", str(run_dir), "--no-progress"]) in (0, 1)
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         before = [e.to_dict() for e in store.episodes()]
     assert any(e["valid"] for e in before) and not all(e["valid"] for e in before)
     capsys.readouterr()
     assert main(["score", str(run_dir)]) == 0
     err = capsys.readouterr().err
     assert f"re-scored {len(before)} episodes from their stored steps (0 changed validity" in err, err
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert [e.to_dict() for e in store.episodes()] == before  # played again to the same verdicts
 
     # Damaged verdicts (every failed episode stored as valid, as a checker bug would have judged them) are judged
     # again; so is a store written before the step limit was recorded.
-    with ConversationStore(run_dir, readonly=False) as store:
+    with conversation_store(run_dir, readonly=False) as store:
         failed = [e for e in store.episodes() if e.valid is False]
         for e in failed:
             store.add_episode(dataclasses.replace(e, valid=True, failure_mode=None))
         store.db.execute("DELETE FROM meta WHERE key = 'step_limit'")
     assert main(["score", str(run_dir)]) == 0
     assert f"({len(failed)} changed validity" in capsys.readouterr().err
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert [e.to_dict() for e in store.episodes()] == before
 
     # A step the store does not have: the episode cannot be played again; it is named and kept as it was.
@@ -1257,7 +1257,7 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
         db.execute("DELETE FROM calls WHERE key = (SELECT key FROM calls ORDER BY finished_at DESC LIMIT 1)")
     assert main(["score", str(run_dir)]) == 1
     assert "1 could not be played again from the store" in capsys.readouterr().err
-    with ConversationStore(run_dir) as store:
+    with conversation_store(run_dir) as store:
         assert [e.to_dict() for e in store.episodes()] == before
 
 

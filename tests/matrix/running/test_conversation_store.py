@@ -15,15 +15,18 @@ import pytest
 from promptgrid.errors import RunError, StoreError, StoreFullError
 from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
-from promptgrid.matrix.conversations import CONVERSATION_STORE, ConversationStore
-from promptgrid.matrix.running.conversation_store import StoredStep
+from promptgrid.matrix.conversations import CONVERSATION_STORE, conversation_store
+from promptgrid.matrix.running.store_episodes import StoredStep
+from promptgrid.variants import Variant
 from support.episodes import run_conversations
+
+DEFAULT_VARIANT = Variant()
 
 
 def _fill(run_dir: Path) -> None:
-    with ConversationStore(run_dir, create=True) as store:
+    with conversation_store(run_dir, create=True) as store:
         store.set_meta("grid", "g")
-        store.add_variants({"v1": {"call_mode": "prompt"}})
+        store.add_variants([DEFAULT_VARIANT], {DEFAULT_VARIANT.id: {"call_mode": "prompt"}})
         store.add_step("k1", "m", StoredStep(response="answer", finish_reason="stop", input_tokens=3, output_tokens=4,
                                              cost_usd=0.5, latency_s=0.1))
 
@@ -61,9 +64,10 @@ def test_a_reader_opens_an_existing_store_read_only_and_leaves_no_wal_or_shm(tmp
     _fill(tmp_path)
     before = _snapshot(tmp_path)
     assert list(before) == [CONVERSATION_STORE]
-    with ConversationStore(tmp_path) as store:
+    with conversation_store(tmp_path) as store:
         assert store.readonly
-        assert store.meta("grid") == "g" and store.variants() == {"v1": {"call_mode": "prompt"}}
+        assert store.meta("grid") == "g"
+        assert store.variant_dimensions() == {DEFAULT_VARIANT.id: {"call_mode": "prompt"}}
         assert store.step("k1") == StoredStep(key="k1", model="m", response="answer", finish_reason="stop",
                                               input_tokens=3, output_tokens=4, cost_usd=0.5, latency_s=0.1)
         assert store.step_count() == 1
@@ -72,27 +76,28 @@ def test_a_reader_opens_an_existing_store_read_only_and_leaves_no_wal_or_shm(tmp
         with pytest.raises(StoreError, match=CONVERSATION_STORE):  # a reader cannot write
             store.set_meta("grid", "other")
     run = ConversationRun(tmp_path)
-    assert run.episodes() == [] and run.labels() == {} and run.meta()["grid"] == "g"
+    assert run.episodes() == [] and run.labels() == {DEFAULT_VARIANT.id: DEFAULT_VARIANT.label}
+    assert run.meta()["grid"] == "g"
     assert _snapshot(tmp_path) == before  # nothing written, no -wal/-shm created
 
 
 def test_a_reader_sees_what_a_writer_still_open_committed(tmp_path: Path) -> None:
-    with ConversationStore(tmp_path, create=True) as writer:
+    with conversation_store(tmp_path, create=True) as writer:
         writer.add_step("k1", "m", StoredStep(response="answer"))
         assert (tmp_path / f"{CONVERSATION_STORE}-wal").exists()
-        with ConversationStore(tmp_path) as reader:
+        with conversation_store(tmp_path) as reader:
             assert reader.step_count() == 1
         writer.add_step("k2", "m", StoredStep(response="again"))
-    with ConversationStore(tmp_path) as reader:
+    with conversation_store(tmp_path) as reader:
         assert reader.step_count() == 2
 
 
 def test_a_missing_store_is_a_run_error_and_nothing_is_created(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="holds no conversation run"):
-        ConversationStore(tmp_path / "none")
+        conversation_store(tmp_path / "none")
     assert not (tmp_path / "none").exists()
     with pytest.raises(ValueError):
-        ConversationStore(tmp_path, create=True, readonly=True)
+        conversation_store(tmp_path, create=True, readonly=True)
 
 
 @pytest.mark.parametrize("create", [False, True])
@@ -105,7 +110,7 @@ def test_a_newer_schema_is_refused_and_left_as_it_was(tmp_path: Path, create: bo
     db.close()
     before = _snapshot(tmp_path)
     with pytest.raises(StoreError, match=r"schema 99 is newer than this promptgrid reads \(2\); upgrade") as info:
-        ConversationStore(tmp_path, create=create)
+        conversation_store(tmp_path, create=create)
     assert str(tmp_path / CONVERSATION_STORE) in str(info.value)
     assert _all_closed(connections)
     assert _snapshot(tmp_path) == before
@@ -120,7 +125,7 @@ def test_a_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, cre
     db.close()
     before = _snapshot(tmp_path)
     with pytest.raises(StoreError, match="is not a promptgrid conversation store"):
-        ConversationStore(tmp_path, create=create)
+        conversation_store(tmp_path, create=create)
     assert _all_closed(connections)
     assert _snapshot(tmp_path) == before
 
@@ -140,7 +145,7 @@ def test_the_schema_errors_name_the_conversation_store(tmp_path: Path, script: s
     db.close()
     for create in (False, True):
         with pytest.raises(StoreError) as info:
-            ConversationStore(tmp_path, create=create)
+            conversation_store(tmp_path, create=create)
         assert str(info.value) == f"{tmp_path / CONVERSATION_STORE}{message}"
 
 
@@ -150,7 +155,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path,
     (tmp_path / CONVERSATION_STORE).write_bytes(b"not a database, but someone's notes\n" * 200)
     before = _snapshot(tmp_path)
     with pytest.raises(StoreError, match="is corrupt or truncated"):
-        ConversationStore(tmp_path, create=create)
+        conversation_store(tmp_path, create=create)
     assert _all_closed(connections)
     assert _snapshot(tmp_path) == before
 
@@ -166,7 +171,7 @@ def test_cli_status_of_a_damaged_store_is_one_message(tmp_path: Path, capsys: py
 
 def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None:
     _fill(tmp_path)
-    with ConversationStore(tmp_path, create=True) as store:
+    with conversation_store(tmp_path, create=True) as store:
         store.db.execute("PRAGMA busy_timeout=0")  # fail at once instead of after 30 s
         other = sqlite3.connect(tmp_path / CONVERSATION_STORE, isolation_level=None)
         other.execute("BEGIN EXCLUSIVE")
@@ -181,7 +186,7 @@ def test_a_locked_store_and_a_full_disk_are_store_errors(tmp_path: Path) -> None
         with pytest.raises(StoreFullError, match="disk full"):
             for i in range(200):
                 store.add_step(f"big{i}", "m", StoredStep(response="x" * 10_000))
-    with ConversationStore(tmp_path) as store:
+    with conversation_store(tmp_path) as store:
         assert store.step("k1") is not None and store.step("k2") is not None  # nothing lost
 
 
@@ -246,29 +251,29 @@ def test_a_damaged_row_is_one_line_naming_file_and_row_for_every_reader(
 
 
 def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_skipped(tmp_path: Path) -> None:
-    """``ConversationStore.spill`` keeps an answer a full disk kept out of the store; ``replay_spills`` stores it
+    """``RunStore.spill`` keeps an answer a full disk kept out of the store; ``replay_spills`` stores it
     (the next run does so before any episode plays) and removes the file. A line cut short when the disk filled,
     one that is not a step, one whose fields have the wrong types, or one that is not UTF-8 JSON is skipped: its
     step is sent again."""
-    with ConversationStore(tmp_path, create=True) as store:
+    with conversation_store(tmp_path, create=True) as store:
         store.reserve_spill()
         reservation = store.spill_path
         assert reservation.exists() and reservation.stat().st_size > 0  # the space is claimed up front
-        store.spill("k1", "m", StoredStep(response="first", input_tokens=3, output_tokens=2, cost_usd=0.5))
-        store.spill("k2", "m", StoredStep(response="second"))
+        store.spill(StoredStep(key="k1", model="m", response="first", input_tokens=3, output_tokens=2, cost_usd=0.5))
     assert reservation.exists()  # written to: kept for the next run
-    with reservation.open("ab") as f:
-        f.write(b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n'
+    with reservation.open("ab") as f:  # a line an earlier release wrote, then hostile ones
+        f.write(b'{"step": {"key": "k2", "model": "m", "response": "second"}}\n'
+                b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n'
                 b'{"step": {"key": "k4", "model": "m", "response": "x", "cost_usd": "1e9"}}\n'
                 b'{"step": {"key": "k5", "model": "m", "response": "x", "input_tokens": true}}\n'
                 b'\xff\xfe not utf-8\n[[[[[[[[[[]]]]]]]]]]\n')
-    with ConversationStore(tmp_path, create=True) as store:
+    with conversation_store(tmp_path, create=True) as store:
         assert store.replay_spills() == 2
         assert store.step("k1") is not None and store.step("k1").response == "first"  # type: ignore[union-attr]
         assert store.step("k2") is not None
         assert all(store.step(key) is None for key in ("k3", "k4", "k5"))  # cut, or fields of the wrong type
         assert store.spend() == 0.5
     assert not list(tmp_path.glob("spill-*.jsonl"))
-    with ConversationStore(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
+    with conversation_store(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
         store.reserve_spill()
     assert not list(tmp_path.glob("spill-*.jsonl"))

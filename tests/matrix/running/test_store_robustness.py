@@ -540,6 +540,28 @@ def test_replay_skips_a_cut_line(tmp_path: Path, base_run: Path) -> None:
     assert not spill_files(run_dir)
 
 
+def test_replay_skips_a_line_whose_fields_have_the_wrong_types(tmp_path: Path, base_run: Path) -> None:
+    """A spill file is read back as untrusted: a call whose fields do not have ``Step``'s types (a number for the
+    answer, a bool for a token count, a field ``Step`` lacks) or whose verdicts are not a verdict row's is skipped
+    (its call is sent again), and a verdict that was not scored (``valid`` None) stays unscored."""
+    run_dir = copy_run(base_run, tmp_path / "run")
+    with RunStore(run_dir, readonly=True) as store:
+        names = [d[0] for d in store.db.execute("SELECT * FROM calls LIMIT 1").description]
+        row = store.db.execute("SELECT * FROM calls LIMIT 1").fetchone()
+        job = store.db.execute('SELECT model, variant, "case", repeat FROM jobs WHERE key = ?', (row[0],)).fetchone()
+    call = {name: value for name, value in zip(names, row, strict=True) if name != "finished_at"}
+    lines = [{"call": {**call, "response": 5}, "verdicts": []},
+             {"call": {**call, "input_tokens": True}, "verdicts": []},
+             {"call": {**call, "unknown": 1}, "verdicts": []},
+             {"call": call, "verdicts": [[list(job), {"not": "text"}, True, None]]},
+             {"call": {**call, "response": "kept"}, "verdicts": [[list(job), None, None, None]]}]
+    (run_dir / "spill-1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with RunStore(run_dir) as store:
+        assert store.replay_spills() == 1
+        assert store.call(call["key"])["response"] == "kept"
+        assert store.validity()[tuple(job)] is None
+
+
 def test_disk_full_errors_names_the_run_directory(tmp_path: Path) -> None:
     with pytest.raises(StoreFullError, match=f"disk full at {tmp_path}"):
         with disk_full_errors(tmp_path):

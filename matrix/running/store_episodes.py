@@ -1,4 +1,8 @@
-"""A conversation run's store: ``conversations.sqlite3`` in the run directory, in the run store's schema.
+"""The run store's conversation half: a conversation run's episodes and steps, and its file's migration.
+
+``EpisodeRows`` is mixed into ``store.RunStore`` (the one store class), as ``ledger.BatchLedger`` is: a
+conversation run's ``RunStore`` is opened on ``conversations.sqlite3`` in the run directory
+(``store.conversation_store``), and these methods read and write its episodes and steps.
 
 One schema for both kinds of run (``store._SCHEMA``, the single-turn
 ``store.sqlite3``'s): a conversation step is a row of ``calls`` and an
@@ -37,8 +41,8 @@ conversation run, the version which layout it has):
   it reads.
 - 2: the run store's tables, above.
 
-Opened as ``RunStore`` opens ``store.sqlite3`` (``matrix/running/store.py``,
-whose helpers it uses): a reader (``ConversationStore(run_dir)``) opens the
+Opened by the class that opens ``store.sqlite3`` (``store.RunStore``): a
+reader (``conversation_store(run_dir)``) opens the
 file read-only and writes nothing, not even ``-wal``/``-shm`` files; the
 schema version is checked before anything is written, so a foreign, damaged
 or newer file is left as it was; and every SQLite failure (a corrupt file,
@@ -60,31 +64,29 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from promptgrid.errors import RunError, StoreError
-from promptgrid.matrix.running.connection import _connect_readonly, _guarded, _open_checked, _store_error
-from promptgrid.matrix.running.ledger import _BATCH_SCHEMA, SpillFile, StoreFile, spilled
+from promptgrid.errors import StoreError
+from promptgrid.matrix.running.connection import _SCHEMA, DONE, STORE_FILE, _guarded
 from promptgrid.matrix.running.results import EpisodeResult
-from promptgrid.matrix.running.store import _SCHEMA, DONE
 from promptgrid.records import Step
 
-__all__ = ["CONVERSATION_STORE", "ConversationStore", "is_conversation_run", "StoredStep"]
+__all__ = ["CONVERSATION_STORE", "EpisodeRows", "is_conversation_run", "StoredStep"]
 
 CONVERSATION_STORE = "conversations.sqlite3"
 
 
 def is_conversation_run(run_dir: str | os.PathLike[str]) -> bool:
     """Whether ``run_dir`` holds a conversation run (its store, and no single-turn run store beside it)."""
-    from promptgrid.matrix.running.store import STORE_FILE
-
     path = Path(run_dir)
     return (path / CONVERSATION_STORE).is_file() and not (path / STORE_FILE).is_file()
 
 
 _SCHEMA_VERSION = 2
+_MISSING_EPISODES = ("{run_dir} holds no conversation run (" + CONVERSATION_STORE + " is missing). Start one with: "
+                     "promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
 _LEGACY_VERSION = 1
 _TABLES = frozenset({"meta", "models", "variants", "cases", "calls", "jobs"})
 _LEGACY_TABLES = frozenset({"meta", "steps", "episodes"})
@@ -99,13 +101,11 @@ StoredStep = Step
 """A conversation run's stored model answer: the one ``Step`` record (``promptgrid.records``), by its name here
 (``response``: text, or the native envelope; a stored step always has one)."""
 
-_SPILLED = ("response", "finish_reason", "input_tokens", "output_tokens", "cost_usd", "latency_s")
-"""What a spilled step keeps (the columns ``step`` reads back)."""
 
-
-def _spilled_step(value: Any) -> tuple[str, str, Step] | None:
-    """(key, model, step) of one spill line (``ConversationStore.spill``); ``None`` for a line that is not one, or
-    whose fields have the wrong types (the file is read back as untrusted: its step is then sent again)."""
+def _spilled_step(value: Any) -> Step | None:
+    """The step of a spill line a conversation store of an earlier release wrote (``{"step": ...}``; this one spills
+    an episode's step as ``RunStore.spill`` spills a call); ``None`` for a line that is not one, or whose fields
+    have the wrong types (the file is read back as untrusted: its step is then sent again)."""
     record = value.get("step") if isinstance(value, dict) else None
     if not isinstance(record, dict):
         return None
@@ -116,9 +116,8 @@ def _spilled_step(value: Any) -> tuple[str, str, Step] | None:
             and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in numbers.values())
             and all(numbers[k] is None or isinstance(numbers[k], int) for k in ("input_tokens", "output_tokens"))):
         return None
-    return key, model, Step(response=response, finish_reason=finish, input_tokens=numbers["input_tokens"],
-                            output_tokens=numbers["output_tokens"], cost_usd=numbers["cost_usd"],
-                            latency_s=numbers["latency_s"])
+    return Step(key=key, model=model, response=response, finish_reason=finish, input_tokens=numbers["input_tokens"],
+                output_tokens=numbers["output_tokens"], cost_usd=numbers["cost_usd"], latency_s=numbers["latency_s"])
 
 
 def _schema_statements() -> list[str]:
@@ -288,75 +287,45 @@ class _Ids:
         return self._cases[conversation_id]
 
 
-class ConversationStore(StoreFile):
-    """``conversations.sqlite3`` of a run directory.
+class EpisodeRows:
+    """A conversation run's episodes (rows of ``jobs``) and steps (rows of ``calls``), the version-1 migration of
+    its file, and the run's ``meta`` rows: mixed into ``store.RunStore``, which opens the file (``_open``) and
+    calls ``_migrate_legacy`` first when it is ``conversations.sqlite3``.
 
-    ``create=True`` (the runner) opens it for writing, making it when it is
-    missing; without it (readers: ``ConversationRun``, ``promptgrid status``)
-    the store must exist and is opened read-only (``readonly``: ``not create``
-    unless given; ``readonly=False`` writes to an existing store).
+    A class that mixes it in has ``db``, ``path``, ``readonly``, ``_transaction`` (``ledger.BatchLedger``),
+    ``_hashes`` (``None`` until ``step`` reads the stored keys) and ``_episode_ids`` (``None`` until
+    ``add_episode`` makes ids).
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, create: bool = False,
-                 readonly: bool | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / CONVERSATION_STORE
-        self.readonly = not create if readonly is None else readonly
-        if create and self.readonly:
-            raise ValueError("a conversation store cannot be created read-only")
-        if not self.path.is_file() and not create:
-            raise RunError(f"{self.run_dir} holds no conversation run ({CONVERSATION_STORE} is missing). Start one "
-                           "with: promptgrid run GRID --dataset bfcl:multi_turn_base --model ... --run-dir DIR")
-        self._copy: Path | None = None  # a read-only store's private copy (see _connect_readonly, _read_migrated)
-        self._spill = SpillFile(self.run_dir)  # answers a full disk keeps out of the store (``spill``)
-        self._hashes: set[int] | None = None  # the writer's stored step keys, by hash (``_step_hashes``)
-        self._tables: set[str] | None = None  # BatchLedger's table names, read when first needed
-        self._ids: _Ids | None = None  # the writer's model, variant and conversation ids (``add_episode``)
-        if self.readonly:
-            self.db, self._copy = _connect_readonly(self.path)
-        else:
-            try:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-                self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
-            except OSError as exc:
-                raise StoreError(f"cannot create {self.run_dir} ({exc}). Check that its parent is writable and the "
-                                 "disk has room.") from None
-            except sqlite3.Error as exc:
-                raise _store_error(self.path, exc) from None
-        try:
-            self._open(create=create)
-        except BaseException:
-            self.close()
-            raise
+    db: sqlite3.Connection
+    path: Path
+    readonly: bool
+    _hashes: set[int] | None
+    _episode_ids: _Ids | None
 
-    @_guarded
-    def _open(self, *, create: bool) -> None:
-        """Check that the file is a conversation store this version reads (making it if asked and empty), and
-        migrate a version-1 store (in place for a writer, a private copy for a reader)."""
+    _copy: Path | None
+
+    if TYPE_CHECKING:  # ``ledger.BatchLedger``'s, which the class that mixes this in has
+        def _transaction(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def _migrate_legacy(self) -> None:
+        """Migrate a version-1 conversation store (in place for a writer, a private copy for a reader); a file of
+        any other version is left to the schema check."""
         legacy = _legacy_tables(self.db)
         if legacy is not None and not _LEGACY_TABLES <= set(legacy):  # say what it is not, not "use version 1"
             raise StoreError(_NOT_A_STORE.format(path=self.path, tables=", ".join(legacy[:5])))
-        if legacy is not None:
-            if self.readonly:
-                self._verify_legacy(episodes=False)  # the migration reads the variants and labels rows: named here
-                self._read_migrated()
-            else:
-                self._verify_legacy()  # a damaged version-1 store is named and left as it is, not migrated
-                _migrate(self.db)
-                # Give back the dropped tables' pages (a 16 MB store of 26,370 steps: 40 MB after the migration,
-                # 23 MB after this). Optional: on a full disk the store is migrated and whole without it.
-                with contextlib.suppress(sqlite3.Error):
-                    self.db.execute("VACUUM")
-        tables = _open_checked(self.db, self.path, create=create, readonly=self.readonly, version=_SCHEMA_VERSION,
-                               kind="conversation store", not_store=_NOT_A_STORE, required=_TABLES)
-        if not self.readonly and not tables:  # the tables and the version in one transaction: no half store
-            self.db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
-                                  f"('schema_version', '{_SCHEMA_VERSION}'); COMMIT;")
-        if not self.readonly:
-            # The batch ledger's tables (``--batch``), added to a store of any earlier release as it is opened for
-            # writing; a reader of a store without them sees no batches.
-            self.db.executescript(_BATCH_SCHEMA)
-            self._tables = None
+        if legacy is None:
+            return
+        if self.readonly:
+            self._verify_legacy(episodes=False)  # the migration reads the variants and labels rows: named here
+            self._read_migrated()
+            return
+        self._verify_legacy()  # a damaged version-1 store is named and left as it is, not migrated
+        _migrate(self.db)
+        # Give back the dropped tables' pages (a 16 MB store of 26,370 steps: 40 MB after the migration, 23 MB
+        # after this). Optional: on a full disk the store is migrated and whole without it.
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("VACUUM")
 
     def _verify_legacy(self, *, episodes: bool = True) -> None:
         """Decode every meta row of a version-1 store, and with ``episodes`` every episode row (``verify``, on its
@@ -372,7 +341,7 @@ class ConversationStore(StoreFile):
         once per process and file state (``_migrated_copy``): a report opens the store once per read."""
         copy = _migrated_copy(self.path, self.db)
         target = sqlite3.connect(f"{copy.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None,
-                                 timeout=30.0)
+                                 timeout=30.0, check_same_thread=False)
         target.execute("PRAGMA query_only=1")
         self.db.close()
         if self._copy is not None:
@@ -397,7 +366,7 @@ class ConversationStore(StoreFile):
         before it writes anything, so a damaged store is left exactly as it was."""
         for key, text in self.db.execute("SELECT key, value FROM meta"):
             self._decoded(text, f"the meta row {key!r}")
-        self.variants()
+        self.variant_dimensions()
         for model, vid, cid, repeat, text in self.db.execute(_EPISODES):
             self._episode_from(text, _episode_row(model, vid, cid, repeat))
 
@@ -424,21 +393,8 @@ class ConversationStore(StoreFile):
                              "wrote it, or another --run-dir.") from None
 
     @_guarded
-    def add_variants(self, dimensions: Mapping[str, Mapping[str, str]], labels: Mapping[str, str] | None = None,
-                     ) -> None:
-        """Record variant ids with their dimension values and labels (kept from earlier runs into the same directory;
-        a variant run again takes its latest values, and its latest label where ``labels`` has one)."""
-        labels = labels or {}
-        rows = [(vid, labels.get(vid), json.dumps(dict(dims), ensure_ascii=False)) for vid, dims in
-                dimensions.items()]
-        with self._transaction():
-            self.db.executemany("INSERT INTO variants (variant_id, label, dimensions) VALUES (?, COALESCE(?, ''), ?) "
-                                "ON CONFLICT(variant_id) DO UPDATE SET dimensions=excluded.dimensions, label="
-                                "CASE WHEN excluded.label = '' THEN label ELSE excluded.label END", rows)
-
-    @_guarded
-    def variants(self) -> dict[str, dict[str, str]]:
-        """Each recorded variant's dimension values, in the order they were first recorded."""
+    def variant_dimensions(self) -> dict[str, dict[str, str]]:
+        """Each recorded variant's dimension values by variant id, in the order they were first recorded."""
         out = {}
         for vid, text in self.db.execute("SELECT variant_id, dimensions FROM variants ORDER BY id"):
             value = self._decoded(text, f"the variant row {vid[:80]!r}")
@@ -477,36 +433,6 @@ class ConversationStore(StoreFile):
             self._hashes = {hash(key) for (key,) in self.db.execute("SELECT key FROM calls")}
         return self._hashes
 
-    @property
-    def spill_path(self) -> Path:
-        """This process's spill file (``spill-<pid>.jsonl`` beside the store)."""
-        return self._spill.path
-
-    def reserve_spill(self) -> None:
-        """Claim disk for the answers a disk that fills mid-run keeps out of the store (``SpillFile.reserve``)."""
-        self._spill.reserve()
-
-    def spill(self, key: str, model: str, step: Step) -> None:
-        """Keep an answer ``add_step`` could not commit (a full disk) in the spill file, on disk: the next run stores
-        it (``replay_spills``) instead of sending its step again. Raises ``OSError`` when even this fails."""
-        self._spill.write({"step": {"key": key, "model": model, **{name: getattr(step, name) for name in _SPILLED}}})
-
-    @_guarded
-    def replay_spills(self) -> int:
-        """Store the answers earlier runs spilled (``spill``), then delete their files; returns how many. Called by
-        a run before any episode plays, so a spilled answer is never sent again; a line that cannot be read (cut
-        short when the disk filled) is skipped, and its step is sent again. On a disk still full this raises
-        ``StoreFullError`` and keeps the files for the next try."""
-        replayed = 0
-        for path, values in spilled(self.run_dir):
-            steps = [step for step in map(_spilled_step, values) if step is not None]
-            with self._transaction():
-                for key, model, step in steps:
-                    self.add_step(key, model, step)
-            path.unlink()
-            replayed += len(steps)
-        return replayed
-
     @_guarded
     def add_step(self, key: str, model: str, step: Step) -> None:
         """Commit one answer now (a killed run keeps every answer it got)."""
@@ -519,12 +445,6 @@ class ConversationStore(StoreFile):
                          time.time(), step.endpoint))
         if self._hashes is not None:
             self._hashes.add(hash(key))
-
-    @_guarded
-    def spend(self) -> float:
-        """USD recorded for every answer stored in the run directory (unknown prices count 0; a step shared by
-        several episodes was paid once and counts once): what ``--max-cost`` caps."""
-        return float(self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM calls").fetchone()[0])
 
     @_guarded
     def step_count(self) -> int:
@@ -550,12 +470,12 @@ class ConversationStore(StoreFile):
         if self.db.in_transaction:  # the caller's: the ids it makes are asked for afresh (it may yet roll back)
             self._insert_episode(_Ids(self.db), result, text)
             return
-        ids = self._ids = self._ids or _Ids(self.db)
+        ids = self._episode_ids = self._episode_ids or _Ids(self.db)
         try:
             with self._transaction():
                 self._insert_episode(ids, result, text)
         except BaseException:
-            self._ids = None  # an id made in the transaction that rolled back is not in the file
+            self._episode_ids = None  # an id made in the transaction that rolled back is not in the file
             raise
 
     def _insert_episode(self, ids: _Ids, result: EpisodeResult, text: str) -> None:
