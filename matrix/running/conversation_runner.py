@@ -122,7 +122,7 @@ from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExpor
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
 from promptgrid.matrix.running.results import EpisodeResult
-from promptgrid.matrix.running.sending import Line, Stopped, send
+from promptgrid.matrix.running.sending import Line, Sent, Stopped, send
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, RetryPolicy
@@ -427,21 +427,25 @@ class _Episodes:
         if getattr(client, "takes_episode", False):
             kwargs["episode"] = context
         # A model's first call goes alone (``sending.send``): a bad key or an unknown model costs one request.
-        completion, latency = await self._attempts(client, model, params, asked, kwargs)
-        exact = self.redact_answer
+        sent = await self._attempts(client, model, params, asked, kwargs)
+        completion, exact = sent.completion, self.redact_answer
         native = context.variant.call_mode is CallMode.NATIVE
+        # What a single-turn call's row keeps too (``runner._answered``): the attempts it took, the model name the
+        # provider reported and the endpoint that answered.
         return Step(model=model, response=stored_response(completion, native=native, exact=exact,
                                                           max_chars=self.max_answer_chars),
                     finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
-                    output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=latency)
+                    output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_s=sent.latency,
+                    attempts=sent.attempts, raw_model=provider_field(getattr(completion, "model", None), exact),
+                    endpoint=getattr(completion, "endpoint", None))
 
     async def _attempts(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
-                        kwargs: Mapping[str, Any]) -> tuple[Any, float]:
-        """The completion (and its latency) of one step, sent by the one send path (``sending.send``, as a
-        single-turn call: paced, within the model's adaptive limit, retried as the run's policy allows; an error
-        every later call would repeat stops the model). Raises the error retries could not fix;
-        ``_ModelStopped`` when the model was stopped before or while this step waited; ``_RunStopped`` once the
-        run is stopping (the step is not sent again)."""
+                        kwargs: Mapping[str, Any]) -> Sent:
+        """How one step's call ended (its completion, latency and attempts), sent by the one send path
+        (``sending.send``, as a single-turn call: paced, within the model's adaptive limit, retried as the run's
+        policy allows; an error every later call would repeat stops the model). Raises the error retries could not
+        fix; ``_ModelStopped`` when the model was stopped before or while this step waited; ``_RunStopped`` once
+        the run is stopping (the step is not sent again)."""
         line = self.lines.setdefault(model, Line())
         try:
             sent = await send(line, lambda: client.complete(list(asked.messages), params, **kwargs),
@@ -458,7 +462,7 @@ class _Episodes:
         self._note_halt(model, line)
         if sent.error is not None:
             raise sent.error
-        return sent.completion, sent.latency
+        return sent
 
     def _stopping(self) -> bool:
         return self.stopped is not None
@@ -695,7 +699,8 @@ def line_step(completion: Any, native: bool, price: Callable[[int, int], float |
         cost = price(completion.input_tokens, completion.output_tokens)
     return Step(response=stored_response(completion, native=native, exact=exact, max_chars=max_chars),
                 finish_reason=provider_field(completion.finish_reason, exact), input_tokens=completion.input_tokens,
-                output_tokens=completion.output_tokens, cost_usd=cost, latency_s=0.0)
+                output_tokens=completion.output_tokens, cost_usd=cost, latency_s=0.0,
+                raw_model=provider_field(getattr(completion, "model", None), exact))
 
 
 def _check_batch_models(models: Sequence[str], clients: Mapping[str, Any]) -> None:

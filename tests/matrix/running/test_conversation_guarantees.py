@@ -197,6 +197,33 @@ def test_a_key_the_server_echoes_in_its_answers_is_in_no_file_export_or_output(
     assert key not in exported.out + exported.err + output.out + output.err
 
 
+def test_a_step_keeps_its_attempts_the_model_the_provider_named_redacted_and_the_endpoint_as_a_call_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A conversation step's row keeps what a single-turn call's keeps: the attempts it took (a 429 first), the
+    model name the provider reported (redacted: this server puts the key there) and the endpoint that answered."""
+    from promptgrid.matrix.running import conversation_runner as _run
+    from support.fake_server import FakeScript, FakeServer
+
+    key = "zz-guard-fields-2b7e4c9a1f"
+    monkeypatch.setenv("GUARD_ENDPOINT_VALUE", key)
+    monkeypatch.setattr(_run, "Environment", QuietEnv)
+    run_dir, config = tmp_path / "run", tmp_path / "run.yaml"
+    with FakeServer.thread(FakeScript(answer="prose", fail_first=1, retry_after_s=0.0,
+                                      echo_auth_in_fields=True)) as srv:
+        config.write_text(json.dumps({
+            "grid": "call_modes", "dataset": "bfcl:multi_turn_base", "limit": 1, "run_dir": str(run_dir),
+            "variants": ["json->json,False"],
+            "models": [{"name": "openai/x", "api_base": srv.url, "api_key_env": "GUARD_ENDPOINT_VALUE",
+                        "concurrency": 1}]}), encoding="utf-8")
+        assert main(["run", str(config), "--no-progress"]) == 0
+        capfd.readouterr()
+    with conversation_store(run_dir) as store:
+        rows = store.db.execute("SELECT attempts, raw_model, endpoint FROM calls").fetchall()
+    assert rows and all(attempts == 2 for attempts, _model, _endpoint in rows)
+    assert all(isinstance(model, str) and "[REDACTED]" in model and key not in model for _a, model, _e in rows)
+    assert {endpoint for _a, _m, endpoint in rows} == {srv.url}
+
+
 # --------------------------------------------------------------------------- 3. one kind per run directory
 
 def test_single_turn_and_conversation_runs_do_not_mix_in_one_directory(
