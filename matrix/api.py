@@ -537,15 +537,15 @@ def estimate(grid: Grid | PathLike | RunConfig, dataset: str | None = None, *, a
     """What ``run`` with the same arguments would send and cost, calling no model (``promptgrid run --dry-run``).
 
     Returns a ``PlanEstimate`` (``promptgrid.matrix.running.estimate``): per model (``.models``, each a
-    ``ModelEstimate``), the jobs, those already stored in the run directory, those sharing a prompt, the calls to
-    send with their estimated input tokens (characters / 4), the most output ``max_tokens`` allows, the cost at
-    litellm's online and batch prices (``None`` when unknown), the jobs the model cannot be sent
-    (``unsupported``) and the credential variables not set (``missing_env``); totals as properties. An adaptive
-    ``goal`` scales the product's counts to its budget (``ModelEstimate.product``). For a conversation dataset
-    (``kind == "conversation"``) the jobs are episodes and the calls steps, counted on the ground truth's path
-    (each pair played offline by ``fake/ground-truth``: a floor, as a model that errs takes more steps). What
-    ``run`` would refuse (a run directory of another grid or kind, a plan past ``max_jobs``) raises ``RunError``
-    here too; nothing is written.
+    ``ModelEstimate``), the jobs, those already stored in the run directory, those sharing a prompt, the calls to send
+    with their estimated input tokens (characters / 4, a native request's tool schemas included), the most output
+    ``max_tokens`` allows, the cost at litellm's online and batch prices (``None`` when unknown), the jobs the model
+    cannot be sent (``unsupported``) and the credential variables not set (``missing_env``); totals as properties. An
+    adaptive ``goal`` scales the product's counts to its budget (``ModelEstimate.product``). For a conversation dataset
+    (``kind == "conversation"``) the jobs are episodes and the calls steps, counted on the ground truth's path (each
+    pair played offline by ``fake/ground-truth``: a floor, as a model that errs takes more steps). What ``run`` would
+    refuse (a run directory of another grid or kind, a plan past ``max_jobs``) raises ``RunError`` here too; nothing is
+    written.
     """
     from promptgrid.matrix.episodes import kind_of_dataset
 

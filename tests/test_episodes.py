@@ -194,6 +194,21 @@ def test_render_of_a_single_turn_run_reads_its_run_json_as_untrusted(runs: dict[
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
+def test_a_native_plans_estimate_counts_the_tool_schemas_each_call_sends(tmp_path: Path) -> None:
+    """The dry run of a native variant counts the tool schemas each request sends beside its messages (as a
+    provider bills them): its input tokens are those of the prompts ``pg.render`` gives, request included. They
+    were left out, which put a native plan's input at under half of this on mini."""
+    from promptgrid.matrix.running.ratelimit import estimate_tokens
+
+    estimate = pg.estimate("call_modes", "mini:en", models=["openai/gpt-4o-mini"], variants=["native"],
+                           run_dir=tmp_path / "run")
+    sent = list(pg.render("call_modes", "mini:en", variants=["native"]))
+    assert len(sent) == estimate.models[0].calls and all(p.request and p.request["tools"] for p in sent)
+    messages_only = sum(estimate_tokens(p.messages) + 1 for p in sent)
+    assert estimate.models[0].input_tokens == sum(estimate_tokens(p.messages, None, p.request) + 1 for p in sent)
+    assert estimate.models[0].input_tokens > 1.5 * messages_only
+
+
 def test_estimate_says_what_a_run_of_either_kind_would_send_and_what_is_stored(runs: dict[str, Path]) -> None:
     """``pg.estimate`` is ``run --dry-run`` as a value, for both kinds: one ``PlanEstimate``; what the run
     directory holds costs nothing; what ``run`` would refuse is refused."""

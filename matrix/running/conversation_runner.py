@@ -401,7 +401,7 @@ class _Episodes:
         if self.stopped is None:
             def first_price() -> float | None:
                 price = getattr(client, "price", None)
-                return price(estimate_tokens(asked.messages) + 1, 0) if price is not None else None
+                return price(estimate_tokens(asked.messages, None, asked.request) + 1, 0) if price is not None else None
 
             if not self.budget.allows(first_price):
                 self.stopped = costcap.MAX_COST
@@ -450,7 +450,7 @@ class _Episodes:
         try:
             sent = await send(line, lambda: client.complete(list(asked.messages), params, **kwargs),
                               timeout=self.timeouts.get(model, 600.0), retry=self.retry,
-                              est_tokens=estimate_tokens(asked.messages, params.get("max_tokens")),
+                              est_tokens=estimate_tokens(asked.messages, params.get("max_tokens"), asked.request),
                               stopping=self._stopping, redact=self.redact)
         except Stopped as stopped:
             self.summary.congested += stopped.congested

@@ -284,7 +284,7 @@ def _print_estimate_notes(e: Estimate, jobs: str, calls: str, out: TextIO) -> No
             print(f"model {m.model}: adaptive plan of {m.jobs:,} of the product's {m.product:,} {jobs}: which cells "
                   "its rounds choose depends on their results, so its counts are the product's scaled to the "
                   "budget.", file=out)
-    note = "input tokens are prompt characters / 4; cost from litellm's price list"
+    note = "input tokens are prompt characters / 4 (native tool schemas included); cost from litellm's price list"
     if e.unpriced:
         note += f"; no price known for {', '.join(e.unpriced)}"
     print(f"total: {e.calls} {calls} to send, est. ${e.cost_input:.4f} for their input, "

@@ -9,7 +9,8 @@ have: its counts are the product's scaled to the budget (``ModelEstimate.product
 For each model the plan is walked as the runner walks it: a job whose call
 is already in the store costs nothing, a job whose prompt repeats one seen
 earlier in the plan shares that call, every other job is a call to send.
-Input tokens are estimated as prompt characters / 4; cost comes from
+Input tokens are estimated as prompt characters / 4, the tool schemas of a
+native request included (``ratelimit.estimate_tokens``); cost comes from
 litellm's price list (free for local and fake models, unknown for models
 litellm has no price for). The credentials each model's provider needs are
 checked in the environment (``providers.missing_credentials``: names only,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ModelSpec
+from .ratelimit import estimate_tokens
 from .session import Prepared, has_store, run_sync
 from .store import UNSUPPORTED, RunStore
 
@@ -170,7 +172,7 @@ DRY_RUN_PAIRS = 2000
 @dataclass(frozen=True)
 class _Path:
     """The ground truth's path through one (variant, conversation) pair: its steps, their estimated input
-    tokens (the messages of each step, characters / 4), and the request pieces of its first step."""
+    tokens (the messages and tool schemas of each step, characters / 4), and the request pieces of its first step."""
 
     steps: int
     input_tokens: int
@@ -181,15 +183,15 @@ def estimate_conversations(config: Any, variants: Sequence[Any], conversations: 
                            ) -> PlanEstimate:
     """What a conversation run of ``config`` would send and cost, calling nothing (``--dry-run``).
 
-    A conversation's steps are known only as it runs, so they are counted on the ground truth's path: each
-    (variant, conversation) pair is played offline by ``fake/ground-truth`` on its environment (the
-    ``Episode`` a run plays, its messages rendered as the run renders them), each step's messages counted as
-    characters / 4, the single-turn estimate's rule. That is a model that solves every turn in the fewest
-    steps: a model that errs takes more, up to ``max_steps`` a turn. Per model, the episodes already settled in
-    the run directory (a verdict, or an error a plain re-run keeps) cost nothing, those whose first request the
-    model cannot be sent (``unsupported``) are not sent, and every other episode costs the mean of the played
-    pairs it can be sent; ``max_tokens`` bounds each step's output, as each call's in a single-turn plan. An
-    adaptive goal scales the product's counts to its budget. At most ``DRY_RUN_PAIRS`` pairs are played."""
+    A conversation's steps are known only as it runs, so they are counted on the ground truth's path: each (variant,
+    conversation) pair is played offline by ``fake/ground-truth`` on its environment (the ``Episode`` a run plays, its
+    messages rendered as the run renders them), each step's messages (and a native request's tool schemas) counted as
+    characters / 4, the single-turn estimate's rule. That is a model that solves every turn in the fewest steps: a model
+    that errs takes more, up to ``max_steps`` a turn. Per model, the episodes already settled in the run directory (a
+    verdict, or an error a plain re-run keeps) cost nothing, those whose first request the model cannot be sent
+    (``unsupported``) are not sent, and every other episode costs the mean of the played pairs it can be sent;
+    ``max_tokens`` bounds each step's output, as each call's in a single-turn plan. An adaptive goal scales the
+    product's counts to its budget. At most ``DRY_RUN_PAIRS`` pairs are played."""
     pairs = [(v, c) for v in variants for c in conversations]
     step = max(1, -(-len(pairs) // DRY_RUN_PAIRS))
     sample = pairs[::step]
@@ -228,8 +230,6 @@ async def _ground_truth_paths(sample: Sequence[tuple[Any, Any]], renderer: Any, 
     from promptgrid.records import Step
     from promptgrid.variants import CallMode
 
-    from .ratelimit import estimate_tokens
-
     warm_up()
     truth = ScriptedClient("fake/ground-truth")
     episode = ConversationEpisode(renderer, step_limit=step_limit, strict_arguments=strict_arguments)
@@ -245,7 +245,7 @@ async def _ground_truth_paths(sample: Sequence[tuple[Any, Any]], renderer: Any, 
             if not first:
                 first.append(asked.request)
             counts[0] += 1
-            counts[1] += estimate_tokens(asked.messages) + 1
+            counts[1] += estimate_tokens(asked.messages, None, asked.request) + 1
             completion = await truth.complete(list(asked.messages), {}, request=asked.request, episode=asked.context)
             native = variant.call_mode is CallMode.NATIVE
             return Step(response=stored_response(completion, native=native)), True
@@ -308,7 +308,7 @@ def _count(batch: list[Any], store: RunStore | None, seen: set[bytes], counts: l
         else:
             seen.add(digest)
             counts[3] += 1
-            counts[4] += sum(len(m["content"]) for m in job.messages) // 4 + 1
+            counts[4] += estimate_tokens(job.messages, None, request) + 1
 
 
 class _Free:

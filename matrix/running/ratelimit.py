@@ -2,7 +2,7 @@
 
 ``TokenBucket`` paces calls to one model: one bucket for requests per minute,
 one for tokens per minute. A call takes its estimated tokens (prompt
-chars / 4 + max_tokens, which is how providers count against TPM) before it
+chars / 4, native tool schemas included, + max_tokens, which is how providers count against TPM) before it
 is sent and gives back the difference once the real usage is known. A call
 bigger than the whole bucket is let through when the bucket is full (the
 level goes negative), so a small limit never deadlocks. (Retry delays are
@@ -17,6 +17,7 @@ their calls with them.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -68,9 +69,12 @@ def model_buckets(rpm: float | None, tpm: float | None) -> tuple[TokenBucket | N
             TokenBucket(tpm, burst=tpm / 60) if tpm else None)
 
 
-def estimate_tokens(messages: Iterable[Mapping[str, Any]], max_tokens: Any = None) -> int:
-    """The tokens a call is counted for against TPM before it is sent: its messages' text characters / 4 (text
-    content, and the arguments of the tool calls an assistant message carries) plus ``max_tokens``."""
+def estimate_tokens(messages: Iterable[Mapping[str, Any]], max_tokens: Any = None,
+                    request: Mapping[str, Any] | None = None) -> int:
+    """The tokens a call is counted for before it is sent (against TPM, the cost cap's first price, and a dry
+    run's estimate): its messages' text characters / 4 (text content, and the arguments of the tool calls an
+    assistant message carries), the tool schemas a native ``request`` sends beside them (providers bill them as
+    input: they are the function docs a prompt-mode message holds), plus ``max_tokens``."""
     chars = 0
     for message in messages:
         content = message.get("content")
@@ -80,4 +84,7 @@ def estimate_tokens(messages: Iterable[Mapping[str, Any]], max_tokens: Any = Non
             function = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(function, Mapping):
                 chars += sum(len(v) for v in (function.get("name"), function.get("arguments")) if isinstance(v, str))
+    tools = request.get("tools") if isinstance(request, Mapping) else None
+    if tools:
+        chars += len(json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=str))
     return chars // 4 + int(max_tokens or 0)

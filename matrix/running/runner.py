@@ -580,8 +580,8 @@ class Runner:
         is reached (at most ``concurrency``).
         """
         def first_price() -> float | None:
-            chars = sum(len(m["content"]) for m in call.job.messages)
-            return lane.client.price(chars // 4 + 1, 0)
+            return lane.client.price(estimate_tokens(call.job.messages, None, getattr(call.job, "request", None)) + 1,
+                                     0)
 
         if self.budget.allows(first_price):
             return True
@@ -597,7 +597,7 @@ class Runner:
         native = request is not None and request.get("call_mode") == "native"
         params = dict(job.params)
         params["timeout"] = spec.timeout
-        est_tokens = estimate_tokens(job.messages, params.get("max_tokens"))
+        est_tokens = estimate_tokens(job.messages, params.get("max_tokens"), request)
         attempts = 0
         self.budget.in_flight += 1
         reserved = True

@@ -173,6 +173,20 @@ def test_estimate_counts_text_and_tool_call_arguments() -> None:
     assert estimate_tokens([{"role": "user", "content": "abcd"}]) == 1
 
 
+def test_estimate_counts_the_tool_schemas_a_native_request_sends() -> None:
+    """Providers bill a native request's tool schemas as input (they are the function docs a prompt-mode message
+    holds): the estimate behind TPM, the cost cap and the dry run counts them; other request pieces are not sent
+    as input."""
+    tools = [{"type": "function", "function": {"name": "cd", "description": "Change directory — ändern",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "folder": {"type": "string"}}, "required": ["folder"]}}}]
+    schemas = len(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
+    messages = [{"role": "user", "content": "abcd"}]
+    assert estimate_tokens(messages, 7, {"call_mode": "native", "tools": tools}) == (4 + schemas) // 4 + 7
+    assert estimate_tokens(messages, None, {"call_mode": "constrained", "grammar": "x" * 400}) == 1
+    assert estimate_tokens(messages, None, None) == 1
+
+
 def test_rpm_given_to_pg_run_and_the_cli_paces_a_conversation_run(tmp_path: Path, clock: FakeClock,
                                                                   taken: list[tuple[float, float]],
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
