@@ -179,10 +179,11 @@ _STEP_TYPES: dict[str, tuple[type, ...]] = {f.name: _ANNOTATED[str(f.type)] for 
 another annotation fails here, at import, until it is named in ``_ANNOTATED``."""
 
 
-def _spilled_entry(value: Any) -> tuple[Step, list[VerdictRow]] | None:
+def _spilled_entry(value: Any, *, episodic: bool) -> tuple[Step, list[VerdictRow]] | None:
     """A spill line's (call, job verdicts) (``RunStore.spill``), or an episode step a conversation store of an
-    earlier release spilled (``{"step": ...}``); ``None`` for a line that is neither, or whose fields have the
-    wrong types (its call is then sent again)."""
+    earlier release spilled (``{"step": ...}``); ``None`` for a line that is neither, whose fields have the wrong
+    types, or that does not fit the store (an answer without its text; in a conversation run's store, ``episodic``,
+    anything but an answered step without verdicts): its call is then sent again."""
     if not isinstance(value, dict):
         return None
     if "step" in value:
@@ -190,6 +191,9 @@ def _spilled_entry(value: Any) -> tuple[Step, list[VerdictRow]] | None:
         return None if step is None else (step, [])
     call, verdicts = value.get("call"), value.get("verdicts")
     if not isinstance(call, dict) or not isinstance(verdicts, list) or set(call) - set(_STEP_TYPES):
+        return None
+    status = call.get("status", DONE)
+    if (status == DONE and not isinstance(call.get("response"), str)) or (episodic and (status != DONE or verdicts)):
         return None
     for name, kinds in _STEP_TYPES.items():
         if name in call and (not isinstance(call[name], kinds) or isinstance(call[name], bool)):
@@ -524,7 +528,7 @@ class RunStore(StoreFile, EpisodeRows):
         """
         replayed = 0
         for path, values in spilled(self.run_dir):
-            entries = [entry for entry in map(_spilled_entry, values) if entry is not None]
+            entries = [entry for value in values if (entry := _spilled_entry(value, episodic=self.episodic))]
             with self._transaction():
                 for result, verdicts in entries:
                     self._insert_result(result, verdicts)

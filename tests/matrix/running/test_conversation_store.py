@@ -266,12 +266,18 @@ def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_s
                 b'{"step": {"key": "k3", "model": "m", "respo\n{"call": {"key": "single-turn"}}\n'
                 b'{"step": {"key": "k4", "model": "m", "response": "x", "cost_usd": "1e9"}}\n'
                 b'{"step": {"key": "k5", "model": "m", "response": "x", "input_tokens": true}}\n'
-                b'\xff\xfe not utf-8\n[[[[[[[[[[]]]]]]]]]]\n')
+                b'\xff\xfe not utf-8\n[[[[[[[[[[]]]]]]]]]]\n'
+                # a call a conversation store has no place for: a failed one, an answer without its text, verdicts
+                b'{"call": {"key": "k6", "model": "m", "status": "error", "error": "x"}, "verdicts": []}\n'
+                b'{"call": {"key": "k7", "model": "m", "response": null}, "verdicts": []}\n'
+                b'{"call": {"key": "k8", "model": "m", "response": "x"},'
+                b' "verdicts": [[[1, 1, 1, 0], null, null, null]]}\n')
     with conversation_store(tmp_path, create=True) as store:
         assert store.replay_spills() == 2
         assert store.step("k1") is not None and store.step("k1").response == "first"  # type: ignore[union-attr]
         assert store.step("k2") is not None
-        assert all(store.step(key) is None for key in ("k3", "k4", "k5"))  # cut, or fields of the wrong type
+        # cut, fields of the wrong type, or no place in this store
+        assert all(store.step(key) is None for key in ("k3", "k4", "k5", "k6", "k7", "k8"))
         assert store.spend() == 0.5
     assert not list(tmp_path.glob("spill-*.jsonl"))
     with conversation_store(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
