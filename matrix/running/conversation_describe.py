@@ -36,7 +36,7 @@ def print_conversation_run(run: Run, out: TextIO, err: TextIO) -> int:
                    if s.unsupported else "")
     print(f"{s.episodes:,} episodes: {s.finished:,} finished{failed_env} ({s.skipped:,} already in the store), "
           f"{s.valid:,} valid, {s.errors:,} ended in an error (counted as failed){unfinished}{unsupported}; "
-          f"{s.steps_sent:,} steps sent, "
+          f"{s.steps_sent + s.steps_failed:,} steps sent{_failed_steps(s)}, "
           f"{s.steps_stored:,} read back from the store; spent ${s.spend:.4f}; {s.wall_s:.1f} s. Stored in "
           f"{run.path}.", file=out)
     if s.replayed:
@@ -120,6 +120,15 @@ def dry_run_conversations(config: RunConfig, *, append: bool, out: TextIO) -> No
               f"{product:,} episodes per model; which ones its rounds choose depends on their verdicts.",
               file=out)
     print_estimate(estimate_conversations(config, variants, conversations, renderer), out)
+
+
+def _failed_steps(s: ConversationRunSummary) -> str:
+    """What the summary line adds to the steps sent when some failed or took retries, as a single-turn run's line
+    says of its calls ("12 steps sent (1 ended in an error, 15 attempts)"); nothing otherwise."""
+    sent = s.steps_sent + s.steps_failed
+    if not s.steps_failed and s.attempts <= sent:
+        return ""
+    return f" ({s.steps_failed:,} ended in an error, {s.attempts:,} attempts)"
 
 
 def _print_episode_problems(s: ConversationRunSummary, out: TextIO) -> None:

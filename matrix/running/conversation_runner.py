@@ -175,6 +175,11 @@ class ConversationRunSummary:
     """Episodes whose model cannot be sent a step's request pieces (nothing sent): stored as ``unsupported``, out of
     the rates; each run checks them again."""
     steps_sent: int = 0
+    """Steps this run sent and got an answer to (stored)."""
+    steps_failed: int = 0
+    """Steps this run sent whose call failed for good (retries could not fix it): its episode ended in an error."""
+    attempts: int = 0
+    """Requests the steps this run sent took (``steps_sent + steps_failed``, retries included)."""
     steps_stored: int = 0
     """Steps read back from the store instead of sent (a resumed or shared prefix)."""
     environment_failures: int = 0
@@ -454,13 +459,16 @@ class _Episodes:
                               stopping=self._stopping, redact=self.redact)
         except Stopped as stopped:
             self.summary.congested += stopped.congested
+            self.summary.attempts += stopped.attempts
             self._note_halt(model, line)
             if self.stopped is not None:
                 raise _RunStopped(self.stopped) from None
             raise _ModelStopped(model) from None
         self.summary.congested += sent.congested
+        self.summary.attempts += sent.attempts
         self._note_halt(model, line)
         if sent.error is not None:
+            self.summary.steps_failed += 1
             raise sent.error
         return sent
 

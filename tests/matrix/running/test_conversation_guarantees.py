@@ -216,9 +216,10 @@ def test_a_step_keeps_its_attempts_the_model_the_provider_named_redacted_and_the
             "models": [{"name": "openai/x", "api_base": srv.url, "api_key_env": "GUARD_ENDPOINT_VALUE",
                         "concurrency": 1}]}), encoding="utf-8")
         assert main(["run", str(config), "--no-progress"]) == 0
-        capfd.readouterr()
+        out = capfd.readouterr().out
     with conversation_store(run_dir) as store:
         rows = store.db.execute("SELECT attempts, raw_model, endpoint FROM calls").fetchall()
+    assert f"{len(rows)} steps sent (0 ended in an error, {2 * len(rows)} attempts)" in out  # as a call's line
     assert rows and all(attempts == 2 for attempts, _model, _endpoint in rows)
     assert all(isinstance(model, str) and "[REDACTED]" in model and key not in model for _a, model, _e in rows)
     assert {endpoint for _a, _m, endpoint in rows} == {srv.url}

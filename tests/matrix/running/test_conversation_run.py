@@ -480,6 +480,7 @@ def test_a_fatal_error_ends_every_episode_as_an_error_counted_failed_and_retry_e
     summary = run_conversations([PROMPT, NATIVE], base[:2], models=[GT], run_dir=tmp_path, clients={GT: client})
     # As a single-turn call's error: stored, counted as failed (finished, not valid), not left unfinished.
     assert (summary.episodes, summary.errors, summary.finished, summary.valid, summary.steps_sent) == (4, 4, 4, 0, 0)
+    assert (summary.steps_failed, summary.attempts) == (4, 4)  # sent, failed for good: requests all the same
     assert not summary.halted and summary.not_run == 0 and summary.unfinished == 0
     for r in summary.results:
         assert r.valid is False and r.status == "error" and r.scored and not r.correct
@@ -747,6 +748,7 @@ def test_a_conversation_run_retries_as_its_run_config_says(tmp_path: Path, base:
         summary = run(client, "bounded", max_retries=2, backoff_base_s=0.25, backoff_max_s=0.3)
         assert summary.errors == 1 and "overloaded" in (summary.results[0].error or "")
         assert list(client.attempts.values()) == [3] and len(waits) == 2
+        assert (summary.steps_failed, summary.attempts) == (1, 3)
         assert 0 <= waits[0] <= 0.25 and 0 <= waits[1] <= 0.3
         # A malformed answer is sent again at most the policy's malformed_attempts (2) times in all.
         client = Failing(ErrorKind.MALFORMED, retry_after=None)
