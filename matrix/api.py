@@ -264,7 +264,7 @@ def open_run(path: PathLike) -> Run:
 
 def load_results(source: Run | PathLike) -> list[ResultRow]:
     """The rows of a run, a run directory (read-only) or a JSONL file written by ``promptgrid export``: a
-    conversation run gives one flat row per episode (``Run.rows``, ``EpisodeResult.row``).
+    conversation run gives one flat row per episode (``Run.rows``, ``Result.row``).
 
     Raises ``ReportError`` when the path is neither, naming what to give instead, and ``StoreError`` when
     the run directory's store is damaged (see ``open_run``).

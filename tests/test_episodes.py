@@ -75,13 +75,13 @@ def test_one_run_record_answers_the_same_methods_for_both_kinds(runs: dict[str, 
 
 
 def test_results_of_either_kind_are_read_by_the_same_code(runs: dict[str, Path]) -> None:
-    """``pg.Result``: the names every result has, a job's ``ResultRow`` or an episode's ``EpisodeResult``; code
-    written against them reads both, and ``row()`` is the flat row of each (``Run.rows()``, which adds the
+    """``pg.Result``: one class for a job's result and an episode's (``pg.ResultRow`` is the same class); code
+    written against it reads both, and ``row()`` is the flat row of each (``Run.rows()``, which adds the
     variant's dimensions and label)."""
     def summary(run: pg.Run) -> dict[tuple[str, str], tuple[int, int, float]]:
         out: dict[tuple[str, str], tuple[int, int, float]] = {}
         for r in run.results():  # no question about the kind
-            assert isinstance(r, pg.Result) and r.status in ("done", "error", "pending", "unsupported")
+            assert type(r) is pg.Result is pg.ResultRow and r.status in ("done", "error", "pending", "unsupported")
             n, ok, cost = out.get((r.model, r.variant_id), (0, 0, 0.0))
             out[(r.model, r.variant_id)] = (n + r.scored, ok + r.correct, cost + (r.cost_usd or 0.0))
         return out
@@ -123,17 +123,18 @@ def test_report_and_status_take_a_conversation_run_directory(runs: dict[str, Pat
 
 
 def test_an_unfinished_episode_is_a_pending_row_and_a_failed_one_keeps_its_turn_s_error_type() -> None:
-    from promptgrid.matrix.conversations import EpisodeResult
+    from promptgrid.matrix.running.results import Result
     from support.episodes import made_turn
 
-    stopped = EpisodeResult("m", "v", "c1", "multi_turn_base", 0, None, error="the run stopped: max_cost",
-                            template="c", language="de")
+    stopped = Result.episode(model="m", variant_id="v", conversation_id="c1", category="multi_turn_base", repeat=0,
+                             valid=None, error="the run stopped: max_cost", template="c", language="de")
     row = stopped.row({"call_mode": "native"}, "native")
     assert (row.status, row.valid, row.scored, row.error, row.message) == \
         ("pending", None, False, None, "the run stopped: max_cost")
     assert (row.case_language, row.case_group, row.dimensions, row.label) == ("de", "c", {"call_mode": "native"},
                                                                               "native")
-    failed = EpisodeResult("m", "v", "c1", "multi_turn_base", 1, False, failure_mode="wrong_end_state",
+    failed = Result.episode(model="m", variant_id="v", conversation_id="c1", category="multi_turn_base", repeat=1,
+                            valid=False, failure_mode="wrong_end_state",
                            turns=(made_turn(0, True, None, 2, 1), made_turn(1, False, "wrong_end_state", 3, 2)),
                            steps=5, details={"verdict": {"bfcl_error_type": "multi_turn:instance_state_mismatch"}})
     row = failed.row()

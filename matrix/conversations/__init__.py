@@ -33,7 +33,7 @@ are imported from there on first use:
   ``store`` (``conversation_store``: the run store on ``conversations.sqlite3``), ``conversation_reader``
   (``run_conversation_config``, ``ConversationReader``: the reads behind the
   ``Run`` of a conversation run), ``conversation_describe`` and ``results``
-  (``EpisodeResult`` beside ``ResultRow``).
+  (``Result``: an episode's result, the class of a single-turn job's too).
 - ``report/``: ``_conversations``, ``_conversation_languages``,
   ``_conversation_html``, ``_conversation_figures``, ``_transcripts`` (episodes
   rebuilt from the store) and ``_episode_export`` (``render`` and ``export``).
@@ -62,7 +62,7 @@ _EXPORTS: dict[str, str] = {
     "ConversationReport": "promptgrid.matrix.report._conversations",
     "ConversationRunSummary": "promptgrid.matrix.running.conversation_runner",
     "EpisodeContext": "promptgrid.matrix.episodes._steps",
-    "EpisodeResult": "promptgrid.matrix.running.results",
+    "Result": "promptgrid.matrix.running.results",
     "ScriptedClient": "promptgrid.matrix.clients._scripted",
     "Transcript": "promptgrid.matrix.episodes._steps",
     "arun_conversation_config": "promptgrid.matrix.running.conversation_reader",
@@ -162,7 +162,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from promptgrid.matrix.running.conversation_reader import run_conversation_config as run_conversation_config
     from promptgrid.matrix.running.conversation_runner import ConversationRunSummary as ConversationRunSummary
     from promptgrid.matrix.running.conversation_runner import make_conversation_client as make_conversation_client
-    from promptgrid.matrix.running.results import EpisodeResult as EpisodeResult
+    from promptgrid.matrix.running.results import Result as Result
     from promptgrid.matrix.running.store import conversation_store as conversation_store
     from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE as CONVERSATION_STORE
     from promptgrid.matrix.running.store_episodes import is_conversation_run as is_conversation_run
@@ -188,7 +188,7 @@ __all__ = [
     "ConversationReport",
     "ConversationRunSummary",
     "EpisodeContext",
-    "EpisodeResult",
+    "Result",
     "ScriptedClient",
     "Transcript",
     "arun_conversation_config",

@@ -344,7 +344,7 @@ class Conversations:
         return print_conversation_run(run, out, err)
 
     def export_lines(self, run_dir: Path) -> tuple[Iterator[str], Path, str]:
-        """One JSON line per episode: ``EpisodeResult.to_dict()`` plus its ``transcript``
+        """One JSON line per episode: ``Result.episode_dict()`` plus its ``transcript``
         (``report._episode_export``). The episodes are read first: a damaged store is an error before anything
         is written."""
         from promptgrid.matrix.report._episode_export import export_records, json_line

@@ -10,7 +10,7 @@ ends the episode there (stopped, unsupported or an error, as ``NotAnswered`` say
 
 ``StateScorer.score`` judges a trajectory as bfcl-eval does (``scoring.state_check.check_conversation``: each
 turn's state and responses against the ground truth's, run once per conversation and shared by its episodes).
-``episode_result`` makes the stored ``EpisodeResult`` of an episode from its trajectory and verdict (or the
+``episode_result`` makes the stored ``Result`` of an episode from its trajectory and verdict (or the
 environment failure that ended it).
 
 Each step is identified by ``StepKeys``: a running hash of the messages sent so far and the step's request
@@ -35,7 +35,7 @@ from promptgrid.matrix.datasets._mini_mt import ascii_results_for
 from promptgrid.matrix.episodes._environment import Environment, EnvironmentFailure
 from promptgrid.matrix.episodes._protocols import NotAnswered, Send, StepRequest
 from promptgrid.matrix.episodes._steps import EpisodeContext, Transcript, decode_answer
-from promptgrid.matrix.running.results import EpisodeResult, turn_record, turns_of
+from promptgrid.matrix.running.results import Result, turn_record, turns_of
 from promptgrid.matrix.scoring.state_check import (
     DecodedStep,
     GroundTruthRun,
@@ -328,7 +328,7 @@ class StateScorer:
                                   make_env=self.make_env, strict_arguments=self.strict_arguments)
 
 
-async def score_episode(scorer: StateScorer, walk: Trajectory) -> EpisodeResult:
+async def score_episode(scorer: StateScorer, walk: Trajectory) -> Result:
     """The stored result of a played episode: unfinished, an environment failure, or its verdict (scored here, on
     a worker thread; an environment failure while scoring is one too)."""
     verdict = None
@@ -342,8 +342,8 @@ async def score_episode(scorer: StateScorer, walk: Trajectory) -> EpisodeResult:
 
 
 def episode_result(walk: Trajectory, verdict: Any,
-                   failure: tuple[EnvironmentFailure, int | None, int | None] | None = None) -> EpisodeResult:
-    """The ``EpisodeResult`` of a played episode: unfinished or in error (``walk.error``), ended by ``failure``, or
+                   failure: tuple[EnvironmentFailure, int | None, int | None] | None = None) -> Result:
+    """The ``Result`` of a played episode: unfinished or in error (``walk.error``), ended by ``failure``, or
     judged by ``verdict``."""
     conversation = walk.conversation
     base: dict[str, Any] = dict(model=walk.model, variant_id=walk.variant.id, conversation_id=conversation.id,
@@ -359,12 +359,12 @@ def episode_result(walk: Trajectory, verdict: Any,
         # As a single-turn job ends in the same case (``NotAnswered``): stopped, pending; unsupported, out of the
         # rates; a call failed for good, an error counted as failed (``valid`` False, no turn verdicts).
         if walk.stopped:
-            return EpisodeResult(valid=None, error=walk.error,
+            return Result.episode(valid=None, error=walk.error,
                                  details={"environment": env_usage, "stopped": walk.stopped}, **base)
         if walk.unsupported is not None:
-            return EpisodeResult(valid=None, error=walk.error,
+            return Result.episode(valid=None, error=walk.error,
                                  details={"environment": env_usage, "unsupported": walk.unsupported}, **base)
-        return EpisodeResult(valid=False, error=walk.error,
+        return Result.episode(valid=False, error=walk.error,
                              details={"environment": env_usage, "error_kind": walk.error_kind or "unknown",
                                       "final_answers": walk.final_answers}, **base)
     if failure is not None:
@@ -375,7 +375,7 @@ def episode_result(walk: Trajectory, verdict: Any,
     stored = json.loads(json.dumps({"id": conversation.id, **verdict.to_dict()}, ensure_ascii=False))
     turns = turns_of([turn_record(t) for t in verdict.turns], stored)
     mode = verdict.failure_mode
-    return EpisodeResult(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
+    return Result.episode(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
                          details={"verdict": stored, "environment": env_usage, "final_answers": walk.final_answers},
                          **base)
 
@@ -393,7 +393,7 @@ def _usage_and_close(env: Any) -> Any:
 
 def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn: int | None, step: int | None, *,
                          variant: Variant, env_usage: Mapping[str, Any], final_answers: Sequence[str | None],
-                         ) -> EpisodeResult:
+                         ) -> Result:
     """The stored result of an episode whose environment failed: finished, not valid, ``failure_mode``
     ``environment_failure``, its details naming where (turn and step, or the scoring) and why. Its turns are not
     scored (``turns`` is empty); a later run does not run it again."""
@@ -402,7 +402,7 @@ def _environment_failure(base: Mapping[str, Any], exc: EnvironmentFailure, turn:
     reason = getattr(exc, "reason", "worker_failed")
     detail = (f"the environment of conversation {base['conversation_id']} failed for variant {variant.label} "
               f"({variant.id}), model {base['model']}, {where}: {exc} ({reason})")
-    return EpisodeResult(
+    return Result.episode(
         valid=False, failure_mode=TurnFailureMode.ENVIRONMENT_FAILURE.value, **base,
         details={"environment_failure": {"reason": reason, "turn": turn, "step": step, "detail": detail},
                  "environment": dict(env_usage), "final_answers": list(final_answers)})

@@ -38,8 +38,8 @@ class Run:
     copy of one.
 
     The methods mean the same for both kinds; what differs is the unit of a
-    result: ``results()`` gives ``ResultRow`` jobs of a single-turn run and
-    ``EpisodeResult`` episodes of a conversation run (``episodes()``, the same
+    result: ``results()`` gives the ``Result`` of each job of a single-turn run and
+    of each episode of a conversation run (``episodes()``, the same
     list; a ``RunError`` on a single-turn run), and ``rows()`` gives one flat
     ``ResultRow`` per result for both. ``report()`` is the kind's report;
     ``language_report()`` is a conversation run's (a single-turn run's
@@ -74,7 +74,7 @@ class Run:
 
     def results(self, include_pending: bool = False) -> list[Any]:
         """One result per (model, variant, case, repeat): a ``ResultRow`` per job with a result (with
-        ``include_pending``, every planned job), or an ``EpisodeResult`` per stored episode (an unfinished one
+        ``include_pending``, every planned job), or a ``Result`` per stored episode (an unfinished one
         has ``valid`` ``None``; ``include_pending`` changes nothing: an episode is stored once it starts). Both
         are a ``pg.Result`` (``model``, ``variant_id``, ``case_id``, ``repeat``, ``status``, ``valid``,
         ``failure_mode``, ``error``, ``cost_usd``, ``scored``, ``correct``, ``row()``): code written against
@@ -83,7 +83,7 @@ class Run:
 
     def rows(self) -> list[ResultRow]:
         """One flat ``ResultRow`` per result (what ``load_results``, ``compare`` and an export for a spreadsheet
-        read): a single-turn run's ``results()``; a conversation run's episodes, each as ``EpisodeResult.row()``
+        read): a single-turn run's ``results()``; a conversation run's episodes, each as ``Result.row()``
         (its case the conversation; an unfinished one ``pending``)."""
         return self._reader.rows()
 

@@ -5,7 +5,7 @@ rows (``ResultRow``: ``RunStore.rows()``, ``read_results`` of an exported JSONL
 file, or ``synthetic_rows``), so it runs on a finished run, an export or
 synthetic rows alike. ``compare_runs`` pairs two runs of the same grid.
 ``digest(rows)`` says in a few lines what a run's numbers mean (the end of
-``promptgrid run``). A conversation run's report (``EpisodeResult`` records: pass^k, turns, languages, its
+``promptgrid run``). A conversation run's report (``Result`` records: pass^k, turns, languages, its
 HTML page and figures) is ``_conversations``, ``_conversation_languages``, ``_conversation_html`` and
 ``_conversation_figures`` (exported by ``promptgrid.matrix.conversations``).
 matplotlib is imported only when figures are drawn; the names here are imported on first use.

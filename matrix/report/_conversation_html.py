@@ -47,7 +47,7 @@ from ._conversations import ConversationReport, ReportSection, _describe, _fract
 
 if TYPE_CHECKING:  # matplotlib only where figures are drawn
     from promptgrid.matrix.report._figures import Rendered
-    from promptgrid.matrix.running.results import EpisodeResult
+    from promptgrid.matrix.running.results import Result
 
 __all__ = ["MAX_SHOWN_CHARS", "conversation_html", "conversation_run_html"]
 
@@ -199,7 +199,7 @@ def _turn(turn: TranscriptTurn) -> dict[str, Any]:
             "checks": _checks(turn.verdict)}
 
 
-def _facts(e: EpisodeResult) -> str:
+def _facts(e: Result) -> str:
     cost = "cost unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
     return (f"{e.category}, language {e.language}; {e.steps:,} steps ({e.sent:,} sent in the last run), "
             f"{e.input_tokens:,} tokens in, {e.output_tokens:,} out, {cost}, {e.latency_s:.1f} s")
@@ -274,7 +274,7 @@ def conversation_run_html(
     model_params: Mapping[str, Mapping[str, Any]] | None = None,
     report: ConversationReport | None = None,
     languages: LanguageReport | None = None,
-    results: Sequence[EpisodeResult] | None = None,
+    results: Sequence[Result] | None = None,
     k: int | None = None,
     confidence: float = 0.95,
 ) -> str:

@@ -1,6 +1,6 @@
 """Reports per language of a multilingual conversation run: accuracy, pass^k, points against English, answers.
 
-``language_report(episodes, variants)`` reads the ``EpisodeResult`` records of
+``language_report(episodes, variants)`` reads the ``Result`` records of
 a run whose conversations come in several languages (``mini-mt``, a
 translated BFCL set: each episode has its ``language`` and its ``template``,
 the id its conversation shares with its translations) and returns a
@@ -80,7 +80,7 @@ from promptgrid.matrix.report import stats
 from promptgrid.matrix.report._format import DASH, fmt_num, pct, with_ci
 from promptgrid.matrix.report._matrix import Resampler
 from promptgrid.matrix.report._model import PassK, _jsonable
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 
 from ._conversations import (
     TAU_BENCH_PASS_K,
@@ -350,12 +350,12 @@ class LanguageReport:
 # ------------------------------------------------------------------------------------------ computation
 
 
-def _template(e: EpisodeResult) -> str:
+def _template(e: Result) -> str:
     return e.template or e.conversation_id
 
 
 def language_report(
-    episodes: Sequence[EpisodeResult],
+    episodes: Sequence[Result],
     variants: Mapping[str, Mapping[str, str]],
     *,
     baseline: str = "en",
@@ -373,7 +373,7 @@ def language_report(
     ``k``, ``confidence`` or ``n_resamples``).
     """
     check_inputs(episodes, variants, k=k, confidence=confidence, n_resamples=n_resamples)
-    groups: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for e in episodes:
         groups[(e.model, e.language)].append(e)
     languages = sorted({lang for _, lang in groups}, key=lambda lang: (lang != baseline, lang))
@@ -421,7 +421,7 @@ def _summary(sc: _VariantScores, model: str, vid: str, lang: str, level: str) ->
         failure_modes=modes)
 
 
-def _gaps(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], level: Mapping[str, str],
+def _gaps(model: str, episodes: Sequence[Result], order: Sequence[str], level: Mapping[str, str],
           baseline: str, languages: Sequence[str], n_resamples: int, seed: int,
           confidence: float) -> list[LanguageGap]:
     """Per (variant, language other than the baseline) of one model: the paired difference by template."""
@@ -459,7 +459,7 @@ def _gaps(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], l
             for j, (vid, lang) in enumerate(columns)]
 
 
-def _answers(episodes: Sequence[EpisodeResult], model: str, vid: str, level: str, lang: str,
+def _answers(episodes: Sequence[Result], model: str, vid: str, level: str, lang: str,
              min_letters: int) -> AnswerLanguage:
     """The final answers of one (model, variant, language)'s finished episodes, judged for their language."""
     from promptgrid.languages import base_language

@@ -1,6 +1,6 @@
 """Reports for multi-turn conversation runs: accuracy, pass^k, paired comparisons, turns, failure modes.
 
-``conversation_report(episodes, variants)`` reads ``EpisodeResult`` records
+``conversation_report(episodes, variants)`` reads ``Result`` records
 (``ConversationRun.episodes``) and the grid's variants (variant id -> its
 dimension values as strings) and returns a ``ConversationReport``: frozen
 dataclasses with ``to_dict()`` (plain JSON data), ``to_markdown()`` and
@@ -126,7 +126,7 @@ from promptgrid.matrix.report._model import (
     _jsonable,
 )
 from promptgrid.matrix.report._tables import Table, markdown_table
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 
 __all__ = [
@@ -695,7 +695,7 @@ class _ModelData:
     convs: list[str]
     valid: np.ndarray  # int8 (V, C, R): 1 valid, 0 invalid, -1 no finished episode
     turns: np.ndarray  # int8 (V, C, R, T): 1 valid turn, 0 failed, -1 no such turn / unfinished
-    episodes: dict[str, list[EpisodeResult]]
+    episodes: dict[str, list[Result]]
     resampler: Resampler  # bootstrap weights over conversations
 
     @cached_property
@@ -713,7 +713,7 @@ def _mode_of(dims: Mapping[str, str]) -> str:
     return str(dims.get("call_mode", PROMPT))
 
 
-def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[str], n_resamples: int,
+def _model_data(model: str, episodes: Sequence[Result], order: Sequence[str], n_resamples: int,
                 seed: int) -> _ModelData:
     present = {e.variant_id for e in episodes}
     vids = [v for v in order if v in present]
@@ -724,7 +724,7 @@ def _model_data(model: str, episodes: Sequence[EpisodeResult], order: Sequence[s
     depth = max(((t.turn or 0) + 1 for e in episodes if e.valid is not None for t in e.turns), default=0)
     valid = np.full((len(vids), len(convs), len(repeats)), -1, dtype=np.int8)
     turns = np.full((len(vids), len(convs), len(repeats), depth), -1, dtype=np.int8)
-    by_variant: dict[str, list[EpisodeResult]] = defaultdict(list)
+    by_variant: dict[str, list[Result]] = defaultdict(list)
     for e in episodes:
         by_variant[e.variant_id].append(e)
         if e.valid is None:
@@ -780,7 +780,7 @@ class _VariantScores:
     """What both reports show of one variant of a ``_ModelData``: episodes (unfinished included), how many are
     finished and valid, entries, accuracy with its Wilson interval, both pass^k."""
 
-    episodes: list[EpisodeResult]
+    episodes: list[Result]
     finished: int
     valid: int
     entries: int
@@ -811,12 +811,12 @@ def _variant_scores(md: _ModelData, has: np.ndarray, tau: np.ndarray, ticket: np
     return out
 
 
-def episode_failure_mode(e: EpisodeResult) -> str | None:
+def episode_failure_mode(e: Result) -> str | None:
     """The failure mode a report shows for an episode: its own, or ``call_error`` for one a step's error ended."""
     return e.failure_mode or (CALL_ERROR if e.status == "error" else None)
 
 
-def _failure_modes(episodes: Sequence[EpisodeResult]) -> tuple[int, tuple[FailureModeCount, ...]]:
+def _failure_modes(episodes: Sequence[Result]) -> tuple[int, tuple[FailureModeCount, ...]]:
     """The failed episodes (``valid is False``) of ``episodes``: how many, and per failure mode (most first)."""
     failed = [e for e in episodes if e.valid is False]
     counts = Counter(episode_failure_mode(e) or UNKNOWN_MODE for e in failed)
@@ -824,10 +824,10 @@ def _failure_modes(episodes: Sequence[EpisodeResult]) -> tuple[int, tuple[Failur
                               for mode, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _sums(episodes: Sequence[EpisodeResult]) -> tuple[float | None, int, float]:
+def _sums(episodes: Sequence[Result]) -> tuple[float | None, int, float]:
     costs = [e.cost_usd for e in episodes if e.cost_usd is not None]
     return (float(sum(costs)) if costs else None, len(episodes) - len(costs),
-            float(sum(e.latency_s for e in episodes)))
+            float(sum(e.latency_s or 0.0 for e in episodes)))
 
 
 def _pairs(n_variants: int) -> list[tuple[int, int]]:
@@ -862,7 +862,7 @@ def _resolve_k(data: Sequence[_ModelData], k: int | None) -> int:
     return k
 
 
-def check_inputs(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]], *, k: int | None,
+def check_inputs(episodes: Sequence[Result], variants: Mapping[str, Mapping[str, str]], *, k: int | None,
                  confidence: float, n_resamples: int) -> None:
     """``ValueError`` for what no report can be made of: a confidence outside (0, 1), ``n_resamples < 1``,
     ``k < 1``, an episode naming a variant not in ``variants``, two episodes of one (model, variant,
@@ -886,7 +886,7 @@ def check_inputs(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mappi
 
 
 def conversation_report(
-    episodes: Sequence[EpisodeResult],
+    episodes: Sequence[Result],
     variants: Mapping[str, Mapping[str, str]],
     *,
     k: int | None = None,
@@ -897,7 +897,7 @@ def conversation_report(
 ) -> ConversationReport:
     """The report of a multi-turn conversation run (every number is explained in the module docstring).
 
-    ``episodes``: the run's ``EpisodeResult`` records, any order, unfinished ones included (counted, not
+    ``episodes``: the run's ``Result`` records, any order, unfinished ones included (counted, not
     scored). ``variants``: variant id -> its dimension values as strings (``call_mode``, ``return_format``,
     ...); its order decides each model's baseline (its first variant) and the order of the rows. ``k``: the
     pass^k's k, by default the largest number of finished repeats every entry has (at least 1).
@@ -908,7 +908,7 @@ def conversation_report(
     a confidence outside (0, 1) or ``n_resamples < 1``.
     """
     check_inputs(episodes, variants, k=k, confidence=confidence, n_resamples=n_resamples)
-    by_model: dict[str, list[EpisodeResult]] = defaultdict(list)
+    by_model: dict[str, list[Result]] = defaultdict(list)
     for e in episodes:
         by_model[e.model].append(e)
     order = list(variants)
@@ -997,7 +997,7 @@ def conversation_report(
 _RULE_NAMES = {"bfcl": "bfcl (lenient)", "strict": "strict"}
 
 
-def _argument_rules(episodes: Sequence[EpisodeResult]) -> tuple[tuple[str, ...], int]:
+def _argument_rules(episodes: Sequence[Result]) -> tuple[tuple[str, ...], int]:
     """The argument rules of the finished episodes' stored verdicts, and their turns the other rule scores
     otherwise."""
     rules: set[str] = set()

@@ -12,7 +12,7 @@ is sent to any model and the store is only read. Here:
 - ``transcript_text``: one as text for a terminal (``render RUN_DIR``), every
   control character escaped; ``transcript_record``: one as JSON-ready data;
 - ``export_records``: the lines of ``export RUN_DIR``, each the stored
-  ``EpisodeResult.to_dict()`` (its fields unchanged) plus ``transcript``
+  ``Result.episode_dict()`` (its fields unchanged) plus ``transcript``
   (``transcript_record`` without the system prompts). A transcript that cannot
   be rebuilt whole (the dataset or grid changed or cannot be read, the run was
   given generation parameters: see ``_transcript``) has ``complete`` false
@@ -35,7 +35,7 @@ from promptgrid.display import escape_controls
 from promptgrid.errors import RunError, closest
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.report._conversations import episode_failure_mode
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from promptgrid.matrix.report._transcripts import EpisodeTranscript, TranscriptStep
@@ -54,12 +54,12 @@ def json_line(record: Mapping[str, Any]) -> str:
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
-def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeResult] | None = None, *,
+def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[Result] | None = None, *,
                    conversations: Sequence[Conversation] | None = None,
                    model_params: Mapping[str, Mapping[str, Any]] | None = None,
                    bfcl_data: str | os.PathLike[str] | None = None) -> Iterator[dict[str, Any]]:
     """The export line of each of ``episodes`` (default: every stored episode, in the store's order) of the
-    conversation run in ``run_dir``: ``EpisodeResult.to_dict()`` plus ``transcript`` (module docstring), made
+    conversation run in ``run_dir``: ``Result.episode_dict()`` plus ``transcript`` (module docstring), made
     as they are iterated (``iter_transcripts``, whose other arguments these are). Raises ``RunError`` /
     ``StoreError`` when ``run_dir`` holds no readable conversation store (read at the first line when
     ``episodes`` is not given, so nothing is yielded from a damaged one)."""
@@ -70,7 +70,7 @@ def export_records(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeRe
             episodes = store.episodes()
     for transcript in iter_transcripts(run_dir, episodes, conversations=conversations, model_params=model_params,
                                        bfcl_data=bfcl_data):
-        yield {**transcript.episode.to_dict(), "transcript": transcript_record(transcript, system=False)}
+        yield {**transcript.episode.episode_dict(), "transcript": transcript_record(transcript, system=False)}
 
 
 def select_episodes(episodes: Sequence[Any], *, models: Sequence[str] = (), variants: Sequence[str] = (),
@@ -139,7 +139,7 @@ TRANSCRIPT_CHUNK = 256
 only one group's transcripts are held in memory)."""
 
 
-def iter_transcripts(run_dir: str | os.PathLike[str], episodes: Sequence[EpisodeResult], *,
+def iter_transcripts(run_dir: str | os.PathLike[str], episodes: Sequence[Result], *,
                      conversations: Sequence[Conversation] | None = None,
                      model_params: Mapping[str, Mapping[str, Any]] | None = None,
                      bfcl_data: str | os.PathLike[str] | None = None,

@@ -42,7 +42,7 @@ from promptgrid.errors import PromptgridError, ReportError, closest
 from promptgrid.matrix.datasets._conversations import Conversation
 from promptgrid.matrix.episodes._conversation_play import PlayedStep, PlayedTurn
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import MAXIMUM_STEP_LIMIT, DecodeFailure
 from promptgrid.records import Step
@@ -103,7 +103,7 @@ class TranscriptTurn:
 class EpisodeTranscript:
     """An episode and its rebuilt turns; ``note`` says why the transcript is incomplete (``""``: it is whole)."""
 
-    episode: EpisodeResult
+    episode: Result
     turns: tuple[TranscriptTurn, ...] = ()
     note: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -114,8 +114,8 @@ class EpisodeTranscript:
         return self.labels.get(self.episode.variant_id, self.episode.variant_id)
 
 
-def choose_episodes(episodes: Sequence[EpisodeResult], wanted: Sequence[str] | None = None, *,
-                    limit: int = MAX_TRANSCRIPTS, order: Sequence[str] = ()) -> list[EpisodeResult]:
+def choose_episodes(episodes: Sequence[Result], wanted: Sequence[str] | None = None, *,
+                    limit: int = MAX_TRANSCRIPTS, order: Sequence[str] = ()) -> list[Result]:
     """The episodes whose transcripts a report shows, at most ``limit``.
 
     By default, per (model, variant): its first failed episode, then its first valid one (unfinished episodes
@@ -132,7 +132,7 @@ def choose_episodes(episodes: Sequence[EpisodeResult], wanted: Sequence[str] | N
                                                e.conversation_id, e.repeat))
     if wanted:
         conversations = {e.conversation_id for e in episodes}
-        chosen: list[EpisodeResult] = []
+        chosen: list[Result] = []
         for spec in dict.fromkeys(wanted):
             conversation, repeat = _parse_wanted(spec, conversations)
             found = [e for e in episodes if e.conversation_id == conversation and repeat in (None, e.repeat)]
@@ -143,12 +143,12 @@ def choose_episodes(episodes: Sequence[EpisodeResult], wanted: Sequence[str] | N
                                   "multi_turn_base_0#1).")
             chosen += [e for e in found if e not in chosen]
         return chosen[:limit]
-    firsts: dict[str, dict[str, dict[bool, EpisodeResult]]] = {}  # model -> variant -> valid -> first episode
+    firsts: dict[str, dict[str, dict[bool, Result]]] = {}  # model -> variant -> valid -> first episode
     for e in episodes:
         if e.valid is not None:
             firsts.setdefault(e.model, {}).setdefault(e.variant_id, {}).setdefault(bool(e.valid), e)
     groups = [list(variants.values()) for variants in firsts.values()]
-    picked: list[EpisodeResult] = []
+    picked: list[Result] = []
     for round_ in itertools.zip_longest(*groups):
         for pair in round_:
             if pair is not None:
@@ -168,7 +168,7 @@ def _parse_wanted(spec: str, conversations: set[str]) -> tuple[str, int | None]:
 
 def episode_transcripts(
     run_dir: str | os.PathLike[str],
-    episodes: Sequence[EpisodeResult],
+    episodes: Sequence[Result],
     *,
     model_params: Mapping[str, Mapping[str, Any]] | None = None,
     conversations: Sequence[Conversation] | None = None,
@@ -284,7 +284,7 @@ class StoredReplay:
         except (PromptgridError, OSError) as exc:
             return f"the run's dataset {dataset!r} cannot be read now ({exc}), so no transcript can be rebuilt."
 
-    async def episode(self, episode: EpisodeResult, labels: Mapping[str, str]) -> EpisodeTranscript:
+    async def episode(self, episode: Result, labels: Mapping[str, str]) -> EpisodeTranscript:
         variant = self.variants.get(episode.variant_id)
         conversation = self.conversations.get(episode.conversation_id)
         if variant is None:
@@ -296,7 +296,7 @@ class StoredReplay:
         turns, note = await self._turns(episode, variant, conversation)
         return EpisodeTranscript(episode, tuple(turns), note, labels)
 
-    async def _turns(self, episode: EpisodeResult, variant: Variant, conversation: Conversation
+    async def _turns(self, episode: Result, variant: Variant, conversation: Conversation
                      ) -> tuple[list[TranscriptTurn], str]:
         """The episode played again (``ConversationEpisode.play``, the run's own loop) with a ``send`` that reads
         each step's stored answer instead of sending it, its calls run on a fresh environment; and a note where
@@ -345,7 +345,7 @@ class StoredReplay:
                 turns.append(TranscriptTurn(turn, (), (), judged_turn, reached=False))
         return turns, note
 
-    async def trajectory(self, episode: EpisodeResult, step_limit: int) -> Any:
+    async def trajectory(self, episode: Result, step_limit: int) -> Any:
         """The episode played again to its end with each step's stored answer (nothing sent), its calls run on a
         fresh environment, as the run played it (``ConversationEpisode.run``, the run's step limit): the
         ``Trajectory`` a ``StateScorer`` judges, or a line saying why it cannot be had (a step the store does not
@@ -371,7 +371,7 @@ class StoredReplay:
             return f"its environment failed on replay: {walk.failure[0]}"
         return walk.error or walk
 
-    def _stored_send(self, episode: EpisodeResult, bound: Callable[[int], int] | None = None,
+    def _stored_send(self, episode: Result, bound: Callable[[int], int] | None = None,
                      ) -> Callable[[StepRequest], Awaitable[tuple[Step, bool]]]:
         """A ``send`` that answers each step of ``episode`` with its stored answer (``NotAnswered`` where the store
         has none, or from step ``bound(turn)`` of a turn on: where the run went no further)."""
@@ -408,7 +408,7 @@ class StoredReplay:
         candidates: list[Mapping[str, Any]] = [dict(recorded)] if isinstance(recorded, Mapping) else []
         return candidates + [model_params(None, 1), model_params(None, 2), {}]
 
-    def _answer(self, digests: list[str], asked: StepRequest, episode: EpisodeResult,
+    def _answer(self, digests: list[str], asked: StepRequest, episode: Result,
                 params: list[Mapping[str, Any]]) -> Step | None:
         """The stored answer of this step, under the key the run used (``digests``: per episode, deduplicated;
         and the legacy one in a store written before them) with the parameters it used (the first candidate that
@@ -462,7 +462,7 @@ def _variant_of(variant_id: str, dims: Mapping[str, str]) -> Variant | None:
     return made if made.id == variant_id else None
 
 
-def _missing(episode: EpisodeResult, turn: int, step: int) -> str:
+def _missing(episode: Result, turn: int, step: int) -> str:
     if episode.error and episode.status != "done":
         return f"the episode ended at turn {turn}, step {step} without an answer: {episode.error}"
     return (f"no stored answer for turn {turn}, step {step} under the keys this report computes: the run was "

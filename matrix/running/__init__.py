@@ -11,7 +11,8 @@
 - ``runner``: the asyncio engine (concurrency, rate limits, retries, cost limit, stop); asks the planners, sends
   through a ``Transport`` (online; ``batch.BatchTransport``; ``exchange.ExportTransport``);
 - ``store``: the run directory's SQLite store, its lock, read-only opening, and the rows it yields;
-- ``results``: ``ResultRow``, the one record of a job's result (store, export, report);
+- ``results``: ``Result`` (also ``ResultRow``), the one record of a job's or an episode's result (store, export,
+  report);
 - ``ratelimit``: token buckets for requests and tokens per minute;
 - ``progress``: the progress line on stderr.
 

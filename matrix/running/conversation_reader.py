@@ -18,7 +18,6 @@ says what it found).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import InputLimitError, MissingDependencyError, RunError
-from promptgrid.matrix.running.results import EpisodeResult, turn_record
+from promptgrid.matrix.running.results import EPISODE_FIELDS, Result, turn_record
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.running.store_episodes import CONVERSATION_STORE
 from promptgrid.safeio import read_json_lines
@@ -79,15 +78,15 @@ class ConversationReader:
         if not (self.path / CONVERSATION_STORE).is_file():
             raise RunError(f"{self.path} holds no conversation run ({CONVERSATION_STORE} is missing).")
 
-    def episodes(self, models: Sequence[str] | None = None) -> list[EpisodeResult]:
+    def episodes(self, models: Sequence[str] | None = None) -> list[Result]:
         with conversation_store(self.path) as store:
             return store.episodes(models=models)
 
-    def results(self, include_pending: bool = False) -> list[EpisodeResult]:
+    def results(self, include_pending: bool = False) -> list[Result]:
         return self.episodes()  # an episode is stored once it starts: an unfinished one is its pending result
 
     def rows(self) -> list[Any]:
-        """Each stored episode as its flat ``ResultRow`` (``EpisodeResult.row``), with its variant's dimensions and
+        """Each stored episode as its flat ``ResultRow`` (``Result.row``), with its variant's dimensions and
         label as the run recorded them."""
         variants, labels = self.variants(), self.labels()
         return [e.row(variants.get(e.variant_id), labels.get(e.variant_id, e.variant_id)) for e in self.episodes()]
@@ -169,20 +168,19 @@ FRAME_TURN_COLUMNS = ("valid", "failure_mode", "steps", "calls")
 ``turn_{i}_calls`` of ``episodes_frame`` (``_records.turn_record``'s fields)."""
 
 
-def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Mapping[str, str]] | None = None,
+def episodes_frame(episodes: Sequence[Result], variants: Mapping[str, Mapping[str, str]] | None = None,
                    labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """``episodes`` as a pandas DataFrame, one row per episode (``Run.to_pandas``).
 
-    Columns: the ``EpisodeResult`` fields but ``turns`` and ``details``, in their order (``model``,
-    ``variant_id``, ``conversation_id``, ``category``, ``repeat``, ``valid``, ``failure_mode``, ``steps``,
-    ``sent``, tokens, ``cost_usd``, ``latency_s``, ``error``, ``language``, ``template``); then ``label`` (the
-    grid's label of the variant), ``dimensions`` (its dimension values, ``variants``), ``call_mode``,
-    ``turns`` (user turns scored), ``stopped`` (``"max_cost"`` for an episode the cost cap left unfinished,
-    else ``None``), ``status`` (``EpisodeResult.status``: done, error, pending, unsupported), and the per-turn
-    columns ``turn_{i}_valid``, ``turn_{i}_failure_mode``, ``turn_{i}_steps``,
-    ``turn_{i}_calls`` for every turn index any episode has (missing where an episode has fewer turns, or
-    none: unfinished, an environment failure). ``valid`` and ``turn_{i}_valid`` are nullable booleans (``<NA>``:
-    unfinished or not scored). No episode: an empty frame with the fixed columns.
+    Columns: an episode's stored fields (``EPISODE_FIELDS``) but ``turns`` and ``details``, in their order (``model``,
+    ``variant_id``, ``conversation_id``, ``category``, ``repeat``, ``valid``, ``failure_mode``, ``steps``, ``sent``,
+    tokens, ``cost_usd``, ``latency_s``, ``error``, ``language``, ``template``); then ``label`` (the grid's label of the
+    variant), ``dimensions`` (its dimension values, ``variants``), ``call_mode``, ``turns`` (user turns scored),
+    ``stopped`` (``"max_cost"`` for an episode the cost cap left unfinished, else ``None``), ``status``
+    (``Result.status``: done, error, pending, unsupported), and the per-turn columns ``turn_{i}_valid``,
+    ``turn_{i}_failure_mode``, ``turn_{i}_steps``, ``turn_{i}_calls`` for every turn index any episode has (missing
+    where an episode has fewer turns, or none: unfinished, an environment failure). ``valid`` and ``turn_{i}_valid`` are
+    nullable booleans (``<NA>``: unfinished or not scored). No episode: an empty frame with the fixed columns.
     """
     try:
         import pandas as pd
@@ -190,7 +188,7 @@ def episodes_frame(episodes: Sequence[EpisodeResult], variants: Mapping[str, Map
         raise MissingDependencyError("Run.to_pandas() (episodes as a pandas DataFrame)",
                                      "pip install 'promptgrid[pandas]' (or pip install pandas)") from None
     variants, labels = variants or {}, labels or {}
-    fields = [f.name for f in dataclasses.fields(EpisodeResult) if f.name not in ("turns", "details")]
+    fields = [name for name in EPISODE_FIELDS if name not in ("turns", "details")]
     most = max((len(e.turns) for e in episodes), default=0)
     per_turn = [f"turn_{i}_{name}" for i in range(most) for name in FRAME_TURN_COLUMNS]
     columns = [*fields, "label", "dimensions", "call_mode", "turns", "stopped", "status", *per_turn]
@@ -408,8 +406,8 @@ async def _rescore(store: RunStore, bfcl_data: Any) -> dict[str, int]:
             stats["failed"] += 1
             continue
         fresh = episode_result(walk, verdict)
-        again = dataclasses.replace(e, valid=fresh.valid, failure_mode=fresh.failure_mode, turns=fresh.turns,
-                                    details={**e.details, "verdict": fresh.details["verdict"]})
+        again = e.episode_with(valid=fresh.valid, failure_mode=fresh.failure_mode, turns=fresh.turns,
+                               details={**e.details, "verdict": fresh.details["verdict"]})
         stats["scored"] += 1
         stats["changed"] += again.valid != e.valid
         if again != e:
@@ -417,7 +415,7 @@ async def _rescore(store: RunStore, bfcl_data: Any) -> dict[str, int]:
     return stats
 
 
-def _step_limit(recorded: Any, episodes: Sequence[EpisodeResult]) -> int:
+def _step_limit(recorded: Any, episodes: Sequence[Result]) -> int:
     """The run's step limit: recorded, else one less than the steps of a turn its verdict says was force-quit
     (all of them had calls), else ``promptgrid run``'s default (no turn reached it: any limit above the turns'
     steps judges them alike)."""

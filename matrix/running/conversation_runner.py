@@ -121,7 +121,7 @@ from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
 from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from promptgrid.matrix.running.sending import Line, Sent, Stopped, send
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
@@ -226,7 +226,7 @@ class ConversationRunSummary:
     single-turn run's ``RunSummary.concurrency``)."""
     congested: int = 0
     """Timeouts of steps sent beside others of the same model, sent again without using up their retries."""
-    results: list[EpisodeResult] = field(default_factory=list, repr=False)
+    results: list[Result] = field(default_factory=list, repr=False)
 
 
 class _ModelStopped(Exception):
@@ -284,7 +284,7 @@ class _Episodes:
         self.progress: Any = None  # the run's progress stream: a line for every slow step (SLOW_STEP_S)
 
     async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
-                  conversation: Conversation, repeat: int) -> EpisodeResult:
+                  conversation: Conversation, repeat: int) -> Result:
         """One episode played from its first step (stored steps are read back), and scored. With ``--batch`` the
         episode counts as live for the rounds from here to its end (a round goes when every live episode waits)."""
         from promptgrid.matrix.running.plan import repeat_params
@@ -617,7 +617,7 @@ async def arun_episodes(
     loop, with the same stop once the episodes are driven (``signals.Stopper``: the thread that waits for a run on a
     worker thread stops it so).
 
-    An episode ends as a single-turn job would in the same case (``EpisodeResult.status``): a step's call that
+    An episode ends as a single-turn job would in the same case (``Result.status``): a step's call that
     failed for good makes it an ``error``, stored and counted as failed, played again only with
     ``retry_errors`` (its stored steps read back, the failed one sent again); a step its model cannot be sent
     makes it ``unsupported`` (out of the rates, checked again by every run).
@@ -937,7 +937,7 @@ class _Driver:
             "the finished rounds from the store and goes on")
 
 
-def _episode_verdict(result: EpisodeResult) -> str:
+def _episode_verdict(result: Result) -> str:
     """How an episode ended, for its progress line."""
     status = result.status
     if status == "pending":
@@ -970,13 +970,13 @@ def _tally(summary: ConversationRunSummary) -> None:
             summary.environment_failures += result.failure_mode == TurnFailureMode.ENVIRONMENT_FAILURE.value
 
 
-def episode_outcome(result: EpisodeResult) -> bool | None:
+def episode_outcome(result: Result) -> bool | None:
     """A settled episode's outcome for the planner, as a single-turn job's: its verdict (``valid``; an environment
     failure and an error are failed episodes); ``None`` (spent, no outcome) for an unsupported one."""
     return result.valid
 
 
-def settled(result: EpisodeResult | None) -> bool:
+def settled(result: Result | None) -> bool:
     """Whether a stored episode is a result its round can be settled with: stored, and not ``pending`` (left
     unfinished by the run, which the next run resumes)."""
     return result is not None and result.status != "pending"
@@ -1009,7 +1009,7 @@ def plan_record(goal: str | None, budget: int | None, rounds: int | None, seed: 
             "repeats": repeats}
 
 
-def conversation_findings(plan: Mapping[str, Any] | None, episodes: Iterable[EpisodeResult],
+def conversation_findings(plan: Mapping[str, Any] | None, episodes: Iterable[Result],
                           dimensions: Mapping[str, Mapping[str, str]], labels: Mapping[str, str], *,
                           trace: bool = True) -> dict[str, Any]:
     """What the latest run's adaptive goal found, per model (``findings.AdaptiveResult``, as a single-turn run's

@@ -7,14 +7,13 @@ process is writing, or a read-only copy, is read as it is. ``results_frame`` is 
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import MissingDependencyError, RunError
 
-from .results import AccuracyRow, ResultRow
+from .results import ROW_FIELDS, AccuracyRow, ResultRow
 from .store import RunStore
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -135,7 +134,7 @@ def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
         d["call_mode"] = mode
         d["parsed"] = parses_as_call(r) if r.scored else None
         records.append(d)
-    columns = ["schema_version", *(f.name for f in dataclasses.fields(ResultRow)), *FRAME_EXTRA_COLUMNS]
+    columns = ["schema_version", *ROW_FIELDS, *FRAME_EXTRA_COLUMNS]
     frame = pd.DataFrame.from_records(records, columns=columns)
     frame["parsed"] = frame["parsed"].astype("boolean")
     return frame

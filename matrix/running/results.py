@@ -1,15 +1,19 @@
-"""Results: ``ResultRow``, one (model, variant, case, repeat) of a run as a flat row, and ``EpisodeResult``.
+"""Results: ``Result`` (also ``ResultRow``), one (model, variant, case, repeat) of a run, whichever its kind.
 
-``EpisodeResult`` (at the end) is a conversation's episode, with its turn
-verdicts and totals; ``EpisodeResult.row()`` is the same ``ResultRow`` every
-reader of results takes.
+One class for both kinds of run. A single-turn job's result is its flat row
+as it is; a conversation's episode (``Result.episode`` builds one) is the
+same row, its case the conversation, with its turn verdicts (``turns``), the
+model calls it took (``steps``, ``sent``) and its ``details`` (the full
+verdict, the environment's counters, the final answers). ``row()`` is the
+flat row every reader of results takes (an episode's dimensions and label
+filled in); ``episode_dict``/``from_episode`` are an episode's stored record.
 
-The store yields it (``RunStore.rows``), ``promptgrid export --jsonl`` writes
-it (``to_dict``, with ``schema_version``; ``write_results``), ``report`` and
-``compare`` read it (``read_results`` for exported files), and
-``Run.results()`` returns it. Field names are those of the JSONL export; the
-docstring under each field is the contract (there is no second description
-of it elsewhere).
+The store yields it (``RunStore.rows``, ``RunStore.episodes``), ``promptgrid
+export --jsonl`` writes it (``to_dict``: the flat row, with
+``schema_version``; ``write_results``), ``report`` and ``compare`` read it
+(``read_results`` for exported files), and ``Run.results()`` returns it.
+Field names are those of the JSONL export; the docstring under each field is
+the contract (there is no second description of it elsewhere).
 
 Several rows can share one model call (identical prompts across variants are
 sent once): they have the same ``key``; count cost and tokens once per key.
@@ -26,16 +30,16 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any
 
 from promptgrid.errors import OutputError, ReportError
 from promptgrid.matrix.scoring.verdict import ErrorCode, TurnFailureMode, Verdict
 from promptgrid.safeio import atomic_output, read_json_lines
 
-__all__ = ["RESULT_SCHEMA_VERSION", "AccuracyRow", "EpisodeResult", "Result", "ResultRow", "dump_results",
-           "read_results", "turn_record", "turns_of", "unique_rows", "write_results"]
+__all__ = ["EPISODE_FIELDS", "RESULT_SCHEMA_VERSION", "ROW_FIELDS", "AccuracyRow", "Result", "ResultRow",
+           "dump_results", "read_results", "turn_record", "turns_of", "unique_rows", "write_results"]
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -46,8 +50,24 @@ STATUSES = ("done", "error", "pending", "unsupported")
 # ~25x faster than the generated frozen ``__init__`` (one ``object.__setattr__`` per field), which
 # keeps ``promptgrid export`` and the report as fast as they were with plain dicts.
 @dataclass(frozen=True)
-class ResultRow:
-    """One job of a run and how it ended (answered and scored, failed, or still pending).
+class Result:
+    """One (model, variant, case, repeat) of a run and how it ended (answered and scored, failed, still pending,
+    or not sendable), whichever the kind of run: a single-turn job, or a conversation's episode.
+
+    A failure means the same in both kinds: a single-turn call, or an episode's step, that failed for good is a
+    result (``status`` ``error``, ``valid`` ``False``: counted wrong, sent again only with ``--retry-errors``); one
+    its model cannot be sent is ``unsupported`` (out of the rates); one the run stopped before sending is
+    ``pending`` (the same command resumes it). ``scored`` and ``correct`` say how each counts in the rates.
+
+    An episode (``episode``) is the flat row of its conversation (``case_id``; ``case_group`` its template,
+    shared by its languages): ``valid`` and ``failure_mode`` the episode's, ``bfcl_error_type``/``error_code``
+    those of its first failed turn, the tokens, cost and latency of all its steps, ``attempts`` its steps,
+    ``n_predicted_calls`` the calls it made, ``response`` ``None`` (an episode has many answers: ``promptgrid
+    render RUN_DIR`` shows them); and it has its ``turns``, ``steps``, ``sent`` and ``details``, which the flat
+    row's export (``to_dict``, CSV, pandas) leaves out. Its ``error`` is also set while it is ``pending`` (where
+    the run stopped); its ``row()`` then carries that in ``message``, as a pending job's row has no error.
+    ``conversation_id``, ``category``, ``language`` and ``template`` are the case fields' names in a
+    conversation's terms.
 
     ``params`` and ``dimensions`` are shared by the rows of one call or variant: read them, do
     not mutate them (``to_dict`` returns copies).
@@ -143,21 +163,160 @@ class ResultRow:
     """simple, multiple, parallel, parallel_multiple or irrelevance."""
     case_group: str = ""
     """Shared by the translations of one case (pairs per-language results)."""
+    turns: tuple[Verdict, ...] = ()
+    """An episode's user turns' verdicts (a ``Verdict`` with its ``turn`` index); empty for a single-turn job and
+    for an episode not scored. Not in the flat row's export."""
+    steps: int = 0
+    """Model calls an episode took (stored answers included); 0 for a single-turn job (see ``attempts``)."""
+    sent: int = 0
+    """Of ``steps``, how many were sent in the run that played the episode (the others were read back)."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """An episode's ``verdict`` (the full verdict, ``ConversationVerdict.to_dict``), ``environment`` (worker
+    starts, calls run, peak memory in MiB, the slowest environment step in s), ``final_answers`` (per turn, the
+    first 500 characters of the answer that ended it; ``None`` when none did: force-quit, error), and why it is
+    not scored: ``stopped``, ``unsupported``, ``error_kind``, ``environment_failure``. Empty for a job."""
+
+    @property
+    def conversation_id(self) -> str:
+        """``case_id``: the conversation an episode plays."""
+        return self.case_id
+
+    @property
+    def category(self) -> str:
+        """``case_category``: a conversation's BFCL category (``multi_turn_base``, ...)."""
+        return self.case_category
+
+    @property
+    def language(self) -> str:
+        """``case_language``: the language of a conversation's user turns."""
+        return self.case_language
+
+    @property
+    def template(self) -> str:
+        """``case_group``: the id a conversation shares with its languages (reports pair languages by it)."""
+        return self.case_group
 
     @property
     def scored(self) -> bool:
-        """The job counts in the rates: it has a verdict, or its call failed (counted incorrect); never an
-        ``unsupported`` job (not sent)."""
-        return self.status != "unsupported" and (self.valid is not None or self.error is not None)
+        """The result counts in the rates: it has a verdict, or its call failed (counted incorrect); never an
+        ``unsupported`` (not sent) or ``pending`` one."""
+        return self.status not in ("unsupported", "pending") and (self.valid is not None or self.error is not None)
 
     @property
     def correct(self) -> bool:
-        """The answer is valid (a failed or unsupported call never is)."""
+        """The answer is valid (every turn of an episode; a failed or unsupported call never is)."""
         return self.valid is True and self.error is None
 
-    def row(self) -> ResultRow:
-        """The flat row of this result (``Result.row``): a job's result is its own row."""
-        return self
+    def row(self, dimensions: Mapping[str, Any] | None = None, label: str | None = None) -> Result:
+        """The flat row of this result (what ``load_results``, ``compare`` and a CSV read): a job's result is its
+        own row; an episode's has the variant's ``dimensions`` and ``label`` where given (an episode stores
+        neither), and a pending episode's note in ``message`` rather than ``error``."""
+        changes: dict[str, Any] = {}
+        if self.status == "pending" and self.error is not None:
+            changes["error"] = None
+        if dimensions is not None:
+            changes["dimensions"] = dict(dimensions)
+        if label is not None:
+            changes["label"] = label
+        return dataclasses.replace(self, **changes) if changes else self
+
+    @classmethod
+    def episode(cls, *, model: str, variant_id: str, conversation_id: str, category: str, repeat: int,
+                valid: bool | None, failure_mode: str | None = None, turns: Sequence[Verdict] = (), steps: int = 0,
+                sent: int = 0, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = None,
+                latency_s: float = 0.0, error: str | None = None, language: str = "en", template: str = "",
+                details: Mapping[str, Any] | None = None) -> Result:
+        """A conversation's episode taken to its end (or as far as it went), as a ``Result``.
+
+        ``valid`` is the entry's verdict (every turn valid); ``failure_mode`` that of the first failed turn (what
+        bfcl-eval reports for the entry). ``error`` is set when a step was not answered, and the status says how
+        the episode then counts, as a single-turn job in the same case does:
+
+        - ``error``: a step's call failed for good (``details["error_kind"]``): ``valid`` is ``False``
+          (counted as failed, no turn verdicts) and the same command sends it again only with
+          ``retry_errors``;
+        - ``pending``: the run stopped before the step was sent (``details["stopped"]``), or a store written
+          before errors were results holds it: ``valid`` is ``None`` and the next run resumes it;
+        - ``unsupported``: the model cannot be sent the step's request pieces (``details["unsupported"]``):
+          ``valid`` is ``None``, out of every rate, and each run checks it again.
+        """
+        details = dict(details or {})
+        if valid is None:
+            status = "unsupported" if details.get("unsupported") else "pending"
+        else:
+            status = "error" if error is not None else "done"
+        verdict = details.get("verdict")
+        bfcl_error_type = verdict.get("bfcl_error_type") if isinstance(verdict, Mapping) else None
+        try:
+            code: str | None = ErrorCode.from_bfcl(bfcl_error_type).name if valid is not None else None
+        except ValueError:  # a bfcl-eval error type this version does not know
+            code = None
+        error_kind = None
+        if status == "error":
+            kind = details.get("error_kind")
+            error_kind = kind if isinstance(kind, str) else "unknown"
+        elif status == "unsupported":
+            error_kind = "unsupported"
+        return cls(model=model, variant_id=variant_id, case_id=conversation_id, repeat=repeat, status=status,
+                   error=error, error_kind=error_kind, valid=valid,
+                   error_code=None if status in ("error", "unsupported") else code,
+                   bfcl_error_type=None if valid else bfcl_error_type, failure_mode=failure_mode,
+                   n_predicted_calls=sum(turn.n_predicted_calls for turn in turns),
+                   message=(error or "") if status == "pending" else "", latency_s=latency_s,
+                   input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, attempts=steps,
+                   case_language=language, case_category=category, case_group=template, turns=tuple(turns),
+                   steps=steps, sent=sent, details=details)
+
+    def episode_fields(self) -> dict[str, Any]:
+        """The arguments ``episode`` built this episode from (its stored record's fields, in their order)."""
+        return {"model": self.model, "variant_id": self.variant_id, "conversation_id": self.case_id,
+                "category": self.case_category, "repeat": self.repeat, "valid": self.valid,
+                "failure_mode": self.failure_mode, "turns": self.turns, "steps": self.steps, "sent": self.sent,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": self.cost_usd,
+                "latency_s": self.latency_s, "error": self.error, "language": self.case_language,
+                "template": self.case_group, "details": self.details}
+
+    def episode_with(self, **changes: Any) -> Result:
+        """This episode with ``changes`` to the fields ``episode`` takes, and what follows from them (status, the
+        flat row's error fields) made again: ``dataclasses.replace`` would keep them as they were."""
+        return Result.episode(**{**self.episode_fields(), **changes})
+
+    def episode_dict(self) -> dict[str, Any]:
+        """An episode as the store keeps it and ``promptgrid export`` writes it (JSON-safe; ``from_episode`` reads
+        it back): ``episode_fields`` with each turn as ``turn_record`` gives it."""
+        out = self.episode_fields()
+        out["turns"] = [turn_record(turn) for turn in self.turns]
+        out["details"] = dict(self.details)
+        return out
+
+    @classmethod
+    def from_episode(cls, data: Mapping[str, Any]) -> Result:
+        """The episode ``episode_dict`` wrote. Raises ``TypeError`` (an unknown field, as a newer version might
+        write, a missing one, or a field of the wrong type) or ``ValueError``: the store turns either into a
+        ``StoreError`` naming the row."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"an episode is an object, not {type(data).__name__}")
+        fields = dict(data)
+        unknown = set(fields) - set(EPISODE_FIELDS)
+        if unknown:
+            shown = ", ".join(repr(str(name)[:40]) for name in sorted(map(str, unknown))[:3])
+            raise TypeError(f"unknown fields ({shown})")
+        missing = [name for name in _EPISODE_REQUIRED if name not in fields]
+        if missing:
+            raise TypeError(f"missing fields ({', '.join(missing)})")
+        turns = data.get("turns", ())
+        if not isinstance(turns, (list, tuple)) or not all(isinstance(turn, Mapping) for turn in turns):
+            raise TypeError("turns must be a list of objects")
+        details = data.get("details") or {}
+        if not isinstance(details, Mapping):
+            raise TypeError("details must be an object")
+        for name, kinds in _EPISODE_TYPES.items():
+            value = fields.get(name, _EPISODE_DEFAULTS.get(name))
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise TypeError(f"{name} is {type(value).__name__}")
+        fields["turns"] = turns_of(turns, details.get("verdict"))
+        fields["details"] = dict(details)
+        return cls.episode(**fields)
 
     @classmethod
     def _make(cls, values: dict[str, Any]) -> ResultRow:
@@ -170,6 +329,8 @@ class ResultRow:
         """JSON-safe dict with ``schema_version`` first (one JSONL export line)."""
         # __dict__ holds exactly the fields, in declaration order (``__init__`` and ``_make`` both fill it so).
         out: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION, **self.__dict__}
+        for name in _EPISODE_ONLY:  # an episode's own parts: its stored record (``episode_dict``) has them
+            del out[name]
         if out["params"] is not None:
             out["params"] = dict(out["params"])
         out["dimensions"] = dict(out["dimensions"])
@@ -199,11 +360,17 @@ class ResultRow:
             else:
                 raise ReportError(f"{where}: field {name!r} must be {expected}, got {json.dumps(value)[:60]}.")
             values[name] = value
+        values.update(turns=(), steps=0, sent=0, details={})  # not in an exported row
         if data.get("status") is None:
             values["status"] = "error" if values["error"] is not None else "done"
         elif values["status"] not in STATUSES:
             raise ReportError(f"{where}: field 'status' is {values['status']!r}, not one of {', '.join(STATUSES)}.")
         return cls._make(values)
+
+
+ResultRow = Result
+"""``Result`` by the name it had as the single-turn flat row (the store, the export, ``compare`` and the reports
+read it so); one class."""
 
 
 _REQUIRED = ("model", "variant_id", "case_id")
@@ -224,8 +391,13 @@ def _default(f: dataclasses.Field[Any]) -> Callable[[], Any]:
     return lambda: f.default
 
 
+_EPISODE_ONLY = ("turns", "steps", "sent", "details")
+"""An episode's own fields: not in the flat row's export (``to_dict``), CSV or single-turn pandas frame."""
+ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Result) if f.name not in _EPISODE_ONLY)
+"""The flat row's fields, in order: the ``export --jsonl`` keys after ``schema_version``."""
+
 _DEFAULTS: dict[str, Callable[[], Any]] = {
-    f.name: _default(f) for f in dataclasses.fields(ResultRow) if f.name not in _REQUIRED
+    f.name: _default(f) for f in dataclasses.fields(Result) if f.name in ROW_FIELDS and f.name not in _REQUIRED
 }
 
 _TYPE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -238,7 +410,8 @@ _TYPE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 # Each field's check, from its declared type (``X | None`` accepts null too: every field may be
 # missing or null in a file and then takes its default).
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    f.name: _TYPE_CHECKS[str(f.type).removesuffix(" | None")] for f in dataclasses.fields(ResultRow)
+    f.name: _TYPE_CHECKS[str(f.type).removesuffix(" | None")] for f in dataclasses.fields(Result)
+    if f.name in ROW_FIELDS
 }
 
 
@@ -327,41 +500,6 @@ class AccuracyRow:
     ci_high: float
 
 
-@runtime_checkable
-class Result(Protocol):
-    """What every result of a run is, whichever its kind (``Run.results()``): a single-turn job's ``ResultRow`` or a
-    conversation's ``EpisodeResult``. Code written against these names reads both kinds; ``row()`` is the flat
-    ``ResultRow`` (CSV, pandas, ``compare``; ``Run.rows()`` adds an episode's variant dimensions and label).
-
-    A failure means the same in both kinds: a single-turn call, or an episode's step, that failed for good is a
-    result (``status`` ``error``, ``valid`` ``False``: counted wrong, sent again only with ``--retry-errors``); one
-    its model cannot be sent is ``unsupported`` (out of the rates); one the run stopped before sending is
-    ``pending`` (the same command resumes it). ``scored`` and ``correct`` say how each counts in the rates.
-    """
-
-    model: str
-    variant_id: str
-    repeat: int
-    valid: bool | None
-    failure_mode: str | None
-    error: str | None
-    cost_usd: float | None
-
-    @property
-    def case_id(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def scored(self) -> bool: ...
-
-    @property
-    def correct(self) -> bool: ...
-
-    def row(self) -> ResultRow: ...
-
-
 # A conversation's episode: one (model, variant, conversation, repeat), its turn verdicts and its totals.
 
 TURN_RECORD_FIELDS = ("index", "valid", "failure_mode", "steps", "calls")
@@ -405,149 +543,18 @@ def turns_of(records: Sequence[Mapping[str, Any]], verdict: Any) -> tuple[Verdic
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class EpisodeResult:
-    """One (model, variant, conversation, repeat) taken to its end and scored.
-
-    ``valid`` is the entry's verdict (every turn valid). ``failure_mode`` is
-    that of the first failed turn (what bfcl-eval reports for the entry).
-    ``error`` is set when a step was not answered, and ``status`` says how the
-    episode then counts, as a single-turn job in the same case does:
-
-    - ``error``: a step's call failed for good (``details["error_kind"]``):
-      ``valid`` is ``False`` (counted as failed, no turn verdicts) and the same
-      command sends it again only with ``retry_errors``;
-    - ``pending``: the run stopped before the step was sent
-      (``details["stopped"]``), or a store written before errors were
-      results holds it: ``valid`` is ``None`` and the next run resumes it;
-    - ``unsupported``: the model cannot be sent the step's request pieces
-      (``details["unsupported"]``): ``valid`` is ``None``, out of every rate,
-      and each run checks it again.
-    """
-
-    model: str
-    variant_id: str
-    conversation_id: str
-    category: str
-    repeat: int
-    valid: bool | None
-    failure_mode: str | None = None
-    turns: tuple[Verdict, ...] = ()
-    """Each user turn's verdict (a ``Verdict`` with its ``turn`` index); empty for an episode not scored."""
-    steps: int = 0
-    """Model calls the episode took (stored answers included)."""
-    sent: int = 0
-    """Of ``steps``, how many were sent in this run (the others were read back from the store)."""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None
-    latency_s: float = 0.0
-    error: str | None = None
-    language: str = "en"
-    """The language of the conversation's user turns (``Conversation.language``)."""
-    template: str = ""
-    """The id shared by the conversation's languages (``Conversation.template``): reports pair languages by it."""
-    details: Mapping[str, Any] = field(default_factory=dict)
-    """``verdict``: the full verdict (``ConversationVerdict.to_dict``); ``environment``: worker starts, calls run,
-    peak memory (MiB) and the slowest environment step (s); ``final_answers``: per turn, the first 500
-    characters of the answer that ended it (``None`` when no answer did: force-quit, error)."""
-
-    @property
-    def case_id(self) -> str:
-        """``conversation_id``: the case an episode plays, under the name a single-turn result gives it."""
-        return self.conversation_id
-
-    @property
-    def status(self) -> str:
-        """``done`` (scored: ``valid`` is its verdict), ``error`` (a step's call failed for good: counted as
-        failed), ``pending`` (unfinished, ``error`` says where: the same command resumes it) or ``unsupported``
-        (not sent: out of the rates), as ``row()`` says it (the class docstring says when each holds)."""
-        if self.valid is None:
-            return "unsupported" if self.details.get("unsupported") else "pending"
-        return "error" if self.error is not None else "done"
-
-    @property
-    def scored(self) -> bool:
-        """The episode counts in the rates: it has a verdict (an ``error`` is counted as failed)."""
-        return self.valid is not None
-
-    @property
-    def correct(self) -> bool:
-        """Every turn of the episode is valid."""
-        return self.valid is True
-
-    def row(self, dimensions: Mapping[str, Any] | None = None, label: str = "") -> ResultRow:
-        """The episode as one flat ``ResultRow`` (what ``load_results``, ``compare`` and a CSV read): its case is
-        the conversation (``case_group`` its template, shared by its languages), ``valid`` and ``failure_mode``
-        the episode's, ``bfcl_error_type``/``error_code`` those of its first failed turn, the tokens, cost and
-        latency of all its steps, ``n_predicted_calls`` the calls it made; ``status`` the episode's. An
-        ``error`` or ``unsupported`` episode has its error in ``error`` and its kind in ``error_kind``, as a
-        single-turn job's row has; a ``pending`` one (stopped) has it in ``message``: it is resumed, not scored,
-        as the conversation report counts it. ``response`` is ``None``: an episode has many answers
-        (``promptgrid render RUN_DIR`` shows them)."""
-
-        verdict = self.details.get("verdict") if isinstance(self.details.get("verdict"), Mapping) else {}
-        bfcl_error_type = verdict.get("bfcl_error_type") if isinstance(verdict, Mapping) else None
-        try:
-            code: str | None = ErrorCode.from_bfcl(bfcl_error_type).name if self.valid is not None else None
-        except ValueError:  # a bfcl-eval error type this version does not know
-            code = None
-        status = self.status
-        error = error_kind = None
-        if status == "error":
-            error, kind = self.error, self.details.get("error_kind")
-            error_kind = kind if isinstance(kind, str) else "unknown"
-        elif status == "unsupported":
-            error, error_kind = self.error, "unsupported"
-        return ResultRow(
-            model=self.model, variant_id=self.variant_id, case_id=self.conversation_id, repeat=self.repeat,
-            status=status, error=error, error_kind=error_kind, valid=self.valid,
-            error_code=None if error is not None else code,
-            bfcl_error_type=None if self.valid else bfcl_error_type, failure_mode=self.failure_mode,
-            n_predicted_calls=sum(turn.n_predicted_calls for turn in self.turns),
-            message=(self.error or "") if status == "pending" else "",
-            latency_s=self.latency_s, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
-            cost_usd=self.cost_usd, attempts=self.steps, dimensions=dict(dimensions or {}), label=label,
-            case_language=self.language, case_category=self.category, case_group=self.template)
-
-    def to_dict(self) -> dict[str, Any]:
-        # Not dataclasses.asdict(self): that deep-copies ``details`` (the whole verdict), only to be replaced by
-        # the shallow copy below; the fields are read as they are instead (the same JSON).
-        out = {name: getattr(self, name) for name in _FIELD_NAMES}
-        out["turns"] = [turn_record(turn) for turn in self.turns]
-        out["details"] = dict(self.details)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        """The record ``to_dict`` wrote. Raises ``TypeError`` (an unknown field, as a newer version might write,
-        or a field of the wrong type) or ``ValueError``: the store turns either into a ``StoreError`` naming the
-        row."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"an episode is an object, not {type(data).__name__}")
-        fields = dict(data)
-        turns = data.get("turns", ())
-        if not isinstance(turns, (list, tuple)) or not all(isinstance(turn, Mapping) for turn in turns):
-            raise TypeError("turns must be a list of objects")
-        details = data.get("details") or {}
-        if not isinstance(details, Mapping):
-            raise TypeError("details must be an object")
-        fields["turns"] = turns_of(turns, details.get("verdict"))
-        fields["details"] = dict(details)
-        result = cls(**fields)
-        for name, kinds in _FIELD_TYPES.items():
-            value = getattr(result, name)
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-                raise TypeError(f"{name} is {type(value).__name__}")
-        return result
-
-
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+EPISODE_FIELDS = ("model", "variant_id", "conversation_id", "category", "repeat", "valid", "failure_mode", "turns",
+                   "steps", "sent", "input_tokens", "output_tokens", "cost_usd", "latency_s", "error", "language",
+                   "template", "details")
+"""An episode's stored record, in its order (``Result.episode_fields``)."""
+_EPISODE_REQUIRED = ("model", "variant_id", "conversation_id", "category", "repeat", "valid")
+_EPISODE_DEFAULTS: dict[str, Any] = {"failure_mode": None, "steps": 0, "sent": 0, "input_tokens": 0,
+                                     "output_tokens": 0, "cost_usd": None, "latency_s": 0.0, "error": None,
+                                     "language": "en", "template": ""}
+_EPISODE_TYPES: dict[str, tuple[type, ...]] = {
     "model": (str,), "variant_id": (str,), "conversation_id": (str,), "category": (str,), "repeat": (int,),
     "valid": (bool, type(None)), "failure_mode": (str, type(None)), "steps": (int,), "sent": (int,),
     "input_tokens": (int,), "output_tokens": (int,), "cost_usd": (int, float, type(None)),
     "latency_s": (int, float), "error": (str, type(None)), "language": (str,), "template": (str,),
 }
-"""The fields of a stored episode whose type the reports rely on (``from_dict`` checks them)."""
-
-_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(EpisodeResult))
+"""The fields of a stored episode whose type the reports rely on (``from_episode`` checks them)."""

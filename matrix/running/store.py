@@ -128,6 +128,7 @@ ERROR = "error"
 UNSUPPORTED = "unsupported"
 """A call never sent: its model cannot do its call mode (the reason in ``error``; no verdict, out of the rates)."""
 _NO_VERDICT: Mapping[str, Any] = {}  # a failed or pending call has none: the verdict fields keep their defaults
+_NO_DETAILS: Mapping[str, Any] = {}  # a job has no episode details (shared by every row: read, never mutated)
 
 
 CallResult = Step
@@ -724,5 +725,5 @@ class RunStore(StoreFile, EpisodeRows):
                     "attempts": attempts, "finish_reason": finish, "raw_model": raw_model,
                     "endpoint": answered_by, "params": p,
                     "dimensions": dims, "label": label, "case_language": lang, "case_category": category,
-                    "case_group": group,
+                    "case_group": group, "turns": (), "steps": 0, "sent": 0, "details": _NO_DETAILS,
                 })

@@ -18,8 +18,8 @@ episode a row of ``jobs``.
   finds each step's key here and sends nothing twice. With ``dedupe_requests``
   the digest is the request's alone, so identical requests of different
   episodes share a step.
-- ``jobs`` holds each finished (or failed) episode, its ``EpisodeResult`` as
-  JSON in ``verdict`` (``valid`` beside it), under the ids of its model,
+- ``jobs`` holds each finished (or failed) episode, its ``Result`` as
+  JSON (``Result.episode_dict``) in ``verdict`` (``valid`` beside it), under the ids of its model,
   variant (``variants``: id, label, dimension values) and conversation
   (``cases``: id, language, category, and its template as ``grp``; ``data``
   is ``{}``: the dataset is the conversation's record). ``key`` is empty: an
@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from promptgrid.errors import StoreError
 from promptgrid.matrix.running.connection import _SCHEMA, DONE, STORE_FILE, _guarded
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from promptgrid.records import Step
 
 __all__ = ["CONVERSATION_STORE", "EpisodeRows", "is_conversation_run", "StoredStep"]
@@ -383,10 +383,10 @@ class EpisodeRows:
             raise StoreError(f"{self.path}: {what} is damaged ({exc}). The file was left as it is; restore it from "
                              "a copy, or give another --run-dir.") from None
 
-    def _episode_from(self, text: Any, where: str) -> EpisodeResult:
+    def _episode_from(self, text: Any, where: str) -> Result:
         data = self._decoded(text, where)
         try:
-            return EpisodeResult.from_dict(data)
+            return Result.from_episode(data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise StoreError(f"{self.path}: {where} does not hold an episode this promptgrid reads ({exc}): damaged, "
                              "or written by a newer promptgrid. The file was left as it is; use the promptgrid that "
@@ -457,16 +457,16 @@ class EpisodeRows:
     # -------------------------------------------------------------- episodes
 
     @_guarded
-    def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> EpisodeResult | None:
+    def episode(self, model: str, variant_id: str, conversation_id: str, repeat: int) -> Result | None:
         row = self.db.execute(f"{_EPISODES} WHERE m.name = ? AND v.variant_id = ? AND c.case_id = ? AND j.repeat = ?",
                               (model, variant_id, conversation_id, repeat)).fetchone()
         return None if row is None else self._episode_from(row[4], _episode_row(*row[:4]))
 
     @_guarded
-    def add_episode(self, result: EpisodeResult) -> None:
+    def add_episode(self, result: Result) -> None:
         """Store a finished (or failed) episode, replacing what its cell held: the episode row and the ids it needs,
         in one transaction (or the caller's)."""
-        text = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
+        text = json.dumps(result.episode_dict(), ensure_ascii=False, default=str)
         if self.db.in_transaction:  # the caller's: the ids it makes are asked for afresh (it may yet roll back)
             self._insert_episode(_Ids(self.db), result, text)
             return
@@ -478,7 +478,7 @@ class EpisodeRows:
             self._episode_ids = None  # an id made in the transaction that rolled back is not in the file
             raise
 
-    def _insert_episode(self, ids: _Ids, result: EpisodeResult, text: str) -> None:
+    def _insert_episode(self, ids: _Ids, result: Result, text: str) -> None:
         self.db.execute('INSERT OR REPLACE INTO jobs (model, variant, "case", repeat, key, verdict, valid, error_code) '
                         "VALUES (?, ?, ?, ?, '', ?, ?, NULL)",
                         (ids.model(result.model), ids.variant(result.variant_id),
@@ -486,7 +486,7 @@ class EpisodeRows:
                          result.repeat, text, None if result.valid is None else int(result.valid)))
 
     @_guarded
-    def episodes(self, *, models: Iterable[str] | None = None) -> list[EpisodeResult]:
+    def episodes(self, *, models: Iterable[str] | None = None) -> list[Result]:
         """Every stored episode, in (model, variant, conversation, repeat) order."""
         wanted = None if models is None else set(models)
         out = []

@@ -76,7 +76,7 @@ def run_conversations(variants: Sequence[Any], conversations: Sequence[Any], *, 
 
 
 def made_turn(index: int, valid: bool, failure_mode: str | None = None, steps: int = 0, calls: int = 0) -> Any:
-    """A made-up turn verdict for an ``EpisodeResult`` built by hand (the reports' tests): valid, or failed with
+    """A made-up turn verdict for an ``Result`` built by hand (the reports' tests): valid, or failed with
     ``failure_mode`` (a ``TurnFailureMode`` value; default ``wrong_end_state``) and the bfcl-eval error type the
     checker gives that mode's usual cause."""
     from promptgrid.matrix.scoring.state_check import turn_verdict

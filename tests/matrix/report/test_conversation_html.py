@@ -19,7 +19,7 @@ from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import (
     TAU_BENCH_PASS_K,
-    EpisodeResult,
+    Result,
     choose_episodes,
     conversation_html,
     conversation_report,
@@ -39,8 +39,8 @@ HTML_ANSWERS = CallThenProse(HOSTILE_MODEL, f"[cd(folder={HOSTILE_ARGUMENT!r})]"
 """Answers in HTML: a call with an HTML argument, then HTML prose."""
 
 
-def ep(model: str, vid: str, conv: str, repeat: int, valid: bool | None) -> EpisodeResult:
-    return EpisodeResult(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
+def ep(model: str, vid: str, conv: str, repeat: int, valid: bool | None) -> Result:
+    return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
                          repeat=repeat, valid=valid, failure_mode=None if valid or valid is None else "missing_call",
                          turns=() if valid is None else (made_turn(0, bool(valid), None if valid else "missing_call"),),
                          error="stopped" if valid is None else None)
@@ -88,7 +88,7 @@ def _synthetic_report(model: str = "m") -> Any:
         for c in range(3):
             for r in range(2):
                 valid = (c + r + (vid == "n")) % 3 != 0
-                eps.append(EpisodeResult(model=model, variant_id=vid, conversation_id=f"c{c}",
+                eps.append(Result.episode(model=model, variant_id=vid, conversation_id=f"c{c}",
                                          category="multi_turn_base", repeat=r, valid=valid,
                                          failure_mode=None if valid else "wrong_end_state",
                                          turns=(made_turn(0, True), made_turn(1, valid))))

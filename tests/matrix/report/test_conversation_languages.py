@@ -1,7 +1,7 @@
 """The per-language report of conversation runs (``promptgrid.matrix.report._conversation_languages``) and the
 ``massive_conversations`` grid.
 
-Synthetic ``EpisodeResult`` records with hand-computed expectations (pairing by template, both pass^k per
+Synthetic ``Result`` records with hand-computed expectations (pairing by template, both pass^k per
 language, the difference against English and its interval, unfinished episodes left out, the language of
 final answers); then an end-to-end run of ``fake/ground-truth`` and ``fake/prose`` on three ``mini-mt``
 templates in English, German and Japanese at the translation levels of the grid, and its ``promptgrid
@@ -27,7 +27,7 @@ from promptgrid.matrix.report._conversation_languages import (
     translation_level,
 )
 from promptgrid.matrix.report._conversations import TAU_BENCH_PASS_K, TICKET_BENCH_PASS_K
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from support.episodes import run_conversations
 
 V = "v"
@@ -35,8 +35,8 @@ VARIANTS: dict[str, dict[str, str]] = {V: {}}
 
 
 def _ep(template: str, lang: str, repeat: int, valid: bool | None, *, model: str = "m", variant: str = V,
-        mode: str | None = None, answers: list[str | None] | None = None) -> EpisodeResult:
-    return EpisodeResult(model=model, variant_id=variant, conversation_id=f"{template}_{lang}", category="c",
+        mode: str | None = None, answers: list[str | None] | None = None) -> Result:
+    return Result.episode(model=model, variant_id=variant, conversation_id=f"{template}_{lang}", category="c",
                          repeat=repeat, valid=valid, failure_mode=mode if valid is False else None, language=lang,
                          template=template, details={"final_answers": answers or []})
 
@@ -48,7 +48,7 @@ OUTCOMES = {("t1", "en"): (True, True), ("t2", "en"): (True, False), ("t3", "en"
             ("t3", "de"): (False, False), ("t4", "de"): (True, True)}
 
 
-def _episodes(model: str = "m") -> list[EpisodeResult]:
+def _episodes(model: str = "m") -> list[Result]:
     eps = [_ep(t, lang, r, ok, model=model, mode="wrong_end_state" if (t, r) != ("t3", 1) else "decode_failure")
            for (t, lang), outcomes in OUTCOMES.items() for r, ok in enumerate(outcomes)]
     return [*eps, _ep("t1", "de", 2, None, model=model)]

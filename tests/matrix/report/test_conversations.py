@@ -17,7 +17,7 @@ from promptgrid.matrix.report._conversations import (
     ConversationReport,
     conversation_report,
 )
-from promptgrid.matrix.running.results import EpisodeResult
+from promptgrid.matrix.running.results import Result
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from support.episodes import made_turn
 
@@ -25,10 +25,10 @@ RESAMPLES = 200  # enough for the interval checks, fast
 
 
 def ep(vid: str, conv: str, repeat: int, valid: bool | None, *, model: str = "m", turns: Sequence[bool] | None = None,
-       mode: str | None = None, cost: float | None = None, latency: float = 0.0, steps: int = 0) -> EpisodeResult:
+       mode: str | None = None, cost: float | None = None, latency: float = 0.0, steps: int = 0) -> Result:
     if turns is None:
         turns = [] if valid is None else [bool(valid)]
-    return EpisodeResult(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
+    return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
                          repeat=repeat, valid=valid,
                          failure_mode=mode if mode is not None else (None if valid or valid is None else
                                                                      "wrong_end_state"),
@@ -36,11 +36,11 @@ def ep(vid: str, conv: str, repeat: int, valid: bool | None, *, model: str = "m"
                          latency_s=latency, error="stopped" if valid is None else None)
 
 
-def report(episodes: Sequence[EpisodeResult], variants: dict[str, dict[str, str]], **kw: object) -> ConversationReport:
+def report(episodes: Sequence[Result], variants: dict[str, dict[str, str]], **kw: object) -> ConversationReport:
     return conversation_report(episodes, variants, n_resamples=RESAMPLES, **kw)  # type: ignore[arg-type]
 
 
-def repeats(vid: str, conv: str, outcomes: Sequence[bool | None], **kw: object) -> list[EpisodeResult]:
+def repeats(vid: str, conv: str, outcomes: Sequence[bool | None], **kw: object) -> list[Result]:
     return [ep(vid, conv, r, v, **kw) for r, v in enumerate(outcomes)]  # type: ignore[arg-type]
 
 
@@ -264,10 +264,9 @@ def test_failure_modes_counts_shares_and_descriptions() -> None:
 
 
 def test_an_episode_a_steps_error_ended_is_a_failure_named_call_error_as_a_single_turn_call() -> None:
-    import dataclasses
 
-    errored = dataclasses.replace(ep("a", "x", 0, False, turns=[]), failure_mode=None,
-                                  error="turn 0, step 0: bad request", details={"error_kind": "bad_request"})
+    errored = ep("a", "x", 0, False, turns=[]).episode_with(failure_mode=None, error="turn 0, step 0: bad request",
+                                                           details={"error_kind": "bad_request"})
     assert errored.status == "error" and errored.scored and not errored.correct
     r = report([errored, ep("a", "y", 0, True)], ONE)
     assert (r.finished, r.unfinished) == (2, 0)
@@ -404,20 +403,19 @@ def test_bad_confidence_is_refused() -> None:
 
 
 def test_the_argument_rule_and_the_turns_the_other_rule_scores_otherwise_are_shown() -> None:
-    from dataclasses import replace
 
     note = {"other_rule": "strict", "valid": False, "failure_mode": "call_refused"}
     verdict = {"argument_rule": "bfcl", "turns": [{"turn": 0, "details": {"argument_rule_disagrees": note}},
                                                   {"turn": 1, "details": {}}]}
-    episodes = [replace(ep("a", "c1", 0, True), details={"verdict": verdict}),
-                replace(ep("a", "c2", 0, False), details={"verdict": {"argument_rule": "bfcl", "turns": []}}),
+    episodes = [ep("a", "c1", 0, True).episode_with(details={"verdict": verdict}),
+                ep("a", "c2", 0, False).episode_with(details={"verdict": {"argument_rule": "bfcl", "turns": []}}),
                 ep("a", "c3", 0, None)]
     r = report(episodes, ONE)
     assert (r.argument_rules, r.argument_rule_disagreements) == (("bfcl",), 1)
     assert r.to_dict()["argument_rules"] == ["bfcl"] and r.to_dict()["argument_rule_disagreements"] == 1
     assert "arguments: bfcl (lenient); 1 turn(s) the other argument rule scores otherwise" in r.to_markdown()
     assert "arguments: bfcl (lenient)" in r.console()
-    old = report([replace(ep("a", "c1", 0, True), details={"verdict": {"turns": []}})], ONE)
+    old = report([ep("a", "c1", 0, True).episode_with(details={"verdict": {"turns": []}})], ONE)
     assert old.argument_rules == ("strict",) and "arguments: strict;" in old.console()
 
 

@@ -27,15 +27,15 @@ from promptgrid.matrix.report._model import (
     TICKET_BENCH_PASS_K,
 )
 from promptgrid.matrix.running import estimate, findings
-from promptgrid.matrix.running.results import EpisodeResult, ResultRow
+from promptgrid.matrix.running.results import Result, ResultRow
 
 ROW_KEYS = ["model", "variant_id", "label", "language", "k", "value", "ci", "n_cases"]
 NAMED_KEYS = ["name", "definition", "k", "entries", "value", "ci"]
 
 
-def _episodes() -> list[EpisodeResult]:
+def _episodes() -> list[Result]:
     """Model m, variants a and b, conversations x (en) and y (de), 3 repeats each; a fails x's repeat 2."""
-    return [EpisodeResult(model="m", variant_id=vid, conversation_id=f"{conv}_{lang}", category="c", repeat=r,
+    return [Result.episode(model="m", variant_id=vid, conversation_id=f"{conv}_{lang}", category="c", repeat=r,
                           valid=not (vid == "a" and conv == "x" and r == 2), language=lang, template=conv)
             for vid in ("a", "b") for conv, lang in (("x", "en"), ("y", "de")) for r in range(3)]
 

@@ -18,8 +18,8 @@ from promptgrid.errors import RunError
 from promptgrid.matrix.api import open_conversation_run
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import (
-    EpisodeResult,
     EpisodeTranscript,
+    Result,
     conversation_to_record,
     export_records,
     iter_transcripts,
@@ -45,8 +45,8 @@ ESCAPE_ANSWERS = CallThenProse(HOSTILE_MODEL, f"[cd(folder='x{ESCAPES}')]", f"Do
 system's error echoes it), then prose with them."""
 
 
-def ep(model: str, vid: str, conv: str, repeat: int = 0, valid: bool | None = True) -> EpisodeResult:
-    return EpisodeResult(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
+def ep(model: str, vid: str, conv: str, repeat: int = 0, valid: bool | None = True) -> Result:
+    return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
                          repeat=repeat, valid=valid, turns=(made_turn(0, bool(valid)),))
 
 
@@ -76,7 +76,7 @@ def test_select_episodes_by_model_variant_label_case_and_repeat() -> None:
 
 def _hostile_transcript() -> EpisodeTranscript:
     """A made-up transcript whose every model-written and environment-written text holds escapes."""
-    episode = EpisodeResult(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
+    episode = Result.episode(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
                             valid=False, failure_mode="wrong_end_state", turns=(made_turn(0, False),),
                             error=f"server said {ESCAPES}")
     verdict = {"turn": 0, "valid": False, "failure_mode": "wrong_end_state", "details": {
@@ -213,7 +213,7 @@ def test_cli_export_adds_the_steps_and_keeps_every_stored_field(mini_run: Path, 
     assert len(lines) == len(episodes)
     for line, e in zip(lines, episodes, strict=True):
         transcript = line.pop("transcript")
-        assert line == json.loads(json.dumps(e.to_dict(), default=str))  # the fields of before, unchanged
+        assert line == json.loads(json.dumps(e.episode_dict(), default=str))  # the fields of before, unchanged
         assert transcript["complete"] is True and transcript["note"] == ""
         assert [t["turn"] for t in transcript["turns"]] == [t.turn for t in e.turns]
         for turn, stored in zip(transcript["turns"], e.turns, strict=True):

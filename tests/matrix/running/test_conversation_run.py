@@ -37,7 +37,7 @@ from promptgrid.matrix.conversations import (
     TICKET_BENCH_PASS_K,
     Conversation,
     EpisodeContext,
-    EpisodeResult,
+    Result,
     ScriptedClient,
     conversation_store,
     conversation_to_record,
@@ -127,12 +127,12 @@ def normalized(results: str) -> list[tuple[Any, ...]]:
     return out
 
 
-def outcome(result: EpisodeResult) -> tuple[Any, ...]:
+def outcome(result: Result) -> tuple[Any, ...]:
     return (result.model, result.variant_id, result.conversation_id, result.repeat, result.valid,
             result.failure_mode, result.turns)
 
 
-def outcomes(results: list[EpisodeResult]) -> list[tuple[Any, ...]]:
+def outcomes(results: list[Result]) -> list[tuple[Any, ...]]:
     return sorted(outcome(r) for r in results)
 
 
@@ -512,12 +512,11 @@ def test_an_episode_a_store_kept_with_an_error_and_no_verdict_is_resumed(
         tmp_path: Path, base: list[Conversation]) -> None:
     """A store written before errors were results holds an errored episode as ``valid`` None: it is pending, and
     the next run plays it (as that release's next run would have)."""
-    import dataclasses
 
     summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path,
                                 clients={GT: Failing(ErrorKind.BAD_REQUEST)})
     (errored,) = summary.results
-    old = dataclasses.replace(errored, valid=None, details={"environment": {}})
+    old = errored.episode_with(valid=None, details={"environment": {}})
     with conversation_store(tmp_path, readonly=False) as store:
         store.add_episode(old)
         (stored,) = store.episodes()
@@ -1224,7 +1223,6 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
     """``promptgrid score RUN_DIR`` on a conversation run: every scored episode is played again from the store and
     judged again; nothing changes when nothing changed, a verdict damaged in the store is restored, and an episode
     whose steps are not all stored is named and left as it was."""
-    import dataclasses
     import sqlite3
 
     from promptgrid.matrix.cli import main
@@ -1233,26 +1231,26 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
     assert main(["run", "call_modes", "--dataset", "bfcl:multi_turn_base", "--model", "fake/noisy:3", "--limit", "4",
                  "--run-dir", str(run_dir), "--no-progress"]) in (0, 1)
     with conversation_store(run_dir) as store:
-        before = [e.to_dict() for e in store.episodes()]
+        before = [e.episode_dict() for e in store.episodes()]
     assert any(e["valid"] for e in before) and not all(e["valid"] for e in before)
     capsys.readouterr()
     assert main(["score", str(run_dir)]) == 0
     err = capsys.readouterr().err
     assert f"re-scored {len(before)} episodes from their stored steps (0 changed validity" in err, err
     with conversation_store(run_dir) as store:
-        assert [e.to_dict() for e in store.episodes()] == before  # played again to the same verdicts
+        assert [e.episode_dict() for e in store.episodes()] == before  # played again to the same verdicts
 
     # Damaged verdicts (every failed episode stored as valid, as a checker bug would have judged them) are judged
     # again; so is a store written before the step limit was recorded.
     with conversation_store(run_dir, readonly=False) as store:
         failed = [e for e in store.episodes() if e.valid is False]
         for e in failed:
-            store.add_episode(dataclasses.replace(e, valid=True, failure_mode=None))
+            store.add_episode(e.episode_with(valid=True, failure_mode=None))
         store.db.execute("DELETE FROM meta WHERE key = 'step_limit'")
     assert main(["score", str(run_dir)]) == 0
     assert f"({len(failed)} changed validity" in capsys.readouterr().err
     with conversation_store(run_dir) as store:
-        assert [e.to_dict() for e in store.episodes()] == before
+        assert [e.episode_dict() for e in store.episodes()] == before
 
     # A step the store does not have: the episode cannot be played again; it is named and kept as it was.
     with sqlite3.connect(run_dir / "conversations.sqlite3") as db:
@@ -1260,7 +1258,7 @@ def test_score_judges_a_conversation_run_again_from_its_stored_steps_without_a_c
     assert main(["score", str(run_dir)]) == 1
     assert "1 could not be played again from the store" in capsys.readouterr().err
     with conversation_store(run_dir) as store:
-        assert [e.to_dict() for e in store.episodes()] == before
+        assert [e.episode_dict() for e in store.episodes()] == before
 
 
 @pytest.mark.parametrize("recorded", [None, "20", True, -5, 0, 2.5, {"a": 1}, [3]])
@@ -1274,7 +1272,7 @@ def test_a_damaged_or_missing_step_limit_in_the_store_falls_back_to_what_the_ver
     from support.episodes import made_turn
 
     quit_turn = dataclasses.replace(made_turn(0, False, "step_limit", steps=6), details={"steps": 6})
-    force_quit = EpisodeResult(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
+    force_quit = Result.episode(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
                                valid=False, turns=(quit_turn,))
     assert _step_limit(recorded, []) == MAXIMUM_STEP_LIMIT
     assert _step_limit(recorded, [force_quit]) == 5

@@ -12,6 +12,7 @@ from promptgrid.errors import ReportError
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.running.results import (
     RESULT_SCHEMA_VERSION,
+    ROW_FIELDS,
     ResultRow,
     dump_results,
     read_results,
@@ -20,6 +21,7 @@ from promptgrid.matrix.running.results import (
 from promptgrid.matrix.running.store import CallResult, RunStore
 
 FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
+ROW = [name for name in FIELDS if name not in ("turns", "steps", "sent", "details")]  # an episode's own: not exported
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,8 @@ def test_export_lines_carry_schema_version_and_round_trip(run_dir: Path, stored:
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == len(stored)
     for line, row in zip(lines, stored, strict=True):
-        assert list(line) == ["schema_version", *FIELDS] and line["schema_version"] == RESULT_SCHEMA_VERSION
+        assert list(line) == ["schema_version", *ROW] and line["schema_version"] == RESULT_SCHEMA_VERSION
+        assert list(ROW_FIELDS) == ROW
         assert ResultRow.from_dict(line) == row
     assert read_results(out) == stored
 
@@ -157,7 +160,7 @@ def test_every_verdict_field_is_a_result_field() -> None:
     from promptgrid.variants import Variant
 
     case = Case(id="c", category="simple", turns=({"role": "user", "content": "Hi"},), functions=())
-    assert set(score("Hello there, how can I help?", Variant(), case).to_dict()) <= set(FIELDS)
+    assert set(score("Hello there, how can I help?", Variant(), case).to_dict()) <= set(ROW)
 
 
 def test_dump_results_counts(stored: list[ResultRow], tmp_path: Path) -> None:
