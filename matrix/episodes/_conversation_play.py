@@ -360,13 +360,13 @@ def episode_result(walk: Trajectory, verdict: Any,
         # rates; a call failed for good, an error counted as failed (``valid`` False, no turn verdicts).
         if walk.stopped:
             return Result.episode(valid=None, error=walk.error,
-                                 details={"environment": env_usage, "stopped": walk.stopped}, **base)
+                                  details={"environment": env_usage, "stopped": walk.stopped}, **base)
         if walk.unsupported is not None:
             return Result.episode(valid=None, error=walk.error,
-                                 details={"environment": env_usage, "unsupported": walk.unsupported}, **base)
+                                  details={"environment": env_usage, "unsupported": walk.unsupported}, **base)
         return Result.episode(valid=False, error=walk.error,
-                             details={"environment": env_usage, "error_kind": walk.error_kind or "unknown",
-                                      "final_answers": walk.final_answers}, **base)
+                              details={"environment": env_usage, "error_kind": walk.error_kind or "unknown",
+                                       "final_answers": walk.final_answers}, **base)
     if failure is not None:
         return _environment_failure(base, *failure, variant=walk.variant, env_usage=env_usage,
                                     final_answers=walk.final_answers)
@@ -376,8 +376,8 @@ def episode_result(walk: Trajectory, verdict: Any,
     turns = turns_of([turn_record(t) for t in verdict.turns], stored)
     mode = verdict.failure_mode
     return Result.episode(valid=verdict.valid, failure_mode=None if mode is None else mode.value, turns=turns,
-                         details={"verdict": stored, "environment": env_usage, "final_answers": walk.final_answers},
-                         **base)
+                          details={"verdict": stored, "environment": env_usage, "final_answers": walk.final_answers},
+                          **base)
 
 
 def _usage_and_close(env: Any) -> Any:

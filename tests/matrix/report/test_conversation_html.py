@@ -41,9 +41,10 @@ HTML_ANSWERS = CallThenProse(HOSTILE_MODEL, f"[cd(folder={HOSTILE_ARGUMENT!r})]"
 
 def ep(model: str, vid: str, conv: str, repeat: int, valid: bool | None) -> Result:
     return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
-                         repeat=repeat, valid=valid, failure_mode=None if valid or valid is None else "missing_call",
-                         turns=() if valid is None else (made_turn(0, bool(valid), None if valid else "missing_call"),),
-                         error="stopped" if valid is None else None)
+                          repeat=repeat, valid=valid, failure_mode=None if valid or valid is None else "missing_call",
+                          turns=() if valid is None else (made_turn(0, bool(valid),
+                                                                    None if valid else "missing_call"),),
+                          error="stopped" if valid is None else None)
 
 
 # ------------------------------------------------------------------------------ choosing episodes (no bfcl)
@@ -89,9 +90,9 @@ def _synthetic_report(model: str = "m") -> Any:
             for r in range(2):
                 valid = (c + r + (vid == "n")) % 3 != 0
                 eps.append(Result.episode(model=model, variant_id=vid, conversation_id=f"c{c}",
-                                         category="multi_turn_base", repeat=r, valid=valid,
-                                         failure_mode=None if valid else "wrong_end_state",
-                                         turns=(made_turn(0, True), made_turn(1, valid))))
+                                          category="multi_turn_base", repeat=r, valid=valid,
+                                          failure_mode=None if valid else "wrong_end_state",
+                                          turns=(made_turn(0, True), made_turn(1, valid))))
     variants = {"p": {"call_mode": "prompt", "return_format": "python"}, "n": {"call_mode": "native"}}
     return conversation_report(eps, variants, n_resamples=100, labels={"p": "json->python,False", "n": "native"})
 

@@ -37,8 +37,8 @@ VARIANTS: dict[str, dict[str, str]] = {V: {}}
 def _ep(template: str, lang: str, repeat: int, valid: bool | None, *, model: str = "m", variant: str = V,
         mode: str | None = None, answers: list[str | None] | None = None) -> Result:
     return Result.episode(model=model, variant_id=variant, conversation_id=f"{template}_{lang}", category="c",
-                         repeat=repeat, valid=valid, failure_mode=mode if valid is False else None, language=lang,
-                         template=template, details={"final_answers": answers or []})
+                          repeat=repeat, valid=valid, failure_mode=mode if valid is False else None, language=lang,
+                          template=template, details={"final_answers": answers or []})
 
 
 # en: t1 2/2, t2 1/2, t3 2/2, t5 2/2 (no German t5); de: t1 1/2, t2 1/2, t3 0/2, t4 2/2 (no English t4),

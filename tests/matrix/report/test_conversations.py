@@ -29,11 +29,11 @@ def ep(vid: str, conv: str, repeat: int, valid: bool | None, *, model: str = "m"
     if turns is None:
         turns = [] if valid is None else [bool(valid)]
     return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
-                         repeat=repeat, valid=valid,
-                         failure_mode=mode if mode is not None else (None if valid or valid is None else
-                                                                     "wrong_end_state"),
-                         turns=tuple(made_turn(i, t) for i, t in enumerate(turns)), steps=steps, cost_usd=cost,
-                         latency_s=latency, error="stopped" if valid is None else None)
+                          repeat=repeat, valid=valid,
+                          failure_mode=mode if mode is not None else (None if valid or valid is None else
+                                                                      "wrong_end_state"),
+                          turns=tuple(made_turn(i, t) for i, t in enumerate(turns)), steps=steps, cost_usd=cost,
+                          latency_s=latency, error="stopped" if valid is None else None)
 
 
 def report(episodes: Sequence[Result], variants: dict[str, dict[str, str]], **kw: object) -> ConversationReport:

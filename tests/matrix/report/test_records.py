@@ -36,7 +36,7 @@ NAMED_KEYS = ["name", "definition", "k", "entries", "value", "ci"]
 def _episodes() -> list[Result]:
     """Model m, variants a and b, conversations x (en) and y (de), 3 repeats each; a fails x's repeat 2."""
     return [Result.episode(model="m", variant_id=vid, conversation_id=f"{conv}_{lang}", category="c", repeat=r,
-                          valid=not (vid == "a" and conv == "x" and r == 2), language=lang, template=conv)
+                           valid=not (vid == "a" and conv == "x" and r == 2), language=lang, template=conv)
             for vid in ("a", "b") for conv, lang in (("x", "en"), ("y", "de")) for r in range(3)]
 
 

@@ -47,7 +47,7 @@ system's error echoes it), then prose with them."""
 
 def ep(model: str, vid: str, conv: str, repeat: int = 0, valid: bool | None = True) -> Result:
     return Result.episode(model=model, variant_id=vid, conversation_id=conv, category="multi_turn_base",
-                         repeat=repeat, valid=valid, turns=(made_turn(0, bool(valid)),))
+                          repeat=repeat, valid=valid, turns=(made_turn(0, bool(valid)),))
 
 
 # ------------------------------------------------------------------------------ no bfcl-eval needed
@@ -77,8 +77,8 @@ def test_select_episodes_by_model_variant_label_case_and_repeat() -> None:
 def _hostile_transcript() -> EpisodeTranscript:
     """A made-up transcript whose every model-written and environment-written text holds escapes."""
     episode = Result.episode(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
-                            valid=False, failure_mode="wrong_end_state", turns=(made_turn(0, False),),
-                            error=f"server said {ESCAPES}")
+                             valid=False, failure_mode="wrong_end_state", turns=(made_turn(0, False),),
+                             error=f"server said {ESCAPES}")
     verdict = {"turn": 0, "valid": False, "failure_mode": "wrong_end_state", "details": {
         "steps": 1, "calls": 1,
         "state_differences": {"FS": {"name": [{"path": "root.name", "model": f"x{ESCAPES}", "ground_truth": "y"}]}},

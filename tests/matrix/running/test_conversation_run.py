@@ -1273,7 +1273,7 @@ def test_a_damaged_or_missing_step_limit_in_the_store_falls_back_to_what_the_ver
 
     quit_turn = dataclasses.replace(made_turn(0, False, "step_limit", steps=6), details={"steps": 6})
     force_quit = Result.episode(model="m", variant_id="v", conversation_id="c", category="multi_turn_base", repeat=0,
-                               valid=False, turns=(quit_turn,))
+                                valid=False, turns=(quit_turn,))
     assert _step_limit(recorded, []) == MAXIMUM_STEP_LIMIT
     assert _step_limit(recorded, [force_quit]) == 5
     assert _step_limit(7, [force_quit]) == 7
