@@ -209,6 +209,23 @@ def _spilled_entry(value: Any, *, episodic: bool) -> tuple[Step, list[VerdictRow
     return Step(**call), rows
 
 
+def _misnamed(db: sqlite3.Connection, path: Path, *, episodic: bool) -> str | None:
+    """Why the file is the other kind's store under this kind's name (a file renamed or copied by hand), or
+    ``None``. Both kinds have the same tables; their schema versions differ (a single-turn store's is
+    ``SCHEMA_VERSION``, a conversation store's ``_EPISODES_VERSION``), so without this a conversation store named
+    ``store.sqlite3`` read as "newer than this promptgrid reads". Nothing is written."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not _TABLES <= tables:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    other = SCHEMA_VERSION if episodic else _EPISODES_VERSION
+    if row is None or str(row[0]) != str(other):
+        return None
+    kind, name = ("a single-turn run's", STORE_FILE) if episodic else ("a conversation run's", CONVERSATION_STORE)
+    return (f"{path} holds {kind} store (schema {other}) under the name {path.name}, but {kind} store is named "
+            f"{name}. The file was left as it is; rename it back, or give the run directory it came from.")
+
+
 _NOT_A_RUN_STORE = ("{path} is not a promptgrid run store (a SQLite file without its schema version; tables: "
                     "{tables}). Give the directory a promptgrid run wrote, or move the file aside.")
 
@@ -272,6 +289,9 @@ class RunStore(StoreFile, EpisodeRows):
     def _open(self, *, create: bool) -> None:
         """Set the connection up and check that the file is a store this version reads (making it, tables and
         version in one transaction, if asked and empty); a conversation store of version 1 is migrated first."""
+        misnamed = _misnamed(self.db, self.path, episodic=self.episodic)
+        if misnamed is not None:
+            raise StoreError(misnamed)
         if self.episodic:
             self._migrate_legacy()
             version, kind, not_store, required = _EPISODES_VERSION, "conversation store", _NOT_A_STORE, _TABLES

@@ -5,6 +5,7 @@ traceback, and the file is left as it was."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from promptgrid.errors import RunError, StoreError, StoreFullError
 from promptgrid.matrix.api import Run as ConversationRun
 from promptgrid.matrix.cli import main
 from promptgrid.matrix.conversations import CONVERSATION_STORE, conversation_store
+from promptgrid.matrix.running.store import STORE_FILE, RunStore
 from promptgrid.matrix.running.store_episodes import StoredStep
 from promptgrid.variants import Variant
 from support.episodes import run_conversations
@@ -283,3 +285,23 @@ def test_spilled_steps_are_stored_by_the_next_run_and_a_cut_or_foreign_line_is_s
     with conversation_store(tmp_path, create=True) as store:  # a reservation nothing was written to is removed
         store.reserve_spill()
     assert not list(tmp_path.glob("spill-*.jsonl"))
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_a_store_under_the_other_kinds_name_is_named_as_such_and_left_as_it_is(tmp_path: Path, readonly: bool) -> None:
+    """Both kinds have the same tables and differ in their schema version, so a store renamed or copied to the
+    other kind's file name is said to be that (it read as "schema 2 is newer than this promptgrid reads"), and
+    the file is left as it is."""
+    with RunStore(tmp_path / "single", create=True):
+        pass
+    _fill(tmp_path / "conversation")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shutil.copy(tmp_path / "conversation" / CONVERSATION_STORE, tmp_path / "a" / STORE_FILE)
+    shutil.copy(tmp_path / "single" / STORE_FILE, tmp_path / "b" / CONVERSATION_STORE)
+    before = {name: _snapshot(tmp_path / name) for name in ("a", "b")}
+    with pytest.raises(StoreError, match=f"holds a conversation run's store .* under the name {STORE_FILE}"):
+        RunStore(tmp_path / "a", readonly=readonly)
+    with pytest.raises(StoreError, match=f"holds a single-turn run's store .* under the name {CONVERSATION_STORE}"):
+        conversation_store(tmp_path / "b", readonly=readonly)
+    assert {name: _snapshot(tmp_path / name) for name in ("a", "b")} == before
