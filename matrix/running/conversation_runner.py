@@ -816,11 +816,9 @@ class _Driver:
         self.variants, self.conversations, self.models = variants, conversations, models
         self.made, self.params, self.gate_sizes, self.planners = made, params, gate_sizes, planners
         self.progress = progress
-        # What the store settles for good: a verdict, or an error unless ``retry_errors`` sends it again (as a
-        # single-turn call's); an unfinished or unsupported episode is played again (it may be sent now).
+        # What the store settles for good (``Result.kept``, as a single-turn call's result).
         self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
-                         for r in self.store.episodes(models=models)
-                         if r.status == "done" or (r.status == "error" and not retry_errors)}
+                         for r in self.store.episodes(models=models) if r.kept(retry_errors)}
         self.plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes taken
         self.on_start: Callable[[Callable[[], None]], None] | None = None  # given the run's stop (``arun_episodes``)
 

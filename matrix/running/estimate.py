@@ -267,7 +267,7 @@ def _settled_episodes(run_dir: Any) -> set[tuple[str, str, str, int]]:
         return set()
     with conversation_store(run_dir) as store:
         return {(e.model, e.variant_id, e.conversation_id, e.repeat) for e in store.episodes()
-                if e.status in ("done", "error")}
+                if e.kept()}
 
 
 def _priced(spec: ModelSpec, client: Any, jobs: int, stored: int, shared: int, calls: int, in_tok: int,

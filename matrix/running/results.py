@@ -207,6 +207,11 @@ class Result:
         """The answer is valid (every turn of an episode; a failed or unsupported call never is)."""
         return self.valid is True and self.error is None
 
+    def kept(self, retry_errors: bool = False) -> bool:
+        """Whether the same command keeps this result rather than playing it again: a verdict, or an error unless
+        ``retry_errors`` sends it again; a ``pending`` or ``unsupported`` one is played again (it may be sent now)."""
+        return self.status == "done" or (self.status == "error" and not retry_errors)
+
     def row(self, dimensions: Mapping[str, Any] | None = None, label: str | None = None) -> Result:
         """The flat row of this result (what ``load_results``, ``compare`` and a CSV read): a job's result is its
         own row; an episode's has the variant's ``dimensions`` and ``label`` where given (an episode stores

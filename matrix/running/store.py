@@ -99,7 +99,6 @@ from .store_episodes import (
     CONVERSATION_STORE,
     EpisodeRows,
     _Ids,
-    _spilled_step,
 )
 from .store_episodes import _SCHEMA_VERSION as _EPISODES_VERSION
 
@@ -187,12 +186,13 @@ def _spilled_entry(value: Any, *, episodic: bool) -> tuple[Step, list[VerdictRow
     anything but an answered step without verdicts): its call is then sent again."""
     if not isinstance(value, dict):
         return None
-    if "step" in value:
-        step = _spilled_step(value)
-        return None if step is None else (step, [])
+    if "step" in value:  # an earlier release's line: an answered step, checked as a call is
+        value = {"call": value["step"], "verdicts": []}
     call, verdicts = value.get("call"), value.get("verdicts")
     if not isinstance(call, dict) or not isinstance(verdicts, list) or set(call) - set(_STEP_TYPES):
         return None
+    if not all(isinstance(call.get(name), str) and call[name] for name in ("key", "model")):
+        return None  # a call is stored under its key, for its model
     status = call.get("status", DONE)
     if (status == DONE and not isinstance(call.get("response"), str)) or (episodic and (status != DONE or verdicts)):
         return None

@@ -102,24 +102,6 @@ StoredStep = Step
 (``response``: text, or the native envelope; a stored step always has one)."""
 
 
-def _spilled_step(value: Any) -> Step | None:
-    """The step of a spill line a conversation store of an earlier release wrote (``{"step": ...}``; this one spills
-    an episode's step as ``RunStore.spill`` spills a call); ``None`` for a line that is not one, or whose fields
-    have the wrong types (the file is read back as untrusted: its step is then sent again)."""
-    record = value.get("step") if isinstance(value, dict) else None
-    if not isinstance(record, dict):
-        return None
-    key, model, response, finish = (record.get(k) for k in ("key", "model", "response", "finish_reason"))
-    numbers = {k: record.get(k) for k in ("input_tokens", "output_tokens", "cost_usd", "latency_s")}
-    if not (isinstance(key, str) and isinstance(model, str) and isinstance(response, str)
-            and (finish is None or isinstance(finish, str))
-            and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in numbers.values())
-            and all(numbers[k] is None or isinstance(numbers[k], int) for k in ("input_tokens", "output_tokens"))):
-        return None
-    return Step(key=key, model=model, response=response, finish_reason=finish, input_tokens=numbers["input_tokens"],
-                output_tokens=numbers["output_tokens"], cost_usd=numbers["cost_usd"], latency_s=numbers["latency_s"])
-
-
 def _schema_statements() -> list[str]:
     """``store._SCHEMA`` as single statements, to run inside a transaction (``executescript`` would commit it)."""
     return [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
