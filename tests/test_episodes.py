@@ -172,6 +172,31 @@ def test_api_and_cli_ask_no_question_about_the_kind_of_dataset() -> None:
     assert asked == []
 
 
+def test_both_kinds_run_on_one_engine() -> None:
+    """Issue 32's one runner: a single shot's work (``Runner``) and a conversation's (``EpisodeRunner``) are the
+    two kinds of work of one engine (``Driver``), and no other module of the library drives a plan of its own
+    (walks a planner or installs the signal handlers). ``findings.replay`` walks one offline, over stored
+    outcomes, to say what an adaptive goal found: it sends nothing."""
+    from promptgrid.matrix.running.conversation_runner import EpisodeRunner
+    from promptgrid.matrix.running.runner import Driver, Runner
+
+    assert issubclass(Runner, Driver) and issubclass(EpisodeRunner, Driver)
+    engine = ("_drive", "_produce", "_settle", "_work", "_guard", "_open_lane")
+    assert [name for name in engine if name in vars(Runner) or name in vars(EpisodeRunner)] == []
+    driving = []
+    for path in sorted((ROOT / "matrix").rglob("*.py")):
+        if path.parent.name == "running" and path.name in ("runner.py", "findings.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                    (node.func.attr == "next" and isinstance(node.func.value, ast.Name)
+                     and node.func.value.id == "planner")
+                    or (node.func.attr == "install" and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == "signals")):
+                driving.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert driving == []
+
+
 def test_render_of_a_single_turn_run_reads_its_run_json_as_untrusted(runs: dict[str, Path], tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """render RUN_DIR rebuilds prompts from the grid and dataset run.json names: a tampered or broken run.json is

@@ -16,9 +16,9 @@ the kind of a dataset or a run directory (``Run`` asks it once, in
 the ``Kind`` and calls it (``api``, the CLI). Both kinds send every model
 call through one function (``running/sending.send``) and read their options
 from one ``RunConfig``, and store into one schema (``running/store.py``'s
-tables); they still run on two drivers behind this interface
-(``running/runner.py`` and ``running/conversation_runner.py``), and the
-interface is what lets those become one without touching their callers.
+tables), and both run on one engine (``running/runner.Driver``): a
+single shot's work is ``Runner``'s, a conversation's ``EpisodeRunner``'s
+(``running/conversation_runner.py``).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from promptgrid.safeio import atomic_output, bounded_lines
 from promptgrid.variants import Variant
 
 from .ledger import COLLECTED, ENDED, PREPARING, SUBMITTED, UPLOADED, BatchJob, BatchLedger, BatchRecord
-from .runner import Row, Runner, RunSummary, Transport, VerdictRow, _Lane, _params_json, verdict_row
+from .runner import Lane, Row, Runner, RunSummary, Transport, VerdictRow, _params_json, verdict_row
 from .store import DONE, ERROR, CallResult, RunStore, stored_records
 
 __all__ = ["BATCH_DIR", "BatchTransport", "CollectCounts", "collect_batch", "poll_batches", "store_results"]
@@ -374,21 +374,21 @@ class BatchTransport(Transport):
         self.run_dir = Path(run_dir)
         self.collected = CollectCounts()
 
-    def workers(self, runner: Runner, lane: _Lane) -> int:
+    def workers(self, runner: Runner, lane: Lane) -> int:
         return 1
 
-    async def before(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
+    async def before(self, runner: Runner, lanes: Sequence[Lane]) -> None:
         # What a killed run left: carry its batches as far as they go before planning new ones.
         await self._poll(runner, wait=False)
 
-    async def after(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
+    async def after(self, runner: Runner, lanes: Sequence[Lane]) -> None:
         if runner._stop is None:
             await self._poll(runner, wait=self.wait)
 
-    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
+    async def settle(self, runner: Runner, lane: Lane, keys: set[str]) -> bool:
         """Flush the round's batch, then poll until it is collected (``wait``); False when it is still running."""
         marker = _RoundEnd()
-        await lane.queue.put(marker)  # type: ignore[arg-type]  # the writer knows the marker
+        await lane.queue.put(marker)  # the writer knows the marker
         await marker.done
         if runner._stop is not None or lane.halted is not None:
             return False
@@ -439,7 +439,7 @@ class BatchTransport(Transport):
         runner.progress.note = f"{len(live)} batch(es) running, polled every {self.poll_s:g} s" if live else None
         runner.progress.tick(force=True)
 
-    async def work(self, runner: Runner, lane: _Lane) -> None:
+    async def work(self, runner: Runner, lane: Lane) -> None:
         """Take the new calls off the queue into input files; flush at the limits, at a round's end and at the end."""
         backend = self.backends[lane.spec.name]
         builder = _Builder()
@@ -478,7 +478,7 @@ class BatchTransport(Transport):
         if builder.lines and runner._stop != "interrupted":
             await self._flush_or_leave(runner, lane, backend, builder)
 
-    async def _flush_or_leave(self, runner: Runner, lane: _Lane, backend: BatchBackend, builder: _Builder) -> _Builder:
+    async def _flush_or_leave(self, runner: Runner, lane: Lane, backend: BatchBackend, builder: _Builder) -> _Builder:
         """Flush ``builder``, or leave its jobs pending when they are fewer than the provider takes per batch."""
         min_requests: int = getattr(backend, "min_requests", 1)  # only some providers have a minimum
         if len(builder.lines) < min_requests:
@@ -494,7 +494,7 @@ class BatchTransport(Transport):
             await self._flush(runner, lane, backend, builder)
         return _Builder()
 
-    async def _flush(self, runner: Runner, lane: _Lane, backend: BatchBackend, builder: _Builder) -> None:
+    async def _flush(self, runner: Runner, lane: Lane, backend: BatchBackend, builder: _Builder) -> None:
         """Record one batch and its keys, write its input file, then upload and submit it."""
         batch_id = f"pg-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:10]}"
         directory = self.run_dir / BATCH_DIR
@@ -521,7 +521,7 @@ class BatchTransport(Transport):
         except CallError as exc:
             self._batch_failed(runner, lane, exc)
 
-    def _batch_failed(self, runner: Runner, lane: _Lane, exc: CallError) -> None:
+    def _batch_failed(self, runner: Runner, lane: Lane, exc: CallError) -> None:
         """A batch API call failed: this model makes no more batches now; what is recorded resumes next run."""
         message = f"batch API of {lane.spec.name}: {exc.kind.value}: {runner.redact(exc.message)}. "
         if exc.kind is ErrorKind.NOT_FOUND:

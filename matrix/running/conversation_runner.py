@@ -3,10 +3,13 @@
 ``arun_episodes`` runs a ``RunConfig`` (the one declaration of the run
 options): it takes every (model, variant, conversation, repeat) through its turns
 (``episodes._conversation_play.ConversationEpisode``, played through the
-``Episode`` protocol: this module answers its steps, ``_Episodes.send``, and
+``Episode`` protocol: this module answers its steps, ``EpisodeRunner.send``, and
 knows nothing of turns or environments), ``concurrency`` episodes at a time
-per model (the plan is
-counted first, ``check_episodes``, and walked as the episodes are taken).
+per model (the plan is counted first, ``check_episodes``). The run goes
+through the single-turn runner's engine (``runner.Driver``: a lane per model,
+its producer walking the planner, its workers, adaptive rounds, the run's
+stop); ``EpisodeRunner`` is what that engine's work is for conversations: a
+cell is an episode, and a worker plays it to its end.
 Every answer is committed to the run directory's ``conversations.sqlite3``
 as it arrives (``conversation_store``), keyed by the episode, the step's place and what
 was sent (``StepKeys``: a running hash, so a step's key costs what was
@@ -115,13 +118,14 @@ from promptgrid.matrix.episodes._conversation_play import (
 from promptgrid.matrix.episodes._environment import Environment
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
 from promptgrid.matrix.episodes._steps import EpisodeContext
-from promptgrid.matrix.running import costcap, signals
+from promptgrid.matrix.running import costcap
 from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
-from promptgrid.matrix.running.ratelimit import TokenBucket, estimate_tokens, model_buckets
+from promptgrid.matrix.running.ratelimit import estimate_tokens
 from promptgrid.matrix.running.results import Result
+from promptgrid.matrix.running.runner import Driver, Lane
 from promptgrid.matrix.running.sending import Line, Sent, Stopped, send
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
@@ -230,7 +234,7 @@ class ConversationRunSummary:
 
 
 class _ModelStopped(Exception):
-    """Raised in an episode whose model was stopped (``_Episodes.halted``): the episode is left unfinished."""
+    """Raised in an episode whose model was stopped (``EpisodeRunner.halted``): the episode is left unfinished."""
 
 
 class _Unsupported(Exception):  # noqa: N818 - an outcome: the model cannot be sent the step's request pieces
@@ -238,35 +242,41 @@ class _Unsupported(Exception):  # noqa: N818 - an outcome: the model cannot be s
 
 
 class _RunStopped(Exception):
-    """Raised where an episode would send a step once the run was stopped (``_Episodes.stopped``: the cost cap):
+    """Raised where an episode would send a step once the run was stopped (``Driver.stop``: the cost cap):
     the episode is stored unfinished."""
 
 
-class _Episodes:
-    """The shared state of one run: its store, the episode and scorer it plays and judges with, the steps in
-    flight, each model's sending state, the cost cap, and the counters."""
+class EpisodeRunner(Driver):
+    """One conversation run on the runner's engine (``Driver``: a lane per model, its producer walking the model's
+    planner, ``concurrency`` workers each playing one episode at a time, adaptive rounds, the run's stop): the
+    episode and scorer it plays and judges with, the steps in flight, the cost cap's budget, and the counters.
 
-    def __init__(self, store: RunStore, episode: ConversationEpisode, scorer: StateScorer, *,
-                 retry: RetryPolicy, timeouts: Mapping[str, float], redact: Callable[[str], str],
+    A cell becomes an episode on the model's queue, unless the store has it finished (``Result.kept``: counted as
+    skipped, its result kept); a worker plays it (``play_episode``), answering its steps (``send``) from the store
+    or by sending them through the lane, and stores its result."""
+
+    chunk = 1  # an episode is queued as its cell is taken: a stopped producer counts exactly what it did not take
+
+    def __init__(self, config: RunConfig, store: RunStore, episode: ConversationEpisode, scorer: StateScorer, *,
+                 variants: Sequence[Variant], conversations: Sequence[Conversation], clients: Mapping[str, Any],
+                 widths: Mapping[str, int], planners: Mapping[str, Planner], redact: Callable[[str], str],
                  summary: ConversationRunSummary, on_sent: Callable[[int], None] | None = None,
                  legacy_keys: bool = False, max_answer_chars: int = MAX_STORED_ANSWER_CHARS,
-                 limits: Mapping[str, tuple[TokenBucket | None, TokenBucket | None]] | None = None,
-                 max_cost: float | None = None, adaptive: Mapping[str, Adaptive | None] | None = None,
-                 rounds: BatchRounds | None = None) -> None:
-        self.store, self.retry = store, retry
-        # Each model's sending state (``sending.Line``): its request and token buckets (``ratelimit.model_buckets``),
-        # its adaptive limit on steps in flight (None: its concurrency) and whether it was stopped.
-        buckets, limits_in_flight = dict(limits or {}), dict(adaptive or {})
-        self.lines: dict[str, Line] = {
-            model: Line(*buckets.get(model, (None, None)), limit=limits_in_flight.get(model))
-            for model in {*buckets, *limits_in_flight}}
-        self.rounds = rounds  # --batch: new steps wait for a round's provider batch instead of being sent
+                 log: Any = None, retry_errors: bool = False) -> None:
+        super().__init__(config, planners)
+        self.store = store
+        self.variants, self.conversations = variants, conversations
+        self.clients = dict(clients)
+        self.params = {spec.name: dict(spec.params) for spec in config.models}
+        self.widths = dict(widths)  # episodes of a model played at once (its workers)
+        self.rounds: BatchRounds | None = None  # --batch: new steps wait for a round's provider batch
         # The run directory's cost cap (``costcap``; ``in_flight``: steps past the cost check, not answered yet).
-        self.budget = costcap.Budget(max_cost, store.spend() if max_cost is not None else 0.0)
-        self.stopped: str | None = costcap.MAX_COST if self.budget.reached() else None
+        self.budget.before = store.spend() if config.max_cost is not None else 0.0
+        if self.budget.reached():
+            self._stop = costcap.MAX_COST
         self.max_answer_chars = max_answer_chars  # most characters of an answer stored (and sent back)
         self.legacy_keys = legacy_keys  # a store written before STEP_KEYS: a miss also looks up the old key
-        self.timeouts = dict(timeouts)  # seconds per call, per model (600 for a model not in it)
+        self.timeouts = {spec.name: float(spec.timeout) for spec in config.models}  # seconds per step's call
         self.redact = redact  # errors are stored and printed: no key or URL credential in them
         # Answers too, by exact value only (a pattern could eat answer text), before they are stored, so the
         # transcript is built from the same redacted text in the first run and on resume.
@@ -274,6 +284,7 @@ class _Episodes:
         self.halted: dict[str, str] = {}  # model -> why it gets no more calls (summary.halted)
         self.lost_answers = 0  # answers received that a full disk did not take (sent again by the next run)
         self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
+        self.full: StoreFullError | None = None  # why the store stopped taking results
         self.summary = summary
         # What an episode is and how it is judged (``episodes._conversation_play``: an ``Episode`` and a
         # ``Scorer``): this plays each one and answers its steps (``send``), knowing nothing of turns or
@@ -281,10 +292,16 @@ class _Episodes:
         self.episode, self.scorer = episode, scorer
         self.in_flight: dict[str, asyncio.Future[Step]] = {}
         self.on_sent = on_sent
-        self.progress: Any = None  # the run's progress stream: a line for every slow step (SLOW_STEP_S)
+        self.log = log  # the run's progress stream: a line per episode, and for every slow step (SLOW_STEP_S)
+        # What the store settles for good (``Result.kept``, as a single-turn call's result).
+        self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
+                         for r in store.episodes(models=list(self.params)) if r.kept(retry_errors)}
+        self._lane: dict[str, Lane] = {}
+        self._open: dict[str, int] = {}  # per model: episodes queued or under way (an adaptive round waits for 0)
+        self._idle: dict[str, asyncio.Event] = {}
 
-    async def run(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
-                  conversation: Conversation, repeat: int) -> Result:
+    async def play_episode(self, client: Any, model: str, params: Mapping[str, Any], variant: Variant,
+                           conversation: Conversation, repeat: int) -> Result:
         """One episode played from its first step (stored steps are read back), and scored. With ``--batch`` the
         episode counts as live for the rounds from here to its end (a round goes when every live episode waits)."""
         from promptgrid.matrix.running.plan import repeat_params
@@ -366,11 +383,11 @@ class _Episodes:
             del self.in_flight[key]
         if self.on_sent is not None:
             self.on_sent(self.summary.steps_sent)  # the step is committed: a hook that kills here loses nothing
-        if self.progress is not None and (step.latency_s or 0.0) >= SLOW_STEP_S:
+        if self.log is not None and (step.latency_s or 0.0) >= SLOW_STEP_S:
             # A slow model (a local one on a small machine: seconds a step) is seen to move between episodes.
             print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
                   f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
-                  f"({self.summary.steps_sent} steps sent so far)", file=self.progress, flush=True)
+                  f"({self.summary.steps_sent} steps sent so far)", file=self.log, flush=True)
         return step, True
 
     async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
@@ -403,15 +420,15 @@ class _Episodes:
     def _check_budget(self, client: Any, asked: StepRequest) -> None:
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
         the cap (``costcap.allows``, the single-turn runner's rule; the run stops then)."""
-        if self.stopped is None:
+        if self._stop is None:
             def first_price() -> float | None:
                 price = getattr(client, "price", None)
                 return price(estimate_tokens(asked.messages, None, asked.request) + 1, 0) if price is not None else None
 
             if not self.budget.allows(first_price):
-                self.stopped = costcap.MAX_COST
-        if self.stopped is not None:
-            raise _RunStopped(self.stopped)
+                self.stop(costcap.MAX_COST)
+        if self._stop is not None:
+            raise _RunStopped(self._stop)
 
     def _spent(self, cost: float | None) -> None:
         """Count a sent step's answer and cost; the run stops once the recorded spend reaches the cap
@@ -419,7 +436,7 @@ class _Episodes:
         if cost:
             self.summary.spend += cost
         if self.budget.paid(cost):
-            self.stopped = costcap.MAX_COST
+            self.stop(costcap.MAX_COST)
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
                     context: EpisodeContext) -> Step:
@@ -451,18 +468,18 @@ class _Episodes:
         policy allows; an error every later call would repeat stops the model). Raises the error retries could not
         fix; ``_ModelStopped`` when the model was stopped before or while this step waited; ``_RunStopped`` once
         the run is stopping (the step is not sent again)."""
-        line = self.lines.setdefault(model, Line())
+        line = self._lane[model]
         try:
             sent = await send(line, lambda: client.complete(list(asked.messages), params, **kwargs),
-                              timeout=self.timeouts.get(model, 600.0), retry=self.retry,
+                              timeout=self.timeouts.get(model, 600.0), retry=self._retry,
                               est_tokens=estimate_tokens(asked.messages, params.get("max_tokens"), asked.request),
                               stopping=self._stopping, redact=self.redact)
         except Stopped as stopped:
             self.summary.congested += stopped.congested
             self.summary.attempts += stopped.attempts
             self._note_halt(model, line)
-            if self.stopped is not None:
-                raise _RunStopped(self.stopped) from None
+            if self._stop is not None:
+                raise _RunStopped(self._stop) from None
             raise _ModelStopped(model) from None
         self.summary.congested += sent.congested
         self.summary.attempts += sent.attempts
@@ -473,12 +490,147 @@ class _Episodes:
         return sent
 
     def _stopping(self) -> bool:
-        return self.stopped is not None
+        return self._stop is not None
 
     def _note_halt(self, model: str, line: Line) -> None:
         """Keep why a model was stopped (``summary.halted``) once its line says so."""
         if line.halted is not None and model not in self.halted:
             self.halted[model] = line.halted
+
+    # ------------------------------------------------------------------ on the runner's engine
+
+    async def drive(self, started: float) -> None:
+        """Drive every model's plan (``Driver``), count what was left, set how the run stopped, tally the summary
+        and close the clients, whatever happened. A full disk raises the ``StoreFullError`` that says what was
+        kept; a run cancelled by its caller (``pg.arun``'s task) goes on being cancelled."""
+        summary = self.summary
+        lanes = []
+        for spec in self.config.models:
+            width = self.widths[spec.name]
+            lane = self._lane[spec.name] = self._open_lane(spec, self.clients[spec.name], width)
+            if width != spec.concurrency:  # export-batch: every episode at once, parked; nothing is sent
+                lane.limit = Adaptive(spec.concurrency, spec.timeout) if spec.concurrency > 1 else None
+            self._open[spec.name], self._idle[spec.name] = 0, asyncio.Event()
+            lanes.append(lane)
+        try:
+            await self._drive(lanes)
+            for lane in lanes:  # what the workers had not taken when the run was interrupted
+                while not lane.queue.empty():
+                    summary.not_run += lane.queue.get_nowait() is not None
+            if self.full is not None:
+                summary.stopped = "disk_full"
+                raise _disk_full_stop(summary, self) from None
+            if self._stop is not None:
+                summary.stopped = self._stop
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
+            raise
+        finally:
+            summary.concurrency = {lane.spec.name: [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
+                                   for lane in lanes if lane.limit is not None}
+            summary.wall_s = time.perf_counter() - started
+            _tally(summary)
+            for client in self.clients.values():
+                aclose = getattr(client, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    def _workers(self, lane: Lane) -> int:
+        return self.widths[lane.spec.name]
+
+    async def _take(self, lane: Lane, cells: Sequence[Cell]) -> list[Cell]:
+        """Queue each cell's episode, unless the store has it finished (counted as skipped, its result kept)."""
+        model = lane.spec.name
+        for cell in cells:
+            episode = self._unfinished(model, cell)
+            if episode is not None:
+                await lane.queue.put(episode)
+                self._open[model] += 1
+        return list(cells)
+
+    def _unfinished(self, model: str, cell: Cell) -> tuple[Variant, Conversation, int] | None:
+        """The episode of ``cell``; ``None`` when the store has it finished (counted as skipped, its result kept)."""
+        v, c, repeat = cell
+        variant, conversation = self.variants[v], self.conversations[c]
+        done = self.finished.pop((model, variant.id, conversation.id, repeat), None)
+        if done is None:
+            return variant, conversation, repeat
+        self.summary.skipped += 1
+        self.summary.errors_stored += done.status == "error"
+        self.summary.results.append(done)
+        return None
+
+    async def _round(self, lane: Lane, entries: Sequence[Cell]) -> tuple[dict[Cell, bool | None], int]:
+        """Once the round's episodes were played (or dropped: the run or the model stopped), their outcomes from the
+        store (``round_outcomes``); none while one of them is not ``settled``."""
+        model = lane.spec.name
+        while self._open[model]:
+            self._idle[model].clear()
+            await self._idle[model].wait()
+        found = round_outcomes(self.store, model, self.variants, self.conversations, entries)
+        return ({}, len(entries)) if found is None else (found, 0)
+
+    def _plan_cut(self, lane: Lane, missing: int | None, size: int) -> None:
+        model, planner = lane.spec.name, lane.planner
+        assert isinstance(planner, AdaptivePlanner)
+        self.summary.planned[model] = (
+            f"stopped after {planner.rounds_done} of its {len(planner.sizes)} rounds ("
+            f"{'its model' if lane.halted is not None else 'the run'} was stopped); the same command replays "
+            "the finished rounds from the store and goes on")
+
+    def _drop(self, lane: Lane, item: Any) -> None:
+        """Not started (not stored: the next run runs it): the run or its model was stopped."""
+        self.summary.not_run += 1
+        self._ended(lane.spec.name)
+
+    def _left(self, lane: Lane, cells: Sequence[Cell]) -> None:
+        """The cells the producer did not take, and with the whole product the rest of it: not started (the
+        finished ones skipped, as when taken)."""
+        model, planner = lane.spec.name, lane.planner
+        assert planner is not None
+        rest: Iterable[Cell] = cells if planner.adaptive else chain(cells, *iter(planner.next, None))
+        for cell in rest:
+            self.summary.not_run += self._unfinished(model, cell) is not None
+
+    async def _play(self, lane: Lane, item: tuple[Variant, Conversation, int]) -> None:
+        try:
+            await self.one(lane, *item)
+        except RoundExported:  # export-batch wrote its step: left unfinished, replayed by the next export
+            self.summary.waiting += 1
+        except _ModelStopped:  # left unfinished, not stored: the next run resumes it
+            self.summary.not_run += 1
+        finally:
+            self._ended(lane.spec.name)
+
+    def _ended(self, model: str) -> None:
+        self._open[model] -= 1
+        if not self._open[model]:
+            self._idle[model].set()
+
+    def _disk_full(self, exc: StoreFullError) -> None:
+        """The store cannot grow: every episode under way is cancelled (``drive`` then raises what was kept)."""
+        if self.full is None:
+            self.full = exc
+        self._stop = "interrupted"
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    async def one(self, lane: Lane, variant: Variant, conversation: Conversation, repeat: int) -> None:
+        """Run one episode, store its result, and print its progress line."""
+        model = lane.spec.name
+        result = await self.play_episode(lane.client, model, self.params[model], variant, conversation, repeat)
+        try:
+            self.store.add_episode(result)
+        except StoreFullError:
+            self.lost_episodes += 1
+            raise
+        self.summary.results.append(result)
+        if self.log is not None:
+            print(f"[{len(self.summary.results)}/{self.summary.episodes}] {model} | {_one_line(variant.label)} | "
+                  f"{_one_line(conversation.id)} | repeat {repeat}: {_episode_verdict(result)}; {result.steps} steps "
+                  f"({result.sent} sent)", file=self.log, flush=True)
+
 
 def _stop_note(exc: _RunStopped) -> str:
     if str(exc) == costcap.MAX_COST:
@@ -631,7 +783,6 @@ async def arun_episodes(
         _check_batch_models(models, clients or {})
     planners = {model: make_planner(model, len(variants), len(conversations), repeats, goal=goal, budget=budget,
                                     rounds=rounds, seed=seed) for model in models}
-    per_model_params = {spec.name: dict(spec.params) for spec in config.models}
     gate_sizes = {spec.name: spec.concurrency for spec in config.models}
     if min(gate_sizes.values()) < 1 or step_limit < 1:
         raise RunError("repeats, concurrency and the step limit must be at least 1.")
@@ -639,12 +790,7 @@ async def arun_episodes(
         from promptgrid.matrix.running.session import make_renderer
 
         renderer = make_renderer(variants)
-    retry_policy = config.retry_policy()
     summary = ConversationRunSummary(str(run_dir))
-    step_timeouts = {spec.name: float(spec.timeout) for spec in config.models}
-    # Within each model's concurrency, the steps in flight adapt to how its answers come back, as a single-turn
-    # run's calls do (``running/adaptive.py``); one episode at a time has nothing to adapt.
-    adaptive = {m: Adaptive(gate_sizes[m], step_timeouts[m]) if gate_sizes[m] > 1 else None for m in models}
     describe: dict[str, Any] = {key: value for key, value in (("grid", config.grid), ("dataset", config.dataset))
                                 if value}
     if describe:
@@ -659,40 +805,34 @@ async def arun_episodes(
         episode = ConversationEpisode(renderer, step_limit=step_limit, make_env=make_env, env_options=env_options,
                                       strict_arguments=config.strict_arguments, dedupe=config.dedupe_requests)
         scorer = StateScorer(step_limit=step_limit, make_env=make_env, strict_arguments=config.strict_arguments)
-        state = _Episodes(store, episode, scorer, retry=retry_policy, timeouts=step_timeouts,
-                          redact=redactor if redactor is not None else Redactor(),
-                          summary=summary, on_sent=on_sent, legacy_keys=_step_keys(store),
-                          max_answer_chars=max_answer_chars,
-                          limits={spec.name: model_buckets(spec.rpm, spec.tpm) for spec in config.models},
-                          max_cost=max_cost, adaptive=adaptive)
-        state.progress = progress
+        runner = EpisodeRunner(config, store, episode, scorer, variants=variants, conversations=conversations,
+                               clients=made, widths=gate_sizes, planners=planners,
+                               redact=redactor if redactor is not None else Redactor(), summary=summary,
+                               on_sent=on_sent, legacy_keys=_step_keys(store), max_answer_chars=max_answer_chars,
+                               log=progress, retry_errors=retry_errors)
+        runner.on_start = on_start
         if batch:
-            backends = batch_backends if batch_backends is not None else _batch_backends(made, retry_policy)
-            state.rounds = BatchRounds(store, backends, Path(run_dir), to_step=state.batch_step, redact=state.redact,
-                                       poll_s=batch_poll_s, progress=progress)
-            await state.rounds.resume()
+            backends = batch_backends if batch_backends is not None else _batch_backends(made, runner._retry)
+            runner.rounds = BatchRounds(store, backends, Path(run_dir), to_step=runner.batch_step,
+                                        redact=runner.redact, poll_s=batch_poll_s, progress=progress)
+            await runner.rounds.resume()
             if export_round is not None:
-                state.rounds.export = True  # one round: every episode at once (parked while they wait: no process)
-                gate_sizes = {m: max(1, planners[m].total) for m in models}
-        _record_params(store, per_model_params)
+                runner.rounds.export = True  # one round: every episode at once (parked while they wait: no process)
+                runner.widths = {m: max(1, planners[m].total) for m in models}
+        _record_params(store, runner.params)
         store.set_meta("step_limit", step_limit)  # what re-scoring from the store judges force-quit turns by
         store.set_meta("plan", plan_record(goal, budget, rounds, seed, models, variants, conversations, repeats))
         summary.episodes = sum(planner.total for planner in planners.values())
         summary.goal = goal
-        summary.halted = state.halted
+        summary.halted = runner.halted
         summary.max_cost = max_cost
-        driver = _Driver(state, variants, conversations, models, made, per_model_params, gate_sizes, planners,
-                         progress, retry_errors=retry_errors)
-        driver.on_start = on_start
         try:
-            await driver.run(started)
-            if export_round is not None and state.rounds is not None:
-                export_round.extend(state.rounds.exported or ())
+            await runner.drive(started)
+            if export_round is not None and runner.rounds is not None:
+                export_round.extend(runner.rounds.exported or ())
         finally:
-            summary.concurrency = {m: [limit.lowest, limit.allowed, limit.ceiling]
-                                   for m, limit in adaptive.items() if limit is not None}
-            if state.rounds is not None:
-                summary.batch_rounds, summary.batches = state.rounds.rounds, state.rounds.batches
+            if runner.rounds is not None:
+                summary.batch_rounds, summary.batches = runner.rounds.rounds, runner.rounds.batches
     return summary
 
 
@@ -802,137 +942,6 @@ def _made_clients(models: Sequence[str], clients: Mapping[str, Any] | None) -> d
         if model not in made:
             made[model] = make_conversation_client(model)
     return made
-
-
-class _Driver:
-    """One conversation run's models driven through their plans (``concurrency`` episodes at a time each), its
-    progress lines, and its summary's tally."""
-
-    def __init__(self, state: _Episodes, variants: Sequence[Variant], conversations: Sequence[Conversation],
-                 models: Sequence[str], made: Mapping[str, Any], params: Mapping[str, Mapping[str, Any]],
-                 gate_sizes: Mapping[str, int], planners: Mapping[str, Planner], progress: Any, *,
-                 retry_errors: bool = False) -> None:
-        self.state, self.store, self.summary = state, state.store, state.summary
-        self.variants, self.conversations, self.models = variants, conversations, models
-        self.made, self.params, self.gate_sizes, self.planners = made, params, gate_sizes, planners
-        self.progress = progress
-        # What the store settles for good (``Result.kept``, as a single-turn call's result).
-        self.finished = {(r.model, r.variant_id, r.conversation_id, r.repeat): r
-                         for r in self.store.episodes(models=models) if r.kept(retry_errors)}
-        self.plans: dict[str, Iterator[tuple[Variant, Conversation, int]]] = {}  # per model, the episodes taken
-        self.on_start: Callable[[Callable[[], None]], None] | None = None  # given the run's stop (``arun_episodes``)
-
-    async def run(self, started: float) -> None:
-        """Drive every model's plan; count what was left, set how the run stopped, tally the summary and close the
-        clients, whatever happened."""
-        state, summary = self.state, self.summary
-        tasks = [asyncio.ensure_future(self.drive(model)) for model in self.models]
-        signalled: list[bool] = []
-
-        def interrupt() -> None:  # Ctrl-C or SIGTERM: the episodes under way stop, unfinished, as on any stop
-            signalled.append(True)
-            for task in tasks:
-                task.cancel()
-
-        loop = asyncio.get_running_loop()
-        installed = signals.install(loop, interrupt)
-        if self.on_start is not None:
-            self.on_start(interrupt)
-        try:
-            await _all(tasks)
-            for model in self.models:  # what stopped workers did not take: not started, for the next run
-                if (model in state.halted or state.stopped is not None) and model in self.plans:
-                    summary.not_run += sum(1 for _ in self.plans[model])
-            if state.stopped is not None:
-                summary.stopped = state.stopped
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            if not signalled:  # cancelled by the caller (pg.arun's task): its cancellation goes on
-                summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
-                raise
-            await asyncio.gather(*tasks, return_exceptions=True)  # every episode has closed its environment
-            summary.stopped = "interrupted"
-            summary.not_run += sum(1 for plan in self.plans.values() for _ in plan)
-        except StoreFullError:
-            summary.stopped = "disk_full"
-            raise _disk_full_stop(summary, state) from None
-        finally:
-            signals.restore(loop, installed)
-            summary.wall_s = time.perf_counter() - started
-            _tally(summary)
-            for model in self.models:
-                aclose = getattr(self.made[model], "aclose", None)
-                if aclose is not None:
-                    await aclose()
-
-    def todo(self, model: str, cells: Iterable[Cell]) -> Iterator[tuple[Variant, Conversation, int]]:
-        """The episodes of ``cells`` not finished in the store, in the planner's order, made as the workers
-        take them (a finished one is counted as skipped and its stored result kept)."""
-        for v, c, repeat in cells:
-            variant, conversation = self.variants[v], self.conversations[c]
-            done = self.finished.pop((model, variant.id, conversation.id, repeat), None)
-            if done is not None:
-                self.summary.skipped += 1
-                self.summary.errors_stored += done.status == "error"
-                self.summary.results.append(done)
-            else:
-                yield variant, conversation, repeat
-
-    async def one(self, model: str, variant: Variant, conversation: Conversation, repeat: int) -> None:
-        """Run one episode, store its result, and print its progress line."""
-        result = await self.state.run(self.made[model], model, self.params[model], variant, conversation, repeat)
-        try:
-            self.store.add_episode(result)
-        except StoreFullError:
-            self.state.lost_episodes += 1
-            raise
-        self.summary.results.append(result)
-        if self.progress is not None:
-            print(f"[{len(self.summary.results)}/{self.summary.episodes}] {model} | {_one_line(variant.label)} | "
-                  f"{_one_line(conversation.id)} | repeat {repeat}: {_episode_verdict(result)}; {result.steps} steps "
-                  f"({result.sent} sent)", file=self.progress, flush=True)
-
-    async def worker(self, model: str, items: Iterator[tuple[Variant, Conversation, int]]) -> None:
-        """Run the model's episodes one after another, taken from ``items`` (shared by the model's workers:
-        concurrency episodes at a time). A stopped model or run takes no new episode (what is left is counted once
-        all workers are done)."""
-        while model not in self.state.halted and self.state.stopped is None:
-            item = next(items, None)
-            if item is None:
-                return
-            try:
-                await self.one(model, *item)
-            except RoundExported:  # export-batch wrote its step: left unfinished, replayed by the next export
-                self.summary.waiting += 1
-            except _ModelStopped:  # left unfinished, not stored: the next run resumes it
-                self.summary.not_run += 1
-
-    async def take(self, model: str, cells: Iterable[Cell]) -> None:
-        """Run the episodes of ``cells``, ``concurrency`` of the model's at a time."""
-        self.plans[model] = items = self.todo(model, cells)
-        await _all([asyncio.ensure_future(self.worker(model, items)) for _ in range(self.gate_sizes.get(model, 4))])
-
-    async def drive(self, model: str) -> None:
-        """The model's plan: the product, walked as its workers take it; or an adaptive goal's rounds, each
-        run to its end, its outcomes read from the store and told to the planner, which chooses the next."""
-        planner = self.planners[model]
-        if not planner.adaptive:
-            await self.take(model, chain.from_iterable(iter(planner.next, None)))
-            return
-        assert isinstance(planner, AdaptivePlanner)
-        state = self.state
-        while model not in state.halted and state.stopped is None:
-            cells = planner.next()
-            if not cells:  # None: the budget is planned ([] does not come: every round is observed first)
-                return
-            await self.take(model, cells)
-            outcomes = round_outcomes(self.store, model, self.variants, self.conversations, cells)
-            if outcomes is None:  # an episode of the round is not finished: the run or the model stopped
-                break
-            planner.observe(outcomes)
-        self.summary.planned[model] = (
-            f"stopped after {planner.rounds_done} of its {len(planner.sizes)} rounds ("
-            f"{'its model' if model in state.halted else 'the run'} was stopped); the same command replays "
-            "the finished rounds from the store and goes on")
 
 
 def _episode_verdict(result: Result) -> str:
@@ -1049,7 +1058,7 @@ async def _all(tasks: Sequence[asyncio.Future[None]]) -> None:
         raise
 
 
-def _disk_full_stop(summary: ConversationRunSummary, state: _Episodes) -> StoreFullError:
+def _disk_full_stop(summary: ConversationRunSummary, state: EpisodeRunner) -> StoreFullError:
     """The error a conversation run stopped by a full disk ends with: what was kept, what was not, what to do. An
     answer the store could not take is kept in the spill file (stored by the next run, not sent again), or, when
     even that failed, sent again by the next run."""

@@ -58,7 +58,7 @@ from .batch import store_results
 from .config import ModelSpec, RunConfig
 from .connection import RunLock, disk_full_errors
 from .ledger import COLLECTED, EXPORTED, BatchJob, BatchRecord
-from .runner import Runner, Transport, _Lane, _params_json
+from .runner import Lane, Runner, Transport, _params_json
 from .session import (
     RUN_JSON,
     Plan,
@@ -329,17 +329,17 @@ class ExportTransport(Transport):
         self.lines: list[BatchJob] = []
         self.bytes = 0
 
-    def workers(self, runner: Runner, lane: _Lane) -> int:
+    def workers(self, runner: Runner, lane: Lane) -> int:
         return 1
 
-    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
+    async def settle(self, runner: Runner, lane: Lane, keys: set[str]) -> bool:
         if not keys & runner._inflight.keys():
             return True  # every cell of the round was stored already (a resumed plan)
         lane.planned_note = ("this round is written to the export file; store its results (promptgrid import-batch) "
                              "and run export-batch again for the next round")
         return False
 
-    async def work(self, runner: Runner, lane: _Lane) -> None:
+    async def work(self, runner: Runner, lane: Lane) -> None:
         while (call := await lane.queue.get()) is not None:
             job = call.job
             line = self.backend.encode(job.key, job.messages, job.params, job.request)

@@ -1,6 +1,13 @@
 """Run models x variants x cases x repeats: send each distinct call once, store and score every answer.
 
-For each model, a producer walks the plan (``plan.iter_jobs``) in chunks,
+``Driver`` is the one engine of every run, whatever its kind: per model a
+lane (its client, rate buckets, adaptive limit, a bounded queue, its
+planner), a producer that asks the planner for cells and turns them into
+the lane's work, workers that play it, adaptive rounds settled from the
+store's outcomes, and the run's stop. ``Runner`` (below) is a single shot's
+work on it; a conversation's is ``conversation_runner.EpisodeRunner``.
+
+For each model, the producer walks the plan (``planning``) in chunks,
 records the jobs in the store, and sorts each job into one of three:
 
 - its call already has a result in the store: nothing is sent (resume, and
@@ -98,7 +105,7 @@ from .ratelimit import estimate_tokens, model_buckets
 from .sending import Line, Stopped, beyond_cap, send
 from .store import DONE, ERROR, UNSUPPORTED, CallResult, RunStore, VerdictRow
 
-__all__ = ["RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
+__all__ = ["Driver", "Lane", "RunSummary", "Runner", "Scorer", "Transport", "verdict_row"]
 
 Scorer = Callable[[str, Variant, Case], Any]
 Row = tuple[int, int, int, int]
@@ -205,14 +212,16 @@ class _Call:
 
 
 @dataclass(eq=False, kw_only=True)
-class _Lane(Line):
+class Lane(Line):
     """Everything per model: client, queue, ids, and its sending state (``sending.Line``: rate buckets, adaptive
     limit, whether it was stopped)."""
 
     spec: ModelSpec
     client: ModelClient
     model_id: int
-    queue: asyncio.Queue[_Call | None]
+    queue: asyncio.Queue[Any]
+    """The work its workers take: a single shot's new call (``_Call``), a conversation's episode; ``None`` ends a
+    worker."""
     live: set[str] = field(default_factory=set)
     """Keys in a live provider batch (``RunStore.live_batch_keys``): never sent online, never batched again."""
     planner: Planner | None = None
@@ -221,164 +230,132 @@ class _Lane(Line):
     """Why this model's adaptive round cannot be settled now, as its transport puts it (``RunSummary.planned``)."""
 
 
-class Transport:
-    """How a runner's new calls leave: online (this class), provider batches (``batch.BatchTransport``), an export
-    file (``exchange.ExportTransport``). What to send is the planners' business; the runner composes the two.
+class Driver:
+    """The one engine every run goes through, whatever its episodes: per model a lane (``Lane``: its client, its
+    sending state, a bounded queue, its planner), a producer that asks the planner for cells and turns them into
+    work for the lane's queue (``_take``), workers that play the work (``_play``), adaptive rounds settled from the
+    store's outcomes (``_settle``), and the run's stop (``stop``: the cost cap, a full disk, Ctrl-C or SIGTERM,
+    which cancels what is in flight).
 
-    ``work`` takes calls off a model's queue (``workers`` tasks per model); ``settle`` waits until the calls of
-    ``keys`` have results (an adaptive round) and says whether they do; ``before``/``after`` run around the whole
-    plan; ``finish`` completes the summary.
+    What a cell becomes is the kind's: ``Runner`` (a single shot) renders it into a job, answers it from the store
+    or an identical call in flight when it can and queues a call otherwise; ``EpisodeRunner`` (a conversation,
+    ``conversation_runner``) queues the episode, which its worker plays step by step. Both send every call through
+    ``sending.send`` (pacing, the adaptive limit, retries, the model's stop) and count spend against one
+    ``costcap.Budget``.
     """
 
-    def workers(self, runner: Runner, lane: _Lane) -> int:
-        """Tasks taking the model's calls off its queue: ``concurrency`` per endpoint (``ModelSpec.in_flight``)."""
-        return lane.spec.in_flight
+    chunk = CHUNK
+    """Cells the producer hands to ``_take`` at a time."""
 
-    async def before(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
-        """Runs before the producers start."""
-
-    async def work(self, runner: Runner, lane: _Lane) -> None:
-        await runner._work(lane)
-
-    async def settle(self, runner: Runner, lane: _Lane, keys: set[str]) -> bool:
-        """Wait until none of ``keys`` is in flight; False when the run or the model was stopped meanwhile."""
-        while any(k in runner._inflight for k in keys):
-            if runner._stop is not None or lane.halted is not None:
-                return False
-            await asyncio.sleep(0.005)
-        return runner._stop is None and lane.halted is None
-
-    async def after(self, runner: Runner, lanes: Sequence[_Lane]) -> None:
-        """Runs after every call of the plan has a result."""
-
-    def finish(self, runner: Runner, summary: RunSummary) -> None:
-        """Complete the summary (a batch run counts the lines it collected)."""
-
-
-class Runner:
-    """Executes one ``RunConfig`` against a ``RunStore``.
-
-    ``clients`` maps model names to ``ModelClient``s; ``scorer`` is
-    ``promptgrid.matrix.scoring.score`` (injectable for tests). What each model
-    sends comes from its planner (``planners``, default ``planning.make_planner``
-    from the config's goal), how it is sent from ``transport`` (default online).
-    """
-
-    _turn: list[tuple[_Call, CallResult, list[VerdictRow]]] | None = None
-    """Results of this turn of the event loop waiting for their one transaction (``_finish_soon``)."""
-
-    def __init__(self, config: RunConfig, *, variants: Sequence[Variant], cases: Sequence[Case],
-                 renderer: Renders, clients: Mapping[str, ModelClient], store: RunStore,
-                 scorer: Scorer, progress: Progress | None = None, redactor: Redactor | None = None,
-                 retry_errors: bool = False, seed: int | None = None, transport: Transport | None = None,
-                 planners: Mapping[str, Planner] | None = None) -> None:
+    def __init__(self, config: RunConfig, planners: Mapping[str, Planner], progress: Progress | None = None, *,
+                 seed: int | None = None) -> None:
         self.config = config
-        self.variants = list(variants)
-        self.cases = list(cases)
-        self.renderer = renderer
-        self.clients = dict(clients)
-        self.store = store
-        self.scorer = scorer
-        self.redact = redactor or Redactor()
-        self.retry_errors = retry_errors
-        self.transport = transport or Transport()
-        self.planners = dict(planners) if planners is not None else {
-            m.name: make_planner(m.name, len(self.variants), len(self.cases), config.repeats, goal=config.goal,
-                                 budget=config.budget, rounds=config.rounds, seed=config.plan_seed)
-            for m in config.models}
+        self.planners = dict(planners)
         self.total = sum(self.planners[m.name].total for m in config.models)
         self.progress = progress or Progress(self.total, enabled=False)
-        self.summary = RunSummary(jobs=self.total)
-        self._inflight: dict[str, _Call] = {}
-        self._retried: set[str] = set()
         self._stop: str | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._lanes: list[_Lane] = []
+        self._lanes: list[Lane] = []
         self.budget = costcap.Budget(config.max_cost)  # the spend the cap reads (``in_flight``: sent, not counted)
-        self._first_send: float | None = None
-        self._last_done: float | None = None
         self._rng = random.Random(seed)
         self._retry = config.retry_policy()
-
-    # ------------------------------------------------------------------ public
+        self.on_start: Callable[[Callable[[], None]], None] | None = None
+        """Called, from the run's loop, with the run's stop once its lanes are driven (``signals.Stopper``: the
+        thread that waits for a run on a worker thread stops it so)."""
 
     def stop(self, reason: str) -> None:
-        """Stop: ``interrupted`` cancels calls in flight; ``max_cost`` lets them finish."""
+        """Stop: ``interrupted`` cancels what is in flight; ``max_cost`` and ``disk_full`` let it finish."""
         if self._stop is None or reason == "interrupted":
             self._stop = reason
         if reason == "interrupted":
             for task in self._tasks:
                 task.cancel()
 
-    async def run(self) -> RunSummary:
-        t0 = time.monotonic()
-        cpu0 = time.process_time()
-        store = self.store
-        self.summary.replayed = store.replay_spills()
-        store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
-        model_ids = store.add_models(m.name for m in self.config.models)
-        self._variant_ids = store.add_variants(self.variants)
-        self._case_ids = store.add_cases(self.cases)
-        self.budget.before = store.spend()
-        if self.budget.reached():
-            self._stop = costcap.MAX_COST
-        lanes = self._lanes = self._open_lanes(model_ids)
+    # ------------------------------------------------------------------ the kind's part
+
+    def _workers(self, lane: Lane) -> int:
+        """Tasks taking the lane's work off its queue."""
+        raise NotImplementedError
+
+    async def _worker(self, lane: Lane) -> None:
+        """One of the lane's workers (``_work``, unless a transport takes the queue instead)."""
+        await self._work(lane)
+
+    async def _before(self, lanes: Sequence[Lane]) -> None:
+        """Runs before the producers start."""
+
+    async def _after(self, lanes: Sequence[Lane]) -> None:
+        """Runs after every producer and worker ended, unless one failed."""
+
+    async def _take(self, lane: Lane, cells: Sequence[Cell]) -> list[Any]:
+        """Queue the work of ``cells`` (at most ``chunk``) on the lane; returns what ``_round`` reads a round by."""
+        raise NotImplementedError
+
+    async def _round(self, lane: Lane, entries: Sequence[Any]) -> tuple[dict[Cell, bool | None], int]:
+        """An adaptive round's outcomes once its work is done, and how many of its cells have none."""
+        raise NotImplementedError
+
+    def _plan_cut(self, lane: Lane, missing: int | None, size: int) -> None:
+        """An adaptive plan stopped before its budget: ``missing`` of its round's ``size`` cells have no outcome
+        yet, or (``None``) the run or the model was stopped."""
+
+    def _playable(self, lane: Lane, item: Any) -> bool:
+        """Whether a worker plays ``item`` now (not once the run or its model stopped)."""
+        return self._stop is None and lane.halted is None
+
+    def _drop(self, lane: Lane, item: Any) -> None:
+        """``item`` is not played: the run or its model stopped."""
+
+    async def _play(self, lane: Lane, item: Any) -> None:
+        """Play one item of the lane's work to its end."""
+        raise NotImplementedError
+
+    def _left(self, lane: Lane, cells: Sequence[Cell]) -> None:
+        """The producer ended before its planner was done (the run or the model was stopped, a round could not be
+        settled), with ``cells`` of the planner's latest answer not taken."""
+
+    def _disk_full(self, exc: StoreFullError) -> None:
+        """The store cannot grow: stop sending (what is in flight still finishes)."""
+        self.stop("disk_full")
+
+    # ------------------------------------------------------------------ the engine
+
+    def _open_lane(self, spec: ModelSpec, client: Any, width: int, model_id: int = 0) -> Lane:
+        """The model's lane: its client, store id, a queue of ``2 x width``, rate buckets, adaptive limit on the
+        ``width`` calls it may have in flight, and planner."""
+        rpm, tpm = model_buckets(spec.rpm, spec.tpm)
+        return Lane(spec=spec, client=client, model_id=model_id, queue=asyncio.Queue(maxsize=width * 2),
+                     rpm=rpm, tpm=tpm, limit=Adaptive(width, spec.timeout) if width > 1 else None,
+                     planner=self.planners[spec.name])
+
+    async def _drive(self, lanes: Sequence[Lane]) -> None:
+        """Run every lane's producer and workers to their end; Ctrl-C and SIGTERM stop the run cleanly."""
+        self._lanes = list(lanes)
         loop = asyncio.get_running_loop()
-        installed = signals.install(loop, partial(self.stop, "interrupted"))  # Ctrl-C and SIGTERM stop it cleanly
-        ticker = asyncio.create_task(self._tick())
+        interrupt = partial(self.stop, "interrupted")
+        installed = signals.install(loop, interrupt)
+        if self.on_start is not None:
+            self.on_start(interrupt)
+        # The progress line, redrawn 4 times a second (only when it is shown: a quiet run has no timer of its own).
+        ticker = asyncio.create_task(self._tick()) if self.progress.enabled else None
         try:
-            await self.transport.before(self, lanes)
+            await self._before(lanes)
             for lane in lanes:
                 self._tasks.append(asyncio.create_task(self._guard(self._produce(lane))))
-                for _ in range(self.transport.workers(self, lane)):
-                    self._tasks.append(asyncio.create_task(self._guard(self.transport.work(self, lane))))
+                for _ in range(self._workers(lane)):
+                    self._tasks.append(asyncio.create_task(self._guard(self._worker(lane))))
             results = await asyncio.gather(*self._tasks, return_exceptions=True)
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r
-            await self.transport.after(self, lanes)
+            await self._after(lanes)
         finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
             signals.restore(loop, installed)
             self.progress.close()
-        self._complete_summary(lanes, t0, cpu0)
-        return self.summary
-
-    def _open_lanes(self, model_ids: Mapping[str, int]) -> list[_Lane]:
-        """One lane per model: its client, store id, bounded queue, rate buckets, adaptive limit and planner."""
-        lanes = []
-        for spec in self.config.models:
-            conc = spec.in_flight  # concurrency per endpoint
-            rpm, tpm = model_buckets(spec.rpm, spec.tpm)
-            lanes.append(_Lane(
-                spec=spec, client=self.clients[spec.name], model_id=model_ids[spec.name],
-                queue=asyncio.Queue(maxsize=conc * 2),
-                rpm=rpm, tpm=tpm,
-                limit=Adaptive(conc, spec.timeout) if conc > 1 else None,
-                planner=self.planners[spec.name],
-            ))
-        return lanes
-
-    def _complete_summary(self, lanes: Sequence[_Lane], t0: float, cpu0: float) -> None:
-        """Fill in the summary once the run ended: why it stopped, spend, times, concurrency, CPU and memory."""
-        if self._stop == "interrupted":
-            self.summary.stopped = "interrupted"
-        elif self._stop in ("max_cost", "disk_full"):
-            self.summary.stopped = self._stop
-        self.summary.spend = round(self.store.spend() - self.budget.before, 10)
-        if self._first_send is not None and self._last_done is not None:
-            self.summary.exec_s = self._last_done - self._first_send
-        self.summary.wall_s = time.monotonic() - t0
-        for lane in lanes:
-            if lane.limit is not None:
-                self.summary.concurrency[lane.spec.name] = [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
-        self.summary.cpu_s = time.process_time() - cpu0
-        self.summary.peak_rss_mb = _peak_rss_mb()
-        self.transport.finish(self, self.summary)
-
-    # ------------------------------------------------------------------ plumbing
 
     async def _guard(self, coro: Any) -> None:
         """Run a producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
@@ -408,6 +385,249 @@ class Runner:
             self.progress.tick()
             await asyncio.sleep(0.25)
 
+    async def _produce(self, lane: Lane) -> None:
+        """Ask the model's planner for cells until it is done, and hand them to ``_take`` ``chunk`` at a time.
+
+        An adaptive planner answers ``[]`` at the end of a round: the round is settled (``_settle``: its work is
+        done, its outcomes are in the store) and the planner decides the next round.
+        """
+        planner = lane.planner
+        assert planner is not None
+        entries: list[Any] = []  # adaptive: this round's, read by ``_round`` when it is settled
+        cells: Sequence[Cell] = ()
+        taken = [0]  # of ``cells``, how many were handed to ``_take``
+        planned = False  # the planner said it is done
+        missing: int | None = None  # of the round that could not be settled, the cells without an outcome
+        try:
+            while self._stop is None and lane.halted is None:
+                got, taken[0] = planner.next(), 0
+                if got is None:
+                    planned = True
+                    break
+                cells = got
+                if cells:
+                    await self._walk(lane, cells, taken, entries)
+                    continue
+                missing = await self._settle(lane, entries)
+                if missing != 0:
+                    break
+                entries = []
+            if planner.adaptive and not planned:
+                self._plan_cut(lane, missing, len(entries))
+        finally:
+            if not planned:
+                self._left(lane, cells[taken[0]:])
+            if self._stop != "interrupted":
+                for _ in range(self._workers(lane)):
+                    await lane.queue.put(None)
+
+    async def _walk(self, lane: Lane, cells: Sequence[Cell], taken: list[int], entries: list[Any]) -> None:
+        """Hand ``cells`` to ``_take``, ``chunk`` at a time, while the run and the model go on (``taken[0]``: how many
+        so far); an adaptive round's entries are collected in ``entries``."""
+        adaptive = lane.planner is not None and lane.planner.adaptive
+        while taken[0] < len(cells) and self._stop is None and lane.halted is None:
+            got = await self._take(lane, cells[taken[0]:taken[0] + self.chunk])
+            taken[0] += self.chunk
+            if adaptive:
+                entries.extend(got)
+
+    async def _settle(self, lane: Lane, entries: Sequence[Any]) -> int | None:
+        """Wait for an adaptive round's outcomes and tell the planner (0); else how many of its cells have none (the
+        transport cannot have them now: a batch still running, an export file waiting for ``import-batch``), or
+        ``None`` when the run or the model stopped meanwhile."""
+        planner = lane.planner
+        assert planner is not None
+        found, missing = await self._round(lane, entries)
+        if self._stop is not None or lane.halted is not None:
+            return None
+        if missing:
+            return missing
+        planner.observe(found)
+        return 0
+
+    async def _work(self, lane: Lane) -> None:
+        while True:
+            item = await lane.queue.get()
+            if item is None:
+                return
+            if not self._playable(lane, item):
+                self._drop(lane, item)
+                continue
+            await self._play(lane, item)
+
+
+class Transport:
+    """How a runner's new calls leave: online (this class), provider batches (``batch.BatchTransport``), an export
+    file (``exchange.ExportTransport``). What to send is the planners' business; the runner composes the two.
+
+    ``work`` takes calls off a model's queue (``workers`` tasks per model); ``settle`` waits until the calls of
+    ``keys`` have results (an adaptive round) and says whether they do; ``before``/``after`` run around the whole
+    plan; ``finish`` completes the summary.
+    """
+
+    def workers(self, runner: Runner, lane: Lane) -> int:
+        """Tasks taking the model's calls off its queue: ``concurrency`` per endpoint (``ModelSpec.in_flight``)."""
+        return lane.spec.in_flight
+
+    async def before(self, runner: Runner, lanes: Sequence[Lane]) -> None:
+        """Runs before the producers start."""
+
+    async def work(self, runner: Runner, lane: Lane) -> None:
+        await runner._work(lane)
+
+    async def settle(self, runner: Runner, lane: Lane, keys: set[str]) -> bool:
+        """Wait until none of ``keys`` is in flight; False when the run or the model was stopped meanwhile."""
+        while any(k in runner._inflight for k in keys):
+            if runner._stop is not None or lane.halted is not None:
+                return False
+            await asyncio.sleep(0.005)
+        return runner._stop is None and lane.halted is None
+
+    async def after(self, runner: Runner, lanes: Sequence[Lane]) -> None:
+        """Runs after every call of the plan has a result."""
+
+    def finish(self, runner: Runner, summary: RunSummary) -> None:
+        """Complete the summary (a batch run counts the lines it collected)."""
+
+
+class Runner(Driver):
+    """Executes one ``RunConfig`` of single shots against a ``RunStore`` (``Driver``: its lanes, producers, workers
+    and stop).
+
+    ``clients`` maps model names to ``ModelClient``s; ``scorer`` is
+    ``promptgrid.matrix.scoring.score`` (injectable for tests). What each model
+    sends comes from its planner (``planners``, default ``planning.make_planner``
+    from the config's goal), how it is sent from ``transport`` (default online).
+    """
+
+    _turn: list[tuple[_Call, CallResult, list[VerdictRow]]] | None = None
+    """Results of this turn of the event loop waiting for their one transaction (``_finish_soon``)."""
+
+    def __init__(self, config: RunConfig, *, variants: Sequence[Variant], cases: Sequence[Case],
+                 renderer: Renders, clients: Mapping[str, ModelClient], store: RunStore,
+                 scorer: Scorer, progress: Progress | None = None, redactor: Redactor | None = None,
+                 retry_errors: bool = False, seed: int | None = None, transport: Transport | None = None,
+                 planners: Mapping[str, Planner] | None = None) -> None:
+        self.variants = list(variants)
+        self.cases = list(cases)
+        super().__init__(config, planners if planners is not None else {
+            m.name: make_planner(m.name, len(self.variants), len(self.cases), config.repeats, goal=config.goal,
+                                 budget=config.budget, rounds=config.rounds, seed=config.plan_seed)
+            for m in config.models}, progress, seed=seed)
+        self.renderer = renderer
+        self.clients = dict(clients)
+        self.store = store
+        self.scorer = scorer
+        self.redact = redactor or Redactor()
+        self.retry_errors = retry_errors
+        self.transport = transport or Transport()
+        self.summary = RunSummary(jobs=self.total)
+        self._inflight: dict[str, _Call] = {}
+        self._retried: set[str] = set()
+        self._makers: dict[str, JobMaker] = {}
+        self._first_send: float | None = None
+        self._last_done: float | None = None
+
+    # ------------------------------------------------------------------ public
+
+    async def run(self) -> RunSummary:
+        t0 = time.monotonic()
+        cpu0 = time.process_time()
+        store = self.store
+        self.summary.replayed = store.replay_spills()
+        store.reserve_spill()  # room for the answers a disk that fills mid-run keeps out of the store
+        model_ids = store.add_models(m.name for m in self.config.models)
+        self._variant_ids = store.add_variants(self.variants)
+        self._case_ids = store.add_cases(self.cases)
+        self.budget.before = store.spend()
+        if self.budget.reached():
+            self._stop = costcap.MAX_COST
+        # One lane per model, ``concurrency`` calls per endpoint in flight (``ModelSpec.in_flight``).
+        lanes = [self._open_lane(spec, self.clients[spec.name], spec.in_flight, model_ids[spec.name])
+                 for spec in self.config.models]
+        await self._drive(lanes)
+        self._complete_summary(lanes, t0, cpu0)
+        return self.summary
+
+    def _complete_summary(self, lanes: Sequence[Lane], t0: float, cpu0: float) -> None:
+        """Fill in the summary once the run ended: why it stopped, spend, times, concurrency, CPU and memory."""
+        if self._stop == "interrupted":
+            self.summary.stopped = "interrupted"
+        elif self._stop in ("max_cost", "disk_full"):
+            self.summary.stopped = self._stop
+        self.summary.spend = round(self.store.spend() - self.budget.before, 10)
+        if self._first_send is not None and self._last_done is not None:
+            self.summary.exec_s = self._last_done - self._first_send
+        self.summary.wall_s = time.monotonic() - t0
+        for lane in lanes:
+            if lane.limit is not None:
+                self.summary.concurrency[lane.spec.name] = [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
+        self.summary.cpu_s = time.process_time() - cpu0
+        self.summary.peak_rss_mb = _peak_rss_mb()
+        self.transport.finish(self, self.summary)
+
+    # ------------------------------------------------------------------ the driver's hooks
+
+    def _workers(self, lane: Lane) -> int:
+        return self.transport.workers(self, lane)
+
+    async def _worker(self, lane: Lane) -> None:
+        await self.transport.work(self, lane)
+
+    async def _before(self, lanes: Sequence[Lane]) -> None:
+        await self.transport.before(self, lanes)
+        for lane in lanes:
+            lane.live = self.store.live_batch_keys(lane.spec.name)
+
+    async def _after(self, lanes: Sequence[Lane]) -> None:
+        await self.transport.after(self, lanes)
+
+    async def _take(self, lane: Lane, cells: Sequence[Cell]) -> list[tuple[Row, Cell, str]]:
+        """Render ``cells`` into jobs, record them, and sort them (``_queue``); an adaptive round's (row, cell, key)
+        for ``_round``."""
+        make = self._makers.get(lane.spec.name)
+        if make is None:
+            make = self._makers[lane.spec.name] = JobMaker(lane.spec.name, lane.spec.params, self.variants,
+                                                           self.cases, self.renderer)
+        chunk = make(cells)
+        rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat) for j in chunk]
+        await self._queue(lane, chunk, rows)
+        assert lane.planner is not None
+        if not lane.planner.adaptive:
+            return []
+        return list(zip(rows, cells, [j.key for j in chunk], strict=True))
+
+    async def _round(self, lane: Lane, entries: Sequence[tuple[Row, Cell, str]]) -> tuple[dict[Cell, bool | None],
+                                                                                          int]:
+        """The round's calls answered (online), its batch collected (``--batch``) or written (``export-batch``):
+        the outcomes of its jobs the store has."""
+        settled = await self.transport.settle(self, lane, {key for _row, _cell, key in entries})
+        if not settled:
+            return {}, len(entries)
+        found = self.store.outcomes([row for row, _cell, _key in entries])
+        return ({cell: found[row] for row, cell, _key in entries if row in found},
+                sum(1 for row, _cell, _key in entries if row not in found))
+
+    def _plan_cut(self, lane: Lane, missing: int | None, size: int) -> None:
+        if missing is None:
+            return  # the run or the model was stopped: the summary says so
+        assert lane.planner is not None
+        done = getattr(lane.planner, "rounds_done", 0)
+        self.summary.planned[lane.spec.name] = lane.planned_note or (
+            f"round {done + 1} waits for {missing} of its {size} results; run the same command again once they "
+            "are stored to plan the next round")
+
+    def _playable(self, lane: Lane, item: Any) -> bool:
+        return self._stop is None and lane.halted is None and self._budget_allows(lane, item)
+
+    def _drop(self, lane: Lane, item: Any) -> None:
+        self._inflight.pop(item.job.key, None)
+
+    async def _play(self, lane: Lane, item: Any) -> None:
+        await self._send(lane, item)
+
+    # ------------------------------------------------------------------ producer
+
     def _score(self, row: Row, job: Job, response: str) -> VerdictRow | None:
         """The job's verdict row; None when the scorer failed (the job stays unscored)."""
         try:
@@ -418,68 +638,7 @@ class Runner:
                 self.summary.score_error = f"{type(exc).__name__}: {exc}"
             return None
 
-    # ------------------------------------------------------------------ producer
-
-    async def _produce(self, lane: _Lane) -> None:
-        """Ask the model's planner for cells until it is done; queue each new call (see the module docstring).
-
-        An adaptive planner answers ``[]`` at the end of a round: the transport settles the round (online: its
-        calls are answered; batch: its batch is collected), the store's outcomes of its cells go to the planner,
-        and the planner decides the next round.
-        """
-        store = self.store
-        lane.live = store.live_batch_keys(lane.spec.name)
-        planner = lane.planner
-        assert planner is not None
-        make = JobMaker(lane.spec.name, lane.spec.params, self.variants, self.cases, self.renderer)
-        adaptive = planner.adaptive
-        round_rows: list[tuple[Row, Cell, str]] = []  # adaptive: this round's (row, cell, key), observed when settled
-        try:
-            while self._stop is None and lane.halted is None:
-                cells = planner.next()
-                if cells is None:
-                    break
-                if not cells:
-                    if not await self._settle(lane, round_rows):
-                        break
-                    round_rows = []
-                    continue
-                for at in range(0, len(cells), CHUNK):
-                    if self._stop is not None or lane.halted is not None:
-                        break
-                    part = cells[at:at + CHUNK]
-                    chunk = make(part)
-                    rows = [(lane.model_id, self._variant_ids[j.variant_id], self._case_ids[j.case.id], j.repeat)
-                            for j in chunk]
-                    if adaptive:
-                        round_rows.extend(zip(rows, part, [j.key for j in chunk], strict=True))
-                    await self._queue(lane, chunk, rows)
-        finally:
-            if self._stop != "interrupted":
-                for _ in range(self.transport.workers(self, lane)):
-                    await lane.queue.put(None)
-
-    async def _settle(self, lane: _Lane, round_rows: Sequence[tuple[Row, Cell, str]]) -> bool:
-        """Wait for an adaptive round's results and tell the planner; False (noted in the summary) when they are not
-        all there: the run or the model stopped, or the transport cannot have them now (a batch still running,
-        an export file waiting for ``import-batch``)."""
-        planner = lane.planner
-        assert planner is not None
-        settled = await self.transport.settle(self, lane, {key for _row, _cell, key in round_rows})
-        found = self.store.outcomes([row for row, _cell, _key in round_rows]) if settled else {}
-        missing = sum(1 for row, _cell, _key in round_rows if row not in found)
-        if self._stop is not None or lane.halted is not None:
-            return False
-        if not settled or missing:
-            done = getattr(planner, "rounds_done", 0)
-            self.summary.planned[lane.spec.name] = lane.planned_note or (
-                f"round {done + 1} waits for {missing or len(round_rows)} of its {len(round_rows)} results; run the "
-                "same command again once they are stored to plan the next round")
-            return False
-        planner.observe({cell: found[row] for row, cell, _key in round_rows})
-        return True
-
-    async def _queue(self, lane: _Lane, chunk: Sequence[Job], rows: Sequence[Row]) -> None:
+    async def _queue(self, lane: Lane, chunk: Sequence[Job], rows: Sequence[Row]) -> None:
         """Sort one chunk of jobs: stored, shared with a call in flight, unsupported, or a new call for the queue."""
         store = self.store
         store.add_jobs([(*row, j.key) for row, j in zip(rows, chunk, strict=True)])
@@ -534,7 +693,7 @@ class Runner:
                                          status=UNSUPPORTED, attempts=0, error=reason, error_kind=UNSUPPORTED),
                               [(row, None, None, None) for row in refused_rows])
 
-    async def _enqueue(self, lane: _Lane, new: Sequence[_Call]) -> None:
+    async def _enqueue(self, lane: Lane, new: Sequence[_Call]) -> None:
         """Put new calls on the model's queue; once the run stops, drop the rest from the calls in flight."""
         for call in new:
             if self._stop is not None:
@@ -542,7 +701,7 @@ class Runner:
                 continue
             await lane.queue.put(call)
 
-    def _unsupported(self, lane: _Lane, job: Job) -> str | None:
+    def _unsupported(self, lane: Lane, job: Job) -> str | None:
         """Why ``lane``'s model cannot be sent ``job``'s request pieces; None when it can (or there are none)."""
         request = getattr(job, "request", None)
         return None if request is None else lane.client.unsupported(request)
@@ -561,17 +720,7 @@ class Runner:
 
     # ------------------------------------------------------------------ workers
 
-    async def _work(self, lane: _Lane) -> None:
-        while True:
-            call = await lane.queue.get()
-            if call is None:
-                return
-            if self._stop is not None or lane.halted is not None or not self._budget_allows(lane, call):
-                self._inflight.pop(call.job.key, None)
-                continue
-            await self._send(lane, call)
-
-    def _budget_allows(self, lane: _Lane, call: _Call) -> bool:
+    def _budget_allows(self, lane: Lane, call: _Call) -> bool:
         """False (and stop) when this call could take the run directory's spend past ``max_cost``.
 
         The rule is ``costcap.allows``: spend so far + (calls in flight + this one) x the mean cost per answer
@@ -588,7 +737,7 @@ class Runner:
         self.stop(costcap.MAX_COST)
         return False
 
-    async def _send(self, lane: _Lane, call: _Call) -> None:
+    async def _send(self, lane: Lane, call: _Call) -> None:
         """Send one call until it has a final result (an answer, or an error retries cannot fix) and finish it
         (``sending.send``, the one send path); it is left pending, with no result, when the run or its model
         stops first."""
@@ -636,7 +785,7 @@ class Runner:
         return self._stop is not None
 
     @staticmethod
-    def _complete(lane: _Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None) -> Any:
+    def _complete(lane: Lane, job: Job, params: dict[str, Any], request: Mapping[str, Any] | None) -> Any:
         """The client's ``complete`` awaitable for one try (with the request pieces, and job ids for clients that
         answer by (variant, case): replay, PATH)."""
         if getattr(lane.client, "takes_job_ids", False):
