@@ -473,7 +473,8 @@ class EpisodeRunner(Driver):
             sent = await send(line, lambda: client.complete(list(asked.messages), params, **kwargs),
                               timeout=self.timeouts.get(model, 600.0), retry=self._retry,
                               est_tokens=estimate_tokens(asked.messages, params.get("max_tokens"), asked.request),
-                              stopping=self._stopping, redact=self.redact)
+                              stopping=self._stopping, redact=self.redact,
+                              wait=partial(self._step_waits, model, asked.context), rand=self._rng.random)
         except Stopped as stopped:
             self.summary.congested += stopped.congested
             self.summary.attempts += stopped.attempts
@@ -491,6 +492,15 @@ class EpisodeRunner(Driver):
 
     def _stopping(self) -> bool:
         return self._stop is not None
+
+    async def _step_waits(self, model: str, context: EpisodeContext, error: CallError, delay: float) -> None:
+        """Wait before a step's next try (``Driver._wait_to_retry``); a wait of ``RETRY_LINE_S`` or more gets its own
+        progress line, naming the step and why, so that a run waiting on a rate limit is seen to wait."""
+        if self.log is not None and delay >= RETRY_LINE_S:
+            print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
+                  f"{context.turn}, step {context.step}: {self._wait_reason(model, error)}: next try in {delay:.1f} s",
+                  file=self.log, flush=True)
+        await self._wait_to_retry(model, error, delay)
 
     def _note_halt(self, model: str, line: Line) -> None:
         """Keep why a model was stopped (``summary.halted``) once its line says so."""
@@ -669,6 +679,9 @@ def _step_keys(store: RunStore) -> bool:
 
 SLOW_STEP_S = 2.0
 """A step whose answer took at least this long gets its own progress line (besides the line per episode)."""
+RETRY_LINE_S = 1.0
+"""A wait before a step's next try of at least this long gets its own progress line (a single-turn run's progress
+line shows a wait of a second or more at once, too)."""
 
 
 def _check_argument_rule(store: RunStore, strict_arguments: bool) -> None:

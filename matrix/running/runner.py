@@ -320,6 +320,24 @@ class Driver:
 
     # ------------------------------------------------------------------ the engine
 
+    async def _wait_to_retry(self, model: str, error: CallError, delay: float) -> None:
+        """Sleep ``delay``, the backoff before the next try (``providers.retried`` works it out from the policy),
+        shown on the progress line."""
+        token = self.progress.wait(delay, self._wait_reason(model, error))
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self.progress.end_wait(token)
+
+    def _wait_reason(self, model: str, error: CallError) -> str:
+        """What the progress line says a retry waits for."""
+        if error.kind is ErrorKind.RATE_LIMIT:
+            ra = error.retry_after
+            hint = "" if ra is None else (f" (Retry-After {ra:g} s capped)" if beyond_cap(error, self._retry)
+                                          else f" (Retry-After {ra:g} s)")
+            return f"rate limited by {model}{hint}"
+        return f"{error.kind.value} error from {model}, retrying"
+
     def _open_lane(self, spec: ModelSpec, client: Any, width: int, model_id: int = 0) -> Lane:
         """The model's lane: its client, store id, a queue of ``2 x width``, rate buckets, adaptive limit on the
         ``width`` calls it may have in flight, and planner."""
@@ -794,15 +812,6 @@ class Runner(Driver):
         return (lane.client.complete(job.messages, params) if request is None
                 else lane.client.complete(job.messages, params, request=request))
 
-    async def _wait_to_retry(self, model: str, error: CallError, delay: float) -> None:
-        """Sleep ``delay``, the backoff before the next try (``providers.retried`` works it out from the policy),
-        shown on the progress line."""
-        token = self.progress.wait(delay, self._wait_reason(model, error))
-        try:
-            await asyncio.sleep(delay)
-        finally:
-            self.progress.end_wait(token)
-
     def _answered(self, job: Job, completion: Any, native: bool, latency: float, attempts: int) -> CallResult:
         """The stored result of an answer (redacted, the provider's model and finish reason too; a native answer as
         its envelope; at most ``MAX_STORED_ANSWER_CHARS``: ``clients.stored_response``; ``sending.send`` has given
@@ -824,15 +833,6 @@ class Runner(Driver):
             params=_params_json(job.params), status=ERROR, latency_s=round(latency, 6),
             attempts=attempts, error=self.redact(error.message), error_kind=error.kind.value,
             endpoint=error.endpoint)
-
-    def _wait_reason(self, model: str, error: CallError) -> str:
-        """What the progress line says a retry waits for."""
-        if error.kind is ErrorKind.RATE_LIMIT:
-            ra = error.retry_after
-            hint = "" if ra is None else (f" (Retry-After {ra:g} s capped)" if beyond_cap(error, self._retry)
-                                          else f" (Retry-After {ra:g} s)")
-            return f"rate limited by {model}{hint}"
-        return f"{error.kind.value} error from {model}, retrying"
 
     def _finish(self, call: _Call, result: CallResult) -> None:
         """Score every job of the call and commit it all in one transaction."""

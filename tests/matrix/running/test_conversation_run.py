@@ -15,6 +15,7 @@ import asyncio
 import copy
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -523,6 +524,39 @@ def test_an_episode_a_store_kept_with_an_error_and_no_verdict_is_resumed(
     assert stored.status == "pending" and not stored.scored
     later = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path)
     assert (later.skipped, later.finished, later.valid) == (0, 1, 1)
+
+
+def test_a_long_wait_before_a_step_s_next_try_has_its_own_progress_line(tmp_path: Path,
+                                                                       base: list[Conversation]) -> None:
+    """A rate-limited step that waits a second or more says so, naming the step, the server's Retry-After and the
+    wait (a single-turn run's progress line shows such a wait too); a short backoff prints nothing. The sleep is
+    recorded, not waited."""
+    import io
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
+        waits.append(delay)
+        return await real_sleep(0)
+
+    out = {}
+    for name, retry_after in (("long", 3.0), ("short", 0.01)):
+        log = io.StringIO()
+        client = Failing(ErrorKind.RATE_LIMIT, failures=1, retry_after=retry_after, message="slow down")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("promptgrid.matrix.running.sending.asyncio.sleep", fake_sleep)
+            summary = run_conversations([PROMPT], base[:1], models=[GT], run_dir=tmp_path / name,
+                                        clients={GT: client}, progress=log)
+        assert (summary.finished, summary.valid) == (1, 1)
+        out[name] = [line for line in log.getvalue().splitlines() if "next try in" in line]
+    steps = summary.steps_sent
+    assert len(out["long"]) == steps and out["short"] == []
+    # The wait is the Retry-After and a little jitter (``RetryPolicy.delay``: at most 0.35 s here).
+    first = re.fullmatch(rf"  {GT} \| {re.escape(PROMPT.label)} \| {base[0].id} \| turn 0, step 0: rate limited by "
+                         rf"{GT} \(Retry-After 3 s\): next try in (3\.\d) s", out["long"][0])
+    assert first is not None and float(first.group(1)) <= 3.4
+    assert len([w for w in waits if 3.0 <= w <= 3.35]) == steps
 
 
 def test_a_retryable_error_is_retried_and_the_episode_finishes(tmp_path: Path, base: list[Conversation]) -> None:
