@@ -82,7 +82,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -228,6 +228,8 @@ class Lane(Line):
     """What this model sends next (``planning``): the product, or an adaptive goal's rounds."""
     planned_note: str | None = None
     """Why this model's adaptive round cannot be settled now, as its transport puts it (``RunSummary.planned``)."""
+    walked: bool = False
+    """Its producer ran (and ended): else the run was stopped before it started, and nothing of its plan was taken."""
 
 
 class Driver:
@@ -352,17 +354,22 @@ class Driver:
         loop = asyncio.get_running_loop()
         interrupt = partial(self.stop, "interrupted")
         installed = signals.install(loop, interrupt)
-        if self.on_start is not None:
-            self.on_start(interrupt)
         # The progress line, redrawn 4 times a second (only when it is shown: a quiet run has no timer of its own).
         ticker = asyncio.create_task(self._tick()) if self.progress.enabled else None
         try:
             await self._before(lanes)
             for lane in lanes:
-                self._tasks.append(asyncio.create_task(self._guard(self._produce(lane))))
+                self._tasks.append(asyncio.create_task(self._guard(self._produce, lane)))
                 for _ in range(self._workers(lane)):
-                    self._tasks.append(asyncio.create_task(self._guard(self._worker(lane))))
+                    self._tasks.append(asyncio.create_task(self._guard(self._worker, lane)))
+            if self.on_start is not None:
+                self.on_start(interrupt)
+            if self._stop == "interrupted":  # stopped before its tasks were there to cancel (``Stopper``, started)
+                interrupt()
             results = await asyncio.gather(*self._tasks, return_exceptions=True)
+            for lane in lanes:
+                if not lane.walked:  # cancelled before it started
+                    self._left(lane, ())
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r
@@ -375,13 +382,14 @@ class Driver:
             signals.restore(loop, installed)
             self.progress.close()
 
-    async def _guard(self, coro: Any) -> None:
-        """Run a producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
+    async def _guard(self, role: Callable[[Lane], Awaitable[None]], lane: Lane) -> None:
+        """Run a lane's producer or worker; if it fails unexpectedly (a bug, a full disk), stop all the others.
 
-        Without this, workers that died would leave their producer blocked on a full queue forever.
+        Without this, workers that died would leave their producer blocked on a full queue forever. (The coroutine
+        is made here, not by the caller: a task cancelled before it starts then leaves none never awaited.)
         """
         try:
-            await coro
+            await role(lane)
         except asyncio.CancelledError:
             raise
         except StoreFullError as exc:  # the producer could not record jobs: the workers finish what is in flight
@@ -433,6 +441,7 @@ class Driver:
             if planner.adaptive and not planned:
                 self._plan_cut(lane, missing, len(entries))
         finally:
+            lane.walked = True
             if not planned:
                 self._left(lane, cells[taken[0]:])
             if self._stop != "interrupted":

@@ -61,7 +61,7 @@ def conversation_config(models: Sequence[str], run_dir: str | Path, *, repeats: 
 
 
 _WIRING = ("clients", "renderer", "progress", "redactor", "batch", "batch_backends", "batch_poll_s", "export_round",
-           "make_env", "env_options", "on_sent", "max_answer_chars", "retry_errors")
+           "make_env", "env_options", "on_sent", "max_answer_chars", "retry_errors", "on_start")
 
 
 def run_conversations(variants: Sequence[Any], conversations: Sequence[Any], *, models: Sequence[str],
