@@ -126,7 +126,7 @@ from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, m
 from promptgrid.matrix.running.ratelimit import estimate_tokens
 from promptgrid.matrix.running.results import Result
 from promptgrid.matrix.running.runner import Driver, Lane
-from promptgrid.matrix.running.sending import Line, Sent, Stopped, send
+from promptgrid.matrix.running.sending import Sent, Stopped, send
 from promptgrid.matrix.running.store import RunStore, conversation_store
 from promptgrid.matrix.scoring.state_check import TurnFailureMode
 from promptgrid.providers import CallError, RetryPolicy
@@ -281,7 +281,6 @@ class EpisodeRunner(Driver):
         # Answers too, by exact value only (a pattern could eat answer text), before they are stored, so the
         # transcript is built from the same redacted text in the first run and on resume.
         self.redact_answer: Callable[[str], str] = getattr(redact, "exact", redact)
-        self.halted: dict[str, str] = {}  # model -> why it gets no more calls (summary.halted)
         self.lost_answers = 0  # answers received that a full disk did not take (sent again by the next run)
         self.lost_episodes = 0  # finished episodes a full disk did not take (scored again from their steps)
         self.full: StoreFullError | None = None  # why the store stopped taking results
@@ -421,12 +420,7 @@ class EpisodeRunner(Driver):
         """``_RunStopped`` when the run was stopped, or when a new step could take the run directory's spend past
         the cap (``costcap.allows``, the single-turn runner's rule; the run stops then)."""
         if self._stop is None:
-            def first_price() -> float | None:
-                price = getattr(client, "price", None)
-                return price(estimate_tokens(asked.messages, None, asked.request) + 1, 0) if price is not None else None
-
-            if not self.budget.allows(first_price):
-                self.stop(costcap.MAX_COST)
+            self._affordable(client, asked.messages, asked.request)
         if self._stop is not None:
             raise _RunStopped(self._stop)
 
@@ -435,8 +429,7 @@ class EpisodeRunner(Driver):
         (``costcap.Budget.paid``)."""
         if cost:
             self.summary.spend += cost
-        if self.budget.paid(cost):
-            self.stop(costcap.MAX_COST)
+        self._paid(cost)
 
     async def _send(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
                     context: EpisodeContext) -> Step:
@@ -478,13 +471,13 @@ class EpisodeRunner(Driver):
         except Stopped as stopped:
             self.summary.congested += stopped.congested
             self.summary.attempts += stopped.attempts
-            self._note_halt(model, line)
+            self._note_halt(line)
             if self._stop is not None:
                 raise _RunStopped(self._stop) from None
             raise _ModelStopped(model) from None
         self.summary.congested += sent.congested
         self.summary.attempts += sent.attempts
-        self._note_halt(model, line)
+        self._note_halt(line)
         if sent.error is not None:
             self.summary.steps_failed += 1
             raise sent.error
@@ -501,11 +494,6 @@ class EpisodeRunner(Driver):
                   f"{context.turn}, step {context.step}: {self._wait_reason(model, error)}: next try in {delay:.1f} s",
                   file=self.log, flush=True)
         await self._wait_to_retry(model, error, delay)
-
-    def _note_halt(self, model: str, line: Line) -> None:
-        """Keep why a model was stopped (``summary.halted``) once its line says so."""
-        if line.halted is not None and model not in self.halted:
-            self.halted[model] = line.halted
 
     # ------------------------------------------------------------------ on the runner's engine
 

@@ -261,6 +261,8 @@ class Driver:
         self.budget = costcap.Budget(config.max_cost)  # the spend the cap reads (``in_flight``: sent, not counted)
         self._rng = random.Random(seed)
         self._retry = config.retry_policy()
+        self.halted: dict[str, str] = {}
+        """Models stopped after an error every later call would repeat: name -> why (``_note_halt``)."""
         self.on_start: Callable[[Callable[[], None]], None] | None = None
         """Called, from the run's loop, with the run's stop once its lanes are driven (``signals.Stopper``: the
         thread that waits for a run on a worker thread stops it so)."""
@@ -321,6 +323,36 @@ class Driver:
         self.stop("disk_full")
 
     # ------------------------------------------------------------------ the engine
+
+    def _affordable(self, client: Any, messages: Sequence[Mapping[str, Any]],
+                    request: Mapping[str, Any] | None) -> bool:
+        """Whether one more call (of ``messages`` and ``request``, to ``client``) may be sent under the run
+        directory's ``max_cost``; once it may not, the run stops (``max_cost``).
+
+        The rule is ``costcap.allows``: spend so far + (calls in flight + this one) x the mean cost per answer
+        so far (before the first answer: the list price of this prompt's input tokens, a lower bound; 0 when the
+        price is unknown). Recorded spend may therefore pass the limit by at most the calls in flight when it
+        is reached (at most ``concurrency``).
+        """
+        def first_price() -> float | None:
+            price = getattr(client, "price", None)
+            return price(estimate_tokens(messages, None, request) + 1, 0) if price is not None else None
+
+        if self.budget.allows(first_price):
+            return True
+        self.stop(costcap.MAX_COST)
+        return False
+
+    def _paid(self, cost: float | None, *, answer: bool = True) -> None:
+        """Count what a call cost (an error is no answer: ``costcap.Budget.paid``); the run stops once the recorded
+        spend reaches ``max_cost``."""
+        if self.budget.paid(cost, answer=answer):
+            self.stop(costcap.MAX_COST)
+
+    def _note_halt(self, lane: Lane) -> None:
+        """Keep why the lane's model was stopped (``halted``), once its sending state says so."""
+        if lane.halted is not None and lane.spec.name not in self.halted:
+            self.halted[lane.spec.name] = lane.halted
 
     async def _wait_to_retry(self, model: str, error: CallError, delay: float) -> None:
         """Sleep ``delay``, the backoff before the next try (``providers.retried`` works it out from the policy),
@@ -548,7 +580,7 @@ class Runner(Driver):
         self.redact = redactor or Redactor()
         self.retry_errors = retry_errors
         self.transport = transport or Transport()
-        self.summary = RunSummary(jobs=self.total)
+        self.summary = RunSummary(jobs=self.total, halted=self.halted)
         self._inflight: dict[str, _Call] = {}
         self._retried: set[str] = set()
         self._makers: dict[str, JobMaker] = {}
@@ -748,21 +780,9 @@ class Runner(Driver):
     # ------------------------------------------------------------------ workers
 
     def _budget_allows(self, lane: Lane, call: _Call) -> bool:
-        """False (and stop) when this call could take the run directory's spend past ``max_cost``.
-
-        The rule is ``costcap.allows``: spend so far + (calls in flight + this one) x the mean cost per answer
-        so far (before the first answer: the list price of this prompt's input tokens, a lower bound; 0 when the
-        price is unknown). Recorded spend may therefore pass the limit by at most the calls in flight when it
-        is reached (at most ``concurrency``).
-        """
-        def first_price() -> float | None:
-            return lane.client.price(estimate_tokens(call.job.messages, None, getattr(call.job, "request", None)) + 1,
-                                     0)
-
-        if self.budget.allows(first_price):
-            return True
-        self.stop(costcap.MAX_COST)
-        return False
+        """False (and stop) when this call could take the run directory's spend past ``max_cost``
+        (``Driver._affordable``)."""
+        return self._affordable(lane.client, call.job.messages, getattr(call.job, "request", None))
 
     async def _send(self, lane: Lane, call: _Call) -> None:
         """Send one call until it has a final result (an answer, or an error retries cannot fix) and finish it
@@ -791,8 +811,7 @@ class Runner(Driver):
                 self._inflight.pop(job.key, None)
                 return
             finally:
-                if lane.halted is not None and job.model not in self.summary.halted:
-                    self.summary.halted[job.model] = lane.halted
+                self._note_halt(lane)
             attempts = sent.attempts
             self.summary.congested += sent.congested
             result = (self._failed(job, sent.error, sent.latency, attempts) if sent.error is not None
@@ -922,8 +941,7 @@ class Runner(Driver):
             s.error_examples.setdefault(kind, result.error or "")
         if result.cost_usd:
             p.spend += result.cost_usd
-        if self.budget.paid(result.cost_usd, answer=result.status != ERROR):
-            self.stop(costcap.MAX_COST)
+        self._paid(result.cost_usd, answer=result.status != ERROR)
 
     def _disk_full(self, exc: StoreFullError) -> None:
         """Stop sending (calls in flight still finish, and are spilled): the store cannot grow."""
