@@ -104,6 +104,34 @@ def test_batch_rounds_store_the_online_steps_and_verdicts(tmp_path: Path, mini: 
     assert states == {"collected": sum(states.values())} and sum(states.values()) >= 2
 
 
+def test_an_adaptive_goal_through_batch_rounds_plans_and_finds_as_online(tmp_path: Path,
+                                                                         mini: list[Conversation]) -> None:
+    """Issue 32's done-when: a conversation study with ``--goal best-worst --budget`` gives the same results with
+    ``--batch`` as online. Each round's episodes go through batch rounds (one batch a step round); the planner sees
+    the same outcomes, so it plans the same episodes, and the goal finds the same best and worst variant."""
+    import promptgrid as pg
+
+    goal = {"variants": [VARIANT, "python->json,False", "python->python,True"], "goal": "best-worst", "budget": 9,
+            "rounds": 3}
+    with FakeServer.thread(FakeScript(batch_polls=1), answer_fn=truth_answers(mini)) as server:
+        online = tmp_path / "online"
+        assert main(["run", str(_config(tmp_path / "o.yaml", server.url, online, **goal)), "--no-progress",
+                     "--seed", "3"]) == 0
+        sent_online = len(server.requests())
+        batch = tmp_path / "batch"
+        assert main(["run", str(_config(tmp_path / "b.yaml", server.url, batch, **goal)), "--no-progress",
+                     "--seed", "3", "--batch", "--poll", "0.01"]) == 0
+        assert len(server.requests()) == sent_online  # the batch run sent nothing online
+        uploaded, _batched = batch_uploads(server)
+    episodes = _episodes(online)
+    assert len(episodes) == 9 and _episodes(batch) == episodes and _steps(batch) == _steps(online)
+    assert {ok for _, _, _, ok, _, _ in episodes} == {0, 1}  # the variants differ: the goal has something to find
+    assert len(uploaded) == sent_online and set(uploaded.values()) == {1}  # each step batched once
+    found = [{model: (r.best.variant_id if r.best else None, r.worst.variant_id if r.worst else None, r.spent)
+              for model, r in pg.open_run(run_dir).adaptive(trace=False).items()} for run_dir in (online, batch)]
+    assert found[0] == found[1] and found[0][MODEL][0] != found[0][MODEL][1]
+
+
 def test_a_key_a_batch_round_echoes_beside_its_answers_is_not_stored(tmp_path: Path, mini: list[Conversation],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch output line's finish reason is the provider's text: stored redacted, as the answer is."""
