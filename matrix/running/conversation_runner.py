@@ -524,8 +524,7 @@ class EpisodeRunner(Driver):
             summary.stopped = "interrupted: every answer received is stored; run the same command to resume"
             raise
         finally:
-            summary.concurrency = {lane.spec.name: [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
-                                   for lane in lanes if lane.limit is not None}
+            summary.concurrency = self._limits(lanes)
             summary.wall_s = time.perf_counter() - started
             _tally(summary)
             for client in self.clients.values():

@@ -372,6 +372,13 @@ class Driver:
             return f"rate limited by {model}{hint}"
         return f"{error.kind.value} error from {model}, retrying"
 
+    @staticmethod
+    def _limits(lanes: Sequence[Lane]) -> dict[str, list[int]]:
+        """Per model with an adaptive limit: [lowest limit on calls in flight, limit at the end, ceiling] (the
+        summaries' ``concurrency``)."""
+        return {lane.spec.name: [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
+                for lane in lanes if lane.limit is not None}
+
     def _open_lane(self, spec: ModelSpec, client: Any, width: int, model_id: int = 0) -> Lane:
         """The model's lane: its client, store id, a queue of ``2 x width``, rate buckets, adaptive limit on the
         ``width`` calls it may have in flight, and planner."""
@@ -618,9 +625,7 @@ class Runner(Driver):
         if self._first_send is not None and self._last_done is not None:
             self.summary.exec_s = self._last_done - self._first_send
         self.summary.wall_s = time.monotonic() - t0
-        for lane in lanes:
-            if lane.limit is not None:
-                self.summary.concurrency[lane.spec.name] = [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
+        self.summary.concurrency.update(self._limits(lanes))
         self.summary.cpu_s = time.process_time() - cpu0
         self.summary.peak_rss_mb = _peak_rss_mb()
         self.transport.finish(self, self.summary)
