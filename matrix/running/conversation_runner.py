@@ -119,7 +119,6 @@ from promptgrid.matrix.episodes._environment import Environment
 from promptgrid.matrix.episodes._protocols import NotAnswered, StepRequest
 from promptgrid.matrix.episodes._steps import EpisodeContext
 from promptgrid.matrix.running import costcap
-from promptgrid.matrix.running.adaptive import Adaptive
 from promptgrid.matrix.running.config import RunConfig
 from promptgrid.matrix.running.conversation_batch import BatchRounds, RoundExported
 from promptgrid.matrix.running.planning import AdaptivePlanner, Cell, Planner, make_planner
@@ -384,9 +383,8 @@ class EpisodeRunner(Driver):
             self.on_sent(self.summary.steps_sent)  # the step is committed: a hook that kills here loses nothing
         if self.log is not None and (step.latency_s or 0.0) >= SLOW_STEP_S:
             # A slow model (a local one on a small machine: seconds a step) is seen to move between episodes.
-            print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
-                  f"{context.turn}, step {context.step}: answered in {step.latency_s:.1f} s "
-                  f"({self.summary.steps_sent} steps sent so far)", file=self.log, flush=True)
+            self._step_line(model, context, f"answered in {step.latency_s:.1f} s ({self.summary.steps_sent} steps "
+                                            "sent so far)")
         return step, True
 
     async def _batch_answer(self, client: Any, model: str, params: Mapping[str, Any], asked: StepRequest,
@@ -490,10 +488,13 @@ class EpisodeRunner(Driver):
         """Wait before a step's next try (``Driver._wait_to_retry``); a wait of ``RETRY_LINE_S`` or more gets its own
         progress line, naming the step and why, so that a run waiting on a rate limit is seen to wait."""
         if self.log is not None and delay >= RETRY_LINE_S:
-            print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
-                  f"{context.turn}, step {context.step}: {self._wait_reason(model, error)}: next try in {delay:.1f} s",
-                  file=self.log, flush=True)
+            self._step_line(model, context, f"{self._wait_reason(model, error)}: next try in {delay:.1f} s")
         await self._wait_to_retry(model, error, delay)
+
+    def _step_line(self, model: str, context: EpisodeContext, what: str) -> None:
+        """One progress line about a step: the model, variant, conversation, turn and step, then ``what``."""
+        print(f"  {model} | {_one_line(context.variant.label)} | {_one_line(context.conversation.id)} | turn "
+              f"{context.turn}, step {context.step}: {what}", file=self.log, flush=True)
 
     # ------------------------------------------------------------------ on the runner's engine
 
@@ -505,9 +506,9 @@ class EpisodeRunner(Driver):
         lanes = []
         for spec in self.config.models:
             width = self.widths[spec.name]
-            lane = self._lane[spec.name] = self._open_lane(spec, self.clients[spec.name], width)
-            if width != spec.concurrency:  # export-batch: every episode at once, parked; nothing is sent
-                lane.limit = Adaptive(spec.concurrency, spec.timeout) if spec.concurrency > 1 else None
+            # export-batch plays every episode at once (parked; nothing is sent): its steps' limit stays concurrency.
+            lane = self._lane[spec.name] = self._open_lane(spec, self.clients[spec.name], width,
+                                                           ceiling=spec.concurrency)
             self._open[spec.name], self._idle[spec.name] = 0, asyncio.Event()
             lanes.append(lane)
         try:

@@ -379,12 +379,14 @@ class Driver:
         return {lane.spec.name: [lane.limit.lowest, lane.limit.allowed, lane.limit.ceiling]
                 for lane in lanes if lane.limit is not None}
 
-    def _open_lane(self, spec: ModelSpec, client: Any, width: int, model_id: int = 0) -> Lane:
-        """The model's lane: its client, store id, a queue of ``2 x width``, rate buckets, adaptive limit on the
-        ``width`` calls it may have in flight, and planner."""
+    def _open_lane(self, spec: ModelSpec, client: Any, width: int, model_id: int = 0, *,
+                   ceiling: int | None = None) -> Lane:
+        """The model's lane: its client, store id, a queue of ``2 x width`` (``width``: its workers), rate buckets,
+        adaptive limit on the ``ceiling`` calls it may have in flight (default ``width``), and planner."""
         rpm, tpm = model_buckets(spec.rpm, spec.tpm)
+        most = width if ceiling is None else ceiling
         return Lane(spec=spec, client=client, model_id=model_id, queue=asyncio.Queue(maxsize=width * 2),
-                     rpm=rpm, tpm=tpm, limit=Adaptive(width, spec.timeout) if width > 1 else None,
+                     rpm=rpm, tpm=tpm, limit=Adaptive(most, spec.timeout) if most > 1 else None,
                      planner=self.planners[spec.name])
 
     async def _drive(self, lanes: Sequence[Lane]) -> None:
